@@ -1,0 +1,103 @@
+// swift-tools-version: 6.0
+//
+// ENS — Email Notification Service.
+//
+// Layering (see README "Code map"):
+//   C system libraries  ->  one Swift wrapper each (the only importers of the C modules)
+//   -> ENSCore (config, logging, protocol values) -> ENSResponder (router, endpoints)
+//   -> thin executables (ens-fcgi, ens-apns, ens-cron).
+// `make lint` checks that no other target imports a C module.
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "ens",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ens-fcgi", targets: ["ens-fcgi"]),
+        .executable(name: "ens-apns", targets: ["ens-apns"]),
+        .executable(name: "ens-cron", targets: ["ens-cron"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // MARK: C libraries (module maps and shims only)
+        .systemLibrary(name: "CFastCGI", pkgConfig: "fcgi", providers: [.apt(["libfcgi-dev"])]),
+        .systemLibrary(name: "CMariaDB", pkgConfig: "libmariadb", providers: [.apt(["libmariadb-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+
+        // MARK: One wrapper per C library; each owns every pointer of its library.
+        .target(name: "FastCGI", dependencies: ["CFastCGI", "POSIX"], swiftSettings: swiftSettings),
+        .target(name: "MariaDB", dependencies: ["CMariaDB"], swiftSettings: swiftSettings),
+        .target(name: "OpenSSL", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+        .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: swiftSettings),
+
+        // MARK: Pure Swift
+        .target(name: "POSIX", swiftSettings: swiftSettings),
+        .target(
+            name: "ENSCore",
+            dependencies: [
+                "OpenSSL", "MariaDB", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ENSResponder",
+            dependencies: [
+                "ENSCore", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Executables: main.swift wires things together, nothing more.
+        .executableTarget(
+            name: "ens-fcgi",
+            dependencies: [
+                "ENSResponder", "ENSCore", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "ens-apns",
+            dependencies: [
+                "ENSCore", "Curl", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "ens-cron",
+            dependencies: [
+                "ENSCore", "MariaDB", "OpenSSL", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Tests
+        .testTarget(
+            name: "ENSCoreTests",
+            dependencies: ["ENSCore", "ENSResponder", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,42 @@
+internal import CCurl
+
+/// A failed transfer, translated in one place from `CURLcode` and the error buffer.
+/// The URL is not part of the description: callback URLs carry sealed credentials.
+public struct CurlError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: Sendable, Equatable {
+        case couldNotConnect, timedOut, tlsFailure, other
+    }
+
+    public let kind: Kind
+    public let code: Int32
+    public let detail: String
+
+    init(code: CURLcode, detail: String) {
+        self.code = Int32(code.rawValue)
+        self.detail = detail
+        switch code {
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING:
+            kind = .couldNotConnect
+        case CURLE_OPERATION_TIMEDOUT:
+            kind = .timedOut
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE:
+            kind = .tlsFailure
+        default:
+            kind = .other
+        }
+    }
+
+    /// Worth retrying later (the peer was unreachable or slow), as opposed to a
+    /// configuration or certificate problem that will fail the same way again.
+    public var isRetriable: Bool { kind == .couldNotConnect || kind == .timedOut }
+
+    public var description: String {
+        let text = String(cString: curl_easy_strerror(CURLcode(UInt32(code))))
+        return detail.isEmpty ? "curl error \(code): \(text)" : "curl error \(code): \(text) (\(detail))"
+    }
+}
+
+enum CurlLibrary {
+    /// curl_global_init is not thread-safe; run it once, before any handle exists.
+    static let initialized: Bool = ccurl_global_init_default() == CURLE_OK
+}

@@ -1,0 +1,191 @@
+public import MariaDB
+public import OpenSSL
+internal import POSIX
+
+/// Every setting ENS reads, with its default. The defaults are those of a Debian host
+/// installed per the README; `make run` writes a config that points into `var/`.
+public struct ENSConfiguration: Sendable {
+    // FastCGI responder pool
+    public var fcgiSocket = "/run/ens/fcgi.sock"
+    public var fcgiSocketMode: UInt32 = 0o660
+    public var fcgiProcesses = 2
+    public var fcgiThreads = 16
+    public var fcgiBacklog: Int32 = 1024
+    public var maxBodyBytes = 65536
+    /// How long a responder trusts its last database check when answering /alive.
+    public var healthCacheMilliseconds = 1000
+
+    // Database
+    public var dbSocket: String? = "/run/mysqld/mysqld.sock"
+    public var dbHost = "localhost"
+    public var dbPort = 3306
+    public var dbName = "ens"
+    public var dbUser = "ens_service"
+    public var dbPasswordFile = "/etc/ens/secrets/db-service.password"
+    public var dbMigrationUser = "ens_migrate"
+    public var dbMigrationPasswordFile = "/etc/ens/secrets/db-migrate.password"
+    public var dbConnectTimeoutSeconds = 2
+    public var migrationsDirectory = "/usr/share/ens/sql/migrations"
+
+    // Secrets and authentication
+    public var masterKeyFile = "/etc/ens/secrets/master.key"
+    public var apiTokenCacheFile = "/var/lib/ens/api-tokens.cache"
+    public var apiTokenRefreshSeconds = 60
+
+    // RSA key pool
+    public var keyPoolSize = 200
+
+    // Processes around the responders
+    public var apnsSocket = "/run/ens/apns.sock"
+    public var lockFile = "/run/ens/ens-cron.lock"
+
+    public var logLevel = "info"
+
+    public init() {}
+
+    /// Every key the file may set, with the parser that applies it.
+    private static let keys: [String: @Sendable (inout ENSConfiguration, String, String) throws(ConfigError) -> Void] = [
+        "fcgi.socket": { config, key, value throws(ConfigError) in config.fcgiSocket = try path(key, value) },
+        "fcgi.socket_mode": { config, key, value throws(ConfigError) in config.fcgiSocketMode = try octal(key, value) },
+        "fcgi.processes": { config, key, value throws(ConfigError) in config.fcgiProcesses = try integer(key, value, 1...64) },
+        "fcgi.threads": { config, key, value throws(ConfigError) in config.fcgiThreads = try integer(key, value, 1...512) },
+        "fcgi.backlog": { config, key, value throws(ConfigError) in config.fcgiBacklog = Int32(try integer(key, value, 1...65535)) },
+        "http.max_body_bytes": { config, key, value throws(ConfigError) in config.maxBodyBytes = try integer(key, value, 1024...16_777_216) },
+        "health.cache_ms": { config, key, value throws(ConfigError) in config.healthCacheMilliseconds = try integer(key, value, 0...60000) },
+        "db.socket": { config, key, value throws(ConfigError) in config.dbSocket = value.isEmpty ? nil : try path(key, value) },
+        "db.host": { config, key, value throws(ConfigError) in config.dbHost = try nonEmpty(key, value) },
+        "db.port": { config, key, value throws(ConfigError) in config.dbPort = try integer(key, value, 1...65535) },
+        "db.name": { config, key, value throws(ConfigError) in config.dbName = try identifier(key, value) },
+        "db.user": { config, key, value throws(ConfigError) in config.dbUser = try identifier(key, value) },
+        "db.password_file": { config, key, value throws(ConfigError) in config.dbPasswordFile = try path(key, value) },
+        "db.migration_user": { config, key, value throws(ConfigError) in config.dbMigrationUser = try identifier(key, value) },
+        "db.migration_password_file": { config, key, value throws(ConfigError) in config.dbMigrationPasswordFile = try path(key, value) },
+        "db.connect_timeout_seconds": { config, key, value throws(ConfigError) in config.dbConnectTimeoutSeconds = try integer(key, value, 1...60) },
+        "db.migrations_dir": { config, key, value throws(ConfigError) in config.migrationsDirectory = try path(key, value) },
+        "security.master_key_file": { config, key, value throws(ConfigError) in config.masterKeyFile = try path(key, value) },
+        "auth.token_cache_file": { config, key, value throws(ConfigError) in config.apiTokenCacheFile = try path(key, value) },
+        "auth.refresh_seconds": { config, key, value throws(ConfigError) in config.apiTokenRefreshSeconds = try integer(key, value, 1...3600) },
+        "keys.pool_size": { config, key, value throws(ConfigError) in config.keyPoolSize = try integer(key, value, 0...100_000) },
+        "apns.socket": { config, key, value throws(ConfigError) in config.apnsSocket = try path(key, value) },
+        "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },
+        "log.level": { config, key, value throws(ConfigError) in
+            guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
+                throw ConfigError(key: key, problem: "must be one of trace, debug, info, notice, warning, error, critical")
+            }
+            config.logLevel = value
+        },
+    ]
+
+    public static var knownKeys: [String] { keys.keys.sorted() }
+
+    /// Applies a parsed file over the defaults.
+    public init(file: ConfigFile) throws(ConfigError) {
+        self.init()
+        for key in file.values.keys.sorted() {
+            guard let apply = Self.keys[key] else {
+                throw ConfigError(key: key, line: file.lines[key], problem: "is not a known setting")
+            }
+            do {
+                try apply(&self, key, file.values[key]!)
+            } catch {
+                throw ConfigError(key: key, line: file.lines[key], problem: error.problem)
+            }
+        }
+    }
+
+    /// Reads the config file at `path`.
+    public static func load(path: String) throws(ConfigError) -> ENSConfiguration {
+        let bytes: [UInt8]
+        do {
+            bytes = try Files.read(path, limit: 1 << 20)
+        } catch {
+            throw ConfigError(key: nil, problem: "cannot read \(path): \(error)")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ConfigError(key: nil, problem: "\(path) is not UTF-8 text")
+        }
+        return try ENSConfiguration(file: ConfigFile(parsing: text))
+    }
+
+    /// The config path: `--config`, else `$ENS_CONFIG`, else `/etc/ens/ens.conf`.
+    public static func resolvePath(flag: String?) -> String {
+        flag ?? Environment.get("ENS_CONFIG") ?? "/etc/ens/ens.conf"
+    }
+
+    // MARK: Secrets (read from their own files, never from the config file itself)
+
+    /// The service account's connection settings, with its password read from its file.
+    public func serviceDatabase() throws(ConfigError) -> MariaDBConfiguration {
+        MariaDBConfiguration(
+            unixSocket: dbSocket, host: dbHost, port: dbPort,
+            user: dbUser, password: try Self.secretText(key: "db.password_file", path: dbPasswordFile),
+            database: dbName, connectTimeoutSeconds: dbConnectTimeoutSeconds
+        )
+    }
+
+    /// The migration account's connection settings.
+    public func migrationDatabase() throws(ConfigError) -> MariaDBConfiguration {
+        MariaDBConfiguration(
+            unixSocket: dbSocket, host: dbHost, port: dbPort,
+            user: dbMigrationUser, password: try Self.secretText(key: "db.migration_password_file", path: dbMigrationPasswordFile),
+            database: dbName, connectTimeoutSeconds: dbConnectTimeoutSeconds
+        )
+    }
+
+    /// The 32-byte master key, stored as 64 hex characters.
+    public func masterKey() throws(ConfigError) -> AESGCMKey {
+        let text = try Self.secretText(key: "security.master_key_file", path: masterKeyFile)
+        guard let bytes = Hex.decode(text), bytes.count == AESGCMKey.keySize, let key = try? AESGCMKey(bytes: bytes) else {
+            throw ConfigError(key: "security.master_key_file", problem: "must hold 64 hexadecimal characters (32 bytes); generate one with `openssl rand -hex 32`")
+        }
+        return key
+    }
+
+    static func secretText(key: String, path: String) throws(ConfigError) -> String {
+        let bytes: [UInt8]
+        do {
+            bytes = try Files.read(path, limit: 4096)
+        } catch {
+            throw ConfigError(key: key, problem: "names \(path), which cannot be read: \(error)")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ConfigError(key: key, problem: "names \(path), which is not UTF-8 text")
+        }
+        let trimmed = text.trimmingCharacters(in: " \t\r\n")
+        guard !trimmed.isEmpty else { throw ConfigError(key: key, problem: "names \(path), which is empty") }
+        return trimmed
+    }
+
+    // MARK: Value parsers
+
+    private static func integer(_ key: String, _ value: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int {
+        guard let number = Int(value), range.contains(number) else {
+            throw ConfigError(key: key, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound), got '\(value.prefix(40))'")
+        }
+        return number
+    }
+
+    private static func octal(_ key: String, _ value: String) throws(ConfigError) -> UInt32 {
+        guard let mode = UInt32(value, radix: 8), mode <= 0o777 else {
+            throw ConfigError(key: key, problem: "must be an octal file mode such as 0660")
+        }
+        return mode
+    }
+
+    private static func path(_ key: String, _ value: String) throws(ConfigError) -> String {
+        guard value.hasPrefix("/") else { throw ConfigError(key: key, problem: "must be an absolute path") }
+        return value
+    }
+
+    private static func nonEmpty(_ key: String, _ value: String) throws(ConfigError) -> String {
+        guard !value.isEmpty else { throw ConfigError(key: key, problem: "must not be empty") }
+        return value
+    }
+
+    private static func identifier(_ key: String, _ value: String) throws(ConfigError) -> String {
+        guard !value.isEmpty, value.count <= 64, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw ConfigError(key: key, problem: "must be 1–64 letters, digits or underscores")
+        }
+        return value
+    }
+}

@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+public import Logging
+import Synchronization
+
+/// A swift-log handler that writes one logfmt line per event to stderr:
+///
+///     2026-11-22T12:00:00.123Z level=warning process=ens-fcgi pid=42 msg="database unreachable" db.error="MariaDB connect failed: error 2002 (...)"
+///
+/// Messages are fixed phrases; values travel as metadata. Nothing here filters secrets:
+/// the rule is that callers never put an email, password, token or key into a log call.
+public struct LogfmtLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level
+    private let label: String
+
+    public init(label: String, level: Logger.Level) {
+        self.label = label
+        self.logLevel = level
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var line = Self.timestamp()
+        line += " level=\(event.level.rawValue) process=\(label) pid=\(getpid()) msg=\(Self.quote(event.message.description))"
+        var merged = self.metadata
+        if let extra = event.metadata { merged.merge(extra) { _, new in new } }
+        for key in merged.keys.sorted() {
+            line += " \(key)=\(Self.quote(merged[key]!.description))"
+        }
+        line += "\n"
+        Self.write(line)
+    }
+
+    /// Installs this handler process-wide for `label` at `level`.
+    public static func bootstrap(label: String, level: String) {
+        let parsed = Logger.Level(rawValue: level) ?? .info
+        LoggingSystem.bootstrap { _ in LogfmtLogHandler(label: label, level: parsed) }
+    }
+
+    /// Quotes a value when it contains spaces, quotes or control characters; control
+    /// characters are escaped so one event is always one line.
+    static func quote(_ value: String) -> String {
+        let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0.value < 0x20 || $0 == "\\" }
+        guard needsQuotes else { return value }
+        var out = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 { out += "\\u{\(String(scalar.value, radix: 16))}" } else { out.unicodeScalars.append(scalar) }
+            }
+        }
+        return out + "\""
+    }
+
+    static func timestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var parts = tm()
+        var seconds = now.tv_sec
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(now.tv_nsec / 1_000_000), 3))Z"
+    }
+
+    private static let writeLock = Mutex(())
+
+    /// One write(2) per line, under a lock, so lines from several threads never interleave.
+    private static func write(_ line: String) {
+        writeLock.withLock { _ in
+            var bytes = Array(line.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress! + offset, $0.count - offset) }
+                if written <= 0 { break }
+                offset += written
+            }
+        }
+    }
+}

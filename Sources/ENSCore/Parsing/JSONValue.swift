@@ -1,0 +1,237 @@
+/// A parsed JSON value. Numbers keep their source text: ENS only ever passes them on
+/// as parameters, and the text is exact where a Double would not be.
+public enum JSONValue: Sendable, Equatable {
+    case string(String)
+    case number(String)
+    case bool(Bool)
+    case null
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The value as a parameter string: strings as they are, numbers as written,
+    /// booleans as "1"/"0". Nil for null, arrays and objects.
+    public var scalarText: String? {
+        switch self {
+        case .string(let value): value
+        case .number(let text): text
+        case .bool(let value): value ? "1" : "0"
+        default: nil
+        }
+    }
+}
+
+/// Why a JSON text was refused. Positions are byte offsets; the input itself never
+/// appears in the error (it may be a decrypted secret).
+public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let offset: Int
+    public let problem: String
+    public var description: String { "invalid JSON at byte \(offset): \(problem)" }
+}
+
+/// A strict RFC 8259 parser with a nesting limit, for request bodies and sealed
+/// plaintexts. It rejects invalid UTF-8, lone surrogates, trailing data and duplicate
+/// object keys (which would let two readers disagree on a value).
+public struct JSONParser {
+    public static let defaultMaximumDepth = 16
+
+    private let bytes: [UInt8]
+    private var index = 0
+    private let maximumDepth: Int
+
+    public static func parse(_ bytes: [UInt8], maximumDepth: Int = defaultMaximumDepth) throws(JSONParseError) -> JSONValue {
+        var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth)
+        parser.skipWhitespace()
+        let value = try parser.parseValue(depth: 0)
+        parser.skipWhitespace()
+        guard parser.index == bytes.count else { throw parser.failure("unexpected data after the value") }
+        return value
+    }
+
+    private init(bytes: [UInt8], maximumDepth: Int) {
+        self.bytes = bytes
+        self.maximumDepth = maximumDepth
+    }
+
+    private func failure(_ problem: String) -> JSONParseError {
+        JSONParseError(offset: index, problem: problem)
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count, [0x20, 0x09, 0x0a, 0x0d].contains(bytes[index]) { index += 1 }
+    }
+
+    private mutating func parseValue(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard index < bytes.count else { throw failure("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
+        case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
+        default: throw failure("unexpected character")
+        }
+    }
+
+    private mutating func expectLiteral(_ literal: String) throws(JSONParseError) {
+        let expected = Array(literal.utf8)
+        guard index + expected.count <= bytes.count, Array(bytes[index..<(index + expected.count)]) == expected else {
+            throw failure("invalid literal")
+        }
+        index += expected.count
+    }
+
+    private mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard depth <= maximumDepth else { throw failure("nesting deeper than \(maximumDepth)") }
+        index += 1
+        var members: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
+            let key = try parseString()
+            guard members[key] == nil else { throw failure("duplicate member name") }
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
+            index += 1
+            skipWhitespace()
+            members[key] = try parseValue(depth: depth)
+            skipWhitespace()
+            guard index < bytes.count else { throw failure("unterminated object") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+            throw failure("expected ',' or '}'")
+        }
+    }
+
+    private mutating func parseArray(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard depth <= maximumDepth else { throw failure("nesting deeper than \(maximumDepth)") }
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue(depth: depth))
+            skipWhitespace()
+            guard index < bytes.count else { throw failure("unterminated array") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+            throw failure("expected ',' or ']'")
+        }
+    }
+
+    private mutating func parseNumber() throws(JSONParseError) -> String {
+        let start = index
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count, isDigit(bytes[index]) else { throw failure("invalid number") }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else {
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            guard index < bytes.count, isDigit(bytes[index]) else { throw failure("invalid fraction") }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count, isDigit(bytes[index]) else { throw failure("invalid exponent") }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        guard index - start <= 64 else { throw failure("number too long") }
+        return String(decoding: bytes[start..<index], as: UTF8.self)
+    }
+
+    private func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
+
+    private mutating func parseString() throws(JSONParseError) -> String {
+        index += 1  // opening quote
+        var output: [UInt8] = []
+        while true {
+            guard index < bytes.count else { throw failure("unterminated string") }
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                guard let text = String(validating: output, as: UTF8.self) else { throw failure("string is not valid UTF-8") }
+                return text
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard index < bytes.count else { throw failure("unterminated escape") }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""): output.append(0x22)
+                case UInt8(ascii: "\\"): output.append(0x5c)
+                case UInt8(ascii: "/"): output.append(0x2f)
+                case UInt8(ascii: "b"): output.append(0x08)
+                case UInt8(ascii: "f"): output.append(0x0c)
+                case UInt8(ascii: "n"): output.append(0x0a)
+                case UInt8(ascii: "r"): output.append(0x0d)
+                case UInt8(ascii: "t"): output.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try parseHex4()
+                    if (0xD800...0xDBFF).contains(scalar) {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                            throw failure("lone surrogate")
+                        }
+                        index += 2
+                        let low = try parseHex4()
+                        guard (0xDC00...0xDFFF).contains(low) else { throw failure("lone surrogate") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00...0xDFFF).contains(scalar) {
+                        throw failure("lone surrogate")
+                    }
+                    guard let unicode = Unicode.Scalar(scalar) else { throw failure("invalid code point") }
+                    output.append(contentsOf: Array(String(Character(unicode)).utf8))
+                default:
+                    throw failure("invalid escape")
+                }
+            case 0..<0x20:
+                throw failure("control character in string")
+            default:
+                output.append(byte)
+                index += 1
+            }
+        }
+    }
+
+    private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw failure("truncated \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - 0x30)
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - 0x61 + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - 0x41 + 10)
+            default: throw failure("invalid \\u escape")
+            }
+            value = value << 4 | digit
+            index += 1
+        }
+        return value
+    }
+}

@@ -1,0 +1,47 @@
+/// What a handler sees of one HTTP request: method, path, the headers the API uses,
+/// and the decoded parameters. Built by `RequestReader` from the FastCGI variables.
+public struct Request: Sendable {
+    public var method: String
+    public var path: String
+    public var apiToken: String?
+    /// `badge: 1` / `development: 1` headers; nil when the header was absent.
+    public var badge: Bool?
+    public var development: Bool?
+    public var parameters: Parameters
+
+    public init(method: String, path: String, apiToken: String? = nil, badge: Bool? = nil, development: Bool? = nil, parameters: Parameters = Parameters()) {
+        self.method = method
+        self.path = path
+        self.apiToken = apiToken
+        self.badge = badge
+        self.development = development
+        self.parameters = parameters
+    }
+}
+
+/// Named request parameters, decoded from a JSON object or a form body.
+/// Values are kept as strings: the contract lets numbers arrive either way.
+public struct Parameters: Sendable, Equatable {
+    public var values: [String: String]
+
+    public init(_ values: [String: String] = [:]) {
+        self.values = values
+    }
+
+    public subscript(name: String) -> String? { values[name] }
+
+    /// A required, non-empty parameter.
+    public func required(_ name: String) throws(APIError) -> String {
+        guard let value = values[name], !value.isEmpty else {
+            throw .invalidRequest("Missing parameter '\(name)'.")
+        }
+        return value
+    }
+
+    /// An optional integer parameter ("1" and 1 both arrive as "1").
+    public func integer(_ name: String) throws(APIError) -> Int? {
+        guard let value = values[name], !value.isEmpty else { return nil }
+        guard let number = Int(value) else { throw .invalidRequest("Parameter '\(name)' must be an integer.") }
+        return number
+    }
+}

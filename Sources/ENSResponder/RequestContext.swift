@@ -1,0 +1,55 @@
+public import ENSCore
+public import Logging
+public import MariaDB
+internal import POSIX
+
+/// What one responder thread owns: its database connection and its cached health state.
+/// Handlers get the context of the thread they run on; nothing in it is shared.
+public final class RequestContext {
+    public let configuration: ENSConfiguration
+    public let services: SharedServices
+    public let database: Connection
+    public var logger: Logger
+
+    private var lastHealthCheck: UInt64 = 0
+    private var lastHealthy = false
+
+    public init(configuration: ENSConfiguration, services: SharedServices, database: Connection, logger: Logger) {
+        self.configuration = configuration
+        self.services = services
+        self.database = database
+        self.logger = logger
+    }
+
+    /// Whether this thread can query the database, re-checked with `SELECT 1` at most
+    /// once per `health.cache_ms`, so /alive under load does not hammer MariaDB.
+    public func databaseIsHealthy() -> Bool {
+        let now = MonotonicClock.milliseconds()
+        if lastHealthCheck != 0 && now &- lastHealthCheck < UInt64(configuration.healthCacheMilliseconds) {
+            return lastHealthy
+        }
+        do {
+            _ = try database.query("SELECT 1")
+            if !lastHealthy && lastHealthCheck != 0 { logger.info("database reachable again") }
+            lastHealthy = true
+        } catch {
+            if lastHealthy || lastHealthCheck == 0 {
+                logger.warning("database unreachable", metadata: ["db.error": "\(error)"])
+            }
+            lastHealthy = false
+        }
+        lastHealthCheck = now
+        return lastHealthy
+    }
+
+    /// Forgets the cached health state (after a query failed with a lost connection).
+    public func invalidateHealth() {
+        lastHealthCheck = 0
+        lastHealthy = false
+    }
+}
+
+/// Process-wide services shared by all responder threads (thread-safe by construction).
+public final class SharedServices: Sendable {
+    public init() {}
+}

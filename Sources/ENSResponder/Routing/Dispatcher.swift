@@ -1,0 +1,133 @@
+internal import ENSCore
+internal import FastCGI
+internal import Logging
+internal import MariaDB
+
+/// Turns one FastCGI request into one answer: the checks every endpoint shares, in a
+/// fixed order (404, 405, 401, 413, 415, 400), then the endpoint's handler.
+/// Nothing a client sends can make this trap; every failure is a JSON answer.
+struct Dispatcher: Sendable {
+    let router: Router
+    let maxBodyBytes: Int
+    let tokenCheck: @Sendable (String?) -> Bool
+
+    func respond(to fcgi: FastCGIRequest, context: RequestContext) {
+        let method = String(decoding: fcgi.parameter("REQUEST_METHOD") ?? [], as: UTF8.self)
+        let response: APIResponse
+        do {
+            response = try handle(fcgi, method: method, context: context)
+        } catch let error as APIError {
+            response = error.response
+        } catch let error as MariaDBError where error.kind == .connectionLost {
+            context.invalidateHealth()
+            context.logger.warning("database unavailable during request", metadata: ["db.error": "\(error)"])
+            response = APIError.serviceUnavailable.response
+        } catch {
+            // Only a log-safe description is logged; the client gets a generic 500.
+            context.logger.error("request failed", metadata: ["error": "\(error)"])
+            response = APIError.internalError.response
+        }
+        fcgi.write(response.cgiBytes(includeBody: method != "HEAD"))
+    }
+
+    private func handle(_ fcgi: FastCGIRequest, method: String, context: RequestContext) throws -> APIResponse {
+        let pathBytes = fcgi.parameter("DOCUMENT_URI") ?? fcgi.parameter("SCRIPT_NAME") ?? []
+        guard let path = String(validating: pathBytes, as: UTF8.self),
+              let route = router.route(for: path) else { throw APIError.notFound }
+        guard route.allows(method) else { throw APIError.methodNotAllowed(route.methods) }
+
+        let apiToken = try header(fcgi, "HTTP_APITOKEN")
+        if route.requiresAPIToken && !tokenCheck(apiToken) { throw APIError.unauthorized }
+
+        let parameters = method == "POST" ? try readParameters(fcgi) : Parameters()
+        let request = Request(
+            method: method, path: path, apiToken: apiToken,
+            badge: try flagHeader(fcgi, "HTTP_BADGE"),
+            development: try flagHeader(fcgi, "HTTP_DEVELOPMENT"),
+            parameters: parameters
+        )
+        return try route.handler(request, context)
+    }
+
+    /// Reads and decodes the body, refusing oversize bodies before reading them.
+    private func readParameters(_ fcgi: FastCGIRequest) throws(APIError) -> Parameters {
+        let lengthText = String(decoding: fcgi.parameter("CONTENT_LENGTH") ?? [], as: UTF8.self)
+        let length = lengthText.isEmpty ? 0 : Int(lengthText) ?? -1
+        guard length >= 0 else { throw .invalidRequest("Invalid Content-Length.") }
+        guard length <= maxBodyBytes else { throw .payloadTooLarge(limit: maxBodyBytes) }
+
+        let contentType = MediaType(fcgi.parameter("CONTENT_TYPE") ?? [])
+        if length == 0 && contentType == .absent { return Parameters() }
+        guard contentType == .json || contentType == .form else { throw .unsupportedMediaType }
+
+        let body = fcgi.readBody(limit: length)
+        guard body.count == length else { throw .invalidRequest("The request body ended early.") }
+        return try ParameterDecoder.decode(body, json: contentType == .json)
+    }
+
+    private func header(_ fcgi: FastCGIRequest, _ name: String) throws(APIError) -> String? {
+        guard let bytes = fcgi.parameter(name) else { return nil }
+        guard let text = String(validating: bytes, as: UTF8.self), !text.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+            throw .invalidRequest("A header is not valid text.")
+        }
+        return text
+    }
+
+    private func flagHeader(_ fcgi: FastCGIRequest, _ name: String) throws(APIError) -> Bool? {
+        guard let value = try header(fcgi, name) else { return nil }
+        switch value.trimmingCharacters(in: " ") {
+        case "1", "true": return true
+        case "0", "false", "": return false
+        default: throw .invalidRequest("Headers badge and development take 0 or 1.")
+        }
+    }
+}
+
+/// The request content types the API accepts.
+enum MediaType: Equatable {
+    case absent, json, form, other
+
+    init(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else {
+            self = .absent
+            return
+        }
+        let text = String(decoding: bytes, as: UTF8.self).lowercased()
+        let essence = text.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: " \t") } ?? ""
+        switch essence {
+        case "application/json": self = .json
+        case "application/x-www-form-urlencoded": self = .form
+        default: self = .other
+        }
+    }
+}
+
+/// Body bytes → named parameters, for both accepted content types.
+enum ParameterDecoder {
+    static func decode(_ body: [UInt8], json: Bool) throws(APIError) -> Parameters {
+        guard json else {
+            do {
+                return Parameters(try FormDecoder.decode(body))
+            } catch {
+                throw .invalidRequest("Malformed form body: \(error.problem).")
+            }
+        }
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(body)
+        } catch {
+            throw .invalidRequest("Malformed JSON body: \(error.problem).")
+        }
+        guard case .object(let members) = value else { throw .invalidRequest("The JSON body must be an object.") }
+        var values: [String: String] = [:]
+        for (name, member) in members {
+            if case .null = member { continue }
+            guard let text = member.scalarText else {
+                throw .invalidRequest("Parameter '\(name.prefix(40))' must be a string or a number.")
+            }
+            guard !text.utf8.contains(0), !name.utf8.contains(0) else { throw .invalidRequest("A parameter contains a NUL byte.") }
+            values[name] = text
+        }
+        return Parameters(values)
+    }
+}

@@ -1,0 +1,103 @@
+internal import CFastCGI
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// libfcgi's process-wide state.
+public enum FastCGI {
+    /// Initialises libfcgi once per process, before any request object is made.
+    ///
+    /// libfcgi installs its own SIGTERM/SIGUSR1/SIGPIPE handlers here; callers block those
+    /// signals in every thread and take them with `sigwait`, so the handlers never run.
+    public static func initialize() throws(FastCGIError) {
+        guard FCGX_Init() == 0 else { throw FastCGIError(operation: "FCGX_Init", code: -1) }
+    }
+
+    /// Tells every thread blocked in `accept()` to give up after its current wait.
+    public static func requestShutdown() {
+        FCGX_ShutdownPending()
+    }
+}
+
+/// A failed libfcgi call. libfcgi reports failures as negative return codes (errno
+/// values or its own FCGX_* codes); this is the one place they become Swift errors.
+public struct FastCGIError: Error, CustomStringConvertible, Sendable {
+    public let operation: String
+    public let code: Int32
+    public var description: String { "\(operation) failed with code \(code)" }
+}
+
+/// One responder thread's FastCGI request slot.
+///
+/// libfcgi keeps pointers into `FCGX_Request` inside its streams, so the struct lives at
+/// a stable heap address owned by this object; it is freed (and its connection closed)
+/// in `deinit`. A slot is used by one thread at a time.
+public final class FastCGIRequest {
+    private let request: UnsafeMutablePointer<FCGX_Request>
+
+    /// Prepares a slot that accepts on the listening descriptor `listenFD`.
+    public init(listenFD: Int32) throws(FastCGIError) {
+        request = .allocate(capacity: 1)
+        let result = FCGX_InitRequest(request, listenFD, 0)
+        guard result == 0 else {
+            request.deallocate()
+            throw FastCGIError(operation: "FCGX_InitRequest", code: result)
+        }
+    }
+
+    deinit {
+        FCGX_Free(request, 1)
+        request.deallocate()
+    }
+
+    /// Finishes the previous request (flushing its output) and waits for the next one.
+    /// Returns false when the listener was shut down or failed.
+    public func accept() -> Bool {
+        FCGX_Accept_r(request) >= 0
+    }
+
+    /// Flushes and completes the current request without waiting for another.
+    public func finish() {
+        FCGX_Finish_r(request)
+    }
+
+    /// The raw bytes of a FastCGI parameter (CGI variable such as `REQUEST_METHOD` or
+    /// `HTTP_APITOKEN`), or nil when nginx did not send it. Callers validate the bytes.
+    public func parameter(_ name: String) -> [UInt8]? {
+        guard let value = name.withCString({ FCGX_GetParam($0, request.pointee.envp) }) else { return nil }
+        return value.withMemoryRebound(to: UInt8.self, capacity: 1) { pointer in
+            Array(UnsafeBufferPointer(start: pointer, count: strlen(value)))
+        }
+    }
+
+    /// Reads up to `limit` bytes of the request body. Reading stops at the end of the
+    /// body or at `limit`, whichever comes first, so a lying client cannot make us
+    /// buffer more than the limit.
+    public func readBody(limit: Int) -> [UInt8] {
+        guard limit > 0 else { return [] }
+        var body = [UInt8](repeating: 0, count: limit)
+        var filled = 0
+        while filled < limit {
+            let count = body.withUnsafeMutableBufferPointer { buffer in
+                buffer.baseAddress!.advanced(by: filled).withMemoryRebound(to: CChar.self, capacity: limit - filled) {
+                    FCGX_GetStr($0, Int32(limit - filled), request.pointee.in)
+                }
+            }
+            if count <= 0 { break }
+            filled += Int(count)
+        }
+        body.removeSubrange(filled...)
+        return body
+    }
+
+    /// Writes response bytes (CGI headers, blank line, body) to the client.
+    /// A closed client is not an error worth reporting: nginx has already given up.
+    public func write(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        bytes.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                _ = FCGX_PutStr($0, Int32(buffer.count), request.pointee.out)
+            }
+        }
+    }
+}

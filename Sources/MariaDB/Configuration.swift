@@ -1,0 +1,29 @@
+/// Where and as whom to connect.
+public struct MariaDBConfiguration: Sendable {
+    /// A Unix socket path; when set, `host` and `port` are ignored.
+    public var unixSocket: String?
+    public var host: String
+    public var port: Int
+    public var user: String
+    public var password: String
+    public var database: String?
+    /// Seconds to wait for a connection, and for each read or write on it. Short values
+    /// make a dead server show up as 503 quickly instead of stalling responders.
+    public var connectTimeoutSeconds: Int
+    public var readWriteTimeoutSeconds: Int
+
+    public init(
+        unixSocket: String? = nil, host: String = "localhost", port: Int = 3306,
+        user: String, password: String, database: String?,
+        connectTimeoutSeconds: Int = 2, readWriteTimeoutSeconds: Int = 10
+    ) {
+        self.unixSocket = unixSocket
+        self.host = host
+        self.port = port
+        self.user = user
+        self.password = password
+        self.database = database
+        self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.readWriteTimeoutSeconds = readWriteTimeoutSeconds
+    }
+}

@@ -1,0 +1,134 @@
+internal import CMariaDB
+
+/// One connection to MariaDB, used by one thread at a time.
+///
+/// Owns the `MYSQL` handle and a cache of prepared statements keyed by SQL text.
+/// It connects lazily and, after the server goes away, drops the broken handle so the
+/// next call connects afresh: responders recover from a database restart by themselves.
+public final class Connection {
+    private let configuration: MariaDBConfiguration
+    private var handle: UnsafeMutablePointer<MYSQL>?
+    private var statements: [String: PreparedStatement] = [:]
+
+    public init(configuration: MariaDBConfiguration) {
+        MariaDBLibrary.initializeOnce()
+        self.configuration = configuration
+    }
+
+    deinit {
+        disconnect()
+    }
+
+    public var isConnected: Bool { handle != nil }
+
+    /// Closes the connection and forgets its prepared statements.
+    public func disconnect() {
+        statements.removeAll()  // statements close before the connection they belong to
+        if let handle {
+            mysql_close(handle)
+            self.handle = nil
+        }
+    }
+
+    /// Connects now if not connected.
+    public func connect() throws(MariaDBError) {
+        if handle != nil { return }
+        guard let fresh = mysql_init(nil) else {
+            throw MariaDBError.misuse("mysql_init returned no handle (out of memory)")
+        }
+        var connectTimeout = UInt32(configuration.connectTimeoutSeconds)
+        var ioTimeout = UInt32(configuration.readWriteTimeoutSeconds)
+        mysql_options(fresh, MYSQL_OPT_CONNECT_TIMEOUT, &connectTimeout)
+        mysql_options(fresh, MYSQL_OPT_READ_TIMEOUT, &ioTimeout)
+        mysql_options(fresh, MYSQL_OPT_WRITE_TIMEOUT, &ioTimeout)
+        mysql_options(fresh, MYSQL_SET_CHARSET_NAME, "utf8mb4")
+        let connected = mysql_real_connect(
+            fresh,
+            configuration.unixSocket == nil ? configuration.host : nil,
+            configuration.user,
+            configuration.password,
+            configuration.database,
+            UInt32(configuration.port),
+            configuration.unixSocket,
+            0
+        )
+        guard connected != nil else {
+            let error = MariaDBError.from(connection: fresh, operation: "connect")
+            mysql_close(fresh)
+            throw error
+        }
+        handle = fresh
+    }
+
+    /// Runs a statement that returns rows.
+    public func query(_ query: Query) throws(MariaDBError) -> [Row] {
+        try run(query) { statement throws(MariaDBError) in try statement.fetchAll() }
+    }
+
+    /// Runs a statement that returns at most one row.
+    public func queryOne(_ query: Query) throws(MariaDBError) -> Row? {
+        try self.query(query).first
+    }
+
+    /// Runs a statement that changes data.
+    @discardableResult
+    public func execute(_ query: Query) throws(MariaDBError) -> ExecuteResult {
+        try run(query) { statement throws(MariaDBError) in statement.executeResult() }
+    }
+
+    /// Runs `body` inside a transaction; commits if it returns, rolls back if it throws.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("START TRANSACTION")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Runs SQL text that takes no parameters, through the text protocol. Used for
+    /// migrations (DDL); never for statements that carry values.
+    public func executeScript(unsafeSQL sql: String) throws(MariaDBError) {
+        try connect()
+        guard let handle else { throw MariaDBError.misuse("not connected") }
+        let result = sql.withCString { mysql_real_query(handle, $0, UInt(sql.utf8.count)) }
+        if result != 0 {
+            let error = MariaDBError.from(connection: handle, operation: "query")
+            if error.kind == .connectionLost { disconnect() }
+            throw error
+        }
+        if let resultSet = mysql_store_result(handle) { mysql_free_result(resultSet) }
+    }
+
+    private func run<T>(_ query: Query, _ body: (PreparedStatement) throws(MariaDBError) -> T) throws(MariaDBError) -> T {
+        try connect()
+        guard let handle else { throw MariaDBError.misuse("not connected") }
+        do {
+            let statement: PreparedStatement
+            if let cached = statements[query.sql] {
+                statement = cached
+            } else {
+                statement = try PreparedStatement(connection: handle, sql: query.sql)
+                statements[query.sql] = statement
+            }
+            try statement.execute(bindings: query.bindings)
+            return try body(statement)
+        } catch {
+            if error.kind == .connectionLost { disconnect() }
+            throw error
+        }
+    }
+}
+
+/// Calls `mysql_library_init` exactly once per process, before any thread connects
+/// (the client library is not thread-safe until it has been initialised).
+enum MariaDBLibrary {
+    static let initialized: Bool = cmariadb_library_init() == 0
+
+    static func initializeOnce() {
+        _ = initialized
+    }
+}

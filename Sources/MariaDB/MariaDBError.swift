@@ -1,0 +1,88 @@
+internal import CMariaDB
+
+/// A MariaDB failure, translated in one place from `mysql_errno`/`mysql_sqlstate`.
+///
+/// `description` is safe to log: it carries the server's error code and class but never
+/// the statement's bound values. The server's own message can quote values, so it is
+/// only in `debugDescription`, which nothing in ENS logs.
+public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringConvertible, Sendable {
+    public enum Kind: Sendable, Equatable {
+        /// The server cannot be reached or the connection broke: retry later.
+        case connectionLost
+        /// A unique or primary key already holds this value.
+        case duplicateKey
+        /// The account lacks a privilege (the service account has no DDL rights).
+        case accessDenied
+        /// Anything else the server or the client library reported.
+        case other
+        /// The caller used the wrapper wrongly (e.g. read a column as the wrong type).
+        case misuse
+    }
+
+    public let kind: Kind
+    public let code: UInt32
+    public let sqlState: String
+    public let operation: String
+    private let serverMessage: String
+
+    init(kind: Kind, code: UInt32, sqlState: String, operation: String, serverMessage: String) {
+        self.kind = kind
+        self.code = code
+        self.sqlState = sqlState
+        self.operation = operation
+        self.serverMessage = serverMessage
+    }
+
+    static func misuse(_ what: String) -> MariaDBError {
+        MariaDBError(kind: .misuse, code: 0, sqlState: "HY000", operation: what, serverMessage: what)
+    }
+
+    /// Reads the error state of a connection.
+    static func from(connection: UnsafeMutablePointer<MYSQL>, operation: String) -> MariaDBError {
+        let code = mysql_errno(connection)
+        return MariaDBError(
+            kind: classify(code),
+            code: code,
+            sqlState: String(cString: mysql_sqlstate(connection)),
+            operation: operation,
+            serverMessage: String(cString: mysql_error(connection))
+        )
+    }
+
+    /// Reads the error state of a prepared statement.
+    static func from(statement: UnsafeMutablePointer<MYSQL_STMT>, operation: String) -> MariaDBError {
+        let code = mysql_stmt_errno(statement)
+        return MariaDBError(
+            kind: classify(code),
+            code: code,
+            sqlState: String(cString: mysql_stmt_sqlstate(statement)),
+            operation: operation,
+            serverMessage: String(cString: mysql_stmt_error(statement))
+        )
+    }
+
+    static func classify(_ code: UInt32) -> Kind {
+        switch Int32(code) {
+        case CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR,
+             CR_SERVER_LOST_EXTENDED, ER_CONNECTION_KILLED, ER_SERVER_SHUTDOWN, CR_COMMANDS_OUT_OF_SYNC:
+            .connectionLost
+        case ER_DUP_ENTRY, ER_DUP_KEY, ER_DUP_ENTRY_WITH_KEY_NAME:
+            .duplicateKey
+        case ER_TABLEACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
+             ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR:
+            .accessDenied
+        default:
+            .other
+        }
+    }
+
+    public var isRetriable: Bool { kind == .connectionLost }
+
+    public var description: String {
+        "MariaDB \(operation) failed: error \(code) (SQLSTATE \(sqlState), \(kind))"
+    }
+
+    public var debugDescription: String {
+        "\(description): \(serverMessage)"
+    }
+}

@@ -1,0 +1,94 @@
+internal import COpenSSL
+
+/// AES-256-GCM sealing for secrets at rest (private keys, sync keys) and for the
+/// credentials inside callback URLs.
+///
+/// Sealed layout: 12-byte random nonce ‖ ciphertext ‖ 16-byte tag. `associatedData`
+/// binds a sealed value to its context (e.g. the row it belongs to), so a value copied
+/// into another row does not open.
+public struct AESGCMKey: Sendable {
+    public static let keySize = 32
+    public static let nonceSize = 12
+    public static let tagSize = 16
+
+    private let key: [UInt8]
+
+    public init(bytes: [UInt8]) throws(OpenSSLError) {
+        guard bytes.count == Self.keySize else {
+            throw OpenSSLError(operation: "AES-256-GCM key", reasons: ["key must be 32 bytes, got \(bytes.count)"])
+        }
+        key = bytes
+    }
+
+    public static func random() throws(OpenSSLError) -> AESGCMKey {
+        try AESGCMKey(bytes: Digest.randomBytes(keySize))
+    }
+
+    /// Derives a sub-key for one purpose (HMAC-SHA-256 of the label under this key), so
+    /// one master key can protect several kinds of data without reusing a key.
+    public func derived(label: String) -> AESGCMKey {
+        // HMAC output is 32 bytes, so this initializer cannot fail.
+        (try? AESGCMKey(bytes: Digest.hmacSHA256(key: key, message: Array(label.utf8)))) ?? self
+    }
+
+    public func seal(_ plaintext: [UInt8], associatedData: [UInt8] = []) throws(OpenSSLError) -> [UInt8] {
+        let nonce = try Digest.randomBytes(Self.nonceSize)
+        guard let context = EVP_CIPHER_CTX_new() else { throw .drain("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        var output = nonce
+        var ciphertext = [UInt8](repeating: 0, count: plaintext.count + 16)
+        var length: Int32 = 0
+        var total = 0
+        guard EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, key, nonce) == 1 else { throw .drain("seal init") }
+        if !associatedData.isEmpty {
+            guard EVP_EncryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1 else { throw .drain("seal aad") }
+        }
+        if !plaintext.isEmpty {
+            guard EVP_EncryptUpdate(context, &ciphertext, &length, plaintext, Int32(plaintext.count)) == 1 else { throw .drain("seal") }
+            total = Int(length)
+        }
+        let finished = ciphertext.withUnsafeMutableBufferPointer { buffer in
+            EVP_EncryptFinal_ex(context, buffer.baseAddress! + total, &length)
+        }
+        guard finished == 1 else { throw .drain("seal final") }
+        total += Int(length)
+        var tag = [UInt8](repeating: 0, count: Self.tagSize)
+        guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagSize), &tag) == 1 else { throw .drain("seal tag") }
+        output.append(contentsOf: ciphertext[0..<total])
+        output.append(contentsOf: tag)
+        return output
+    }
+
+    /// Opens a sealed value; throws on any tampering, truncation or wrong key.
+    public func open(_ sealed: [UInt8], associatedData: [UInt8] = []) throws(OpenSSLError) -> [UInt8] {
+        guard sealed.count >= Self.nonceSize + Self.tagSize else {
+            throw OpenSSLError(operation: "open", reasons: ["sealed value too short"])
+        }
+        let nonce = Array(sealed[0..<Self.nonceSize])
+        let body = Array(sealed[Self.nonceSize..<(sealed.count - Self.tagSize)])
+        var tag = Array(sealed[(sealed.count - Self.tagSize)...])
+        guard let context = EVP_CIPHER_CTX_new() else { throw .drain("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        var plaintext = [UInt8](repeating: 0, count: body.count + 16)
+        var length: Int32 = 0
+        var total = 0
+        guard EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, key, nonce) == 1 else { throw .drain("open init") }
+        if !associatedData.isEmpty {
+            guard EVP_DecryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1 else { throw .drain("open aad") }
+        }
+        if !body.isEmpty {
+            guard EVP_DecryptUpdate(context, &plaintext, &length, body, Int32(body.count)) == 1 else { throw .drain("open") }
+            total = Int(length)
+        }
+        guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(Self.tagSize), &tag) == 1 else { throw .drain("open tag") }
+        let finished = plaintext.withUnsafeMutableBufferPointer { buffer in
+            EVP_DecryptFinal_ex(context, buffer.baseAddress! + total, &length)
+        }
+        guard finished == 1 else {
+            OpenSSLError.clearQueue()
+            throw OpenSSLError(operation: "open", reasons: ["authentication failed"])
+        }
+        total += Int(length)
+        return Array(plaintext[0..<total])
+    }
+}

@@ -1,0 +1,82 @@
+internal import COpenSSL
+
+/// Hashes, MACs, randomness and constant-time comparison.
+public enum Digest {
+    /// SHA-256 of `bytes`.
+    public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: 32)
+        bytes.withUnsafeBufferPointer { input in
+            _ = SHA256(input.baseAddress, input.count, &output)
+        }
+        return output
+    }
+
+    public static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
+
+    /// HMAC-SHA-256 of `message` under `key`.
+    public static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 32
+        key.withUnsafeBufferPointer { keyBuffer in
+            message.withUnsafeBufferPointer { messageBuffer in
+                _ = HMAC(EVP_sha256(), keyBuffer.baseAddress, Int32(keyBuffer.count),
+                         messageBuffer.baseAddress, messageBuffer.count, &output, &length)
+            }
+        }
+        return output
+    }
+
+    /// `count` bytes from OpenSSL's CSPRNG.
+    public static func randomBytes(_ count: Int) throws(OpenSSLError) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: count)
+        guard count == 0 || RAND_bytes(&output, Int32(count)) == 1 else { throw .drain("RAND_bytes") }
+        return output
+    }
+
+    /// Compares two secrets in time that depends only on their lengths.
+    public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        if a.isEmpty { return true }
+        return a.withUnsafeBytes { left in
+            b.withUnsafeBytes { right in CRYPTO_memcmp(left.baseAddress, right.baseAddress, a.count) == 0 }
+        }
+    }
+}
+
+/// Lowercase hexadecimal, the form userids and token hashes take.
+public enum Hex {
+    public static func encode(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes hex (either case); nil for odd length or a non-hex character.
+    public static func decode(_ text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

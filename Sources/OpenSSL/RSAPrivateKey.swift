@@ -1,0 +1,99 @@
+internal import COpenSSL
+
+/// An RSA private key; owns its `EVP_PKEY` and frees it in `deinit`.
+public final class RSAPrivateKey: @unchecked Sendable {
+    // @unchecked: the EVP_PKEY is never mutated after creation, and OpenSSL allows
+    // concurrent use of a key through separate EVP_PKEY_CTX objects.
+    private let key: OpaquePointer
+
+    private init(takingOwnershipOf key: OpaquePointer) {
+        self.key = key
+    }
+
+    deinit {
+        EVP_PKEY_free(key)
+    }
+
+    /// Generates a fresh key (slow: ~0.1–0.7 s for 2048 bits; keep it off request paths).
+    public static func generate(bits: Int32 = 2048) throws(OpenSSLError) -> RSAPrivateKey {
+        guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_RSA, nil) else { throw .drain("EVP_PKEY_CTX_new_id") }
+        defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_keygen_init(context) == 1,
+              EVP_PKEY_CTX_set_rsa_keygen_bits(context, bits) == 1 else { throw .drain("RSA keygen init") }
+        var key: OpaquePointer?
+        guard EVP_PKEY_keygen(context, &key) == 1, let key else { throw .drain("RSA keygen") }
+        return RSAPrivateKey(takingOwnershipOf: key)
+    }
+
+    /// Reads a DER-encoded private key (PKCS#1 or PKCS#8), as `derRepresentation` writes.
+    public convenience init(derRepresentation der: [UInt8]) throws(OpenSSLError) {
+        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
+            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
+            return d2i_AutoPrivateKey(nil, &cursor, buffer.count)
+        }
+        guard let parsed else { throw .drain("read private key") }
+        guard EVP_PKEY_get_base_id(parsed) == EVP_PKEY_RSA else {
+            EVP_PKEY_free(parsed)
+            throw OpenSSLError(operation: "read private key", reasons: ["not an RSA key"])
+        }
+        self.init(takingOwnershipOf: parsed)
+    }
+
+    /// The private key as PKCS#8 DER. Callers seal this before it goes anywhere.
+    public var derRepresentation: [UInt8] {
+        get throws(OpenSSLError) {
+            guard let info = EVP_PKEY2PKCS8(key) else { throw .drain("EVP_PKEY2PKCS8") }
+            defer { PKCS8_PRIV_KEY_INFO_free(info) }
+            let length = i2d_PKCS8_PRIV_KEY_INFO(info, nil)
+            guard length > 0 else { throw .drain("i2d_PKCS8_PRIV_KEY_INFO") }
+            var output = [UInt8](repeating: 0, count: Int(length))
+            let written = output.withUnsafeMutableBufferPointer { buffer in
+                var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
+                return i2d_PKCS8_PRIV_KEY_INFO(info, &cursor)
+            }
+            guard written == length else { throw .drain("i2d_PKCS8_PRIV_KEY_INFO") }
+            return output
+        }
+    }
+
+    /// The public half as PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`).
+    public var publicKeyPEM: String {
+        get throws(OpenSSLError) {
+            guard let bio = BIO_new(BIO_s_mem()) else { throw .drain("BIO_new") }
+            defer { BIO_free(bio) }
+            guard PEM_write_bio_PUBKEY(bio, key) == 1 else { throw .drain("PEM_write_bio_PUBKEY") }
+            let pending = Int(BIO_ctrl_pending(bio))
+            var bytes = [UInt8](repeating: 0, count: pending)
+            let read = BIO_read(bio, &bytes, Int32(pending))
+            guard read == pending else { throw .drain("BIO_read") }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
+    /// Modulus size in bytes (k): the length of every ciphertext block.
+    public var modulusByteCount: Int { Int(EVP_PKEY_get_size(key)) }
+
+    /// The raw RSA private-key operation (c^d mod n) on one k-byte block, with no padding
+    /// check. PKCS#1 v1.5 unpadding is done by the caller in constant time: OpenSSL 3.0's
+    /// own check reports failures through the error queue, which is a timing oracle.
+    /// Returns nil only for input that is not a valid block (wrong length, c ≥ n); the
+    /// caller treats that exactly like a bad padding.
+    public func rawDecrypt(block: [UInt8]) -> [UInt8]? {
+        let size = modulusByteCount
+        guard block.count == size, let context = EVP_PKEY_CTX_new(key, nil) else { return nil }
+        defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_decrypt_init(context) == 1,
+              EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else {
+            OpenSSLError.clearQueue()
+            return nil
+        }
+        var output = [UInt8](repeating: 0, count: size)
+        var outputLength = size
+        let result = EVP_PKEY_decrypt(context, &output, &outputLength, block, block.count)
+        guard result == 1, outputLength == size else {
+            OpenSSLError.clearQueue()
+            return nil
+        }
+        return output
+    }
+}

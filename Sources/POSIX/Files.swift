@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Whole-file reads and crash-safe writes, without Foundation.
+public enum Files {
+    /// Reads a whole file; refuses files larger than `limit` bytes.
+    public static func read(_ path: String, limit: Int = 16 * 1024 * 1024) throws(SystemError) -> [UInt8] {
+        let fd = try syscall("open") { open(path, O_RDONLY | O_CLOEXEC) }
+        defer { close(fd) }
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = try syscall("read") { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
+            if count == 0 { break }
+            result.append(contentsOf: chunk[0..<count])
+            if result.count > limit { throw SystemError(call: "read", errno: EFBIG) }
+        }
+        return result
+    }
+
+    /// Writes `bytes` to `path` atomically: a temporary file in the same directory,
+    /// fsync, rename, then fsync of the directory. Readers see the old or the new file,
+    /// never a torn one, even across a crash.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: UInt32 = 0o640) throws(SystemError) {
+        let temporary = path + ".tmp.\(getpid())"
+        let fd = try syscall("open") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
+        do {
+            var offset = 0
+            while offset < bytes.count {
+                let written = try syscall("write") {
+                    bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+                }
+                offset += written
+            }
+            try syscall("fsync") { fsync(fd) }
+            try syscall("fchmod") { fchmod(fd, mode) }
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        close(fd)
+        do {
+            try syscall("rename") { rename(temporary, path) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        syncDirectory(of: path)
+    }
+
+    /// Modification time and inode of `path`, for cheap change detection; nil if missing.
+    public static func signature(_ path: String) -> (inode: UInt64, modified: Int64, size: Int64)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        let modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        return (UInt64(info.st_ino), modified, Int64(info.st_size))
+    }
+
+    public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    /// Lists the names in a directory (no "." or "..").
+    public static func list(_ directory: String) throws(SystemError) -> [String] {
+        guard let dir = opendir(directory) else { throw SystemError(call: "opendir", errno: errno) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// Takes an exclusive, non-blocking lock on `path`; returns the descriptor that holds
+    /// it, or nil if another process holds it.
+    public static func tryLock(_ path: String) throws(SystemError) -> Int32? {
+        let fd = try syscall("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) }
+        if flock(fd, LOCK_EX | LOCK_NB) == 0 { return fd }
+        let code = errno
+        close(fd)
+        if code == EWOULDBLOCK { return nil }
+        throw SystemError(call: "flock", errno: code)
+    }
+
+    private static func syncDirectory(of path: String) {
+        let directory: String
+        if let slash = path.lastIndex(of: "/") {
+            directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        } else {
+            directory = "."
+        }
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+    }
+}
+
+/// Process environment lookups.
+public enum Environment {
+    public static func get(_ name: String) -> String? {
+        guard let value = getenv(name) else { return nil }
+        return String(cString: value)
+    }
+}

@@ -1,0 +1,14 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The few process facts ENS needs, without Foundation.
+public enum ProcessInfoLite {
+    public static var pid: Int32 { getpid() }
+}
+
+/// Writes a line to stderr (for command-line errors before logging is set up).
+public func printError(_ message: String) {
+    let line = Array((message + "\n").utf8)
+    line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+}

@@ -1,0 +1,120 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Listening and connecting on Unix-domain stream sockets.
+public enum UnixSocket {
+    public enum ListenError: Error, CustomStringConvertible, Sendable {
+        case pathTooLong(String)
+        case alreadyServed(String)
+        case system(SystemError)
+
+        public var description: String {
+            switch self {
+            case .pathTooLong(let path): "socket path is longer than the 107 bytes a Unix socket allows: \(path)"
+            case .alreadyServed(let path): "another process is already listening on \(path); refusing to take it over"
+            case .system(let error): error.description
+            }
+        }
+    }
+
+    /// Binds and listens on `path` the way OpenSMTPD's control socket does: refuse if a live
+    /// process answers there, unlink a stale path, bind under a tight umask, then chmod.
+    /// Returns the listening descriptor and the inode of the socket file (to unlink only
+    /// our own socket later).
+    public static func listen(path: String, mode: UInt32, backlog: Int32) throws(ListenError) -> (fd: Int32, inode: UInt64) {
+        var address = try makeAddress(path)
+        if canConnect(&address) { throw .alreadyServed(path) }
+        if unlink(path) != 0 && errno != ENOENT {
+            throw .system(SystemError(call: "unlink", errno: errno))
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .system(SystemError(call: "socket", errno: errno)) }
+        let previousMask = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        let bindErrno = errno
+        umask(previousMask)
+        guard bound == 0 else {
+            close(fd)
+            throw .system(SystemError(call: "bind", errno: bindErrno))
+        }
+        guard chmod(path, mode) == 0, Glibc.listen(fd, backlog) == 0 else {
+            let code = errno
+            close(fd)
+            throw .system(SystemError(call: "listen", errno: code))
+        }
+        var info = stat()
+        stat(path, &info)
+        return (fd, UInt64(info.st_ino))
+    }
+
+    /// Unlinks `path` only if it is still the socket we created (a newer instance may have
+    /// replaced it; unlinking that one would break it).
+    public static func unlinkIfOurs(path: String, inode: UInt64) {
+        var info = stat()
+        if stat(path, &info) == 0 && UInt64(info.st_ino) == inode {
+            unlink(path)
+        }
+    }
+
+    /// Connects to `path`; returns the connected descriptor.
+    public static func connect(path: String) throws(ListenError) -> Int32 {
+        var address = try makeAddress(path)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .system(SystemError(call: "socket", errno: errno)) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else {
+            let code = errno
+            close(fd)
+            throw .system(SystemError(call: "connect", errno: code))
+        }
+        return fd
+    }
+
+    private static func canConnect(_ address: inout sockaddr_un) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        return result == 0
+    }
+
+    private static func makeAddress(_ path: String) throws(ListenError) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard bytes.count < capacity, !bytes.isEmpty else { throw .pathTooLong(path) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
+    }
+}
+
+/// Small descriptor helpers.
+public enum FileDescriptor {
+    public static func close(_ fd: Int32) { _ = Glibc.close(fd) }
+
+    /// Shuts a listening socket down so that threads blocked in accept() on it return.
+    public static func shutdownListener(_ fd: Int32) { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+
+    /// Clears FD_CLOEXEC so that a spawned child inherits `fd`.
+    public static func setInheritable(_ fd: Int32) {
+        let flags = fcntl(fd, F_GETFD)
+        if flags >= 0 { _ = fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) }
+    }
+}

@@ -1,0 +1,66 @@
+import ArgumentParser
+import ENSCore
+import ENSResponder
+import Logging
+import POSIX
+
+/// ens-fcgi: the FastCGI responder pool behind nginx.
+struct ENSFastCGI: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ens-fcgi",
+        abstract: "ENS FastCGI responder pool (run behind nginx).",
+        discussion: """
+            Listens on fcgi.socket (or a socket handed over by spawn-fcgi on descriptor 0, \
+            or by systemd socket activation on descriptor 3) and starts fcgi.processes \
+            worker processes of fcgi.threads threads each. SIGTERM stops accepting, \
+            finishes requests in flight and exits 0.
+
+            Exit status: 0 after a clean stop or a good --check, 1 on a configuration or \
+            start-up error.
+            """
+    )
+
+    @Option(name: .long, help: "Config file (default: $ENS_CONFIG, else /etc/ens/ens.conf).")
+    var config: String?
+
+    @Flag(name: .long, help: "Check the configuration and the secrets it names, print 'configuration OK' and exit.")
+    var check = false
+
+    @Flag(name: .long, help: "Use the socket on descriptor 0 (as spawn-fcgi passes it) instead of binding fcgi.socket.")
+    var inheritSocket = false
+
+    @Flag(name: .long, help: .hidden)
+    var worker = false
+
+    func run() throws {
+        let path = ENSConfiguration.resolvePath(flag: config)
+        let settings: ENSConfiguration
+        do {
+            settings = try ENSConfiguration.load(path: path)
+            _ = try settings.serviceDatabase()
+        } catch {
+            printError("ens-fcgi: \(error)")
+            throw ExitCode(1)
+        }
+        if check {
+            print("configuration OK")
+            return
+        }
+        LogfmtLogHandler.bootstrap(label: worker ? "ens-fcgi-worker" : "ens-fcgi", level: settings.logLevel)
+        let logger = Logger(label: "ens-fcgi")
+        if worker {
+            throw ExitCode(Worker(configuration: settings, listenFD: 0, logger: logger).run())
+        }
+        let source: Supervisor.SocketSource
+        if inheritSocket {
+            source = .inherited(0)
+        } else if Environment.get("LISTEN_FDS") == "1", Environment.get("LISTEN_PID") == String(ProcessInfoLite.pid) {
+            source = .inherited(3)
+        } else {
+            source = .bind
+        }
+        throw ExitCode(Supervisor(configuration: settings, configPath: path, socketSource: source, logger: logger).run())
+    }
+}
+
+ENSFastCGI.main()

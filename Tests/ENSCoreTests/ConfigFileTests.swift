@@ -1,0 +1,51 @@
+import Testing
+@testable import ENSCore
+
+@Suite struct ConfigFileTests {
+    @Test func parsesKeysCommentsAndBlankLines() throws {
+        let file = try ConfigFile(parsing: "# comment\n\nfcgi.threads = 8\n  db.name=ens_test  \n")
+        #expect(file.values == ["fcgi.threads": "8", "db.name": "ens_test"])
+        let config = try ENSConfiguration(file: file)
+        #expect(config.fcgiThreads == 8)
+        #expect(config.dbName == "ens_test")
+    }
+
+    @Test func unknownKeyIsNamedWithItsLine() throws {
+        let file = try ConfigFile(parsing: "fcgi.threads = 8\nfcgi.thread = 9\n")
+        #expect(throws: ConfigError(key: "fcgi.thread", line: 2, problem: "is not a known setting")) {
+            try ENSConfiguration(file: file)
+        }
+    }
+
+    @Test func badValueNamesTheKey() throws {
+        let file = try ConfigFile(parsing: "fcgi.processes = lots\n")
+        do {
+            _ = try ENSConfiguration(file: file)
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.key == "fcgi.processes")
+            #expect(error.description.contains("fcgi.processes"))
+            #expect(error.description.contains("line 1"))
+        }
+    }
+
+    @Test func rejectsGarbage() {
+        #expect(throws: ConfigError.self) { try ConfigFile(parsing: "just words\n") }
+        #expect(throws: ConfigError.self) { try ConfigFile(parsing: "= value\n") }
+        #expect(throws: ConfigError.self) { try ConfigFile(parsing: "a.b = 1\na.b = 2\n") }
+        #expect(throws: ConfigError.self) { try ConfigFile(parsing: "a.b = x\u{01}y\n") }
+        #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "fcgi.socket = relative/path\n")) }
+        #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "fcgi.socket_mode = 999\n")) }
+    }
+
+    @Test func missingSecretFileNamesTheKey() throws {
+        var config = ENSConfiguration()
+        config.dbPasswordFile = "/nonexistent/ens/password"
+        do {
+            _ = try config.serviceDatabase()
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.key == "db.password_file")
+        }
+    }
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ENS needs to build, run and test, if any are missing.
+# Usage: scripts/deps.sh [extra-package ...]
+set -euo pipefail
+
+packages=(
+  libfcgi-dev libmariadb-dev libssl-dev libcurl4-openssl-dev pkg-config
+  mariadb-server mariadb-client nginx openssl curl wrk python3
+  procps psmisc
+)
+packages+=("$@")
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$package")
+  fi
+done
+# Tests seal parameters with Python's cryptography, an implementation independent of ours.
+if ! python3 -c 'import cryptography' 2>/dev/null; then
+  echo "deps: installing Python cryptography"
+  python3 -m pip install -q cryptography 2>/dev/null || missing+=(python3-cryptography)
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# Debian's postinst scripts try to start the services; there is no init system here
+# and we run our own instances, so tell invoke-rc.d not to.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod +x /usr/sbin/policy-rc.d
+  trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

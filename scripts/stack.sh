@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Starts and stops ENS's local stack: a private MariaDB, the responder pool and nginx,
+# all under one directory (default var/). Used by `make run`, `make test`, `make bench`.
+#
+#   scripts/stack.sh up | down | status
+#   scripts/stack.sh db-start | db-stop | fcgi-start | fcgi-stop | nginx-start | nginx-stop
+#   scripts/stack.sh token LABEL     # create an API token and print it
+#
+# Environment: ENS_VAR (state directory, default var), ENS_PORT (HTTPS port, default
+# 8443), ENS_BIN (directory holding ens-fcgi etc., default .build/release),
+# ENS_RATE (per-IP requests/s allowed by nginx, default 100000 for local use).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VAR=$(mkdir -p "${ENS_VAR:-$ROOT/var}" && cd "${ENS_VAR:-$ROOT/var}" && pwd)
+PORT=${ENS_PORT:-8443}
+BIN=${ENS_BIN:-$ROOT/.build/release}
+RATE=${ENS_RATE:-100000}
+DB_SOCKET=$VAR/run/mysqld.sock
+FCGI_SOCKET=$VAR/run/fcgi.sock
+CONFIG=$VAR/ens.conf
+ME=$(id -un)
+
+log() { printf 'stack: %s\n' "$*" >&2; }
+die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+wait_until() { # wait_until SECONDS COMMAND...
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -ge $deadline ] && return 1
+    sleep 0.1
+  done
+}
+
+init_dirs() {
+  mkdir -p "$VAR"/{run,log,db,tls,secrets,nginx,lib}
+  chmod 700 "$VAR/secrets"
+}
+
+# Secrets for the local stack only: random, generated once, readable by us only.
+init_secrets() {
+  umask 077
+  [ -s "$VAR/secrets/db-service.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-service.password"
+  [ -s "$VAR/secrets/db-migrate.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-migrate.password"
+  [ -s "$VAR/secrets/master.key" ] || openssl rand -hex 32 > "$VAR/secrets/master.key"
+  umask 022
+}
+
+# A self-signed certificate for localhost, made on first use.
+init_tls() {
+  [ -s "$VAR/tls/server.crt" ] && return 0
+  log "generating a self-signed certificate for localhost"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 825 \
+    -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+    -keyout "$VAR/tls/server.key" -out "$VAR/tls/server.crt" 2>/dev/null
+  chmod 600 "$VAR/tls/server.key"
+}
+
+write_config() {
+  cat > "$CONFIG" <<CONF
+# ENS configuration for the local stack (written by scripts/stack.sh).
+# Every key is documented in config/ens.conf.example.
+fcgi.socket = $FCGI_SOCKET
+fcgi.socket_mode = 0660
+fcgi.processes = ${ENS_PROCESSES:-2}
+fcgi.threads = ${ENS_THREADS:-16}
+http.max_body_bytes = 65536
+health.cache_ms = ${ENS_HEALTH_CACHE_MS:-1000}
+db.socket = $DB_SOCKET
+db.name = ens
+db.user = ens_service
+db.password_file = $VAR/secrets/db-service.password
+db.migration_user = ens_migrate
+db.migration_password_file = $VAR/secrets/db-migrate.password
+db.migrations_dir = $ROOT/sql/migrations
+security.master_key_file = $VAR/secrets/master.key
+auth.token_cache_file = $VAR/lib/api-tokens.cache
+auth.refresh_seconds = ${ENS_TOKEN_REFRESH:-60}
+keys.pool_size = ${ENS_KEY_POOL:-50}
+apns.socket = $VAR/run/apns.sock
+cron.lock_file = $VAR/run/ens-cron.lock
+log.level = ${ENS_LOG_LEVEL:-info}
+CONF
+}
+
+db_ping() { mariadb --no-defaults -S "$DB_SOCKET" -uroot -e 'SELECT 1' >/dev/null 2>&1; }
+
+db_start() {
+  init_dirs
+  if pid_alive "$VAR/run/mysqld.pid" && db_ping; then return 0; fi
+  if [ ! -d "$VAR/db/mysql" ]; then
+    log "creating a private MariaDB data directory in $VAR/db"
+    mariadb-install-db --no-defaults --datadir="$VAR/db" --user="$ME" \
+      --auth-root-authentication-method=socket --skip-test-db >"$VAR/log/mariadb-install.log" 2>&1 \
+      || die "mariadb-install-db failed; see $VAR/log/mariadb-install.log"
+  fi
+  mariadbd --no-defaults --datadir="$VAR/db" --socket="$DB_SOCKET" --skip-networking \
+    --pid-file="$VAR/run/mysqld.pid" --log-error="$VAR/log/mariadb.log" --user="$ME" \
+    --innodb-buffer-pool-size=256M --max-connections=500 \
+    >/dev/null 2>&1 < /dev/null &
+  wait_until 30 db_ping || die "MariaDB did not start; see $VAR/log/mariadb.log"
+}
+
+db_stop() {
+  pid_alive "$VAR/run/mysqld.pid" || return 0
+  local pid; pid=$(cat "$VAR/run/mysqld.pid")
+  kill "$pid" 2>/dev/null || true
+  wait_until 30 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
+}
+
+# Database, accounts (restricted service account, separate migration account), schema.
+db_setup() {
+  init_secrets
+  sed -e "s/@DB_NAME@/ens/g" \
+      -e "s/@SERVICE_PASSWORD@/$(cat "$VAR/secrets/db-service.password")/g" \
+      -e "s/@MIGRATE_PASSWORD@/$(cat "$VAR/secrets/db-migrate.password")/g" \
+      "$ROOT/sql/accounts.sql.in" | mariadb --no-defaults -S "$DB_SOCKET" -uroot
+  "$BIN/ens-cron" migrate --config "$CONFIG"
+}
+
+fcgi_start() {
+  if pid_alive "$VAR/run/ens-fcgi.pid"; then return 0; fi
+  "$BIN/ens-fcgi" --config "$CONFIG" >>"$VAR/log/ens-fcgi.log" 2>&1 < /dev/null &
+  echo $! > "$VAR/run/ens-fcgi.pid"
+  wait_until 20 test -S "$FCGI_SOCKET" || die "ens-fcgi did not start; see $VAR/log/ens-fcgi.log"
+}
+
+fcgi_stop() {
+  pid_alive "$VAR/run/ens-fcgi.pid" || return 0
+  local pid; pid=$(cat "$VAR/run/ens-fcgi.pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  wait_until 40 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
+  rm -f "$VAR/run/ens-fcgi.pid"
+}
+
+nginx_render() {
+  local user_directive=""
+  # As root, nginx's workers would run as nobody and could not reach our sockets.
+  [ "$(id -u)" -eq 0 ] && user_directive="user root root;"
+  sed -e "s|@VAR@|$VAR|g" -e "s|@ROOT@|$ROOT|g" -e "s|@PORT@|$PORT|g" \
+      -e "s|@FCGI_SOCKET@|$FCGI_SOCKET|g" -e "s|@RATE@|$RATE|g" -e "s|@MAX_BODY@|1m|g" \
+      -e "s|@USER_DIRECTIVE@|$user_directive|g" \
+      "$ROOT/nginx/ens-dev.conf.in" > "$VAR/nginx.conf"
+  cp "$ROOT/nginx/ens-fastcgi.conf" "$VAR/ens-fastcgi.conf"
+}
+
+nginx_start() {
+  init_dirs; init_tls; nginx_render
+  if pid_alive "$VAR/run/nginx.pid"; then
+    nginx -c "$VAR/nginx.conf" -p "$VAR/" -s reload 2>>"$VAR/log/nginx-error.log"
+    return 0
+  fi
+  nginx -t -q -c "$VAR/nginx.conf" -p "$VAR/" 2>>"$VAR/log/nginx-error.log" || die "nginx config test failed; see $VAR/log/nginx-error.log"
+  nginx -c "$VAR/nginx.conf" -p "$VAR/" 2>>"$VAR/log/nginx-error.log" || die "nginx did not start; see $VAR/log/nginx-error.log"
+  wait_until 10 test -f "$VAR/run/nginx.pid" || die "nginx did not write its pid file"
+}
+
+nginx_stop() {
+  pid_alive "$VAR/run/nginx.pid" || return 0
+  local pid; pid=$(cat "$VAR/run/nginx.pid")
+  nginx -c "$VAR/nginx.conf" -p "$VAR/" -s quit 2>/dev/null || kill "$pid" 2>/dev/null || true
+  wait_until 10 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
+}
+
+token() {
+  "$BIN/ens-cron" token create --label "${1:-dev}" --config "$CONFIG"
+}
+
+up() {
+  init_dirs; init_secrets; init_tls; write_config
+  db_start; db_setup; fcgi_start; nginx_start
+}
+
+down() {
+  nginx_stop; fcgi_stop; db_stop
+}
+
+status() {
+  for name in mysqld ens-fcgi nginx; do
+    if pid_alive "$VAR/run/$name.pid"; then echo "$name: running (pid $(cat "$VAR/run/$name.pid"))"; else echo "$name: stopped"; fi
+  done
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  config) init_dirs; init_secrets; write_config ;;
+  db-start) db_start ;;
+  db-stop) db_stop ;;
+  db-setup) db_setup ;;
+  fcgi-start) fcgi_start ;;
+  fcgi-stop) fcgi_stop ;;
+  nginx-start) nginx_start ;;
+  nginx-stop) nginx_stop ;;
+  token) token "${2:-dev}" ;;
+  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
