@@ -8,14 +8,14 @@
 #
 # Environment: ENS_VAR (state directory, default var), ENS_PORT (HTTPS port, default
 # 8443), ENS_BIN (directory holding ens-fcgi etc., default .build/release),
-# ENS_RATE (per-IP requests/s allowed by nginx, default 100000 for local use).
+# ENS_RATE (per-IP requests/s allowed by nginx, default 1000000 for local use).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VAR=$(mkdir -p "${ENS_VAR:-$ROOT/var}" && cd "${ENS_VAR:-$ROOT/var}" && pwd)
 PORT=${ENS_PORT:-8443}
 BIN=${ENS_BIN:-$ROOT/.build/release}
-RATE=${ENS_RATE:-100000}
+RATE=${ENS_RATE:-1000000}
 DB_SOCKET=$VAR/run/mysqld.sock
 FCGI_SOCKET=$VAR/run/fcgi.sock
 CONFIG=$VAR/ens.conf
@@ -65,7 +65,7 @@ write_config() {
 fcgi.socket = $FCGI_SOCKET
 fcgi.socket_mode = 0660
 fcgi.processes = ${ENS_PROCESSES:-2}
-fcgi.threads = ${ENS_THREADS:-16}
+fcgi.threads = ${ENS_THREADS:-4}
 http.max_body_bytes = 65536
 health.cache_ms = ${ENS_HEALTH_CACHE_MS:-1000}
 db.socket = $DB_SOCKET
@@ -141,7 +141,7 @@ nginx_render() {
   [ "$(id -u)" -eq 0 ] && user_directive="user root root;"
   sed -e "s|@VAR@|$VAR|g" -e "s|@ROOT@|$ROOT|g" -e "s|@PORT@|$PORT|g" \
       -e "s|@FCGI_SOCKET@|$FCGI_SOCKET|g" -e "s|@RATE@|$RATE|g" -e "s|@MAX_BODY@|1m|g" \
-      -e "s|@USER_DIRECTIVE@|$user_directive|g" \
+      -e "s|@USER_DIRECTIVE@|$user_directive|g" -e "s|@NGINX_WORKERS@|${ENS_NGINX_WORKERS:-1}|g" \
       "$ROOT/nginx/ens-dev.conf.in" > "$VAR/nginx.conf"
   cp "$ROOT/nginx/ens-fastcgi.conf" "$VAR/ens-fastcgi.conf"
 }

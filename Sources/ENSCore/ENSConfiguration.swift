@@ -9,7 +9,9 @@ public struct ENSConfiguration: Sendable {
     public var fcgiSocket = "/run/ens/fcgi.sock"
     public var fcgiSocketMode: UInt32 = 0o660
     public var fcgiProcesses = 2
-    public var fcgiThreads = 16
+    public var fcgiThreads = 4
+    /// Run responder threads under SCHED_BATCH (see `Scheduling.useBatchPolicy`).
+    public var fcgiBatchScheduling = true
     public var fcgiBacklog: Int32 = 1024
     public var maxBodyBytes = 65536
     /// How long a responder trusts its last database check when answering /alive.
@@ -49,6 +51,7 @@ public struct ENSConfiguration: Sendable {
         "fcgi.socket_mode": { config, key, value throws(ConfigError) in config.fcgiSocketMode = try octal(key, value) },
         "fcgi.processes": { config, key, value throws(ConfigError) in config.fcgiProcesses = try integer(key, value, 1...64) },
         "fcgi.threads": { config, key, value throws(ConfigError) in config.fcgiThreads = try integer(key, value, 1...512) },
+        "fcgi.batch_scheduling": { config, key, value throws(ConfigError) in config.fcgiBatchScheduling = try boolean(key, value) },
         "fcgi.backlog": { config, key, value throws(ConfigError) in config.fcgiBacklog = Int32(try integer(key, value, 1...65535)) },
         "http.max_body_bytes": { config, key, value throws(ConfigError) in config.maxBodyBytes = try integer(key, value, 1024...16_777_216) },
         "health.cache_ms": { config, key, value throws(ConfigError) in config.healthCacheMilliseconds = try integer(key, value, 0...60000) },
@@ -163,6 +166,14 @@ public struct ENSConfiguration: Sendable {
             throw ConfigError(key: key, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound), got '\(value.prefix(40))'")
         }
         return number
+    }
+
+    private static func boolean(_ key: String, _ value: String) throws(ConfigError) -> Bool {
+        switch value.lowercased() {
+        case "yes", "true", "on", "1": return true
+        case "no", "false", "off", "0": return false
+        default: throw ConfigError(key: key, problem: "must be yes or no")
+        }
     }
 
     private static func octal(_ key: String, _ value: String) throws(ConfigError) -> UInt32 {

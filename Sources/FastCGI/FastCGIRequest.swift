@@ -13,10 +13,6 @@ public enum FastCGI {
         guard FCGX_Init() == 0 else { throw FastCGIError(operation: "FCGX_Init", code: -1) }
     }
 
-    /// Tells every thread blocked in `accept()` to give up after its current wait.
-    public static func requestShutdown() {
-        FCGX_ShutdownPending()
-    }
 }
 
 /// A failed libfcgi call. libfcgi reports failures as negative return codes (errno
@@ -35,10 +31,10 @@ public struct FastCGIError: Error, CustomStringConvertible, Sendable {
 public final class FastCGIRequest {
     private let request: UnsafeMutablePointer<FCGX_Request>
 
-    /// Prepares a slot that accepts on the listening descriptor `listenFD`.
-    public init(listenFD: Int32) throws(FastCGIError) {
+    /// Prepares a slot for connections from `connections`.
+    public init(connections: ConnectionMultiplexer) throws(FastCGIError) {
         request = .allocate(capacity: 1)
-        let result = FCGX_InitRequest(request, listenFD, 0)
+        let result = FCGX_InitRequest(request, connections.listenFD, 0)
         guard result == 0 else {
             request.deallocate()
             throw FastCGIError(operation: "FCGX_InitRequest", code: result)
@@ -50,15 +46,34 @@ public final class FastCGIRequest {
         request.deallocate()
     }
 
-    /// Finishes the previous request (flushing its output) and waits for the next one.
-    /// Returns false when the listener was shut down or failed.
-    public func accept() -> Bool {
-        FCGX_Accept_r(request) >= 0
+    /// Waits for the next request on any of the multiplexer's connections and reads its
+    /// parameters. Returns false once the multiplexer is shut down.
+    public func accept(from connections: ConnectionMultiplexer) -> Bool {
+        while let fd = connections.nextConnection() {
+            // Hand libfcgi a connection that is already open. keepConnection = 1 stops
+            // the FCGX_Finish_r at the top of FCGX_Accept_r from closing it.
+            request.pointee.ipcFd = fd
+            request.pointee.keepConnection = 1
+            if FCGX_Accept_r(request) >= 0 { return true }
+            // The connection was closed by nginx or broken: libfcgi closed it, then found
+            // no new connection on the non-blocking listener. Wait for the next one.
+            if request.pointee.ipcFd >= 0 {
+                close(request.pointee.ipcFd)
+                request.pointee.ipcFd = -1
+            }
+        }
+        return false
     }
 
-    /// Flushes and completes the current request without waiting for another.
-    public func finish() {
+    /// Flushes and completes the current request. A connection nginx wants kept open
+    /// goes back to the multiplexer instead of pinning this thread.
+    public func finish(returningConnectionTo connections: ConnectionMultiplexer) {
         FCGX_Finish_r(request)
+        let fd = request.pointee.ipcFd
+        if fd >= 0 {
+            request.pointee.ipcFd = -1
+            connections.park(fd)
+        }
     }
 
     /// The raw bytes of a FastCGI parameter (CGI variable such as `REQUEST_METHOD` or

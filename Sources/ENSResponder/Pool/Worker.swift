@@ -3,7 +3,6 @@ internal import FastCGI
 public import Logging
 internal import MariaDB
 internal import POSIX
-import Synchronization
 
 /// One responder process: `threads` threads, each accepting FastCGI requests on the
 /// inherited listening socket with its own request slot and database connection.
@@ -32,7 +31,13 @@ public struct Worker {
         // Block shutdown signals before any thread exists, so only sigwait sees them
         // (libfcgi's own SIGTERM handler would otherwise only set a flag).
         Signals.block(Signals.shutdownSignals)
-        Signals.installInterruptHandler()
+        if configuration.fcgiBatchScheduling {
+            do {
+                try Scheduling.useBatchPolicy()
+            } catch {
+                logger.warning("cannot switch to batch scheduling", metadata: ["error": "\(error)"])
+            }
+        }
 
         let database: MariaDBConfiguration
         do {
@@ -41,20 +46,24 @@ public struct Worker {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             return 1
         }
+        let connections: ConnectionMultiplexer
+        do {
+            connections = try ConnectionMultiplexer(listenFD: listenFD)
+        } catch {
+            logger.critical("cannot watch the listening socket", metadata: ["error": "\(error)"])
+            return 1
+        }
         let dispatcher = Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { _ in false })
         let services = SharedServices()
-        let states = (0..<configuration.fcgiThreads).map { _ in ThreadState() }
         var threads: [OSThread] = []
         for index in 0..<configuration.fcgiThreads {
-            let state = states[index]
             let configuration = self.configuration
-            let listenFD = self.listenFD
             var threadLogger = logger
             threadLogger[metadataKey: "thread"] = "\(index)"
             let logger = threadLogger
             do {
                 threads.append(try OSThread.start {
-                    Self.serve(listenFD: listenFD, state: state, dispatcher: dispatcher, context: RequestContext(
+                    Self.serve(connections: connections, dispatcher: dispatcher, context: RequestContext(
                         configuration: configuration, services: services,
                         database: Connection(configuration: database), logger: logger))
                 })
@@ -67,40 +76,25 @@ public struct Worker {
 
         let signal = Signals.wait(for: Signals.shutdownSignals)
         logger.info("shutting down", metadata: ["signal": "\(Signals.name(signal))"])
-        FastCGI.requestShutdown()
-        // Threads blocked waiting for a request are woken with a signal; threads busy
-        // with a request are left alone until they finish it.
-        let deadline = MonotonicClock.milliseconds() + 30_000
-        while states.contains(where: { !$0.finished.load(ordering: .acquiring) }) && MonotonicClock.milliseconds() < deadline {
-            for (index, state) in states.enumerated() where !state.busy.load(ordering: .acquiring) {
-                threads[index].interrupt()
-            }
-            sleepMilliseconds(20)
-        }
+        // Threads waiting for work wake up and stop; threads in the middle of a request
+        // finish it first. Kept-alive connections close when the process exits.
+        connections.shutdown()
+        for thread in threads { thread.join() }
         logger.info("responder stopped")
         return 0
     }
 
-    private static func serve(listenFD: Int32, state: ThreadState, dispatcher: Dispatcher, context: RequestContext) {
-        defer { state.finished.store(true, ordering: .releasing) }
+    private static func serve(connections: ConnectionMultiplexer, dispatcher: Dispatcher, context: RequestContext) {
         let slot: FastCGIRequest
         do {
-            slot = try FastCGIRequest(listenFD: listenFD)
+            slot = try FastCGIRequest(connections: connections)
         } catch {
             context.logger.critical("cannot create FastCGI request", metadata: ["error": "\(error)"])
             return
         }
-        while slot.accept() {
-            state.busy.store(true, ordering: .releasing)
+        while slot.accept(from: connections) {
             dispatcher.respond(to: slot, context: context)
-            slot.finish()
-            state.busy.store(false, ordering: .releasing)
+            slot.finish(returningConnectionTo: connections)
         }
     }
-}
-
-/// What the shutdown loop needs to know about each thread.
-final class ThreadState: Sendable {
-    let busy = Atomic<Bool>(false)
-    let finished = Atomic<Bool>(false)
 }

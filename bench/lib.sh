@@ -1,0 +1,25 @@
+# Shared helpers for the benchmark scripts (sourced, not run).
+# Every load generator here targets 127.0.0.1 only and stops by itself.
+
+BENCH_URL_BASE=${BENCH_URL_BASE:-https://127.0.0.1:${ENS_PORT:-8543}}
+
+# wrk_rps PATH SECONDS [extra wrk args]: prints requests/s of a bounded wrk run.
+wrk_rps() {
+  local path=$1 seconds=$2; shift 2
+  timeout $((seconds + 30)) wrk -t2 -c64 -d"${seconds}s" "$@" "$BENCH_URL_BASE$path" 2>&1 \
+    | awk '/Requests\/sec/ {print $2} /Non-2xx/ {print "non2xx " $0 > "/dev/stderr"}'
+}
+
+median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+
+ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$1" "$2"; }
+
+# max_rss_mb PATTERN: largest RSS (MB) among processes whose command line matches.
+max_rss_mb() {
+  local max=0 rss
+  for pid in $(pgrep -f "$1"); do
+    rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+    [ "${rss:-0}" -gt "$max" ] && max=$rss
+  done
+  python3 -c "print(f'{$max/1024:.1f}')"
+}

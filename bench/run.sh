@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# make bench: starts a private stack (var/bench, port 8543), runs every benchmark,
+# stops the stack. Loopback only; every run is bounded in time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export ENS_VAR=${ENS_VAR:-$PWD/var/bench} ENS_PORT=${ENS_PORT:-8543}
+trap 'scripts/stack.sh down' EXIT
+scripts/stack.sh up
+for bench in ${BENCHES:-b1-alive}; do
+  echo "== $bench"
+  "bench/$bench.sh"
+done
