@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the benchmark scripts (sourced, not run).
 # Every load generator here targets 127.0.0.1 only and stops by itself.
 

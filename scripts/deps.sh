@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   libfcgi-dev libmariadb-dev libssl-dev libcurl4-openssl-dev pkg-config
   mariadb-server mariadb-client nginx openssl curl wrk python3
-  procps psmisc
+  procps psmisc shellcheck
 )
 packages+=("$@")
 

@@ -104,6 +104,18 @@ public final class Connection {
     }
 
     private func run<T>(_ query: Query, _ body: (PreparedStatement) throws(MariaDBError) -> T) throws(MariaDBError) -> T {
+        let wasConnected = handle != nil
+        do {
+            return try runOnce(query, body)
+        } catch where wasConnected && error.isStaleConnection {
+            // The server restarted or dropped us while the connection sat idle. "Server
+            // gone" is reported before the statement reaches the server, so nothing ran:
+            // reconnect and try once more.
+            return try runOnce(query, body)
+        }
+    }
+
+    private func runOnce<T>(_ query: Query, _ body: (PreparedStatement) throws(MariaDBError) -> T) throws(MariaDBError) -> T {
         try connect()
         guard let handle else { throw MariaDBError.misuse("not connected") }
         do {

@@ -78,6 +78,10 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
 
     public var isRetriable: Bool { kind == .connectionLost }
 
+    /// "MySQL server has gone away": found when sending on a connection the server had
+    /// already closed, so the statement never ran and a retry on a new connection is safe.
+    var isStaleConnection: Bool { Int32(code) == CR_SERVER_GONE_ERROR }
+
     public var description: String {
         "MariaDB \(operation) failed: error \(code) (SQLSTATE \(sqlState), \(kind))"
     }

@@ -79,3 +79,42 @@ public enum ChildProcess {
         return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
+
+extension ChildProcess {
+    /// Runs a command to completion and returns its exit status and standard output.
+    /// Standard input is /dev/null; standard error is inherited. (Foundation's Process
+    /// can miss SIGCHLD on Linux and hang in waitUntilExit; this uses waitpid directly.)
+    public static func run(_ executable: String, _ arguments: [String]) throws(SystemError) -> (status: Int32, output: String) {
+        var pipeFDs: [Int32] = [0, 0]
+        guard pipe(&pipeFDs) == 0 else { throw SystemError(call: "pipe", errno: errno) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
+        posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
+        posix_spawn_file_actions_addclose(&actions, pipeFDs[1])
+        var cArguments: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in cArguments { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, nil, &cArguments, environ)
+        close(pipeFDs[1])
+        guard result == 0 else {
+            close(pipeFDs[0])
+            throw SystemError(call: "posix_spawn", errno: result)
+        }
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(pipeFDs[0], &buffer, buffer.count)
+            if count > 0 { output.append(contentsOf: buffer[0..<count]); continue }
+            if count < 0 && errno == EINTR { continue }
+            break
+        }
+        close(pipeFDs[0])
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let exitCode: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return (exitCode, String(decoding: output, as: UTF8.self))
+    }
+}

@@ -1,0 +1,139 @@
+import Curl
+import Foundation
+import MariaDB
+import POSIX
+import Testing
+
+/// The foundation through the real path: TLS + HTTP/2 at nginx, FastCGI, MariaDB.
+@Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
+struct FoundationTests {
+    @Test func aliveAnswersOverTLSWithHTTP2() throws {
+        let response = try TestStack.get("/alive")
+        #expect(response.status == 200)
+        #expect(response.httpMajorVersion == 2)
+        #expect(response.bodyText == #"{"responseCode":"Alive"}"#)
+        #expect(response.header("content-type") == "application/json; charset=utf-8")
+        #expect(response.header("strict-transport-security") != nil)
+    }
+
+    @Test func headAliveHasStatusAndNoBody() throws {
+        let response = try TestStack.client().send(HTTPRequest(method: .head, url: TestStack.baseURL + "/alive"))
+        #expect(response.status == 200)
+        #expect(response.body.isEmpty)
+    }
+
+    @Test func unknownPathsGetJSON404() throws {
+        for path in ["/nope", "/alive/extra", "/getpublickey.php", "/ews", "/ews/", "/ALIVE"] {
+            let response = try TestStack.get(path)
+            #expect(response.status == 404, "path \(path)")
+            #expect(response.json["responseCode"] == "NotFound", "path \(path)")
+            #expect(response.json["message"]?.isEmpty == false)
+        }
+    }
+
+    /// nginx refuses these before ENS sees them (with its own plain 400).
+    @Test func malformedRequestLinesGet400() throws {
+        for path in ["/%00", "/alive%ZZ"] {
+            let response = try TestStack.get(path)
+            #expect(response.status == 400, "path \(path)")
+        }
+    }
+
+    @Test func wrongMethodGetsJSON405() throws {
+        let response = try TestStack.post("/alive", body: [], contentType: nil)
+        #expect(response.status == 405)
+        #expect(response.json["responseCode"] == "MethodNotAllowed")
+        #expect(response.header("allow") == "GET")
+    }
+
+    @Test func tlsOffersOnlyModernProtocols() throws {
+        for (flag, shouldConnect) in [("-tls1_1", false), ("-tls1", false), ("-tls1_2", true), ("-tls1_3", true)] {
+            let (status, _) = try ChildProcess.run("/bin/sh", ["-c", "openssl s_client -connect 127.0.0.1:\(TestStack.port) \(flag) -brief </dev/null >/dev/null 2>&1"])
+            #expect((status == 0) == shouldConnect, "openssl s_client \(flag)")
+        }
+    }
+
+    @Test func serviceAccountCannotChangeTheSchema() throws {
+        let database = try TestStack.serviceConnection()
+        #expect(try database.query("SELECT COUNT(*) FROM APITokens").count == 1)
+        for ddl in [
+            "CREATE TABLE intruder (id INT)",
+            "DROP TABLE APITokens",
+            "ALTER TABLE APITokens ADD COLUMN intruder INT",
+            "CREATE INDEX intruder ON APITokens (label)",
+            "GRANT SELECT ON ens.* TO 'ens_service'@'localhost'",
+        ] {
+            do {
+                try database.executeScript(unsafeSQL: ddl)
+                Issue.record("the service account ran: \(ddl)")
+            } catch let error as MariaDBError {
+                #expect(error.kind == .accessDenied, "\(ddl): \(error)")
+            }
+        }
+    }
+
+    @Test func twoHundredConcurrentRequestsAreAllAnswered() throws {
+        let statuses = SynchronizedStatuses()
+        var threads: [OSThread] = []
+        for _ in 0..<200 {
+            threads.append(try OSThread.start(stackSize: 1 << 20) {
+                let status = (try? TestStack.get("/alive", client: TestStack.client(http2: false)).status) ?? -1
+                statuses.append(status)
+            })
+        }
+        for thread in threads { thread.join() }
+        #expect(statuses.values.count == 200)
+        #expect(statuses.values.allSatisfy { $0 == 200 }, "statuses: \(Set(statuses.values))")
+    }
+
+    @Test func aliveReports503WhileMariaDBIsDownAndRecovers() throws {
+        try TestStack.stack("db-stop")
+        defer { try? TestStack.stack("db-start") }
+        let client = try TestStack.client()
+        let down = try TestStack.eventually(within: 15) { try TestStack.get("/alive", client: client).status == 503 }
+        #expect(down)
+        let body = try TestStack.get("/alive", client: client)
+        #expect(body.json["responseCode"] == "ServiceUnavailable")
+        #expect(!body.bodyText.contains("MariaDB") && !body.bodyText.contains("mysqld"))
+
+        try TestStack.stack("db-start")
+        // Every responder thread must reconnect by itself: all of a burst answer 200.
+        let up = try TestStack.eventually(within: 20) {
+            try (0..<20).allSatisfy { _ in try TestStack.get("/alive", client: client).status == 200 }
+        }
+        #expect(up)
+    }
+
+    @Test func aKilledResponderIsReplacedWhileNginxKeepsAnswering() throws {
+        let workers = TestStack.pids(matching: "ens-fcgi --worker")
+        try #require(workers.count >= 2, "expected at least two worker processes, found \(workers)")
+        let victim = workers[0]
+        kill(victim, SIGKILL)
+        let client = try TestStack.client()
+        var failures = 0
+        for _ in 0..<200 where try TestStack.get("/alive", client: client).status != 200 { failures += 1 }
+        #expect(failures == 0)
+        let replaced = TestStack.eventually(within: 10) {
+            let now = TestStack.pids(matching: "ens-fcgi --worker")
+            return now.count == workers.count && !now.contains(victim)
+        }
+        #expect(replaced)
+    }
+
+    @Test func poolDownMeansJSON503FromNginx() throws {
+        try TestStack.stack("fcgi-stop")
+        defer { try? TestStack.stack("fcgi-start") }
+        let response = try TestStack.get("/alive")
+        #expect(response.status == 503)
+        #expect(response.json["responseCode"] == "ServiceUnavailable")
+        try TestStack.stack("fcgi-start")
+        #expect(try TestStack.eventually(within: 10) { try TestStack.get("/alive").status == 200 })
+    }
+}
+
+final class SynchronizedStatuses: @unchecked Sendable {
+    private let lock = NSLock()
+    private var storage: [Int] = []
+    func append(_ value: Int) { lock.withLock { storage.append(value) } }
+    var values: [Int] { lock.withLock { storage } }
+}

@@ -1,0 +1,93 @@
+import Curl
+import Foundation
+import MariaDB
+import POSIX
+import Testing
+
+/// The private stack `make test` starts (scripts/test.sh): where it lives and how to
+/// talk to it. Integration tests are enabled only when it is there.
+enum TestStack {
+    static let environment = ProcessInfo.processInfo.environment
+    static let directory = environment["ENS_TEST_VAR"] ?? ""
+    static let port = environment["ENS_TEST_PORT"] ?? "18443"
+    static let root = environment["ENS_TEST_ROOT"] ?? FileManager.default.currentDirectoryPath
+    static let isRunning = !directory.isEmpty && FileManager.default.fileExists(atPath: directory + "/run/nginx.pid")
+
+    static var baseURL: String { "https://localhost:\(port)" }
+    static var certificate: String { directory + "/tls/server.crt" }
+
+    /// A client that trusts only the stack's self-signed certificate.
+    static func client(http2: Bool = true) throws -> HTTPClient {
+        try HTTPClient(configuration: HTTPClientConfiguration(caBundlePath: certificate, preferHTTP2: http2))
+    }
+
+    static func get(_ path: String, client: HTTPClient? = nil) throws -> HTTPResponse {
+        try (client ?? self.client()).send(HTTPRequest(method: .get, url: baseURL + path))
+    }
+
+    static func post(_ path: String, body: [UInt8], contentType: String?, headers: [(String, String)] = [], client: HTTPClient? = nil) throws -> HTTPResponse {
+        var allHeaders = headers
+        allHeaders.append(("Content-Type", contentType ?? ""))
+        return try (client ?? self.client()).send(HTTPRequest(method: .post, url: baseURL + path, headers: allHeaders, body: body))
+    }
+
+    /// Runs scripts/stack.sh with the test stack's environment.
+    @discardableResult
+    static func stack(_ arguments: String...) throws -> String {
+        try run(root + "/scripts/stack.sh", arguments)
+    }
+
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) throws -> String {
+        let (status, output) = try ChildProcess.run(executable, arguments)
+        guard status == 0 else {
+            throw StackError(message: "\(executable) \(arguments.joined(separator: " ")) exited with \(status)")
+        }
+        return output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Polls `condition` every 100 ms until it holds or `seconds` pass.
+    static func eventually(within seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        return try condition()
+    }
+
+    /// A connection as the restricted service account, exactly as the responders connect.
+    static func serviceConnection() throws -> Connection {
+        let password = try String(contentsOfFile: directory + "/secrets/db-service.password", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        return Connection(configuration: MariaDBConfiguration(
+            unixSocket: directory + "/run/mysqld.sock", user: "ens_service", password: password, database: "ens"))
+    }
+
+    /// PIDs of processes whose command line contains `pattern` and this stack's directory.
+    static func pids(matching pattern: String) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { Int32($0) }.filter { pid in
+            guard let raw = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+            let commandLine = String(decoding: raw.map { $0 == 0 ? 32 : $0 }, as: UTF8.self)
+            return commandLine.contains(pattern) && commandLine.contains(directory)
+        }
+    }
+
+    /// A fresh API token for a test.
+    static func newToken(_ label: String = "test") throws -> String {
+        try stack("token", label)
+    }
+}
+
+struct StackError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
+
+extension HTTPResponse {
+    /// The body as a JSON object of strings.
+    var json: [String: String] {
+        (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: String]) ?? [:]
+    }
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# make lint: checks a compiler does not make for us.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+
+# 1. Each C module is imported by exactly one wrapper module, and nothing else.
+for pair in CFastCGI:FastCGI CMariaDB:MariaDB COpenSSL:OpenSSL CCurl:Curl; do
+  module=${pair%%:*} wrapper=${pair##*:}
+  offenders=$(grep -rlE "^\s*(@_implementationOnly |internal |public |private )?import $module\b" Sources Tests | grep -v "^Sources/$wrapper/" || true)
+  if [ -n "$offenders" ]; then
+    echo "lint: $module may only be imported by Sources/$wrapper:"; echo "$offenders"; fail=1
+  fi
+done
+
+# 2. No traps a request could reach.
+traps=$(grep -rnE 'fatalError\(|try!' Sources || true)
+if [ -n "$traps" ]; then echo "lint: fatalError/try! in Sources:"; echo "$traps"; fail=1; fi
+
+# 3. Shell scripts.
+if command -v shellcheck >/dev/null; then
+  shellcheck -S warning scripts/*.sh bench/*.sh .ci/run || fail=1
+else
+  echo "lint: shellcheck not installed; skipping shell checks"
+fi
+
+[ $fail -eq 0 ] && echo "lint: OK"
+exit $fail
