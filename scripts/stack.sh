@@ -118,6 +118,7 @@ db_setup() {
       -e "s/@MIGRATE_PASSWORD@/$(cat "$VAR/secrets/db-migrate.password")/g" \
       "$ROOT/sql/accounts.sql.in" | mariadb --no-defaults -S "$DB_SOCKET" -uroot
   "$BIN/ens-cron" migrate --config "$CONFIG"
+  "$BIN/ens-cron" keys --config "$CONFIG"
 }
 
 fcgi_start() {

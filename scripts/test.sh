@@ -11,6 +11,8 @@ rm -rf "$ENS_VAR"
 trap 'scripts/stack.sh down' EXIT
 scripts/stack.sh up
 export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
-swift test --skip-build --no-parallel 2>&1 | tee "$ENS_VAR/log/swift-test.log"
+set +e
+swift test --skip-build --no-parallel 2>&1 | tee "$ENS_VAR/swift-test.out"
 status=${PIPESTATUS[0]}
+Tests/tools/scan-secrets.sh || status=1
 exit "$status"

@@ -65,7 +65,8 @@ public enum APITokens {
 }
 
 /// The responders' view of valid tokens: the hashes from the cache file, reloaded when
-/// the file changes (checked at most once per second).
+/// the file changes (checked with one stat call every `auth.refresh_seconds`), so
+/// authentication costs no database round trip.
 public final class APITokenSet: Sendable {
     private struct State {
         var hashes: [[UInt8]] = []
@@ -74,10 +75,12 @@ public final class APITokenSet: Sendable {
     }
 
     private let path: String
+    private let checkIntervalMilliseconds: UInt64
     private let state: SynchronizedBox<State>
 
-    public init(path: String) {
+    public init(path: String, checkIntervalSeconds: Int) {
         self.path = path
+        self.checkIntervalMilliseconds = UInt64(max(checkIntervalSeconds, 1)) * 1000
         self.state = SynchronizedBox(State())
     }
 
@@ -86,19 +89,26 @@ public final class APITokenSet: Sendable {
     public func isValid(_ token: String?) -> Bool {
         guard let token, !token.isEmpty, token.utf8.count <= 256 else { return false }
         let candidate = APITokens.hash(token)
-        let hashes = currentHashes()
+        if contains(candidate, in: currentHashes(maximumAge: checkIntervalMilliseconds)) { return true }
+        // A token created since the last look (say by `ens-cron token create` a moment
+        // ago) works at once: a miss looks at the file again. That is one stat call,
+        // and the file is only re-read when it changed.
+        return contains(candidate, in: currentHashes(maximumAge: 0))
+    }
+
+    private func contains(_ candidate: [UInt8], in hashes: [[UInt8]]) -> Bool {
         var found = false
         for hash in hashes where Digest.constantTimeEqual(hash, candidate) { found = true }
         return found
     }
 
     /// The number of tokens currently loaded.
-    public var count: Int { currentHashes().count }
+    public var count: Int { currentHashes(maximumAge: checkIntervalMilliseconds).count }
 
-    private func currentHashes() -> [[UInt8]] {
+    private func currentHashes(maximumAge: UInt64) -> [[UInt8]] {
         state.withLock { state in
             let now = MonotonicClock.milliseconds()
-            if state.lastCheck != 0 && now &- state.lastCheck < 1000 { return state.hashes }
+            if state.lastCheck != 0 && now &- state.lastCheck < maximumAge { return state.hashes }
             state.lastCheck = now
             let signature = Files.signature(path)
             if let signature, let old = state.signature, old == signature { return state.hashes }

@@ -32,7 +32,12 @@ public struct ENSConfiguration: Sendable {
     // Secrets and authentication
     public var masterKeyFile = "/etc/ens/secrets/master.key"
     public var apiTokenCacheFile = "/var/lib/ens/api-tokens.cache"
-    public var apiTokenRefreshSeconds = 60
+    /// How often responders look at the token cache file for changes (a stat call).
+    public var apiTokenRefreshSeconds = 5
+
+    /// Seconds past an Exchange subscription's status frequency before it counts as
+    /// unhealthy (no heartbeat) and devices are told to register again.
+    public var subscriptionGraceSeconds = 300
 
     // RSA key pool
     public var keyPoolSize = 200
@@ -68,6 +73,7 @@ public struct ENSConfiguration: Sendable {
         "security.master_key_file": { config, key, value throws(ConfigError) in config.masterKeyFile = try path(key, value) },
         "auth.token_cache_file": { config, key, value throws(ConfigError) in config.apiTokenCacheFile = try path(key, value) },
         "auth.refresh_seconds": { config, key, value throws(ConfigError) in config.apiTokenRefreshSeconds = try integer(key, value, 1...3600) },
+        "subscription.grace_seconds": { config, key, value throws(ConfigError) in config.subscriptionGraceSeconds = try integer(key, value, 0...86400) },
         "keys.pool_size": { config, key, value throws(ConfigError) in config.keyPoolSize = try integer(key, value, 0...100_000) },
         "apns.socket": { config, key, value throws(ConfigError) in config.apnsSocket = try path(key, value) },
         "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },

@@ -91,6 +91,11 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { reason }
 
+    /// The one answer to every failure of a sealed parameter (bad base64, length, key,
+    /// padding, UTF-8, JSON, missing or ill-typed field): identical bytes, so the
+    /// answer says nothing about which step failed (no padding oracle).
+    public static let sealedParameterRejected = APIError(400, .invalidRequest, "A sealed parameter could not be opened.", reason: "sealed parameter rejected")
+
     public static func invalidRequest(_ message: String) -> APIError {
         APIError(400, .invalidRequest, message)
     }

@@ -51,5 +51,13 @@ public final class RequestContext {
 
 /// Process-wide services shared by all responder threads (thread-safe by construction).
 public final class SharedServices: Sendable {
-    public init() {}
+    public let vault: Vault
+    public let apiTokens: APITokenSet
+    public let exchange: any ExchangeRegistering
+
+    public init(vault: Vault, apiTokens: APITokenSet, exchange: any ExchangeRegistering) {
+        self.vault = vault
+        self.apiTokens = apiTokens
+        self.exchange = exchange
+    }
 }

@@ -42,6 +42,8 @@ public final class Connection {
         mysql_options(fresh, MYSQL_OPT_READ_TIMEOUT, &ioTimeout)
         mysql_options(fresh, MYSQL_OPT_WRITE_TIMEOUT, &ioTimeout)
         mysql_options(fresh, MYSQL_SET_CHARSET_NAME, "utf8mb4")
+        // Every DATETIME ENS stores or compares is UTC, whatever the server's zone.
+        mysql_options(fresh, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'")
         let connected = mysql_real_connect(
             fresh,
             configuration.unixSocket == nil ? configuration.host : nil,

@@ -110,12 +110,23 @@ final class PreparedStatement {
 
         let binds = UnsafeMutablePointer<MYSQL_BIND>.allocate(capacity: columnCount)
         binds.initialize(repeating: MYSQL_BIND(), count: columnCount)
+        // mysql_stmt_bind_result copies the MYSQL_BIND array, so lengths and NULL flags
+        // must be written through pointers of our own, not into the structs' fields.
+        let lengths = UnsafeMutablePointer<UInt>.allocate(capacity: columnCount)
+        lengths.initialize(repeating: 0, count: columnCount)
+        let nullFlags = UnsafeMutablePointer<my_bool>.allocate(capacity: columnCount)
+        nullFlags.initialize(repeating: 0, count: columnCount)
+        let errorFlags = UnsafeMutablePointer<my_bool>.allocate(capacity: columnCount)
+        errorFlags.initialize(repeating: 0, count: columnCount)
         var kinds: [ColumnKind] = []
         var buffers: [UnsafeMutableRawPointer] = []
         defer {
             for buffer in buffers { buffer.deallocate() }
             binds.deinitialize(count: columnCount)
             binds.deallocate()
+            lengths.deallocate()
+            nullFlags.deallocate()
+            errorFlags.deallocate()
         }
         for index in 0..<columnCount {
             let field = fields[index]
@@ -138,6 +149,9 @@ final class PreparedStatement {
             buffers.append(buffer)
             binds[index].buffer = buffer
             binds[index].buffer_length = UInt(size)
+            binds[index].length = lengths + index
+            binds[index].is_null = nullFlags + index
+            binds[index].error = errorFlags + index
         }
         guard mysql_stmt_bind_result(statement, binds) == 0 else {
             throw MariaDBError.from(statement: statement, operation: "bind result")
@@ -154,22 +168,21 @@ final class PreparedStatement {
             var values: [SQLValue] = []
             values.reserveCapacity(columnCount)
             for index in 0..<columnCount {
-                let bind = binds[index]
-                if bind.is_null_value != 0 {
+                if nullFlags[index] != 0 {
                     values.append(.null)
                     continue
                 }
-                let buffer = UnsafeRawPointer(bind.buffer!)
+                let buffer = UnsafeRawPointer(binds[index].buffer!)
+                let length = Int(lengths[index])
                 switch kinds[index] {
                 case .integer:
                     values.append(.int(buffer.load(as: Int64.self)))
                 case .double:
                     values.append(.double(buffer.load(as: Double.self)))
                 case .text:
-                    let bytes = UnsafeRawBufferPointer(start: buffer, count: Int(bind.length_value))
-                    values.append(.text(String(decoding: bytes, as: UTF8.self)))
+                    values.append(.text(String(decoding: UnsafeRawBufferPointer(start: buffer, count: length), as: UTF8.self)))
                 case .binary:
-                    values.append(.blob(Array(UnsafeRawBufferPointer(start: buffer, count: Int(bind.length_value)))))
+                    values.append(.blob(Array(UnsafeRawBufferPointer(start: buffer, count: length))))
                 }
             }
             rows.append(Row(values: values))

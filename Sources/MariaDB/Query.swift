@@ -70,6 +70,12 @@ public struct Query: ExpressibleByStringInterpolation, Sendable, CustomStringCon
             bindings.append(value.sqlValue)
         }
 
+        /// Splices trusted SQL text (a constant column list, never a value) into the
+        /// statement. The label makes every use stand out in review.
+        public mutating func appendInterpolation(unsafe sqlText: String) {
+            sql += sqlText
+        }
+
         /// `IN (\(list: ids))` binds one placeholder per element.
         public mutating func appendInterpolation(list values: [some SQLBindable]) {
             sql += values.isEmpty ? "NULL" : Array(repeating: "?", count: values.count).joined(separator: ", ")

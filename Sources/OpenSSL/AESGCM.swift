@@ -28,7 +28,12 @@ public struct AESGCMKey: Sendable {
     /// one master key can protect several kinds of data without reusing a key.
     public func derived(label: String) -> AESGCMKey {
         // HMAC output is 32 bytes, so this initializer cannot fail.
-        (try? AESGCMKey(bytes: Digest.hmacSHA256(key: key, message: Array(label.utf8)))) ?? self
+        (try? AESGCMKey(bytes: derivedBytes(label: label))) ?? self
+    }
+
+    /// 32 bytes derived for one purpose (HMAC-SHA-256 of the label), e.g. an HMAC key.
+    public func derivedBytes(label: String) -> [UInt8] {
+        Digest.hmacSHA256(key: key, message: Array(label.utf8))
     }
 
     public func seal(_ plaintext: [UInt8], associatedData: [UInt8] = []) throws(OpenSSLError) -> [UInt8] {
@@ -92,3 +97,4 @@ public struct AESGCMKey: Sendable {
         return Array(plaintext[0..<total])
     }
 }
+

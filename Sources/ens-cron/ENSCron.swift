@@ -11,7 +11,7 @@ struct ENSCron: ParsableCommand {
         commandName: "ens-cron",
         abstract: "ENS maintenance: migrations, API tokens and the responders' token cache.",
         discussion: "Exit status: 0 on success, 1 on a configuration or database error, 2 on bad usage.",
-        subcommands: [Migrate.self, Token.self, APIKeys.self]
+        subcommands: [Migrate.self, Token.self, APIKeys.self, Keys.self]
     )
 }
 
@@ -126,6 +126,25 @@ struct APIKeys: ParsableCommand {
             let database = Connection(configuration: try settings.serviceDatabase())
             let count = try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
             Logger(label: "ens-cron").info("api-keys done", metadata: ["tokens": "\(count)"])
+        }
+    }
+}
+
+struct Keys: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Refill the RSA key pool to keys.pool_size (or --target).")
+    @OptionGroup var options: CommonOptions
+    @Option(name: .long, help: "Pool size to reach (default: keys.pool_size).") var target: Int?
+    @Option(name: .long, help: "Threads generating keys (default: 2).") var threads: Int = 2
+
+    func run() throws {
+        let settings = try options.load("keys")
+        try reportingFailures("keys") {
+            let database = Connection(configuration: try settings.serviceDatabase())
+            let pool = KeyPool(database: database, vault: Vault(masterKey: try settings.masterKey()))
+            let logger = Logger(label: "ens-cron")
+            let added = try pool.refill(to: target ?? settings.keyPoolSize, threads: threads, logger: logger)
+            let size = try pool.count()
+            logger.info("keys done", metadata: ["keys.added": "\(added)", "keys.pool": "\(size)"])
         }
     }
 }

@@ -38,6 +38,7 @@ struct ENSFastCGI: ParsableCommand {
         do {
             settings = try ENSConfiguration.load(path: path)
             _ = try settings.serviceDatabase()
+            _ = try settings.masterKey()
         } catch {
             printError("ens-fcgi: \(error)")
             throw ExitCode(1)

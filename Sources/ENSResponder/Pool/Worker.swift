@@ -40,8 +40,14 @@ public struct Worker {
         }
 
         let database: MariaDBConfiguration
+        let services: SharedServices
         do {
             database = try configuration.serviceDatabase()
+            services = SharedServices(
+                vault: Vault(masterKey: try configuration.masterKey()),
+                apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkIntervalSeconds: configuration.apiTokenRefreshSeconds),
+                exchange: ExchangeUnavailable()
+            )
         } catch {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             return 1
@@ -53,8 +59,11 @@ public struct Worker {
             logger.critical("cannot watch the listening socket", metadata: ["error": "\(error)"])
             return 1
         }
-        let dispatcher = Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { _ in false })
-        let services = SharedServices()
+        let apiTokens = services.apiTokens
+        let dispatcher = Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) })
+        if apiTokens.count == 0 {
+            logger.warning("no API tokens loaded; every authenticated request will get 401", metadata: ["auth.token_cache_file": "\(configuration.apiTokenCacheFile)"])
+        }
         var threads: [OSThread] = []
         for index in 0..<configuration.fcgiThreads {
             let configuration = self.configuration

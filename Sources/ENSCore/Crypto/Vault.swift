@@ -1,0 +1,77 @@
+public import OpenSSL
+
+/// Everything ENS seals or hashes with the master key, each purpose under its own
+/// derived key so that one kind of sealed value can never be opened as another.
+public struct Vault: Sendable {
+    private let privateKeys: AESGCMKey
+    private let deviceTokens: AESGCMKey
+    private let syncKeys: AESGCMKey
+    private let tokenHashKey: [UInt8]
+
+    public init(masterKey: AESGCMKey) {
+        privateKeys = masterKey.derived(label: "ens/v1/private-key")
+        deviceTokens = masterKey.derived(label: "ens/v1/device-token")
+        syncKeys = masterKey.derived(label: "ens/v1/sync-key")
+        // A keyed hash: finding a device by its token must not let a database reader
+        // confirm a guessed token.
+        tokenHashKey = masterKey.derivedBytes(label: "ens/v1/device-token-hash")
+    }
+
+    // MARK: RSA private keys
+
+    /// Seals a private key for the pool (not yet bound to a user).
+    public func sealPoolKey(_ key: RSAPrivateKey) throws -> [UInt8] {
+        try privateKeys.seal(key.derRepresentation, associatedData: Array("pool".utf8))
+    }
+
+    public func openPoolKey(_ sealed: [UInt8]) throws -> RSAPrivateKey {
+        try RSAPrivateKey(derRepresentation: privateKeys.open(sealed, associatedData: Array("pool".utf8)))
+    }
+
+    /// Seals a private key bound to its user record: a sealed key copied into another
+    /// record does not open there.
+    public func sealUserKey(_ key: RSAPrivateKey, userID: String) throws -> [UInt8] {
+        try privateKeys.seal(key.derRepresentation, associatedData: Array(("user:" + userID).utf8))
+    }
+
+    public func openUserKey(_ sealed: [UInt8], userID: String) throws -> RSAPrivateKey {
+        try RSAPrivateKey(derRepresentation: privateKeys.open(sealed, associatedData: Array(("user:" + userID).utf8)))
+    }
+
+    // MARK: APNs device tokens
+
+    /// The lookup key for a device token (HMAC-SHA-256 of its lowercase hex form).
+    public func tokenHash(_ token: DeviceToken) -> [UInt8] {
+        Digest.hmacSHA256(key: tokenHashKey, message: Array(token.hex.utf8))
+    }
+
+    public func sealToken(_ token: DeviceToken) throws -> [UInt8] {
+        try deviceTokens.seal(Array(token.hex.utf8), associatedData: Array("device-token".utf8))
+    }
+
+    public func openToken(_ sealed: [UInt8]) throws -> DeviceToken? {
+        DeviceToken(hex: String(decoding: try deviceTokens.open(sealed, associatedData: Array("device-token".utf8)), as: UTF8.self))
+    }
+
+    // MARK: Sync keys
+
+    public func sealSyncKey(_ syncKey: String, tokenHash: [UInt8]) throws -> [UInt8] {
+        try syncKeys.seal(Array(syncKey.utf8), associatedData: tokenHash)
+    }
+
+    public func openSyncKey(_ sealed: [UInt8], tokenHash: [UInt8]) throws -> String {
+        String(decoding: try syncKeys.open(sealed, associatedData: tokenHash), as: UTF8.self)
+    }
+}
+
+/// An APNs device token: 8–100 bytes, written as hex (any case on input, lowercase kept).
+public struct DeviceToken: Sendable, Equatable, Hashable {
+    public let hex: String
+
+    public init?(hex text: String) {
+        let lower = text.lowercased()
+        guard lower.utf8.count >= 16, lower.utf8.count <= 200, lower.utf8.count % 2 == 0,
+              lower.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
+        hex = lower
+    }
+}

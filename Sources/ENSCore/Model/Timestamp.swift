@@ -1,0 +1,127 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A UTC instant with millisecond precision, convertible to the API's
+/// `MM/dd/yyyy HH:mm:ss.SSS` and to MariaDB's `yyyy-MM-dd HH:mm:ss.SSS` (sessions run
+/// with time_zone '+00:00', so DATETIME(3) columns hold UTC).
+public struct Timestamp: Sendable, Comparable, Hashable {
+    public let millisecondsSinceEpoch: Int64
+
+    public init(millisecondsSinceEpoch: Int64) {
+        self.millisecondsSinceEpoch = millisecondsSinceEpoch
+    }
+
+    public static func now() -> Timestamp {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Timestamp(millisecondsSinceEpoch: Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000)
+    }
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+        lhs.millisecondsSinceEpoch < rhs.millisecondsSinceEpoch
+    }
+
+    public func adding(seconds: Int64) -> Timestamp {
+        Timestamp(millisecondsSinceEpoch: millisecondsSinceEpoch + seconds * 1000)
+    }
+
+    /// Parses the API's `MM/dd/yyyy HH:mm:ss.SSS` (UTC); nil for anything else.
+    public init?(apiString text: String) {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 23, bytes[2] == 0x2F, bytes[5] == 0x2F, bytes[10] == 0x20,
+              bytes[13] == 0x3A, bytes[16] == 0x3A, bytes[19] == 0x2E,
+              let month = Self.number(bytes, 0, 2), let day = Self.number(bytes, 3, 2), let year = Self.number(bytes, 6, 4),
+              let hour = Self.number(bytes, 11, 2), let minute = Self.number(bytes, 14, 2),
+              let second = Self.number(bytes, 17, 2), let millisecond = Self.number(bytes, 20, 3) else { return nil }
+        self.init(year: year, month: month, day: day, hour: hour, minute: minute, second: second, millisecond: millisecond)
+    }
+
+    /// Parses MariaDB's `yyyy-MM-dd HH:mm:ss[.SSS]`.
+    public init?(databaseString text: String) {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 19, bytes[4] == 0x2D, bytes[7] == 0x2D, bytes[10] == 0x20, bytes[13] == 0x3A, bytes[16] == 0x3A,
+              let year = Self.number(bytes, 0, 4), let month = Self.number(bytes, 5, 2), let day = Self.number(bytes, 8, 2),
+              let hour = Self.number(bytes, 11, 2), let minute = Self.number(bytes, 14, 2), let second = Self.number(bytes, 17, 2) else { return nil }
+        var millisecond = 0
+        if bytes.count > 19 {
+            guard bytes[19] == 0x2E, bytes.count >= 21 else { return nil }
+            let digits = Array(bytes[20...].prefix(3))
+            guard let fraction = Self.number(digits, 0, digits.count) else { return nil }
+            millisecond = fraction * [1, 100, 10, 1][digits.count]
+        }
+        self.init(year: year, month: month, day: day, hour: hour, minute: minute, second: second, millisecond: millisecond)
+    }
+
+    private init?(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, millisecond: Int) {
+        guard (1970...9999).contains(year), (1...12).contains(month), day >= 1, day <= Self.daysIn(month: month, year: year),
+              hour < 24, minute < 60, second < 60, millisecond < 1000 else { return nil }
+        let days = Self.daysFromCivil(year: year, month: month, day: day)
+        let seconds = Int64(days) * 86400 + Int64(hour * 3600 + minute * 60 + second)
+        self.init(millisecondsSinceEpoch: seconds * 1000 + Int64(millisecond))
+    }
+
+    public var apiString: String {
+        let (year, month, day, hour, minute, second, millisecond) = components
+        return "\(pad(month, 2))/\(pad(day, 2))/\(pad(year, 4)) \(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millisecond, 3))"
+    }
+
+    public var databaseString: String {
+        let (year, month, day, hour, minute, second, millisecond) = components
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2)) \(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millisecond, 3))"
+    }
+
+    private var components: (Int, Int, Int, Int, Int, Int, Int) {
+        let milliseconds = Int(millisecondsSinceEpoch.remainderReportingOverflow(dividingBy: 1000).partialValue)
+        let totalSeconds = Int(millisecondsSinceEpoch / 1000)
+        let days = totalSeconds / 86400
+        let secondsOfDay = totalSeconds % 86400
+        let (year, month, day) = Self.civilFromDays(days)
+        return (year, month, day, secondsOfDay / 3600, secondsOfDay % 3600 / 60, secondsOfDay % 60, milliseconds)
+    }
+
+    private func pad(_ value: Int, _ width: Int) -> String {
+        let text = String(value)
+        return String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+
+    private static func number(_ bytes: [UInt8], _ start: Int, _ length: Int) -> Int? {
+        guard length > 0, start + length <= bytes.count else { return nil }
+        var value = 0
+        for byte in bytes[start..<(start + length)] {
+            guard byte >= 0x30, byte <= 0x39 else { return nil }
+            value = value * 10 + Int(byte - 0x30)
+        }
+        return value
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    // Howard Hinnant's days_from_civil / civil_from_days.
+    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146097 + dayOfEra - 719468
+    }
+
+    private static func civilFromDays(_ days: Int) -> (Int, Int, Int) {
+        let z = days + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let dayOfEra = z - era * 146097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}

@@ -1,0 +1,75 @@
+public import Logging
+public import MariaDB
+public import OpenSSL
+internal import POSIX
+
+/// Pre-generated RSA-2048 key pairs (table KeyPool), so /getpublickey never generates a
+/// key on the request path. `ens-cron keys` refills it.
+public struct KeyPool {
+    public let database: Connection
+    public let vault: Vault
+
+    public init(database: Connection, vault: Vault) {
+        self.database = database
+        self.vault = vault
+    }
+
+    /// Takes one key out of the pool, or nil when it is empty. SKIP LOCKED lets
+    /// concurrent responders take different keys without waiting for each other.
+    public func take() throws -> (publicKeyPEM: String, key: RSAPrivateKey)? {
+        try database.transaction {
+            guard let row = try database.queryOne("SELECT id, public_key_pem, private_key_sealed FROM KeyPool ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED") else {
+                return nil
+            }
+            let id = try row.int(0)
+            try database.execute("DELETE FROM KeyPool WHERE id = \(id)")
+            return (try row.text(1), try vault.openPoolKey(try row.blob(2)))
+        }
+    }
+
+    public func count() throws -> Int {
+        Int(try database.queryOne("SELECT COUNT(*) FROM KeyPool")?.int(0) ?? 0)
+    }
+
+    /// Generates keys until the pool holds `target`, using `threads` threads for the
+    /// (slow, CPU-bound) generation. Returns how many were added.
+    @discardableResult
+    public func refill(to target: Int, threads: Int = 2, logger: Logger) throws -> Int {
+        var missing = max(0, target - (try count()))
+        var added = 0
+        while missing > 0 {
+            let batch = min(missing, 50)
+            let keys = try KeyGenerator.generate(count: batch, threads: threads)
+            try database.transaction {
+                for key in keys {
+                    try database.execute("INSERT INTO KeyPool (public_key_pem, private_key_sealed) VALUES (\(try key.publicKeyPEM), \(try vault.sealPoolKey(key)))")
+                }
+            }
+            added += batch
+            missing -= batch
+            logger.debug("key pool batch stored", metadata: ["keys.added": "\(added)"])
+        }
+        return added
+    }
+}
+
+/// RSA-2048 generation on several threads.
+public enum KeyGenerator {
+    public static func generate(count: Int, threads: Int) throws -> [RSAPrivateKey] {
+        let results = SynchronizedBox<[Result<RSAPrivateKey, OpenSSLError>]>([])
+        let perThread = (count + max(threads, 1) - 1) / max(threads, 1)
+        var workers: [OSThread] = []
+        for worker in 0..<max(threads, 1) {
+            let share = min(perThread, count - worker * perThread)
+            if share <= 0 { break }
+            workers.append(try OSThread.start(stackSize: 1 << 20) {
+                for _ in 0..<share {
+                    let result = Result { () throws(OpenSSLError) -> RSAPrivateKey in try RSAPrivateKey.generate() }
+                    results.withLock { $0.append(result) }
+                }
+            })
+        }
+        for worker in workers { worker.join() }
+        return try results.withLock { results in try results.map { try $0.get() } }
+    }
+}

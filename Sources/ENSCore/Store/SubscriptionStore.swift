@@ -1,0 +1,193 @@
+public import MariaDB
+public import OpenSSL
+
+/// The SQL behind the device API: user records and their devices. Every statement is
+/// bound (`Query` interpolation); every lookup uses a key or an index.
+public struct SubscriptionStore {
+    public let database: Connection
+    public let vault: Vault
+
+    public init(database: Connection, vault: Vault) {
+        self.database = database
+        self.vault = vault
+    }
+
+    private static let recordColumns = "id, userid, public_key_pem, private_key_sealed, registered, generation, ews_subscription_id, status_frequency_minutes, last_callback_at"
+
+    public func record(userID: String) throws -> UserRecord? {
+        guard let row = try database.queryOne("SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo WHERE userid = \(userID)") else {
+            return nil
+        }
+        return UserRecord(
+            id: try row.int(0), userID: try row.text(1), publicKeyPEM: try row.text(2), privateKeySealed: try row.blob(3),
+            registered: try row.int(4) != 0, generation: try row.int(5), ewsSubscriptionID: try row.optionalText(6),
+            statusFrequencyMinutes: try row.int(7), lastCallbackAt: try row.optionalText(8).flatMap(Timestamp.init(databaseString:))
+        )
+    }
+
+    /// Creates a record with `key`; if another request created it first, returns theirs.
+    public func createRecord(userID: String, publicKeyPEM: String, key: RSAPrivateKey) throws -> UserRecord {
+        do {
+            try database.execute("""
+                INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered)
+                VALUES (\(userID), \(publicKeyPEM), \(try vault.sealUserKey(key, userID: userID)), 0)
+                """)
+        } catch let error as MariaDBError where error.kind == .duplicateKey {
+            // A concurrent /getpublickey for the same user won; use its key.
+        }
+        guard let record = try record(userID: userID) else {
+            throw StoreError.recordVanished
+        }
+        return record
+    }
+
+    public func privateKey(of record: UserRecord) throws -> RSAPrivateKey {
+        try vault.openUserKey(record.privateKeySealed, userID: record.userID)
+    }
+
+    public func deleteRecord(id: Int64) throws {
+        try database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(id)")
+    }
+
+    // MARK: Devices
+
+    private static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at"
+
+    public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws -> DeviceRecord? {
+        let hash = vault.tokenHash(token)
+        let query: Query = forUpdate
+            ? "SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(hash) FOR UPDATE"
+            : "SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(hash)"
+        return try database.queryOne(query).map(Self.device(from:))
+    }
+
+    public func devices(recordID: Int64) throws -> [DeviceRecord] {
+        try database.query("SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) ORDER BY id LIMIT 1000").map(Self.device(from:))
+    }
+
+    private static func device(from row: Row) throws -> DeviceRecord {
+        DeviceRecord(
+            id: try row.int(0), tokenHash: try row.blob(1), bundleID: try row.text(2), defaultSound: try row.optionalText(3),
+            ewsDeviceID: try row.optionalText(4), badge: try row.int(5) != 0, development: try row.int(6) != 0,
+            disabledAt: try row.optionalText(7).flatMap(Timestamp.init(databaseString:)),
+            lastNotifiedAt: try row.optionalText(8).flatMap(Timestamp.init(databaseString:))
+        )
+    }
+
+    public enum RegistrationOutcome: Sendable, Equatable {
+        /// The device was there with the same settings (and enabled).
+        case unchanged
+        /// The device was added, re-enabled or its settings changed.
+        case addedOrUpdated
+    }
+
+    /// Adds the device or brings its settings up to date, idempotently: the unique key
+    /// (record, token hash) means concurrent registrations of one token make one row.
+    /// A registration re-enables a token the sender disabled (it happens after it).
+    public func register(recordID: Int64, token: DeviceToken, settings: DeviceSettings, now: Timestamp) throws -> RegistrationOutcome {
+        try database.transaction {
+            let existing = try device(recordID: recordID, token: token, forUpdate: true)
+            let badge = settings.badge ?? existing?.badge ?? false
+            let development = settings.development ?? existing?.development ?? false
+            if let existing, existing.disabledAt == nil, existing.bundleID == settings.bundleID,
+               existing.defaultSound == settings.defaultSound, existing.ewsDeviceID == settings.ewsDeviceID,
+               existing.badge == badge, existing.development == development {
+                try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(existing.id)")
+                return .unchanged
+            }
+            try database.execute("""
+                INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
+                                     badge, development, registered_at, disabled_at, last_checkin_at)
+                VALUES (\(recordID), \(vault.tokenHash(token)), \(try vault.sealToken(token)), \(settings.bundleID),
+                        \(settings.defaultSound), \(settings.ewsDeviceID), \(badge), \(development),
+                        \(now.databaseString), NULL, \(now.databaseString))
+                ON DUPLICATE KEY UPDATE bundle_id = VALUES(bundle_id), default_sound = VALUES(default_sound),
+                    ews_device_id = VALUES(ews_device_id), badge = VALUES(badge), development = VALUES(development),
+                    registered_at = VALUES(registered_at), disabled_at = NULL, last_checkin_at = VALUES(last_checkin_at)
+                """)
+            return .addedOrUpdated
+        }
+    }
+
+    /// Refreshes the `badge`/`development` flags a later request carried.
+    public func refreshFlags(deviceID: Int64, badge: Bool?, development: Bool?) throws {
+        if let badge { try database.execute("UPDATE Devices SET badge = \(badge) WHERE id = \(deviceID)") }
+        if let development { try database.execute("UPDATE Devices SET development = \(development) WHERE id = \(deviceID)") }
+    }
+
+    /// Removes a device; deletes the record when it was the last one. Returns whether
+    /// the record was deleted.
+    @discardableResult
+    public func unregister(recordID: Int64, token: DeviceToken) throws -> Bool {
+        try database.transaction {
+            try database.execute("DELETE FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(vault.tokenHash(token))")
+            let remaining = try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID)")?.int(0) ?? 0
+            if remaining == 0 {
+                try database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(recordID)")
+                return true
+            }
+            return false
+        }
+    }
+
+    /// Replaces `old` by `new` keeping the device's settings; merges into `new`'s row when
+    /// `new` is already registered. False when `old` is unknown.
+    public func replaceToken(recordID: Int64, old: DeviceToken, new: DeviceToken, now: Timestamp) throws -> Bool {
+        try database.transaction {
+            guard let oldDevice = try device(recordID: recordID, token: old, forUpdate: true) else { return false }
+            if old == new { return true }
+            if let newDevice = try device(recordID: recordID, token: new, forUpdate: true) {
+                try database.execute("""
+                    UPDATE Devices SET bundle_id = \(oldDevice.bundleID), default_sound = \(oldDevice.defaultSound),
+                        ews_device_id = \(oldDevice.ewsDeviceID), badge = \(oldDevice.badge), development = \(oldDevice.development),
+                        registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString)
+                    WHERE id = \(newDevice.id)
+                    """)
+                try database.execute("DELETE FROM Devices WHERE id = \(oldDevice.id)")
+            } else {
+                try database.execute("""
+                    UPDATE Devices SET token_hash = \(vault.tokenHash(new)), token_sealed = \(try vault.sealToken(new)),
+                        registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString)
+                    WHERE id = \(oldDevice.id)
+                    """)
+            }
+            return true
+        }
+    }
+
+    // MARK: Check-ins and sync keys
+
+    /// v1 check-in: the user, and so all their devices, are alive.
+    public func checkIn(recordID: Int64, now: Timestamp) throws {
+        try database.execute("UPDATE EnsSubscriptionInfo SET last_checkin_at = \(now.databaseString) WHERE id = \(recordID)")
+        try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE subscription_row = \(recordID)")
+    }
+
+    /// v2 check-in: this device is alive (and so is its user).
+    public func checkIn(recordID: Int64, deviceID: Int64, now: Timestamp) throws {
+        try database.execute("UPDATE EnsSubscriptionInfo SET last_checkin_at = \(now.databaseString) WHERE id = \(recordID)")
+        try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(deviceID)")
+    }
+
+    public func storeSyncKey(deviceID: Int64, tokenHash: [UInt8], syncKey: String, expiresAt: Timestamp) throws {
+        try database.execute("""
+            UPDATE Devices SET sync_key_sealed = \(try vault.sealSyncKey(syncKey, tokenHash: tokenHash)),
+                sync_key_expires_at = \(expiresAt.databaseString)
+            WHERE id = \(deviceID)
+            """)
+    }
+
+    /// The device's sync key while unexpired; nil once past its expiry.
+    public func syncKey(deviceID: Int64, now: Timestamp) throws -> (key: String, expiresAt: Timestamp)? {
+        guard let row = try database.queryOne("""
+            SELECT token_hash, sync_key_sealed, sync_key_expires_at FROM Devices
+            WHERE id = \(deviceID) AND sync_key_sealed IS NOT NULL AND sync_key_expires_at > \(now.databaseString)
+            """), let expiry = Timestamp(databaseString: try row.text(2)) else { return nil }
+        return (try vault.openSyncKey(try row.blob(1), tokenHash: try row.blob(0)), expiry)
+    }
+}
+
+public enum StoreError: Error, CustomStringConvertible {
+    case recordVanished
+    public var description: String { "a user record disappeared while it was being created" }
+}

@@ -1,0 +1,200 @@
+internal import ENSCore
+internal import Logging
+internal import OpenSSL
+
+/// The device API endpoints (see docs/api.md). Each handler resolves the user, opens
+/// its sealed parameters with the user's key, and answers one of the contract's codes.
+enum DeviceAPI {
+    static func store(_ context: RequestContext) -> SubscriptionStore {
+        SubscriptionStore(database: context.database, vault: context.services.vault)
+    }
+
+    // MARK: /getpublickey
+
+    static let getPublicKey = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+        let userID = try Identity.userID(request.parameters, emailRequired: true)
+        let store = store(context)
+        let record: UserRecord
+        if let existing = try store.record(userID: userID) {
+            record = existing
+        } else {
+            let (pem, key) = try takeOrGenerateKey(context)
+            record = try store.createRecord(userID: userID, publicKeyPEM: pem, key: key)
+        }
+        let code: ResponseCode = record.registered && record.ewsSubscriptionID != nil ? .userAlreadySubscribed : .userRecordPresentNotSubscribed
+        return .ok(code, [("pubKey", record.publicKeyPEM), ("userid", record.userID)])
+    }
+
+    private static func takeOrGenerateKey(_ context: RequestContext) throws -> (String, RSAPrivateKey) {
+        if let pooled = try KeyPool(database: context.database, vault: context.services.vault).take() {
+            return (pooled.publicKeyPEM, pooled.key)
+        }
+        context.logger.warning("key pool empty; generating a key on the request path (run `ens-cron keys`)")
+        let key = try RSAPrivateKey.generate()
+        return (try key.publicKeyPEM, key)
+    }
+
+    // MARK: /registerdevicev2
+
+    static let registerDevice = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+        let parameters = request.parameters
+        let userID = try Identity.userID(parameters)
+        let sealedCreds = try parameters.required("creds")
+        let bundleID = try parameters.required("bundleid")
+        let force = try parameters.integer("force") == 1
+        let exchangeVersion = try parameters.integer("exchVersion")
+        let store = store(context)
+        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
+
+        let creds = try SealedPayload(key: try store.privateKey(of: record)).object(sealedCreds)
+        let token = try creds.sealedToken("apnsToken")
+        let credentials = try exchangeCredentials(creds)
+        let settings = DeviceSettings(
+            bundleID: bundleID, defaultSound: nonEmpty(parameters["defaultSound"]), ewsDeviceID: nonEmpty(parameters["ewsDeviceId"]),
+            badge: request.badge, development: request.development
+        )
+        let now = Timestamp.now()
+        if record.registered && record.ewsSubscriptionID != nil && !force {
+            let outcome = try store.register(recordID: record.id, token: token, settings: settings, now: now)
+            return .ok(outcome == .unchanged ? .userAlreadySubscribed : .userUpdated)
+        }
+        let outcome = try context.services.exchange.subscribe(
+            ExchangeSubscriptionRequest(record: record, email: parameters["email"], credentials: credentials, exchangeVersion: exchangeVersion),
+            context: context
+        )
+        switch outcome {
+        case .subscribed:
+            _ = try store.register(recordID: record.id, token: token, settings: settings, now: now)
+            return .ok(.userSubscribed)
+        case .autodiscoverFailed:
+            return .ok(.autodiscoverFailed, [("message", "The Exchange server for this address could not be discovered.")])
+        case .authenticationFailed:
+            return .ok(.exchangeAuthFailed, [("message", "Exchange refused the credentials.")])
+        case .failed:
+            return .ok(.exchangeError, [("message", "Exchange could not be subscribed to; try again later.")])
+        }
+    }
+
+    /// Exactly one authentication method: OAuth, user name and password, or a client
+    /// certificate (CBAData).
+    private static func exchangeCredentials(_ creds: [String: JSONValue]) throws(APIError) -> ExchangeCredentials {
+        var methods: [ExchangeCredentials.Method] = []
+        if let token = creds["oauthAccessToken"]?.stringValue, !token.isEmpty {
+            methods.append(.oauth(accessToken: token))
+        }
+        if let user = creds["userName"]?.stringValue, !user.isEmpty {
+            methods.append(.basic(userName: user, password: try creds.sealedString("password")))
+        }
+        if let cba = creds["CBAData"] {
+            guard case .object(let members) = cba, let certificate = members["certificate"]?.stringValue,
+                  let pkcs12 = Base64.decodeLenient(certificate), !pkcs12.isEmpty else { throw .sealedParameterRejected }
+            methods.append(.certificate(pkcs12: pkcs12, password: members["password"]?.stringValue ?? ""))
+        }
+        guard methods.count == 1, let method = methods.first else { throw .sealedParameterRejected }
+        let ewsURL = creds["ewsUrl"]?.stringValue
+        return ExchangeCredentials(method: method, ewsURL: ewsURL?.isEmpty == true ? nil : ewsURL)
+    }
+
+    // MARK: /unregister
+
+    static let unregister = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+        let userID = try Identity.userID(request.parameters)
+        let sealedToken = try request.parameters.required("token")
+        let store = store(context)
+        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
+        let text = try SealedPayload(key: try store.privateKey(of: record)).text(sealedToken)
+        guard let token = DeviceToken(hex: text) else { throw APIError.sealedParameterRejected }
+        if try store.unregister(recordID: record.id, token: token) {
+            context.logger.info("last device unregistered; user record deleted")
+        }
+        return .ok(.deviceUnregistered)
+    }
+
+    // MARK: /updatedevice
+
+    static let updateDevice = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+        let userID = try Identity.userID(request.parameters)
+        let sealedToken = try request.parameters.required("token")
+        let store = store(context)
+        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
+        let payload = try SealedPayload(key: try store.privateKey(of: record)).object(sealedToken)
+        let old = try payload.sealedToken("oldApnsToken")
+        let new = try payload.sealedToken("apnsToken")
+        guard try store.replaceToken(recordID: record.id, old: old, new: new, now: .now()) else { return .ok(.updateFail) }
+        if let device = try store.device(recordID: record.id, token: new) {
+            try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
+        }
+        return .ok(.updateSuccess)
+    }
+
+    // MARK: /getsubscriptionstatus and /getsubscriptionstatusv2
+
+    static let subscriptionStatusV1 = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+        let userID = try Identity.userID(request.parameters)
+        let lastMessageDate = try request.parameters["lastMessageDate"].flatMap { text throws(APIError) -> Timestamp? in
+            if text.isEmpty { return nil }
+            guard let date = Timestamp(apiString: text) else {
+                throw APIError.invalidRequest("Parameter 'lastMessageDate' must be MM/dd/yyyy HH:mm:ss.SSS (UTC).")
+            }
+            return date
+        }
+        let store = store(context)
+        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
+        let now = Timestamp.now()
+        try store.checkIn(recordID: record.id, now: now)
+        // v1 does not say which device is asking: any notification after the client's
+        // last message means it missed something.
+        let lastNotified = try store.devices(recordID: record.id).compactMap(\.lastNotifiedAt).max()
+        return .ok(status(record, lastNotified: lastNotified, lastMessageDate: lastMessageDate, now: now, context: context))
+    }
+
+    static let subscriptionStatusV2 = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+        let userID = try Identity.userID(request.parameters)
+        let sealed = try request.parameters.required("subscriptionPayload")
+        let store = store(context)
+        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
+        let payload = try SealedPayload(key: try store.privateKey(of: record)).object(sealed)
+        let token = try payload.sealedToken("pushToken")
+        let ignoreLastMessageDate = try payload.sealedFlag("ignoreLastMessageDate")
+        let lastMessageDate = ignoreLastMessageDate ? nil : try payload.sealedTimestamp("lastMessageDate")
+        guard let device = try store.device(recordID: record.id, token: token) else { return .ok(.userSubscriptionNotFound) }
+        let now = Timestamp.now()
+        try store.checkIn(recordID: record.id, deviceID: device.id, now: now)
+        try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
+        return .ok(status(record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context))
+    }
+
+    private static func status(_ record: UserRecord, lastNotified: Timestamp?, lastMessageDate: Timestamp?, now: Timestamp, context: RequestContext) -> ResponseCode {
+        guard record.subscriptionIsHealthy(now: now, graceSeconds: Int64(context.configuration.subscriptionGraceSeconds)) else {
+            return .userRecordPresentNotSubscribed
+        }
+        if let lastMessageDate, let lastNotified, lastNotified > lastMessageDate {
+            return .userRecordPresentNotSubscribed
+        }
+        return .userSubscribed
+    }
+
+    // MARK: /updatesynckey
+
+    static let updateSyncKey = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+        let userID = try Identity.userID(request.parameters)
+        let sealed = try request.parameters.required("info")
+        let store = store(context)
+        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
+        let payload = try SealedPayload(key: try store.privateKey(of: record)).object(sealed)
+        let token = try payload.sealedToken("apnsToken")
+        let syncKey = try payload.sealedString("backgroundSyncKey")
+        let expiry = try payload.sealedTimestamp("syncKeyExpirationTime")
+        guard syncKey.utf8.count <= 512, let device = try store.device(recordID: record.id, token: token), expiry > .now() else {
+            return .ok(.updateFail)
+        }
+        try store.storeSyncKey(deviceID: device.id, tokenHash: device.tokenHash, syncKey: syncKey, expiresAt: expiry)
+        try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
+        return .ok(.updateSuccess)
+    }
+
+    private static func nonEmpty(_ text: String?) -> String? {
+        guard let text, !text.isEmpty else { return nil }
+        return text
+    }
+}

@@ -1,0 +1,53 @@
+internal import ENSCore
+internal import OpenSSL
+
+/// Opens a sealed parameter with a record's key and parses its plaintext. Every failure
+/// becomes `APIError.sealedParameterRejected`, whatever step it happened at.
+struct SealedPayload {
+    let key: RSAPrivateKey
+
+    /// A sealed JSON object.
+    func object(_ sealed: String) throws(APIError) -> [String: JSONValue] {
+        let (plaintext, valid) = SealedParameter.open(sealed, with: key)
+        // The stand-in plaintext of a failed opening is parsed too, so both paths do
+        // the same work; it never parses as an object of the right shape.
+        let parsed = try? JSONParser.parse(plaintext)
+        guard valid, case .object(let members)? = parsed else { throw .sealedParameterRejected }
+        return members
+    }
+
+    /// A sealed bare string (the /unregister token).
+    func text(_ sealed: String) throws(APIError) -> String {
+        let (plaintext, valid) = SealedParameter.open(sealed, with: key)
+        let text = String(validating: plaintext, as: UTF8.self)
+        guard valid, let text else { throw .sealedParameterRejected }
+        return text.trimmingCharacters(in: " \t\r\n")
+    }
+}
+
+extension [String: JSONValue] {
+    /// A required string member of a sealed object.
+    func sealedString(_ name: String) throws(APIError) -> String {
+        guard let value = self[name]?.stringValue, !value.isEmpty else { throw .sealedParameterRejected }
+        return value
+    }
+
+    func sealedToken(_ name: String) throws(APIError) -> DeviceToken {
+        guard let token = DeviceToken(hex: try sealedString(name)) else { throw .sealedParameterRejected }
+        return token
+    }
+
+    func sealedTimestamp(_ name: String) throws(APIError) -> Timestamp {
+        guard let timestamp = Timestamp(apiString: try sealedString(name)) else { throw .sealedParameterRejected }
+        return timestamp
+    }
+
+    func sealedFlag(_ name: String) throws(APIError) -> Bool {
+        guard let member = self[name] else { return false }
+        switch member.scalarText {
+        case "1", "true": return true
+        case "0", "false": return false
+        default: throw .sealedParameterRejected
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Curl
+import Foundation
+import POSIX
+import Testing
+
+/// Drives the device API the way a client app does, sealing with Python's
+/// `cryptography` (Tests/tools/seal.py), never with ENS's own code.
+struct DeviceClient {
+    let token: String
+    let client: HTTPClient
+
+    init(token: String) throws {
+        self.token = token
+        self.client = try TestStack.client()
+    }
+
+    /// POSTs `parameters` as JSON (default) or as a form.
+    func call(_ path: String, _ parameters: [String: String], headers: [(String, String)] = [], form: Bool = false, apiToken: String? = nil) throws -> HTTPResponse {
+        let body: [UInt8]
+        let contentType: String
+        if form {
+            var allowed = CharacterSet.alphanumerics
+            allowed.insert(charactersIn: "-._~")
+            body = Array(parameters.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed)!)" }.joined(separator: "&").utf8)
+            contentType = "application/x-www-form-urlencoded"
+        } else {
+            body = Array(try JSONSerialization.data(withJSONObject: parameters))
+            contentType = "application/json"
+        }
+        var all = headers
+        all.append(("ApiToken", apiToken ?? token))
+        return try TestStack.post(path, body: body, contentType: contentType, headers: all, client: client)
+    }
+
+    /// A new user: returns the email, the userid the server computed and the public key.
+    func newUser(_ label: String = #function) throws -> TestUser {
+        let email = "\(label.filter(\.isLetter).prefix(20))-\(UUID().uuidString.prefix(8))@Example.TEST"
+        TestSecrets.remember(email)
+        TestSecrets.remember(email.lowercased())
+        let response = try call("/getpublickey", ["email": email])
+        try #require(response.status == 200, "getpublickey: \(response.status) \(response.bodyText)")
+        let json = response.json
+        return TestUser(email: email, userID: json["userid"] ?? "", publicKeyPEM: json["pubKey"] ?? "", responseCode: json["responseCode"] ?? "")
+    }
+}
+
+struct TestUser {
+    let email: String
+    let userID: String
+    let publicKeyPEM: String
+    let responseCode: String
+
+    /// Seals each plaintext under this user's public key with Python's cryptography.
+    func seal(_ plaintexts: [String]) throws -> [String] {
+        try Sealer.seal(plaintexts, publicKeyPEM: publicKeyPEM)
+    }
+
+    func seal(_ plaintext: String) throws -> String { try seal([plaintext])[0] }
+
+    func sealJSON(_ object: [String: Any]) throws -> String {
+        try seal(String(decoding: JSONSerialization.data(withJSONObject: object), as: UTF8.self))
+    }
+}
+
+enum Sealer {
+    static func seal(_ plaintexts: [String], publicKeyPEM: String) throws -> [String] {
+        let directory = NSTemporaryDirectory() + "ens-seal-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try publicKeyPEM.write(toFile: directory + "/key.pem", atomically: true, encoding: .utf8)
+        try JSONSerialization.data(withJSONObject: plaintexts).write(to: URL(fileURLWithPath: directory + "/in.json"))
+        let output = try TestStack.run("/bin/sh", ["-c", "python3 '\(TestStack.root)/Tests/tools/seal.py' '\(directory)/key.pem' < '\(directory)/in.json'"])
+        return try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String] ?? []
+    }
+}
+
+/// Every secret a test hands to the server is written down, so that scripts/test.sh can
+/// check afterwards that none of them reached the database dump or a log file.
+enum TestSecrets {
+    static func remember(_ secret: String) {
+        let path = TestStack.directory + "/test-secrets.txt"
+        let line = Data((secret + "\n").utf8)
+        if let handle = FileHandle(forWritingAtPath: path) {
+            handle.seekToEndOfFile()
+            handle.write(line)
+            handle.closeFile()
+        } else {
+            FileManager.default.createFile(atPath: path, contents: line)
+        }
+    }
+
+    /// A random APNs-style token (32 bytes as hex), remembered as a secret.
+    static func apnsToken() -> String {
+        let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        remember(token)
+        return token
+    }
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# After the test suite: dump the database and read every log; none may contain any of
+# the secrets the tests handed to the server (emails, passwords, OAuth tokens, APNs
+# tokens, sync keys), listed one per line in $ENS_VAR/test-secrets.txt.
+# Prints "secret scan: N passed, M failed" and exits non-zero on any leak.
+set -euo pipefail
+VAR=${ENS_VAR:?}
+secrets=$VAR/test-secrets.txt
+dump=$VAR/dump.sql
+mysqldump --no-defaults -S "$VAR/run/mysqld.sock" -uroot --hex-blob=false --skip-extended-insert ens > "$dump"
+haystacks=("$dump" "$VAR"/log/*.log)
+if [ ! -s "$secrets" ]; then
+  echo "secret scan: no secrets were recorded; the device tests did not run"; exit 1
+fi
+passed=0; failed=0
+while IFS= read -r secret; do
+  [ -z "$secret" ] && continue
+  if grep -rFqi -- "$secret" "${haystacks[@]}"; then
+    echo "secret scan: LEAK of a test secret (${#secret} chars, starts '${secret:0:4}') in: $(grep -rFli -- "$secret" "${haystacks[@]}" | tr '\n' ' ')"
+    failed=$((failed + 1))
+  else
+    passed=$((passed + 1))
+  fi
+done < "$secrets"
+# Private keys must be sealed: no PEM private key may appear anywhere.
+if grep -q "PRIVATE KEY" "${haystacks[@]}"; then echo "secret scan: a private key in clear"; failed=$((failed + 1)); fi
+echo "secret scan: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
