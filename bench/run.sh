@@ -3,10 +3,10 @@
 # stops the stack. Loopback only; every run is bounded in time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export ENS_VAR=${ENS_VAR:-$PWD/var/bench} ENS_PORT=${ENS_PORT:-8543}
+export ENS_VAR=${ENS_VAR:-$PWD/var/bench} ENS_PORT=${ENS_PORT:-8543} ENS_BIN=${ENS_BIN:-$PWD/.build/release}
 trap 'scripts/stack.sh down' EXIT
 scripts/stack.sh up
-for bench in ${BENCHES:-b1-alive}; do
+for bench in ${BENCHES:-b1-alive b2-status b3-publickey}; do
   echo "== $bench"
   "bench/$bench.sh"
 done

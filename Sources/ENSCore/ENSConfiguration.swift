@@ -41,6 +41,8 @@ public struct ENSConfiguration: Sendable {
 
     // RSA key pool
     public var keyPoolSize = 200
+    /// Opened private keys each responder process keeps in memory (a few KiB each).
+    public var keyCacheSize = 1000
 
     // Processes around the responders
     public var apnsSocket = "/run/ens/apns.sock"
@@ -74,6 +76,7 @@ public struct ENSConfiguration: Sendable {
         "auth.token_cache_file": { config, key, value throws(ConfigError) in config.apiTokenCacheFile = try path(key, value) },
         "auth.refresh_seconds": { config, key, value throws(ConfigError) in config.apiTokenRefreshSeconds = try integer(key, value, 1...3600) },
         "subscription.grace_seconds": { config, key, value throws(ConfigError) in config.subscriptionGraceSeconds = try integer(key, value, 0...86400) },
+        "keys.cache_size": { config, key, value throws(ConfigError) in config.keyCacheSize = try integer(key, value, 0...100_000) },
         "keys.pool_size": { config, key, value throws(ConfigError) in config.keyPoolSize = try integer(key, value, 0...100_000) },
         "apns.socket": { config, key, value throws(ConfigError) in config.apnsSocket = try path(key, value) },
         "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },

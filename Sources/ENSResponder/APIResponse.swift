@@ -91,14 +91,16 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { reason }
 
-    /// The one answer to every failure of a sealed parameter (bad base64, length, key,
-    /// padding, UTF-8, JSON, missing or ill-typed field): identical bytes, so the
-    /// answer says nothing about which step failed (no padding oracle).
-    public static let sealedParameterRejected = APIError(400, .invalidRequest, "A sealed parameter could not be opened.", reason: "sealed parameter rejected")
-
-    public static func invalidRequest(_ message: String) -> APIError {
-        APIError(400, .invalidRequest, message)
+    /// The contract's one 400 answer. Every cause — a missing or ill-typed parameter, a
+    /// userid/email mismatch, and every failure of a sealed parameter (bad base64,
+    /// length, key, padding, UTF-8, JSON, missing field) — gets these same bytes, so the
+    /// answer never says which step failed (no padding oracle). The cause is kept as a
+    /// log-safe `reason` for the server's own debug log.
+    public static func invalidRequest(_ reason: String) -> APIError {
+        APIError(400, .invalidRequest, "The request is invalid.", reason: reason)
     }
+
+    public static let sealedParameterRejected = invalidRequest("sealed parameter rejected")
 
     public static let unauthorized = APIError(401, .unauthorized, "A valid ApiToken header is required.")
     public static let notFound = APIError(404, .notFound, "No such endpoint.")
@@ -106,13 +108,14 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public static let internalError = APIError(500, .internalError, "The server could not complete the request.")
 
     public static func methodNotAllowed(_ allowed: [String]) -> APIError {
-        var error = APIError(405, .methodNotAllowed, "Use \(allowed.joined(separator: " or ")) for this endpoint.")
-        error = APIError(copying: error, header: ("Allow", allowed.joined(separator: ", ")))
-        return error
+        let methods = allowed.contains("GET") ? allowed + ["HEAD"] : allowed
+        let error = APIError(405, .methodNotAllowed, "Use \(methods.joined(separator: " or ")) for this endpoint.")
+        return APIError(copying: error, header: ("Allow", methods.joined(separator: ", ")))
     }
 
+    /// Same text as nginx's own 413 (nginx/ens-locations.conf), whichever refuses first.
     public static func payloadTooLarge(limit: Int) -> APIError {
-        APIError(413, .payloadTooLarge, "The request body is larger than \(limit) bytes.")
+        APIError(413, .payloadTooLarge, "The request body is too large.", reason: "body over \(limit) bytes")
     }
 
     public static let unsupportedMediaType = APIError(415, .unsupportedMediaType, "Send application/json or application/x-www-form-urlencoded.")

@@ -53,11 +53,13 @@ public final class RequestContext {
 public final class SharedServices: Sendable {
     public let vault: Vault
     public let apiTokens: APITokenSet
+    public let privateKeys: PrivateKeyCache
     public let exchange: any ExchangeRegistering
 
-    public init(vault: Vault, apiTokens: APITokenSet, exchange: any ExchangeRegistering) {
+    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, exchange: any ExchangeRegistering) {
         self.vault = vault
         self.apiTokens = apiTokens
+        self.privateKeys = privateKeys
         self.exchange = exchange
     }
 }

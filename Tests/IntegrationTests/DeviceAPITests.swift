@@ -140,7 +140,11 @@ struct DeviceAPITests {
             #expect(response.status == 400)
             bodies.insert(response.bodyText)
         }
-        #expect(bodies == [#"{"responseCode":"InvalidRequest","message":"A sealed parameter could not be opened."}"#])
+        #expect(bodies == [#"{"responseCode":"InvalidRequest","message":"The request is invalid."}"#])
+        // ...and the same bytes as any other invalid request: nothing tells them apart.
+        let missing = try api.call("/registerdevicev2", ["userid": user.userID, "bundleid": "b"])
+        #expect(missing.status == 400)
+        #expect(bodies == [missing.bodyText])
     }
 
     @Test func multiChunkSealedParametersOpen() throws {
@@ -283,9 +287,15 @@ struct DeviceAPITests {
         #expect(try v2WithToken(user, TestSecrets.apnsToken()) == "UserSubscriptionNotFound")
         #expect(try api.call("/getsubscriptionstatus", ["userid": String(repeating: "2", count: 64), "lastMessageDate": "01/01/2020 00:00:00.000"]).json["responseCode"] == "UserSubscriptionNotFound")
         #expect(try api.call("/getsubscriptionstatus", ["userid": user.userID, "lastMessageDate": "2020-01-01"]).status == 400)
-        // Check-ins are recorded.
-        let checkedIn = try database.queryOne("SELECT last_checkin_at FROM EnsSubscriptionInfo WHERE userid = \(user.userID)")
-        #expect(try checkedIn?.optionalText(0) != nil)
+        // Check-ins are recorded, per device (v2) and per user (v1).
+        try database.execute("UPDATE Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row SET d.last_checkin_at = '2000-01-01 00:00:00' WHERE s.userid = \(user.userID)")
+        _ = try v2("01/01/2020 00:00:00.000", 1)
+        let deviceCheckIn = try database.queryOne("SELECT d.last_checkin_at > NOW() - INTERVAL 1 MINUTE FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)")
+        #expect(try deviceCheckIn?.int(0) == 1)
+        try database.execute("UPDATE EnsSubscriptionInfo SET last_checkin_at = NULL WHERE userid = \(user.userID)")
+        _ = try v1("01/01/2020 00:00:00.000")
+        let userCheckIn = try database.queryOne("SELECT last_checkin_at > NOW() - INTERVAL 1 MINUTE FROM EnsSubscriptionInfo WHERE userid = \(user.userID)")
+        #expect(try userCheckIn?.int(0) == 1)
     }
 
     func v2WithToken(_ user: TestUser, _ token: String) throws -> String? {

@@ -43,7 +43,7 @@ struct FoundationTests {
         let response = try TestStack.post("/alive", body: [], contentType: nil)
         #expect(response.status == 405)
         #expect(response.json["responseCode"] == "MethodNotAllowed")
-        #expect(response.header("allow") == "GET")
+        #expect(response.header("allow") == "GET, HEAD")
     }
 
     @Test func tlsOffersOnlyModernProtocols() throws {

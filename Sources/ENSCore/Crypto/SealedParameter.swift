@@ -10,9 +10,8 @@ public import OpenSSL
 /// would on a real but unparsable plaintext. Padding is checked in constant time, in
 /// Swift, because OpenSSL 3.0 reports PKCS#1 failures through its error queue.
 public enum SealedParameter {
-    /// Upper bound on ciphertext blocks (16 × 245 bytes of plaintext is ample for any
-    /// parameter the API defines, including a PKCS#12 certificate in `creds` when it is
-    /// small; larger ones are refused).
+    /// Upper bound on ciphertext blocks: 64 × 245 bytes ≈ 15 KiB of plaintext, room for
+    /// `creds` carrying a PKCS#12 client certificate; anything larger is refused.
     public static let maximumBlocks = 64
 
     /// The plaintext, or a random stand-in plus `valid == false`. Callers must treat

@@ -6,10 +6,12 @@ public import OpenSSL
 public struct SubscriptionStore {
     public let database: Connection
     public let vault: Vault
+    public let keyCache: PrivateKeyCache?
 
-    public init(database: Connection, vault: Vault) {
+    public init(database: Connection, vault: Vault, keyCache: PrivateKeyCache? = nil) {
         self.database = database
         self.vault = vault
+        self.keyCache = keyCache
     }
 
     private static let recordColumns = "id, userid, public_key_pem, private_key_sealed, registered, generation, ews_subscription_id, status_frequency_minutes, last_callback_at"
@@ -42,7 +44,10 @@ public struct SubscriptionStore {
     }
 
     public func privateKey(of record: UserRecord) throws -> RSAPrivateKey {
-        try vault.openUserKey(record.privateKeySealed, userID: record.userID)
+        guard let keyCache else { return try vault.openUserKey(record.privateKeySealed, userID: record.userID) }
+        return try keyCache.key(userID: record.userID, sealed: record.privateKeySealed) {
+            try vault.openUserKey(record.privateKeySealed, userID: record.userID)
+        }
     }
 
     public func deleteRecord(id: Int64) throws {
@@ -157,15 +162,20 @@ public struct SubscriptionStore {
 
     // MARK: Check-ins and sync keys
 
-    /// v1 check-in: the user, and so all their devices, are alive.
+    /// v1 check-in: the user, and so all their devices, are alive. One statement, one
+    /// commit.
     public func checkIn(recordID: Int64, now: Timestamp) throws {
-        try database.execute("UPDATE EnsSubscriptionInfo SET last_checkin_at = \(now.databaseString) WHERE id = \(recordID)")
-        try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE subscription_row = \(recordID)")
+        try database.execute(Self.checkInUser(recordID: recordID, now: now))
     }
 
-    /// v2 check-in: this device is alive (and so is its user).
-    public func checkIn(recordID: Int64, deviceID: Int64, now: Timestamp) throws {
-        try database.execute("UPDATE EnsSubscriptionInfo SET last_checkin_at = \(now.databaseString) WHERE id = \(recordID)")
+    private static func checkInUser(recordID: Int64, now: Timestamp) -> Query {
+        let time = now.databaseString
+        return "UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id = \(recordID)"
+    }
+
+    /// v2 check-in: this device is alive (reaping works per device; a record lives as
+    /// long as it has devices). One statement, one commit.
+    public func checkIn(deviceID: Int64, now: Timestamp) throws {
         try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(deviceID)")
     }
 

@@ -6,7 +6,7 @@ internal import OpenSSL
 /// its sealed parameters with the user's key, and answers one of the contract's codes.
 enum DeviceAPI {
     static func store(_ context: RequestContext) -> SubscriptionStore {
-        SubscriptionStore(database: context.database, vault: context.services.vault)
+        SubscriptionStore(database: context.database, vault: context.services.vault, keyCache: context.services.privateKeys)
     }
 
     // MARK: /getpublickey
@@ -159,7 +159,7 @@ enum DeviceAPI {
         let lastMessageDate = ignoreLastMessageDate ? nil : try payload.sealedTimestamp("lastMessageDate")
         guard let device = try store.device(recordID: record.id, token: token) else { return .ok(.userSubscriptionNotFound) }
         let now = Timestamp.now()
-        try store.checkIn(recordID: record.id, deviceID: device.id, now: now)
+        try store.checkIn(deviceID: device.id, now: now)
         try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
         return .ok(status(record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context))
     }

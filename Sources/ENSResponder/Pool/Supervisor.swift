@@ -96,12 +96,18 @@ public struct Supervisor {
             spawnMissing()
         }
 
-        // Graceful stop: TERM every worker, wait for them to finish their requests.
-        for pid in workers.runningPIDs { Signals.send(Signals.terminate, to: pid) }
-        for pid in workers.runningPIDs where !ChildProcess.wait(for: pid, timeoutMilliseconds: 35_000) {
-            logger.warning("worker did not stop in time; killing it", metadata: ["worker.pid": "\(pid)"])
-            Signals.send(Signals.kill, to: pid)
-            _ = ChildProcess.wait(for: pid, timeoutMilliseconds: 1000)
+        // Graceful stop: TERM every worker and give them, together, 30 s to finish their
+        // requests (systemd's TimeoutStopSec is 40 s), then KILL what is left.
+        let running = workers.runningPIDs
+        for pid in running { Signals.send(Signals.terminate, to: pid) }
+        let deadline = MonotonicClock.milliseconds() + 30_000
+        for pid in running {
+            let remaining = Int(deadline > MonotonicClock.milliseconds() ? deadline - MonotonicClock.milliseconds() : 0)
+            if !ChildProcess.wait(for: pid, timeoutMilliseconds: remaining) {
+                logger.warning("worker did not stop in time; killing it", metadata: ["worker.pid": "\(pid)"])
+                Signals.send(Signals.kill, to: pid)
+                _ = ChildProcess.wait(for: pid, timeoutMilliseconds: 1000)
+            }
         }
         logger.info("responder pool stopped")
         return 0

@@ -46,6 +46,7 @@ public struct Worker {
             services = SharedServices(
                 vault: Vault(masterKey: try configuration.masterKey()),
                 apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkIntervalSeconds: configuration.apiTokenRefreshSeconds),
+                privateKeys: PrivateKeyCache(capacity: configuration.keyCacheSize),
                 exchange: ExchangeUnavailable()
             )
         } catch {

@@ -17,6 +17,9 @@ struct Dispatcher: Sendable {
         do {
             response = try handle(fcgi, method: method, context: context)
         } catch let error as APIError {
+            if error.response.status == 400 {
+                context.logger.debug("invalid request", metadata: ["reason": "\(error.reason)"])
+            }
             response = error.response
         } catch let error as MariaDBError where error.kind == .connectionLost {
             context.invalidateHealth()

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Benchmark helpers that act as device clients (loopback only).
+
+  devices.py b2-setup N OUT     create N subscribed users with one device each and write
+                                one sealed /getsubscriptionstatusv2 JSON body per line
+  devices.py b3-latency N       time N /getpublickey calls for new users; print p50/p99
+
+Environment: ENS_VAR (stack directory), ENS_PORT, ENS_TOKEN (an API token).
+Sealing uses Python's cryptography (PKCS#1 v1.5, k-11 byte chunks), like a device.
+"""
+import base64
+import http.client
+import json
+import os
+import secrets
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import padding
+
+VAR = os.environ["ENS_VAR"]
+PORT = int(os.environ.get("ENS_PORT", "8543"))
+TOKEN = os.environ["ENS_TOKEN"]
+
+
+def connection():
+    context = ssl.create_default_context(cafile=f"{VAR}/tls/server.crt")
+    return http.client.HTTPSConnection("localhost", PORT, context=context)
+
+
+def post(conn, path, params):
+    body = json.dumps(params)
+    conn.request("POST", path, body=body, headers={"Content-Type": "application/json", "ApiToken": TOKEN})
+    response = conn.getresponse()
+    data = response.read()
+    return response.status, json.loads(data) if data else {}
+
+
+def seal(pem, plaintext):
+    key = serialization.load_pem_public_key(pem.encode())
+    k = key.key_size // 8
+    data = plaintext.encode()
+    chunks = [data[i:i + k - 11] for i in range(0, max(len(data), 1), k - 11)]
+    return base64.b64encode(b"".join(key.encrypt(c, padding.PKCS1v15()) for c in chunks)).decode()
+
+
+def sql(statement):
+    subprocess.run(["mariadb", "--no-defaults", "-S", f"{VAR}/run/mysqld.sock", "-uroot", "ens", "-e", statement], check=True)
+
+
+def b2_setup(count, out_path):
+    conn = connection()
+    bodies = []
+    for i in range(count):
+        email = f"bench-b2-{i}-{secrets.token_hex(4)}@example.test"
+        status, answer = post(conn, "/getpublickey", {"email": email})
+        assert status == 200, (status, answer)
+        userid, pem = answer["userid"], answer["pubKey"]
+        sql(f"UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 'bench', "
+            f"last_callback_at = NOW(3) WHERE userid = '{userid}'")
+        token = secrets.token_hex(32)
+        creds = seal(pem, json.dumps({"apnsToken": token, "oauthAccessToken": "bench-oauth"}))
+        status, answer = post(conn, "/registerdevicev2", {"userid": userid, "creds": creds, "bundleid": "com.example.mail"})
+        assert answer.get("responseCode") == "UserUpdated", answer
+        payload = seal(pem, json.dumps({"pushToken": token, "lastMessageDate": "01/01/2020 00:00:00.000",
+                                        "ignoreLastMessageDate": 1}))
+        bodies.append(json.dumps({"userid": userid, "subscriptionPayload": payload}))
+    with open(out_path, "w") as f:
+        f.write("\n".join(bodies) + "\n")
+
+
+def b3_latency(count):
+    conn = connection()
+    post(conn, "/getpublickey", {"email": f"warmup-{secrets.token_hex(4)}@example.test"})
+    samples = []
+    for i in range(count):
+        email = f"bench-b3-{i}-{secrets.token_hex(4)}@example.test"
+        start = time.perf_counter()
+        status, answer = post(conn, "/getpublickey", {"email": email})
+        samples.append((time.perf_counter() - start) * 1000)
+        assert status == 200 and answer.get("pubKey"), (status, answer)
+    samples.sort()
+    p50 = statistics.median(samples)
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    print(f"{count} {p50:.2f} {p99:.2f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "b2-setup":
+        b2_setup(int(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1] == "b3-latency":
+        b3_latency(int(sys.argv[2]))
+    else:
+        sys.exit(__doc__)
