@@ -46,7 +46,7 @@ public struct LogfmtLogHandler: LogHandler {
     /// Quotes a value when it contains spaces, quotes or control characters; control
     /// characters are escaped so one event is always one line.
     static func quote(_ value: String) -> String {
-        let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0.value < 0x20 || $0 == "\\" }
+        let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || isControl($0) }
         guard needsQuotes else { return value }
         var out = "\""
         for scalar in value.unicodeScalars {
@@ -57,10 +57,16 @@ public struct LogfmtLogHandler: LogHandler {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if scalar.value < 0x20 { out += "\\u{\(String(scalar.value, radix: 16))}" } else { out.unicodeScalars.append(scalar) }
+                if isControl(scalar) { out += "\\u{\(String(scalar.value, radix: 16))}" } else { out.unicodeScalars.append(scalar) }
             }
         }
         return out + "\""
+    }
+
+    /// C0 and C1 controls, DEL, and the Unicode line/paragraph separators: anything a log
+    /// reader or terminal could take as a line break or an escape sequence.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 
     static func timestamp() -> String {

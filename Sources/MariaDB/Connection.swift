@@ -1,4 +1,7 @@
 internal import CMariaDB
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One connection to MariaDB, used by one thread at a time.
 ///
@@ -79,15 +82,33 @@ public final class Connection {
     }
 
     /// Runs `body` inside a transaction; commits if it returns, rolls back if it throws.
+    /// A deadlock or lock wait timeout rolls the work back and runs it again (up to four
+    /// times, after a short random pause), so callers see conflicts only when they persist.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("START TRANSACTION")
-        do {
-            let result = try body()
-            try execute("COMMIT")
-            return result
-        } catch {
-            _ = try? execute("ROLLBACK")
-            throw error
+        try retryingConflicts {
+            try execute("START TRANSACTION")
+            do {
+                let result = try body()
+                try execute("COMMIT")
+                return result
+            } catch {
+                _ = try? execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` again when the server reports a deadlock or lock wait timeout.
+    @discardableResult
+    public func retryingConflicts<T>(_ body: () throws -> T) throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try body()
+            } catch let error as MariaDBError where error.kind == .conflict && attempt < 4 {
+                attempt += 1
+                usleep(UInt32.random(in: 1000...(5000 * UInt32(attempt))))
+            }
         }
     }
 

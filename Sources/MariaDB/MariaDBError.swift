@@ -13,6 +13,9 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
         case duplicateKey
         /// The account lacks a privilege (the service account has no DDL rights).
         case accessDenied
+        /// A deadlock or lock wait timeout: the transaction was rolled back and can be
+        /// run again.
+        case conflict
         /// Anything else the server or the client library reported.
         case other
         /// The caller used the wrapper wrongly (e.g. read a column as the wrong type).
@@ -68,6 +71,8 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
             .connectionLost
         case ER_DUP_ENTRY, ER_DUP_KEY, ER_DUP_ENTRY_WITH_KEY_NAME:
             .duplicateKey
+        case ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT:
+            .conflict
         case ER_TABLEACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
              ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR:
             .accessDenied
@@ -76,7 +81,7 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
         }
     }
 
-    public var isRetriable: Bool { kind == .connectionLost }
+    public var isRetriable: Bool { kind == .connectionLost || kind == .conflict }
 
     /// "MySQL server has gone away": found when sending on a connection the server had
     /// already closed, so the statement never ran and a retry on a new connection is safe.

@@ -70,6 +70,12 @@ public struct Query: ExpressibleByStringInterpolation, Sendable, CustomStringCon
             bindings.append(value.sqlValue)
         }
 
+        /// An optional value binds as NULL when nil.
+        public mutating func appendInterpolation<Value: SQLBindable>(_ value: Value?) {
+            sql += "?"
+            bindings.append(value?.sqlValue ?? .null)
+        }
+
         /// Splices trusted SQL text (a constant column list, never a value) into the
         /// statement. The label makes every use stand out in review.
         public mutating func appendInterpolation(unsafe sqlText: String) {

@@ -66,7 +66,7 @@ struct FoundationTests {
             do {
                 try database.executeScript(unsafeSQL: ddl)
                 Issue.record("the service account ran: \(ddl)")
-            } catch let error as MariaDBError {
+            } catch {
                 #expect(error.kind == .accessDenied, "\(ddl): \(error)")
             }
         }
@@ -88,7 +88,7 @@ struct FoundationTests {
 
     @Test func aliveReports503WhileMariaDBIsDownAndRecovers() throws {
         try TestStack.stack("db-stop")
-        defer { try? TestStack.stack("db-start") }
+        defer { _ = try? TestStack.stack("db-start") }
         let client = try TestStack.client()
         let down = try TestStack.eventually(within: 15) { try TestStack.get("/alive", client: client).status == 503 }
         #expect(down)
@@ -122,7 +122,7 @@ struct FoundationTests {
 
     @Test func poolDownMeansJSON503FromNginx() throws {
         try TestStack.stack("fcgi-stop")
-        defer { try? TestStack.stack("fcgi-start") }
+        defer { _ = try? TestStack.stack("fcgi-start") }
         let response = try TestStack.get("/alive")
         #expect(response.status == 503)
         #expect(response.json["responseCode"] == "ServiceUnavailable")

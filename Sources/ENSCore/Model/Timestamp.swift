@@ -45,7 +45,10 @@ public struct Timestamp: Sendable, Comparable, Hashable {
               let hour = Self.number(bytes, 11, 2), let minute = Self.number(bytes, 14, 2), let second = Self.number(bytes, 17, 2) else { return nil }
         var millisecond = 0
         if bytes.count > 19 {
-            guard bytes[19] == 0x2E, bytes.count >= 21 else { return nil }
+            // DATETIME(3) has three fraction digits; accept up to six (DATETIME(6)) and
+            // keep milliseconds. Anything else after the seconds is refused.
+            guard bytes[19] == 0x2E, bytes.count >= 21, bytes.count <= 26,
+                  bytes[20...].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
             let digits = Array(bytes[20...].prefix(3))
             guard let fraction = Self.number(digits, 0, digits.count) else { return nil }
             millisecond = fraction * [1, 100, 10, 1][digits.count]
@@ -72,12 +75,16 @@ public struct Timestamp: Sendable, Comparable, Hashable {
     }
 
     private var components: (Int, Int, Int, Int, Int, Int, Int) {
-        let milliseconds = Int(millisecondsSinceEpoch.remainderReportingOverflow(dividingBy: 1000).partialValue)
-        let totalSeconds = Int(millisecondsSinceEpoch / 1000)
-        let days = totalSeconds / 86400
-        let secondsOfDay = totalSeconds % 86400
+        // Floor division, so instants before 1970 break down correctly too.
+        let (secondsFloor, milliseconds) = Self.floorDivide(Int(millisecondsSinceEpoch), 1000)
+        let (days, secondsOfDay) = Self.floorDivide(secondsFloor, 86400)
         let (year, month, day) = Self.civilFromDays(days)
         return (year, month, day, secondsOfDay / 3600, secondsOfDay % 3600 / 60, secondsOfDay % 60, milliseconds)
+    }
+
+    private static func floorDivide(_ value: Int, _ divisor: Int) -> (Int, Int) {
+        let remainder = ((value % divisor) + divisor) % divisor
+        return ((value - remainder) / divisor, remainder)
     }
 
     private func pad(_ value: Int, _ width: Int) -> String {

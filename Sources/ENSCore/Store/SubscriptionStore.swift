@@ -87,31 +87,33 @@ public struct SubscriptionStore {
     }
 
     /// Adds the device or brings its settings up to date, idempotently: the unique key
-    /// (record, token hash) means concurrent registrations of one token make one row.
+    /// (record, token hash) and a single INSERT ... ON DUPLICATE KEY UPDATE mean that
+    /// concurrent registrations of one token make one row, without locking a gap.
     /// A registration re-enables a token the sender disabled (it happens after it).
     public func register(recordID: Int64, token: DeviceToken, settings: DeviceSettings, now: Timestamp) throws -> RegistrationOutcome {
-        try database.transaction {
-            let existing = try device(recordID: recordID, token: token, forUpdate: true)
-            let badge = settings.badge ?? existing?.badge ?? false
-            let development = settings.development ?? existing?.development ?? false
-            if let existing, existing.disabledAt == nil, existing.bundleID == settings.bundleID,
-               existing.defaultSound == settings.defaultSound, existing.ewsDeviceID == settings.ewsDeviceID,
-               existing.badge == badge, existing.development == development {
-                try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(existing.id)")
-                return .unchanged
-            }
+        let existing = try device(recordID: recordID, token: token)
+        let badge = settings.badge ?? existing?.badge ?? false
+        let development = settings.development ?? existing?.development ?? false
+        if let existing, existing.disabledAt == nil, existing.bundleID == settings.bundleID,
+           existing.defaultSound == settings.defaultSound, existing.ewsDeviceID == settings.ewsDeviceID,
+           existing.badge == badge, existing.development == development {
+            try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(existing.id)")
+            return .unchanged
+        }
+        let tokenSealed = try vault.sealToken(token)
+        try database.retryingConflicts {
             try database.execute("""
                 INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
                                      badge, development, registered_at, disabled_at, last_checkin_at)
-                VALUES (\(recordID), \(vault.tokenHash(token)), \(try vault.sealToken(token)), \(settings.bundleID),
+                VALUES (\(recordID), \(vault.tokenHash(token)), \(tokenSealed), \(settings.bundleID),
                         \(settings.defaultSound), \(settings.ewsDeviceID), \(badge), \(development),
                         \(now.databaseString), NULL, \(now.databaseString))
                 ON DUPLICATE KEY UPDATE bundle_id = VALUES(bundle_id), default_sound = VALUES(default_sound),
                     ews_device_id = VALUES(ews_device_id), badge = VALUES(badge), development = VALUES(development),
                     registered_at = VALUES(registered_at), disabled_at = NULL, last_checkin_at = VALUES(last_checkin_at)
                 """)
-            return .addedOrUpdated
         }
+        return .addedOrUpdated
     }
 
     /// Refreshes the `badge`/`development` flags a later request carried.

@@ -96,7 +96,7 @@ enum MediaType: Equatable {
             return
         }
         let text = String(decoding: bytes, as: UTF8.self).lowercased()
-        let essence = text.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: " \t") } ?? ""
+        let essence = text.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first.map { $0.trimmingCharacters(in: " \t") } ?? ""
         switch essence {
         case "application/json": self = .json
         case "application/x-www-form-urlencoded": self = .form

@@ -85,7 +85,7 @@ enum TestSecrets {
             handle.write(line)
             handle.closeFile()
         } else {
-            FileManager.default.createFile(atPath: path, contents: line)
+            _ = FileManager.default.createFile(atPath: path, contents: line)
         }
     }
 
