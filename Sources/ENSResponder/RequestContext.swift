@@ -54,12 +54,14 @@ public final class SharedServices: Sendable {
     public let vault: Vault
     public let apiTokens: APITokenSet
     public let privateKeys: PrivateKeyCache
+    public let checkIns: CheckInRecorder
     public let exchange: any ExchangeRegistering
 
-    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, exchange: any ExchangeRegistering) {
+    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, exchange: any ExchangeRegistering) {
         self.vault = vault
         self.apiTokens = apiTokens
         self.privateKeys = privateKeys
+        self.checkIns = checkIns
         self.exchange = exchange
     }
 }

@@ -83,7 +83,7 @@ public struct Query: ExpressibleByStringInterpolation, Sendable, CustomStringCon
         }
 
         /// `IN (\(list: ids))` binds one placeholder per element.
-        public mutating func appendInterpolation(list values: [some SQLBindable]) {
+        public mutating func appendInterpolation<C: Collection>(list values: C) where C.Element: SQLBindable {
             sql += values.isEmpty ? "NULL" : Array(repeating: "?", count: values.count).joined(separator: ", ")
             bindings.append(contentsOf: values.map(\.sqlValue))
         }
@@ -93,6 +93,10 @@ public struct Query: ExpressibleByStringInterpolation, Sendable, CustomStringCon
 /// One result row.
 public struct Row: Sendable {
     public let values: [SQLValue]
+
+    public init(values: [SQLValue]) {
+        self.values = values
+    }
 
     public subscript(index: Int) -> SQLValue { values[index] }
 

@@ -1,16 +1,25 @@
 internal import COpenSSL
+import Synchronization
 
 /// An RSA private key; owns its `EVP_PKEY` and frees it in `deinit`.
 public final class RSAPrivateKey: @unchecked Sendable {
     // @unchecked: the EVP_PKEY is never mutated after creation, and OpenSSL allows
     // concurrent use of a key through separate EVP_PKEY_CTX objects.
     private let key: OpaquePointer
+    /// Ready-made raw-decryption contexts (EVP_PKEY_CTX, owned here and freed in
+    /// deinit). Setting one up costs OpenSSL 3 provider look-ups that are a sizeable
+    /// fraction of the RSA operation itself, so contexts are reused; a context is used
+    /// by one thread at a time, taken from and returned to this list under a lock.
+    private let idleContexts = Mutex<[OpaquePointerBox]>([])
 
     private init(takingOwnershipOf key: OpaquePointer) {
         self.key = key
     }
 
     deinit {
+        idleContexts.withLock { contexts in
+            for context in contexts { EVP_PKEY_CTX_free(context.pointer) }
+        }
         EVP_PKEY_free(key)
     }
 
@@ -80,20 +89,34 @@ public final class RSAPrivateKey: @unchecked Sendable {
     /// caller treats that exactly like a bad padding.
     public func rawDecrypt(block: [UInt8]) -> [UInt8]? {
         let size = modulusByteCount
-        guard block.count == size, let context = EVP_PKEY_CTX_new(key, nil) else { return nil }
-        defer { EVP_PKEY_CTX_free(context) }
-        guard EVP_PKEY_decrypt_init(context) == 1,
-              EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else {
-            OpenSSLError.clearQueue()
-            return nil
-        }
+        guard block.count == size, let context = takeDecryptionContext() else { return nil }
         var output = [UInt8](repeating: 0, count: size)
         var outputLength = size
-        let result = EVP_PKEY_decrypt(context, &output, &outputLength, block, block.count)
+        let result = EVP_PKEY_decrypt(context.pointer, &output, &outputLength, block, block.count)
         guard result == 1, outputLength == size else {
             OpenSSLError.clearQueue()
+            EVP_PKEY_CTX_free(context.pointer)  // not reused after a failure
             return nil
+        }
+        idleContexts.withLock { contexts in
+            if contexts.count < 8 { contexts.append(context) } else { EVP_PKEY_CTX_free(context.pointer) }
         }
         return output
     }
+
+    private func takeDecryptionContext() -> OpaquePointerBox? {
+        if let reused = idleContexts.withLock({ $0.popLast() }) { return reused }
+        guard let context = EVP_PKEY_CTX_new(key, nil) else { return nil }
+        guard EVP_PKEY_decrypt_init(context) == 1, EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else {
+            OpenSSLError.clearQueue()
+            EVP_PKEY_CTX_free(context)
+            return nil
+        }
+        return OpaquePointerBox(pointer: context)
+    }
+}
+
+/// An OpenSSL object pointer that may cross threads (its owner serialises its use).
+struct OpaquePointerBox: @unchecked Sendable {
+    let pointer: OpaquePointer
 }

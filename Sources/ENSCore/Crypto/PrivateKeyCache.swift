@@ -4,18 +4,13 @@ public import OpenSSL
 ///
 /// Opening a key means an AES-GCM open plus OpenSSL 3's DER decoding and the key's
 /// first-use set-up (Montgomery contexts, blinding), which together cost more than the
-/// RSA operation itself. Entries are keyed by userid and checked against a hash of the
-/// sealed key, so a re-created record never gets its predecessor's key.
+/// RSA operation itself. Entries are keyed by record id, which is never reused, so a
+/// re-created record never gets its predecessor's key.
 /// Bounded: the oldest entries go first (an RSA-2048 key object is a few KiB).
 public final class PrivateKeyCache: Sendable {
-    private struct Entry {
-        let sealedHash: [UInt8]
-        let key: RSAPrivateKey
-    }
-
     private struct State {
-        var entries: [String: Entry] = [:]
-        var order: [String] = []
+        var entries: [Int64: RSAPrivateKey] = [:]
+        var order: [Int64] = []
         var head = 0
     }
 
@@ -26,19 +21,14 @@ public final class PrivateKeyCache: Sendable {
         self.capacity = capacity
     }
 
-    public func key(userID: String, sealed: [UInt8], open: () throws -> RSAPrivateKey) throws -> RSAPrivateKey {
+    public func key(recordID: Int64, open: () throws -> RSAPrivateKey) throws -> RSAPrivateKey {
         guard capacity > 0 else { return try open() }
-        let sealedHash = Digest.sha256(sealed)
-        let cached: RSAPrivateKey? = state.withLock { state in
-            guard let entry = state.entries[userID], Digest.constantTimeEqual(entry.sealedHash, sealedHash) else { return nil }
-            return entry.key
-        }
-        if let cached { return cached }
+        if let cached = state.withLock({ $0.entries[recordID] }) { return cached }
         let key = try open()
         state.withLock { state in
-            if state.entries[userID] == nil {
-                // FIFO ring over the userids, compacted when half of it is stale.
-                state.order.append(userID)
+            if state.entries[recordID] == nil {
+                // FIFO ring over the ids, compacted once the stale prefix outgrows it.
+                state.order.append(recordID)
                 if state.entries.count >= capacity, state.head < state.order.count {
                     state.entries[state.order[state.head]] = nil
                     state.head += 1
@@ -48,7 +38,7 @@ public final class PrivateKeyCache: Sendable {
                     }
                 }
             }
-            state.entries[userID] = Entry(sealedHash: sealedHash, key: key)
+            state.entries[recordID] = key
         }
         return key
     }

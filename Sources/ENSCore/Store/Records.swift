@@ -2,8 +2,6 @@
 public struct UserRecord: Sendable {
     public let id: Int64
     public let userID: String
-    public let publicKeyPEM: String
-    public let privateKeySealed: [UInt8]
     public let registered: Bool
     public let generation: Int64
     public let ewsSubscriptionID: String?

@@ -7,23 +7,30 @@ public struct SubscriptionStore {
     public let database: Connection
     public let vault: Vault
     public let keyCache: PrivateKeyCache?
+    public let checkIns: CheckInRecorder?
 
-    public init(database: Connection, vault: Vault, keyCache: PrivateKeyCache? = nil) {
+    public init(database: Connection, vault: Vault, keyCache: PrivateKeyCache? = nil, checkIns: CheckInRecorder? = nil) {
         self.database = database
         self.vault = vault
         self.keyCache = keyCache
+        self.checkIns = checkIns
     }
 
-    private static let recordColumns = "id, userid, public_key_pem, private_key_sealed, registered, generation, ews_subscription_id, status_frequency_minutes, last_callback_at"
+    // The key columns are left out: they are read only when a key is not in the cache.
+    private static let recordColumns = "id, userid, registered, generation, ews_subscription_id, status_frequency_minutes, last_callback_at"
 
     public func record(userID: String) throws -> UserRecord? {
         guard let row = try database.queryOne("SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo WHERE userid = \(userID)") else {
             return nil
         }
-        return UserRecord(
-            id: try row.int(0), userID: try row.text(1), publicKeyPEM: try row.text(2), privateKeySealed: try row.blob(3),
-            registered: try row.int(4) != 0, generation: try row.int(5), ewsSubscriptionID: try row.optionalText(6),
-            statusFrequencyMinutes: try row.int(7), lastCallbackAt: try row.optionalText(8).flatMap(Timestamp.init(databaseString:))
+        return try Self.record(from: row)
+    }
+
+    private static func record(from row: Row) throws -> UserRecord {
+        UserRecord(
+            id: try row.int(0), userID: try row.text(1),
+            registered: try row.int(2) != 0, generation: try row.int(3), ewsSubscriptionID: try row.optionalText(4),
+            statusFrequencyMinutes: try row.int(5), lastCallbackAt: try row.optionalText(6).flatMap(Timestamp.init(databaseString:))
         )
     }
 
@@ -43,11 +50,42 @@ public struct SubscriptionStore {
         return record
     }
 
-    public func privateKey(of record: UserRecord) throws -> RSAPrivateKey {
-        guard let keyCache else { return try vault.openUserKey(record.privateKeySealed, userID: record.userID) }
-        return try keyCache.key(userID: record.userID, sealed: record.privateKeySealed) {
-            try vault.openUserKey(record.privateKeySealed, userID: record.userID)
+    /// The record and its devices in one round trip (check-ins are the hottest path).
+    public func recordWithDevices(userID: String) throws -> (UserRecord, [DeviceRecord])? {
+        let rows = try database.query("""
+            SELECT s.id, s.userid, s.registered, s.generation, s.ews_subscription_id,
+                   s.status_frequency_minutes, s.last_callback_at,
+                   d.id, d.token_hash, d.bundle_id, d.default_sound, d.ews_device_id, d.badge, d.development, d.disabled_at, d.last_notified_at
+            FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
+            WHERE s.userid = \(userID) LIMIT 1000
+            """)
+        guard let first = rows.first else { return nil }
+        let record = try Self.record(from: first)
+        let devices = try rows.compactMap { row -> DeviceRecord? in
+            guard try row.optionalInt(7) != nil else { return nil }
+            return try Self.device(from: Row(values: Array(row.values[7...])))
         }
+        return (record, devices)
+    }
+
+    /// The record's private key, from the cache or opened from its sealed form. The
+    /// cache is keyed by record id: ids are never reused, so an id names one key forever.
+    public func privateKey(of record: UserRecord) throws -> RSAPrivateKey {
+        let open = { () throws -> RSAPrivateKey in
+            guard let row = try database.queryOne("SELECT private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
+                throw StoreError.recordVanished
+            }
+            return try vault.openUserKey(try row.blob(0), userID: record.userID)
+        }
+        guard let keyCache else { return try open() }
+        return try keyCache.key(recordID: record.id, open: open)
+    }
+
+    public func publicKeyPEM(of record: UserRecord) throws -> String {
+        guard let row = try database.queryOne("SELECT public_key_pem FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
+            throw StoreError.recordVanished
+        }
+        return try row.text(0)
     }
 
     public func deleteRecord(id: Int64) throws {
@@ -164,20 +202,27 @@ public struct SubscriptionStore {
 
     // MARK: Check-ins and sync keys
 
-    /// v1 check-in: the user, and so all their devices, are alive. One statement, one
-    /// commit.
+    /// v1 check-in: the user, and so all their devices, are alive. Coalesced through
+    /// the check-in recorder when there is one.
     public func checkIn(recordID: Int64, now: Timestamp) throws {
-        try database.execute(Self.checkInUser(recordID: recordID, now: now))
-    }
-
-    private static func checkInUser(recordID: Int64, now: Timestamp) -> Query {
+        if let checkIns {
+            checkIns.user(recordID)
+            return
+        }
         let time = now.databaseString
-        return "UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id = \(recordID)"
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
+            SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id = \(recordID)
+            """)
     }
 
     /// v2 check-in: this device is alive (reaping works per device; a record lives as
-    /// long as it has devices). One statement, one commit.
+    /// long as it has devices).
     public func checkIn(deviceID: Int64, now: Timestamp) throws {
+        if let checkIns {
+            checkIns.device(deviceID)
+            return
+        }
         try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(deviceID)")
     }
 

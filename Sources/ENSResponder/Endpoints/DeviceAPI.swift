@@ -6,7 +6,7 @@ internal import OpenSSL
 /// its sealed parameters with the user's key, and answers one of the contract's codes.
 enum DeviceAPI {
     static func store(_ context: RequestContext) -> SubscriptionStore {
-        SubscriptionStore(database: context.database, vault: context.services.vault, keyCache: context.services.privateKeys)
+        SubscriptionStore(database: context.database, vault: context.services.vault, keyCache: context.services.privateKeys, checkIns: context.services.checkIns)
     }
 
     // MARK: /getpublickey
@@ -22,7 +22,7 @@ enum DeviceAPI {
             record = try store.createRecord(userID: userID, publicKeyPEM: pem, key: key)
         }
         let code: ResponseCode = record.registered && record.ewsSubscriptionID != nil ? .userAlreadySubscribed : .userRecordPresentNotSubscribed
-        return .ok(code, [("pubKey", record.publicKeyPEM), ("userid", record.userID)])
+        return .ok(code, [("pubKey", try store.publicKeyPEM(of: record)), ("userid", record.userID)])
     }
 
     private static func takeOrGenerateKey(_ context: RequestContext) throws -> (String, RSAPrivateKey) {
@@ -152,12 +152,15 @@ enum DeviceAPI {
         let userID = try Identity.userID(request.parameters)
         let sealed = try request.parameters.required("subscriptionPayload")
         let store = store(context)
-        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
+        guard let (record, devices) = try store.recordWithDevices(userID: userID) else { return .ok(.userSubscriptionNotFound) }
         let payload = try SealedPayload(key: try store.privateKey(of: record)).object(sealed)
         let token = try payload.sealedToken("pushToken")
         let ignoreLastMessageDate = try payload.sealedFlag("ignoreLastMessageDate")
         let lastMessageDate = ignoreLastMessageDate ? nil : try payload.sealedTimestamp("lastMessageDate")
-        guard let device = try store.device(recordID: record.id, token: token) else { return .ok(.userSubscriptionNotFound) }
+        let tokenHash = context.services.vault.tokenHash(token)
+        guard let device = devices.first(where: { Digest.constantTimeEqual($0.tokenHash, tokenHash) }) else {
+            return .ok(.userSubscriptionNotFound)
+        }
         let now = Timestamp.now()
         try store.checkIn(deviceID: device.id, now: now)
         try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)

@@ -47,6 +47,7 @@ public struct Worker {
                 vault: Vault(masterKey: try configuration.masterKey()),
                 apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkIntervalSeconds: configuration.apiTokenRefreshSeconds),
                 privateKeys: PrivateKeyCache(capacity: configuration.keyCacheSize),
+                checkIns: CheckInRecorder(),
                 exchange: ExchangeUnavailable()
             )
         } catch {
@@ -82,6 +83,17 @@ public struct Worker {
                 return 1
             }
         }
+        let checkIns = services.checkIns
+        let flusherLogger = logger
+        let flusher: OSThread
+        do {
+            flusher = try OSThread.start {
+                checkIns.run(database: Connection(configuration: database), logger: flusherLogger)
+            }
+        } catch {
+            logger.critical("cannot start the check-in flusher", metadata: ["error": "\(error)"])
+            return 1
+        }
         logger.info("responder started", metadata: ["threads": "\(threads.count)"])
 
         let signal = Signals.wait(for: Signals.shutdownSignals)
@@ -90,6 +102,8 @@ public struct Worker {
         // finish it first. Kept-alive connections close when the process exits.
         connections.shutdown()
         for thread in threads { thread.join() }
+        checkIns.stop()
+        flusher.join()
         logger.info("responder stopped")
         return 0
     }
