@@ -59,6 +59,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        .target(
+            name: "ENSSender",
+            dependencies: [
+                "ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Executables: main.swift wires things together, nothing more.
         .executableTarget(
             name: "ens-fcgi",
@@ -72,7 +81,7 @@ let package = Package(
         .executableTarget(
             name: "ens-apns",
             dependencies: [
-                "ENSCore", "Curl", "POSIX",
+                "ENSCore", "ENSSender", "OpenSSL", "MariaDB", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -91,7 +100,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "ENSCoreTests",
-            dependencies: ["ENSCore", "ENSResponder", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX"],
+            dependencies: ["ENSCore", "ENSResponder", "ENSSender", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

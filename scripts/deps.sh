@@ -21,6 +21,11 @@ if ! python3 -c 'import cryptography' 2>/dev/null; then
   echo "deps: installing Python cryptography"
   python3 -m pip install -q cryptography 2>/dev/null || missing+=(python3-cryptography)
 fi
+# The APNs simulator (Tests/tools/apns_simulator.py) speaks HTTP/2 with Python's h2.
+if ! python3 -c 'import h2' 2>/dev/null; then
+  echo "deps: installing Python h2"
+  python3 -m pip install -q h2 2>/dev/null || missing+=(python3-h2)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "deps: installing ${missing[*]}"

@@ -4,10 +4,12 @@
 #
 #   scripts/stack.sh up | down | status
 #   scripts/stack.sh db-start | db-stop | fcgi-start | fcgi-stop | nginx-start | nginx-stop
+#   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop
 #   scripts/stack.sh token LABEL     # create an API token and print it
 #
 # Environment: ENS_VAR (state directory, default var), ENS_PORT (HTTPS port, default
-# 8443), ENS_BIN (directory holding ens-fcgi etc., default .build/release),
+# 8443; the APNs simulator uses the next two ports), ENS_BIN (directory holding ens-fcgi
+# etc., default .build/release),
 # ENS_RATE (per-IP requests/s allowed by nginx, default 1000000 for local use).
 set -euo pipefail
 
@@ -19,6 +21,8 @@ RATE=${ENS_RATE:-1000000}
 DB_SOCKET=$VAR/run/mysqld.sock
 FCGI_SOCKET=$VAR/run/fcgi.sock
 CONFIG=$VAR/ens.conf
+APNS_PORT=$((PORT + 1))
+APNS_CONTROL_PORT=$((PORT + 2))
 ME=$(id -un)
 
 log() { printf 'stack: %s\n' "$*" >&2; }
@@ -45,6 +49,11 @@ init_secrets() {
   [ -s "$VAR/secrets/db-service.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-service.password"
   [ -s "$VAR/secrets/db-migrate.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-migrate.password"
   [ -s "$VAR/secrets/master.key" ] || openssl rand -hex 32 > "$VAR/secrets/master.key"
+  # A development APNs token-auth key (.p8); the simulator checks JWTs against its public half.
+  if [ ! -s "$VAR/secrets/apns-auth-key.p8" ]; then
+    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$VAR/secrets/apns-auth-key.p8" 2>/dev/null
+    openssl pkey -in "$VAR/secrets/apns-auth-key.p8" -pubout -out "$VAR/secrets/apns-auth-key.pub.pem" 2>/dev/null
+  fi
   umask 022
 }
 
@@ -80,6 +89,13 @@ auth.token_cache_file = $VAR/lib/api-tokens.cache
 auth.refresh_seconds = ${ENS_TOKEN_REFRESH:-5}
 keys.pool_size = ${ENS_KEY_POOL:-50}
 apns.socket = $VAR/run/apns.sock
+apns.spool_dir = $VAR/spool
+apns.production_url = https://localhost:$APNS_PORT
+apns.sandbox_url = https://localhost:$APNS_PORT
+apns.ca_file = $VAR/tls/server.crt
+apns.key_file = $VAR/secrets/apns-auth-key.p8
+apns.key_id = DEVKEY0001
+apns.team_id = DEVTEAM001
 cron.lock_file = $VAR/run/ens-cron.lock
 log.level = ${ENS_LOG_LEVEL:-info}
 CONF
@@ -136,6 +152,43 @@ fcgi_stop() {
   rm -f "$VAR/run/ens-fcgi.pid"
 }
 
+# The APNs simulator (Tests/tools/apns_simulator.py): HTTP/2 over TLS, strict about
+# JWTs, headers and payloads; accepted pushes are recorded under $VAR/sim (not a log:
+# it holds device tokens and payloads, as APNs would).
+sim_start() {
+  init_dirs; init_tls; mkdir -p "$VAR/sim"
+  if pid_alive "$VAR/run/apns-sim.pid"; then return 0; fi
+  rm -f "$VAR/run/apns-sim.pid"
+  python3 "$ROOT/Tests/tools/apns_simulator.py" --port "$APNS_PORT" --control-port "$APNS_CONTROL_PORT" \
+    --cert "$VAR/tls/server.crt" --key "$VAR/tls/server.key" --auth-key "$VAR/secrets/apns-auth-key.pub.pem" \
+    --key-id DEVKEY0001 --team-id DEVTEAM001 --record "$VAR/sim/apns-accepted.jsonl" \
+    --ready-file "$VAR/run/apns-sim.pid" >>"$VAR/log/apns-simulator.log" 2>&1 < /dev/null &
+  wait_until 20 test -s "$VAR/run/apns-sim.pid" || die "the APNs simulator did not start; see $VAR/log/apns-simulator.log"
+}
+
+sim_stop() {
+  pid_alive "$VAR/run/apns-sim.pid" || return 0
+  local pid; pid=$(cat "$VAR/run/apns-sim.pid")
+  kill "$pid" 2>/dev/null || true
+  wait_until 10 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
+  rm -f "$VAR/run/apns-sim.pid"
+}
+
+apns_start() {
+  if pid_alive "$VAR/run/ens-apns.pid"; then return 0; fi
+  "$BIN/ens-apns" --config "$CONFIG" >>"$VAR/log/ens-apns.log" 2>&1 < /dev/null &
+  echo $! > "$VAR/run/ens-apns.pid"
+  wait_until 20 test -S "$VAR/run/apns.sock" || die "ens-apns did not start; see $VAR/log/ens-apns.log"
+}
+
+apns_stop() {
+  pid_alive "$VAR/run/ens-apns.pid" || return 0
+  local pid; pid=$(cat "$VAR/run/ens-apns.pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  wait_until 40 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
+  rm -f "$VAR/run/ens-apns.pid"
+}
+
 nginx_render() {
   local user_directive=""
   # As root, nginx's workers would run as nobody and could not reach our sockets.
@@ -171,15 +224,15 @@ token() {
 
 up() {
   init_dirs; init_secrets; init_tls; write_config
-  db_start; db_setup; fcgi_start; nginx_start
+  db_start; db_setup; sim_start; apns_start; fcgi_start; nginx_start
 }
 
 down() {
-  nginx_stop; fcgi_stop; db_stop
+  nginx_stop; fcgi_stop; apns_stop; sim_stop; db_stop
 }
 
 status() {
-  for name in mysqld ens-fcgi nginx; do
+  for name in mysqld apns-sim ens-apns ens-fcgi nginx; do
     if pid_alive "$VAR/run/$name.pid"; then echo "$name: running (pid $(cat "$VAR/run/$name.pid"))"; else echo "$name: stopped"; fi
   done
 }
@@ -196,6 +249,10 @@ case "${1:-}" in
   fcgi-stop) fcgi_stop ;;
   nginx-start) nginx_start ;;
   nginx-stop) nginx_stop ;;
+  apns-start) apns_start ;;
+  apns-stop) apns_stop ;;
+  sim-start) sim_start ;;
+  sim-stop) sim_stop ;;
   token) token "${2:-dev}" ;;
   *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -172,7 +172,7 @@ private final class ResponseCollector {
 }
 
 extension String {
-    fileprivate func trimmingWhitespace() -> String {
+    func trimmingWhitespace() -> String {
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
         let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!

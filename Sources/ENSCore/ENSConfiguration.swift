@@ -46,6 +46,18 @@ public struct ENSConfiguration: Sendable {
 
     // Processes around the responders
     public var apnsSocket = "/run/ens/apns.sock"
+    public var apnsSpoolDirectory = "/var/lib/ens/spool"
+    public var apnsSpoolCapacity = 100_000
+    public var apnsProductionURL = "https://api.push.apple.com"
+    public var apnsSandboxURL = "https://api.sandbox.push.apple.com"
+    /// PEM CA bundle for the APNs hosts; empty uses the system store.
+    public var apnsCAFile: String?
+    /// The token-auth signing key (.p8) and its identifiers from the developer account.
+    public var apnsKeyFile = "/etc/ens/secrets/apns-auth-key.p8"
+    public var apnsKeyID = ""
+    public var apnsTeamID = ""
+    public var apnsMaximumInFlight = 500
+    public var apnsConnectionsPerHost = 2
     public var lockFile = "/run/ens/ens-cron.lock"
 
     public var logLevel = "info"
@@ -78,6 +90,16 @@ public struct ENSConfiguration: Sendable {
         "subscription.grace_seconds": { config, key, value throws(ConfigError) in config.subscriptionGraceSeconds = try integer(key, value, 0...86400) },
         "keys.cache_size": { config, key, value throws(ConfigError) in config.keyCacheSize = try integer(key, value, 0...100_000) },
         "keys.pool_size": { config, key, value throws(ConfigError) in config.keyPoolSize = try integer(key, value, 0...100_000) },
+        "apns.spool_dir": { config, key, value throws(ConfigError) in config.apnsSpoolDirectory = try path(key, value) },
+        "apns.spool_max": { config, key, value throws(ConfigError) in config.apnsSpoolCapacity = try integer(key, value, 1...10_000_000) },
+        "apns.production_url": { config, key, value throws(ConfigError) in config.apnsProductionURL = try httpsURL(key, value) },
+        "apns.sandbox_url": { config, key, value throws(ConfigError) in config.apnsSandboxURL = try httpsURL(key, value) },
+        "apns.ca_file": { config, key, value throws(ConfigError) in config.apnsCAFile = value.isEmpty ? nil : try path(key, value) },
+        "apns.key_file": { config, key, value throws(ConfigError) in config.apnsKeyFile = try path(key, value) },
+        "apns.key_id": { config, key, value throws(ConfigError) in config.apnsKeyID = try appleIdentifier(key, value) },
+        "apns.team_id": { config, key, value throws(ConfigError) in config.apnsTeamID = try appleIdentifier(key, value) },
+        "apns.max_in_flight": { config, key, value throws(ConfigError) in config.apnsMaximumInFlight = try integer(key, value, 1...10_000) },
+        "apns.connections": { config, key, value throws(ConfigError) in config.apnsConnectionsPerHost = try integer(key, value, 1...16) },
         "apns.socket": { config, key, value throws(ConfigError) in config.apnsSocket = try path(key, value) },
         "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },
         "log.level": { config, key, value throws(ConfigError) in
@@ -175,6 +197,28 @@ public struct ENSConfiguration: Sendable {
             throw ConfigError(key: key, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound), got '\(value.prefix(40))'")
         }
         return number
+    }
+
+    private static func httpsURL(_ key: String, _ value: String) throws(ConfigError) -> String {
+        guard value.hasPrefix("https://"), value.utf8.count > 8, !value.hasSuffix("/") else {
+            throw ConfigError(key: key, problem: "must be an https:// URL without a trailing slash")
+        }
+        return value
+    }
+
+    /// Apple's Key ID and Team ID: 10 characters, letters and digits.
+    private static func appleIdentifier(_ key: String, _ value: String) throws(ConfigError) -> String {
+        guard value.utf8.count == 10, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+            throw ConfigError(key: key, problem: "must be the 10-character identifier from the Apple developer account")
+        }
+        return value
+    }
+
+    /// The APNs signing key named by apns.key_file.
+    public func apnsSigningKeyPEM() throws(ConfigError) -> String {
+        guard !apnsKeyID.isEmpty else { throw ConfigError(key: "apns.key_id", problem: "must be set to run ens-apns") }
+        guard !apnsTeamID.isEmpty else { throw ConfigError(key: "apns.team_id", problem: "must be set to run ens-apns") }
+        return try Self.secretText(key: "apns.key_file", path: apnsKeyFile)
     }
 
     private static func boolean(_ key: String, _ value: String) throws(ConfigError) -> Bool {

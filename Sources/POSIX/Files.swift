@@ -85,7 +85,7 @@ public enum Files {
         throw SystemError(call: "flock", errno: code)
     }
 
-    private static func syncDirectory(of path: String) {
+    static func syncDirectory(of path: String) {
         let directory: String
         if let slash = path.lastIndex(of: "/") {
             directory = slash == path.startIndex ? "/" : String(path[..<slash])
@@ -105,5 +105,35 @@ public enum Environment {
     public static func get(_ name: String) -> String? {
         guard let value = getenv(name) else { return nil }
         return String(cString: value)
+    }
+}
+
+extension Files {
+    /// Writes `bytes` to `temporary`, fsyncs it, renames it to `final` and fsyncs the
+    /// directory: once this returns, the file survives a crash or power loss.
+    public static func writeDurably(_ bytes: [UInt8], temporary: String, final: String) throws(SystemError) {
+        let fd = try syscall("open") { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+        do {
+            var offset = 0
+            while offset < bytes.count {
+                let written = try syscall("write") {
+                    bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+                }
+                offset += written
+            }
+            try syscall("fsync") { fsync(fd) }
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        close(fd)
+        do {
+            try syscall("rename") { rename(temporary, final) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        syncDirectory(of: final)
     }
 }

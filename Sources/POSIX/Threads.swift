@@ -38,6 +38,11 @@ public final class OSThread: @unchecked Sendable {
         pthread_join(handle, nil)
     }
 
+    /// Lets the thread finish on its own; it must not be joined afterwards.
+    public func detach() {
+        pthread_detach(handle)
+    }
+
     /// Interrupts a blocking system call in this thread (it returns EINTR), using the
     /// signal set up by `Signals.installInterruptHandler()`.
     public func interrupt() {

@@ -118,3 +118,38 @@ public enum FileDescriptor {
         if flags >= 0 { _ = fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) }
     }
 }
+
+extension FileDescriptor {
+    /// Writes all of `bytes` (retrying short writes and EINTR).
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(SystemError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = try syscall("write") {
+                bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            }
+            offset += written
+        }
+    }
+
+    /// Reads what is available, up to `maximum` bytes; empty at end of stream.
+    public static func read(_ fd: Int32, maximum: Int = 65536) throws(SystemError) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: maximum)
+        let count = try syscall("read") { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, maximum) } }
+        return Array(buffer[0..<count])
+    }
+
+    /// Makes reads and writes on a socket fail with EAGAIN after `milliseconds`.
+    public static func setTimeouts(_ fd: Int32, milliseconds: Int) {
+        var timeout = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Accepts a connection on a listening socket (blocking); nil when interrupted or shut down.
+    public static func accept(_ fd: Int32) -> Int32? {
+        let connection = Glibc.accept(fd, nil, nil)
+        guard connection >= 0 else { return nil }
+        _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
+        return connection
+    }
+}

@@ -1,28 +1,44 @@
 import ArgumentParser
 import ENSCore
+import ENSSender
 import Logging
+import OpenSSL
 import POSIX
 
-/// ens-apns: the APNs sender. This first version owns its socket and lifecycle (live
-/// instance check, clean SIGTERM exit); the spool and HTTP/2 client come with the
-/// sender issue.
+/// ens-apns: the APNs sender.
 struct ENSAPNs: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ens-apns",
-        abstract: "ENS APNs sender: takes notifications from the responders on apns.socket.",
-        discussion: "Exit status: 0 after a clean stop or a good --check, 1 on a configuration or start-up error."
+        abstract: "ENS APNs sender: takes notifications from the responders on apns.socket, spools them durably and delivers them to APNs over HTTP/2.",
+        discussion: """
+            A notification is acknowledged only once it is written, fsynced and renamed into \
+            apns.spool_dir; after a crash or restart the spool is replayed. SIGTERM stops \
+            taking notifications, lets requests in flight finish, and exits 0.
+
+            Exit status: 0 after a clean stop or a good --check, 1 on a configuration or start-up error.
+            """
     )
 
     @Option(name: .long, help: "Config file (default: $ENS_CONFIG, else /etc/ens/ens.conf).")
     var config: String?
 
-    @Flag(name: .long, help: "Check the configuration, print 'configuration OK' and exit.")
+    @Flag(name: .long, help: "Check the configuration and the keys it names, print 'configuration OK' and exit.")
     var check = false
 
     func run() throws {
         let settings: ENSConfiguration
+        let signingKey: ECSigningKey
+        let masterKey: AESGCMKey
         do {
             settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
+            masterKey = try settings.masterKey()
+            _ = try settings.serviceDatabase()
+            let pem = try settings.apnsSigningKeyPEM()
+            do {
+                signingKey = try ECSigningKey(pem: pem)
+            } catch {
+                throw ConfigError(key: "apns.key_file", problem: "does not hold a P-256 private key (.p8): \(error)")
+            }
         } catch {
             printError("ens-apns: \(error)")
             throw ExitCode(1)
@@ -35,18 +51,47 @@ struct ENSAPNs: ParsableCommand {
         let logger = Logger(label: "ens-apns")
         Signals.ignoreBrokenPipe()
         Signals.block(Signals.shutdownSignals)
+
+        let sender: Sender
         let listener: (fd: Int32, inode: UInt64)
         do {
-            listener = try UnixSocket.listen(path: settings.apnsSocket, mode: 0o660, backlog: 128)
+            let spool = try Spool(directory: settings.apnsSpoolDirectory, masterKey: masterKey, capacity: settings.apnsSpoolCapacity)
+            sender = Sender(
+                spool: spool,
+                providerToken: ProviderToken(key: signingKey, keyID: settings.apnsKeyID, teamID: settings.apnsTeamID),
+                settings: .init(productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL, caBundlePath: settings.apnsCAFile,
+                                maximumInFlight: settings.apnsMaximumInFlight, connectionsPerHost: settings.apnsConnectionsPerHost),
+                database: try settings.serviceDatabase(),
+                logger: logger
+            )
+            // Refuses to start over a live sender (UnixSocket.listen connects first).
+            listener = try UnixSocket.listen(path: settings.apnsSocket, mode: 0o660, backlog: 512)
         } catch {
-            logger.critical("cannot listen", metadata: ["socket": "\(settings.apnsSocket)", "error": "\(error)"])
+            logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
-        logger.info("sender started", metadata: ["socket": "\(settings.apnsSocket)"])
+        logger.info("sender started", metadata: ["socket": "\(settings.apnsSocket)", "spool.dir": "\(settings.apnsSpoolDirectory)"])
+
+        let delivery = try OSThread.start(stackSize: 1 << 20) { sender.deliver() }
+        let listenFD = listener.fd
+        let acceptor = try OSThread.start {
+            while let connection = FileDescriptor.accept(listenFD) {
+                if let worker = try? OSThread.start(stackSize: 256 * 1024, { sender.serve(connection: connection) }) {
+                    worker.detach()
+                } else {
+                    FileDescriptor.close(connection)
+                }
+            }
+        }
+
         let signal = Signals.wait(for: Signals.shutdownSignals)
         logger.info("sender stopping", metadata: ["signal": "\(Signals.name(signal))"])
-        FileDescriptor.close(listener.fd)
+        FileDescriptor.shutdownListener(listener.fd)
+        acceptor.join()
         UnixSocket.unlinkIfOurs(path: settings.apnsSocket, inode: listener.inode)
+        sender.stop()
+        delivery.join()
+        FileDescriptor.close(listener.fd)
     }
 }
 

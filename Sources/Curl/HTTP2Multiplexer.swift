@@ -1,0 +1,167 @@
+internal import CCurl
+
+/// Many concurrent HTTP/2 requests over a few long-lived connections, with libcurl's
+/// multi interface (CURLPIPE_MULTIPLEX): requests to one host share a connection as
+/// streams. Owns the `CURLM` handle and every `CURL` handle and header list it creates;
+/// used from one thread.
+public final class HTTP2Multiplexer {
+    public struct Configuration: Sendable {
+        public var caBundlePath: String?
+        /// Connections per host; streams are multiplexed over them.
+        public var connectionsPerHost: Int
+        public var connectTimeoutMilliseconds: Int
+        public var requestTimeoutMilliseconds: Int
+        /// Seconds a connection may sit idle before libcurl checks it with an HTTP/2 PING
+        /// (CURLOPT_UPKEEP_INTERVAL_MS, driven by `upkeep()`).
+        public var pingIntervalMilliseconds: Int
+
+        public init(caBundlePath: String? = nil, connectionsPerHost: Int = 2, connectTimeoutMilliseconds: Int = 5000,
+                    requestTimeoutMilliseconds: Int = 15000, pingIntervalMilliseconds: Int = 60000) {
+            self.caBundlePath = caBundlePath
+            self.connectionsPerHost = connectionsPerHost
+            self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+            self.requestTimeoutMilliseconds = requestTimeoutMilliseconds
+            self.pingIntervalMilliseconds = pingIntervalMilliseconds
+        }
+    }
+
+    /// A finished request: its tag, and the response or the transport failure.
+    public struct Completion {
+        public let tag: Int
+        public let result: Result<HTTPResponse, CurlError>
+    }
+
+    private final class Transfer {
+        let tag: Int
+        let handle: UnsafeMutableRawPointer
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        var body: [UInt8] = []
+        var headers: [(String, String)] = []
+
+        init(tag: Int, handle: UnsafeMutableRawPointer) {
+            self.tag = tag
+            self.handle = handle
+        }
+
+        deinit {
+            curl_slist_free_all(headerList)
+            curl_easy_cleanup(handle)
+        }
+    }
+
+    private let multi: UnsafeMutableRawPointer
+    private let configuration: Configuration
+    private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
+
+    public init(configuration: Configuration) throws(CurlError) {
+        guard CurlLibrary.initialized, let multi = curl_multi_init() else {
+            throw CurlError(code: CURLE_FAILED_INIT, detail: "curl_multi_init")
+        }
+        self.multi = multi
+        self.configuration = configuration
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.connectionsPerHost)
+    }
+
+    deinit {
+        for (handle, _) in transfers { curl_multi_remove_handle(multi, handle) }
+        transfers.removeAll()
+        curl_multi_cleanup(multi)
+    }
+
+    /// Requests in flight.
+    public var inFlight: Int { transfers.count }
+
+    /// Starts a POST; its completion comes out of `poll` with `tag`.
+    public func post(tag: Int, url: String, headers: [(String, String)], body: [UInt8]) throws(CurlError) {
+        guard let handle = curl_easy_init() else { throw CurlError(code: CURLE_FAILED_INIT, detail: "curl_easy_init") }
+        let transfer = Transfer(tag: tag, handle: handle)
+        for (name, value) in headers { transfer.headerList = curl_slist_append(transfer.headerList, "\(name): \(value)") }
+        transfer.headerList = curl_slist_append(transfer.headerList, "Expect:")
+        let pointer = Unmanaged.passUnretained(transfer).toOpaque()
+        var result = ccurl_easy_setopt_string(handle, CURLOPT_URL, url)
+        func set(_ option: CURLoption, _ value: Int) {
+            if result == CURLE_OK { result = ccurl_easy_setopt_long(handle, option, value) }
+        }
+        func setPointer(_ option: CURLoption, _ value: UnsafeRawPointer?) {
+            if result == CURLE_OK { result = ccurl_easy_setopt_ptr(handle, option, value) }
+        }
+        set(CURLOPT_NOSIGNAL, 1)
+        set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTPS))
+        set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        // Wait for an existing connection to multiplex on rather than opening another.
+        set(CURLOPT_PIPEWAIT, 1)
+        set(CURLOPT_SSL_VERIFYPEER, 1)
+        set(CURLOPT_SSL_VERIFYHOST, 2)
+        set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
+        set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds)
+        set(CURLOPT_UPKEEP_INTERVAL_MS, configuration.pingIntervalMilliseconds)
+        if let ca = configuration.caBundlePath, result == CURLE_OK {
+            result = ccurl_easy_setopt_string(handle, CURLOPT_CAINFO, ca)
+        }
+        setPointer(CURLOPT_HTTPHEADER, UnsafeRawPointer(transfer.headerList))
+        set(CURLOPT_POSTFIELDSIZE, body.count)
+        body.withUnsafeBytes { setPointer(CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)) }
+        if result == CURLE_OK {
+            result = ccurl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, user in
+                let transfer = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+                transfer.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
+                return size * count
+            }
+        }
+        setPointer(CURLOPT_WRITEDATA, pointer)
+        if result == CURLE_OK {
+            result = ccurl_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION) { data, size, count, user in
+                let transfer = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+                let line = String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self)
+                if let colon = line.firstIndex(of: ":") {
+                    let name = String(line[..<colon]).lowercased()
+                    let value = String(line[line.index(after: colon)...]).trimmingWhitespace()
+                    transfer.headers.append((name, value))
+                }
+                return size * count
+            }
+        }
+        setPointer(CURLOPT_HEADERDATA, pointer)
+        guard result == CURLE_OK else { throw CurlError(code: result, detail: "setting up a request") }
+        let added = curl_multi_add_handle(multi, handle)
+        guard added == CURLM_OK else { throw CurlError(code: CURLE_FAILED_INIT, detail: "curl_multi_add_handle failed (\(added.rawValue))") }
+        transfers[handle] = transfer
+    }
+
+    /// Drives transfers for up to `timeoutMilliseconds` and returns those that finished.
+    public func poll(timeoutMilliseconds: Int) -> [Completion] {
+        var running: Int32 = 0
+        _ = curl_multi_perform(multi, &running)
+        if transfers.isEmpty {
+            return []
+        }
+        _ = curl_multi_poll(multi, nil, 0, Int32(timeoutMilliseconds), nil)
+        _ = curl_multi_perform(multi, &running)
+        var completions: [Completion] = []
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
+                  let transfer = transfers.removeValue(forKey: handle) else { continue }
+            let code = message.pointee.data.result
+            curl_multi_remove_handle(multi, handle)
+            if code == CURLE_OK {
+                var status = 0
+                _ = ccurl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+                var version = 0
+                _ = ccurl_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
+                let response = HTTPResponse(status: status, httpMajorVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1,
+                                            headers: transfer.headers, body: transfer.body)
+                completions.append(Completion(tag: transfer.tag, result: .success(response)))
+            } else {
+                completions.append(Completion(tag: transfer.tag, result: .failure(CurlError(code: code, detail: ""))))
+            }
+        }
+        return completions
+    }
+
+    /// Lets libcurl send HTTP/2 PINGs on connections idle past the ping interval.
+    public func upkeep() {
+        for (handle, _) in transfers.prefix(1) { _ = curl_easy_upkeep(handle) }
+    }
+}

@@ -1,0 +1,250 @@
+public import ENSCore
+public import Logging
+internal import Curl
+public import MariaDB
+internal import POSIX
+import Synchronization
+
+/// ens-apns: takes notifications on a Unix socket, spools them durably, and delivers
+/// them to APNs over multiplexed HTTP/2 connections.
+public final class Sender: @unchecked Sendable {
+    // @unchecked: `deliveryState` is touched only by the delivery thread; everything
+    // shared is behind a mutex or an atomic.
+    public struct Settings: Sendable {
+        public var productionURL: String
+        public var sandboxURL: String
+        public var caBundlePath: String?
+        public var maximumInFlight: Int
+        public var connectionsPerHost: Int
+
+        public init(productionURL: String, sandboxURL: String, caBundlePath: String?, maximumInFlight: Int, connectionsPerHost: Int) {
+            self.productionURL = productionURL
+            self.sandboxURL = sandboxURL
+            self.caBundlePath = caBundlePath
+            self.maximumInFlight = maximumInFlight
+            self.connectionsPerHost = connectionsPerHost
+        }
+    }
+
+    private struct Pending {
+        let name: String
+        var attempts: Int
+        var notBefore: Int64
+    }
+
+    private let spool: Spool
+    private let providerToken: ProviderToken
+    private let settings: Settings
+    private let database: MariaDBConfiguration
+    private let logger: Logger
+    private let arrivals = SynchronizedBox<[String]>([])
+    private let stopping = Atomic<Bool>(false)
+    private let connections = Atomic<Int>(0)
+
+    public init(spool: Spool, providerToken: ProviderToken, settings: Settings, database: MariaDBConfiguration, logger: Logger) {
+        self.spool = spool
+        self.providerToken = providerToken
+        self.settings = settings
+        self.database = database
+        self.logger = logger
+    }
+
+    public func stop() {
+        stopping.store(true, ordering: .releasing)
+    }
+
+    // MARK: Ingest
+
+    /// Serves one responder connection: frames in, `accepted`/`refused` out.
+    public func serve(connection fd: Int32) {
+        defer { FileDescriptor.close(fd) }
+        guard connections.wrappingAdd(1, ordering: .relaxed).newValue <= 256 else {
+            connections.wrappingSubtract(1, ordering: .relaxed)
+            try? FileDescriptor.writeAll(fd, Frame(kind: .refused, payload: Array("busy".utf8)).encoded)
+            return
+        }
+        defer { connections.wrappingSubtract(1, ordering: .relaxed) }
+        FileDescriptor.setTimeouts(fd, milliseconds: 30_000)
+        var decoder = FrameDecoder()
+        while let bytes = try? FileDescriptor.read(fd), !bytes.isEmpty {
+            decoder.append(bytes)
+            do {
+                while let frame = try decoder.next() {
+                    let answer = accept(frame)
+                    try FileDescriptor.writeAll(fd, answer.encoded)
+                }
+            } catch let error as FrameError {
+                logger.warning("refused a malformed frame", metadata: ["error": "\(error)"])
+                try? FileDescriptor.writeAll(fd, Frame(kind: .refused, payload: Array(error.reason.utf8)).encoded)
+                return
+            } catch {
+                return  // the responder went away
+            }
+        }
+    }
+
+    private func accept(_ frame: Frame) -> Frame {
+        guard frame.kind == .submit else { return Frame(kind: .refused, payload: Array("bad-frame".utf8)) }
+        let notification: PushNotification
+        do {
+            notification = try PushNotification(json: frame.payload)
+        } catch {
+            logger.warning("refused an invalid notification", metadata: ["error": "\(error)"])
+            return Frame(kind: .refused, payload: Array("bad-notification".utf8))
+        }
+        do {
+            let name = try spool.store(notification)
+            arrivals.withLock { $0.append(name) }
+            return Frame(kind: .accepted, payload: Array(notification.id.utf8))
+        } catch is Spool.Full {
+            logger.warning("spool full; refusing notifications", metadata: ["spool.size": "\(spool.count)"])
+            return Frame(kind: .refused, payload: Array("spool-full".utf8))
+        } catch {
+            logger.error("cannot spool a notification", metadata: ["error": "\(error)"])
+            return Frame(kind: .refused, payload: Array("io-error".utf8))
+        }
+    }
+
+    // MARK: Delivery
+
+    /// The delivery loop; runs until `stop()`. Replays the spool first.
+    public func deliver() {
+        var queue: [Pending] = []
+        do {
+            let replay = try spool.pending()
+            if !replay.isEmpty { logger.info("replaying spooled notifications", metadata: ["spool.size": "\(replay.count)"]) }
+            queue = replay.map { Pending(name: $0, attempts: 0, notBefore: 0) }
+        } catch {
+            logger.error("cannot read the spool", metadata: ["error": "\(error)"])
+        }
+        let multiplexer: HTTP2Multiplexer
+        do {
+            multiplexer = try HTTP2Multiplexer(configuration: .init(caBundlePath: settings.caBundlePath, connectionsPerHost: settings.connectionsPerHost))
+        } catch {
+            logger.critical("cannot start libcurl", metadata: ["error": "\(error)"])
+            return
+        }
+        let feedbackDatabase = Connection(configuration: database)
+        let feedback = DeviceFeedback(database: feedbackDatabase)
+        var inFlight: [Int: (pending: Pending, notification: PushNotification)] = [:]
+        var nextTag = 0
+        var lastUpkeep = MonotonicClock.milliseconds()
+
+        while !stopping.load(ordering: .acquiring) || !inFlight.isEmpty {
+            queue.append(contentsOf: arrivals.withLock { arrived -> [Pending] in
+                defer { arrived.removeAll(keepingCapacity: true) }
+                return arrived.map { Pending(name: $0, attempts: 0, notBefore: 0) }
+            })
+            let now = WallClock.milliseconds()
+            if !stopping.load(ordering: .acquiring) {
+                var index = 0
+                while inFlight.count < settings.maximumInFlight && index < queue.count {
+                    guard queue[index].notBefore <= now else { index += 1; continue }
+                    let pending = queue.remove(at: index)
+                    guard let notification = try? spool.load(pending.name) else {
+                        logger.error("dropping an unreadable spool file", metadata: ["spool.file": "\(pending.name)"])
+                        spool.remove(pending.name)
+                        continue
+                    }
+                    if notification.expiration * 1000 < now {
+                        logger.warning("notification expired before delivery", metadata: ["notification.id": "\(notification.id)", "attempts": "\(pending.attempts)"])
+                        spool.remove(pending.name)
+                        continue
+                    }
+                    nextTag += 1
+                    do {
+                        try multiplexer.post(tag: nextTag, url: url(for: notification), headers: try headers(for: notification), body: notification.payload)
+                        inFlight[nextTag] = (pending, notification)
+                    } catch {
+                        logger.error("cannot start an APNs request", metadata: ["error": "\(error)"])
+                        queue.append(Pending(name: pending.name, attempts: pending.attempts + 1, notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: pending.attempts)))
+                    }
+                }
+            }
+            let idle = inFlight.isEmpty
+            if idle {
+                sleepMilliseconds(queue.isEmpty ? 20 : 5)
+                continue
+            }
+            for completion in multiplexer.poll(timeoutMilliseconds: 20) {
+                guard let (pending, notification) = inFlight.removeValue(forKey: completion.tag) else { continue }
+                if let retry = handle(completion, pending: pending, notification: notification, feedback: feedback) {
+                    queue.append(retry)
+                }
+            }
+            if MonotonicClock.milliseconds() - lastUpkeep > 10_000 {
+                multiplexer.upkeep()
+                lastUpkeep = MonotonicClock.milliseconds()
+            }
+        }
+        logger.info("delivery stopped", metadata: ["spool.size": "\(spool.count)"])
+    }
+
+    private func handle(_ completion: HTTP2Multiplexer.Completion, pending: Pending, notification: PushNotification, feedback: DeviceFeedback) -> Pending? {
+        var status: Int?
+        var reason: String?
+        var timestamp: Int64?
+        switch completion.result {
+        case .success(let response):
+            status = response.status
+            if let body = try? JSONParser.parse(response.body) {
+                reason = body["reason"]?.stringValue
+                if case .number(let text)? = body["timestamp"] { timestamp = Int64(text) }
+            }
+        case .failure(let error):
+            logger.debug("APNs request failed", metadata: ["error": "\(error)"])
+        }
+        let action = DeliveryPolicy.action(status: status, reason: reason, timestamp: timestamp)
+        let now = WallClock.milliseconds()
+        switch action {
+        case .delivered:
+            spool.remove(pending.name)
+            if let row = notification.deviceRowID {
+                do { try feedback.delivered(deviceRowID: row, at: .now()) } catch {
+                    logger.warning("cannot record a delivery", metadata: ["db.error": "\(error)"])
+                }
+            }
+            return nil
+        case .disableToken(let timestamp):
+            spool.remove(pending.name)
+            logger.info("APNs rejected a device token; disabling it", metadata: [
+                "apns.status": "\(status ?? 0)", "apns.reason": "\(reason ?? "")", "device.row": "\(notification.deviceRowID ?? 0)",
+            ])
+            if let row = notification.deviceRowID {
+                do {
+                    try feedback.disable(deviceRowID: row, invalidSince: Timestamp(millisecondsSinceEpoch: timestamp ?? now))
+                } catch {
+                    logger.warning("cannot disable a device token", metadata: ["db.error": "\(error)"])
+                }
+            }
+            return nil
+        case .refreshProviderTokenAndRetry:
+            do { try providerToken.expired() } catch { logger.error("cannot mint a provider token", metadata: ["error": "\(error)"]) }
+            return Pending(name: pending.name, attempts: pending.attempts + 1, notBefore: now)
+        case .retry:
+            let delay = DeliveryPolicy.retryDelayMilliseconds(attempt: pending.attempts, capMilliseconds: status == nil ? 30_000 : 15 * 60 * 1000)
+            logger.debug("APNs delivery will be retried", metadata: ["apns.status": "\(status ?? 0)", "retry.delay_ms": "\(delay)"])
+            return Pending(name: pending.name, attempts: pending.attempts + 1, notBefore: now + delay)
+        case .drop(let why):
+            spool.remove(pending.name)
+            logger.warning("APNs refused a notification; dropping it", metadata: ["apns.answer": "\(why)", "notification.id": "\(notification.id)"])
+            return nil
+        }
+    }
+
+    private func url(for notification: PushNotification) -> String {
+        (notification.environment == .production ? settings.productionURL : settings.sandboxURL) + "/3/device/" + notification.deviceToken.hex
+    }
+
+    private func headers(for notification: PushNotification) throws -> [(String, String)] {
+        [
+            ("authorization", "bearer " + (try providerToken.token())),
+            ("apns-topic", notification.topic),
+            ("apns-push-type", notification.pushType.rawValue),
+            ("apns-priority", String(notification.priority)),
+            ("apns-expiration", String(notification.expiration)),
+            ("apns-collapse-id", notification.id),
+            ("content-type", "application/json"),
+        ]
+    }
+}

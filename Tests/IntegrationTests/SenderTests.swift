@@ -1,0 +1,163 @@
+import ENSCore
+import Foundation
+import MariaDB
+import POSIX
+import Testing
+
+/// ens-apns end to end: Unix socket → durable spool → HTTP/2 → the APNs simulator.
+@Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
+struct SenderTests {
+    let client = SenderClient(socketPath: TestStack.directory + "/run/apns.sock")
+
+    static func id() -> String {
+        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    static func notification(token: String, id: String = id(), pushType: PushNotification.PushType = .alert,
+                             device: Int64? = nil, subject: String = "Quarterly numbers") -> PushNotification {
+        let payload = pushType == .alert
+            ? #"{"aps":{"alert":{"title":"Alice","body":"\#(subject)"},"sound":"chime.caf"},"ens":{"userid":"abc"}}"#
+            : #"{"aps":{"content-available":1}}"#
+        return PushNotification(
+            id: id, deviceToken: DeviceToken(hex: token)!, topic: "com.example.mail", environment: .sandbox,
+            pushType: pushType, expiration: Int64(Date().timeIntervalSince1970) + 3600, payload: Array(payload.utf8), deviceRowID: device
+        )
+    }
+
+    func waitForAccepted(_ ids: Set<String>, within seconds: Double) -> Bool {
+        TestStack.eventually(within: seconds) {
+            ids.isSubset(of: Set(APNsSimulator.accepted().compactMap(\.collapseID)))
+        }
+    }
+
+    @Test func aNotificationReachesAPNsWithTheRightHeaders() throws {
+        let token = TestSecrets.apnsToken()
+        let alert = Self.notification(token: token)
+        #expect(try client.submit(alert) == .accepted)
+        let background = Self.notification(token: token, pushType: .background)
+        #expect(try client.submit(background) == .accepted)
+        #expect(waitForAccepted([alert.id, background.id], within: 10))
+        let records = APNsSimulator.accepted().filter { $0.token == token }
+        let alertRecord = try #require(records.first { $0.collapseID == alert.id })
+        #expect(alertRecord.topic == "com.example.mail")
+        #expect(alertRecord.pushType == "alert")
+        #expect(alertRecord.priority == 10)
+        #expect(((alertRecord.payload["aps"] as? [String: Any])?["alert"] as? [String: Any])?["body"] as? String == "Quarterly numbers")
+        let backgroundRecord = try #require(records.first { $0.collapseID == background.id })
+        #expect(backgroundRecord.pushType == "background")
+        #expect(backgroundRecord.priority == 5)
+        // The spool keeps nothing readable: content is sealed at rest.
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: TestStack.directory + "/spool/queue")) ?? [] {
+            let data = FileManager.default.contents(atPath: TestStack.directory + "/spool/queue/" + name) ?? Data()
+            #expect(!String(decoding: data, as: UTF8.self).contains("Quarterly"))
+        }
+    }
+
+    @Test func badInputIsRefusedAndTheSenderStaysUp() throws {
+        // A notification that is not one.
+        var broken = Self.notification(token: TestSecrets.apnsToken())
+        broken.payload = Array(#"{"no-aps":1}"#.utf8)
+        #expect(try client.submit(broken) == .refused("bad-notification"))
+        // Garbage instead of a frame, and a frame of a future version.
+        for garbage: [UInt8] in [Array("GET / HTTP/1.1\r\n\r\n".utf8), [0x45, 0x4E, 9, 1, 0, 0, 0, 0]] {
+            let fd = try UnixSocket.connect(path: client.socketPath)
+            defer { FileDescriptor.close(fd) }
+            FileDescriptor.setTimeouts(fd, milliseconds: 5000)
+            try FileDescriptor.writeAll(fd, garbage)
+            var decoder = FrameDecoder()
+            decoder.append(try FileDescriptor.read(fd))
+            #expect(try decoder.next()?.kind == .refused)
+        }
+        #expect(try client.submit(Self.notification(token: TestSecrets.apnsToken())) == .accepted)
+    }
+
+    @Test func aRejectedTokenIsDisabledAndARegistrationEnablesItAgain() throws {
+        let api = try DeviceClient(token: try TestStack.newToken("sender-tests"))
+        let user = try api.newUser()
+        let database = try TestStack.serviceConnection()
+        try database.execute("UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 's', last_callback_at = NOW(3) WHERE userid = \(user.userID)")
+        let token = TestSecrets.apnsToken()
+        let creds = try user.sealJSON(["apnsToken": token, "oauthAccessToken": "sender-test-oauth"])
+        TestSecrets.remember("sender-test-oauth")
+        let register = { try api.call("/registerdevicev2", ["userid": user.userID, "creds": creds, "bundleid": "com.example.mail"]) }
+        #expect(try register().json["responseCode"] == "UserUpdated")
+        let row = try #require(try database.queryOne("SELECT d.id FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)")?.int(0))
+
+        try APNsSimulator.fail(token: token, status: 410, reason: "Unregistered")
+        let doomed = Self.notification(token: token, device: row)
+        #expect(try client.submit(doomed) == .accepted)
+        let disabled = TestStack.eventually(within: 10) {
+            (try? database.queryOne("SELECT disabled_at IS NOT NULL FROM Devices WHERE id = \(row)")?.int(0)) == 1
+        }
+        #expect(disabled)
+        // Never retried: the simulator saw it once, as a rejection, and accepted nothing.
+        #expect(!APNsSimulator.accepted().contains { $0.collapseID == doomed.id })
+
+        // The device registers the token again after APNs's verdict: enabled again.
+        Thread.sleep(forTimeInterval: 0.01)
+        #expect(try register().json["responseCode"] == "UserUpdated")
+        #expect(try database.queryOne("SELECT disabled_at IS NULL FROM Devices WHERE id = \(row)")?.int(0) == 1)
+        _ = try APNsSimulator.control("/reset", [:])
+    }
+
+    @Test func transientFailuresAreRetriedUntilDelivered() throws {
+        let token = TestSecrets.apnsToken()
+        try APNsSimulator.fail(token: token, status: 503, reason: "ServiceUnavailable", count: 1)
+        let first = Self.notification(token: token)
+        #expect(try client.submit(first) == .accepted)
+        try APNsSimulator.fail(token: TestSecrets.apnsToken(), status: 429, reason: "TooManyRequests", count: 1)
+        #expect(waitForAccepted([first.id], within: 15))
+        _ = try APNsSimulator.control("/reset", [:])
+    }
+
+    @Test func killNineMidBurstLosesNothing() throws {
+        let total = 3000
+        let notifications = (0..<total).map { _ in Self.notification(token: TestSecrets.apnsToken(), subject: "burst") }
+        let accepted = SynchronizedStatuses()
+        let killed = SynchronizedStatuses()
+        var threads: [OSThread] = []
+        let perThread = total / 6
+        for worker in 0..<6 {
+            let slice = Array(notifications[(worker * perThread)..<((worker + 1) * perThread)])
+            threads.append(try OSThread.start(stackSize: 1 << 20) {
+                for notification in slice {
+                    // Keep trying until the (restarted) sender acknowledges it (for a minute at most).
+                    let deadline = Date().addingTimeInterval(60)
+                    while (try? client.submit(notification)) != .accepted {
+                        if Date() > deadline { return }
+                        Thread.sleep(forTimeInterval: 0.05)
+                    }
+                    accepted.append(1)
+                    if accepted.values.count == total / 3 && killed.values.isEmpty {
+                        killed.append(1)
+                        if let pid = TestStack.pids(matching: "ens-apns --config").first {
+                            kill(pid, SIGKILL)
+                            killed.append(Int(pid))
+                            // Restart only once it is really gone.
+                            _ = TestStack.eventually(within: 10) { kill(pid, 0) != 0 }
+                        }
+                        _ = try? TestStack.stack("apns-start")
+                    }
+                }
+            })
+        }
+        for thread in threads { thread.join() }
+        #expect(killed.values.count == 2, "the sender was killed once")
+        #expect(accepted.values.count == total)
+        let ids = Set(notifications.map(\.id))
+        #expect(waitForAccepted(ids, within: 60), "delivered \(ids.intersection(Set(APNsSimulator.accepted().compactMap(\.collapseID))).count) of \(total)")
+        // The provider token is minted once per sender start, not per request.
+        let jwts = Set(APNsSimulator.accepted().filter { ids.contains($0.collapseID ?? "") }.map(\.jwt))
+        #expect(jwts.count <= 2)
+    }
+
+    @Test func everythingIsDeliveredAfterAPNsComesBack() throws {
+        try TestStack.stack("sim-stop")
+        defer { _ = try? TestStack.stack("sim-start") }
+        let batch = (0..<50).map { _ in Self.notification(token: TestSecrets.apnsToken()) }
+        for notification in batch { #expect(try client.submit(notification) == .accepted) }
+        Thread.sleep(forTimeInterval: 20)
+        try TestStack.stack("sim-start")
+        #expect(waitForAccepted(Set(batch.map(\.id)), within: 60))
+    }
+}

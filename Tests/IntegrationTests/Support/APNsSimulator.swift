@@ -1,0 +1,48 @@
+import Curl
+import Foundation
+
+/// The APNs simulator the test stack runs (Tests/tools/apns_simulator.py): its control
+/// port and the record of every push it accepted.
+enum APNsSimulator {
+    static var controlURL: String { "http://127.0.0.1:\(Int(TestStack.port)! + 2)" }
+    static var recordPath: String { TestStack.directory + "/sim/apns-accepted.jsonl" }
+
+    struct Accepted {
+        let token: String
+        let collapseID: String?
+        let topic: String
+        let pushType: String?
+        let priority: Int?
+        let payload: [String: Any]
+        let jwt: String
+    }
+
+    static func control(_ path: String, _ body: [String: Any]? = nil) throws -> [String: Any] {
+        let client = try HTTPClient(configuration: HTTPClientConfiguration(preferHTTP2: false))
+        let request = body.map { HTTPRequest(method: .post, url: controlURL + path, headers: [("Content-Type", "application/json")],
+                                             body: Array(try! JSONSerialization.data(withJSONObject: $0))) }
+            ?? HTTPRequest(method: .get, url: controlURL + path)
+        let response = try client.send(request)
+        return (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
+    }
+
+    static func fail(token: String, status: Int, reason: String, count: Int = 0) throws {
+        _ = try control("/fail", ["token": token, "status": status, "reason": reason, "count": count])
+    }
+
+    static func stats() throws -> [String: Any] { try control("/stats") }
+
+    /// Everything accepted so far.
+    static func accepted() -> [Accepted] {
+        guard let text = try? String(contentsOfFile: recordPath, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            return Accepted(
+                token: object["token"] as? String ?? "", collapseID: object["collapse_id"] as? String,
+                topic: object["topic"] as? String ?? "", pushType: object["push_type"] as? String,
+                priority: object["priority"] as? Int, payload: object["payload"] as? [String: Any] ?? [:],
+                jwt: object["jwt"] as? String ?? ""
+            )
+        }
+    }
+}
