@@ -26,10 +26,43 @@ public final class Sender: @unchecked Sendable {
         }
     }
 
-    private struct Pending {
+    struct Pending {
         let name: String
         var attempts: Int
         var notBefore: Int64
+    }
+
+    /// The delivery thread's queue: a FIFO of ready notifications and a list of
+    /// retries waiting for their time.
+    struct DeliveryQueue {
+        var ready: [Pending] = []
+        var head = 0
+        var delayed: [Pending] = []
+        private var lastPromotion: Int64 = 0
+
+        var hasReady: Bool { head < ready.count }
+
+        mutating func next() -> Pending? {
+            guard head < ready.count else { return nil }
+            let pending = ready[head]
+            head += 1
+            if head > 4096 && head * 2 > ready.count {
+                ready.removeFirst(head)
+                head = 0
+            }
+            return pending
+        }
+
+        /// Moves retries whose time has come to the ready queue (checked every 100 ms).
+        mutating func promoteDue(now: Int64) {
+            guard !delayed.isEmpty, now - lastPromotion >= 100 else { return }
+            lastPromotion = now
+            var waiting: [Pending] = []
+            for pending in delayed {
+                if pending.notBefore <= now { ready.append(pending) } else { waiting.append(pending) }
+            }
+            delayed = waiting
+        }
     }
 
     private let spool: Spool
@@ -109,11 +142,13 @@ public final class Sender: @unchecked Sendable {
 
     /// The delivery loop; runs until `stop()`. Replays the spool first.
     public func deliver() {
-        var queue: [Pending] = []
+        // New notifications wait in arrival order (a FIFO read from `head`); retries wait
+        // in `delayed` until their time. Neither is ever searched or shifted as a whole.
+        var queue = DeliveryQueue()
         do {
             let replay = try spool.pending()
             if !replay.isEmpty { logger.info("replaying spooled notifications", metadata: ["spool.size": "\(replay.count)"]) }
-            queue = replay.map { Pending(name: $0, attempts: 0, notBefore: 0) }
+            queue.ready = replay.map { Pending(name: $0, attempts: 0, notBefore: 0) }
         } catch {
             logger.error("cannot read the spool", metadata: ["error": "\(error)"])
         }
@@ -131,16 +166,15 @@ public final class Sender: @unchecked Sendable {
         var lastUpkeep = MonotonicClock.milliseconds()
 
         while !stopping.load(ordering: .acquiring) || !inFlight.isEmpty {
-            queue.append(contentsOf: arrivals.withLock { arrived -> [Pending] in
+            let arrived = arrivals.withLock { arrived -> [String] in
                 defer { arrived.removeAll(keepingCapacity: true) }
-                return arrived.map { Pending(name: $0, attempts: 0, notBefore: 0) }
-            })
+                return arrived
+            }
+            queue.ready.append(contentsOf: arrived.map { Pending(name: $0, attempts: 0, notBefore: 0) })
             let now = WallClock.milliseconds()
+            queue.promoteDue(now: now)
             if !stopping.load(ordering: .acquiring) {
-                var index = 0
-                while inFlight.count < settings.maximumInFlight && index < queue.count {
-                    guard queue[index].notBefore <= now else { index += 1; continue }
-                    let pending = queue.remove(at: index)
+                while inFlight.count < settings.maximumInFlight, let pending = queue.next() {
                     guard let notification = try? spool.load(pending.name) else {
                         logger.error("dropping an unreadable spool file", metadata: ["spool.file": "\(pending.name)"])
                         spool.remove(pending.name)
@@ -157,19 +191,19 @@ public final class Sender: @unchecked Sendable {
                         inFlight[nextTag] = (pending, notification)
                     } catch {
                         logger.error("cannot start an APNs request", metadata: ["error": "\(error)"])
-                        queue.append(Pending(name: pending.name, attempts: pending.attempts + 1, notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: pending.attempts)))
+                        queue.delayed.append(Pending(name: pending.name, attempts: pending.attempts + 1, notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: pending.attempts)))
                     }
                 }
             }
             let idle = inFlight.isEmpty
             if idle {
-                sleepMilliseconds(queue.isEmpty ? 20 : 5)
+                sleepMilliseconds(queue.hasReady ? 1 : 20)
                 continue
             }
             for completion in multiplexer.poll(timeoutMilliseconds: 20) {
                 guard let (pending, notification) = inFlight.removeValue(forKey: completion.tag) else { continue }
                 if let retry = handle(completion, pending: pending, notification: notification, feedback: feedback) {
-                    queue.append(retry)
+                    queue.delayed.append(retry)
                 }
             }
             if MonotonicClock.milliseconds() - lastUpkeep > 10_000 {

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# B4: pushes/s from the Unix socket through ens-apns (spool, HTTP/2 multiplexing) to the
+# APNs simulator, against h2load driving the same simulator in the same run (target
+# >= 0.80 of h2load's rate); then ens-apns's RSS with 100,000 notifications spooled
+# (simulator stopped; target <= 50 MB).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+PUSHES=${B4_PUSHES:-20000}
+SPOOLED=${B4_SPOOLED:-100000}
+APNS_PORT=$((ENS_PORT + 1))
+CONTROL="http://127.0.0.1:$((ENS_PORT + 2))"
+sock=$ENS_VAR/run/apns.sock
+accepted() { curl -s "$CONTROL/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["accepted"])'; }
+
+# ens-apns: from the first submission until the simulator has accepted them all.
+curl -s -X POST -d '{}' "$CONTROL/reset" >/dev/null
+start=$(date +%s.%N)
+read -r ok _ < <(python3 bench/pushes.py submit "$sock" "$PUSHES" 16)
+for _ in $(seq 600); do [ "$(accepted)" -ge "$PUSHES" ] && break; sleep 0.1; done
+elapsed=$(python3 -c "import time; print(time.time() - $start)")
+done_count=$(accepted)
+ens_rate=$(python3 -c "print(f'{$done_count / $elapsed:.0f}')")
+
+# h2load: the same simulator, same TLS and JWT checks, 2 connections x 100 streams.
+token=$(python3 bench/pushes.py jwt "$ENS_VAR/secrets/apns-auth-key.p8" DEVKEY0001 DEVTEAM001)
+python3 bench/pushes.py payload > "$ENS_VAR/b4-payload.json"
+h2_rate=$(timeout 120 h2load -n "$PUSHES" -c 2 -m 100 -d "$ENS_VAR/b4-payload.json" \
+  -H "authorization: bearer $token" -H "apns-topic: com.example.mail" -H "apns-push-type: alert" \
+  -H "apns-priority: 10" "https://localhost:$APNS_PORT/3/device/$(openssl rand -hex 32)" 2>/dev/null \
+  | awk '/^finished in/ {gsub(",", "", $4); print $4}')
+printf 'B4 result: ens-apns %s pushes/s (%s of %s accepted by the simulator, %s acknowledged); h2load %s req/s; ratio %s (target >= 0.80)\n' \
+  "$ens_rate" "$done_count" "$PUSHES" "$ok" "$h2_rate" "$(ratio "$ens_rate" "$h2_rate")"
+
+# Memory with a deep spool: stop the simulator so nothing drains, fill, measure.
+scripts/stack.sh sim-stop
+read -r ok seconds < <(python3 bench/pushes.py submit "$sock" "$SPOOLED" 16)
+rss=$(max_rss_mb 'ens-apns --config')
+printf 'B4 result: ens-apns RSS %s MB with %s notifications spooled (target <= 50 MB; spooled in %s s)\n' "$rss" "$ok" "$seconds"
+scripts/stack.sh apns-stop && rm -rf "$ENS_VAR/spool/queue" && scripts/stack.sh sim-start && scripts/stack.sh apns-start
