@@ -37,7 +37,7 @@ public struct JSONObjectWriter: Sendable {
     }
 
     /// Appends `value` as a JSON string, escaping quotes, backslashes and control
-    /// characters (and `/` after `<`, so a value can never close a script tag).
+    /// characters.
     public static func appendString(_ value: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         for byte in value.utf8 {

@@ -36,6 +36,7 @@ public enum DeliveryPolicy {
                                               jitter: Double = Double.random(in: -0.2...0.2)) -> Int64 {
         let base = Int64(1000) << Int64(min(attempt, 10))
         let capped = min(base, capMilliseconds)
-        return max(100, capped + Int64(Double(capped) * jitter))
+        // The cap holds after jitter too.
+        return max(100, min(capMilliseconds, capped + Int64(Double(capped) * jitter)))
     }
 }

@@ -1,4 +1,4 @@
-public import ENSCore
+internal import ENSCore
 public import Logging
 internal import Curl
 public import MariaDB
@@ -27,9 +27,17 @@ public final class Sender: @unchecked Sendable {
     }
 
     struct Pending {
-        let name: String
-        var attempts: Int
+        let spoolName: SpoolName
+        var attempts: Int32
         var notBefore: Int64
+
+        init(name: SpoolName, attempts: Int, notBefore: Int64) {
+            self.spoolName = name
+            self.attempts = Int32(clamping: attempts)
+            self.notBefore = notBefore
+        }
+
+        var name: String { spoolName.text }
     }
 
     /// The delivery thread's queue: a FIFO of ready notifications and a list of
@@ -148,7 +156,13 @@ public final class Sender: @unchecked Sendable {
         do {
             let replay = try spool.pending()
             if !replay.isEmpty { logger.info("replaying spooled notifications", metadata: ["spool.size": "\(replay.count)"]) }
-            queue.ready = replay.map { Pending(name: $0, attempts: 0, notBefore: 0) }
+            queue.ready = replay.compactMap { text in
+                guard let name = SpoolName(text) else {
+                    logger.warning("ignoring a foreign file in the spool", metadata: ["spool.file": "\(text)"])
+                    return nil
+                }
+                return Pending(name: name, attempts: 0, notBefore: 0)
+            }
         } catch {
             logger.error("cannot read the spool", metadata: ["error": "\(error)"])
         }
@@ -170,7 +184,7 @@ public final class Sender: @unchecked Sendable {
                 defer { arrived.removeAll(keepingCapacity: true) }
                 return arrived
             }
-            queue.ready.append(contentsOf: arrived.map { Pending(name: $0, attempts: 0, notBefore: 0) })
+            queue.ready.append(contentsOf: arrived.compactMap { SpoolName($0).map { Pending(name: $0, attempts: 0, notBefore: 0) } })
             let now = WallClock.milliseconds()
             queue.promoteDue(now: now)
             if !stopping.load(ordering: .acquiring) {
@@ -191,12 +205,11 @@ public final class Sender: @unchecked Sendable {
                         inFlight[nextTag] = (pending, notification)
                     } catch {
                         logger.error("cannot start an APNs request", metadata: ["error": "\(error)"])
-                        queue.delayed.append(Pending(name: pending.name, attempts: pending.attempts + 1, notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: pending.attempts)))
+                        queue.delayed.append(Pending(name: pending.spoolName, attempts: Int(pending.attempts) + 1, notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts))))
                     }
                 }
             }
-            let idle = inFlight.isEmpty
-            if idle {
+            if inFlight.isEmpty {
                 sleepMilliseconds(queue.hasReady ? 1 : 20)
                 continue
             }
@@ -254,11 +267,14 @@ public final class Sender: @unchecked Sendable {
             return nil
         case .refreshProviderTokenAndRetry:
             do { try providerToken.expired() } catch { logger.error("cannot mint a provider token", metadata: ["error": "\(error)"]) }
-            return Pending(name: pending.name, attempts: pending.attempts + 1, notBefore: now)
+            // Backed off like any retry: if APNs keeps saying "expired" (a skewed clock,
+            // say) while the token is too young to re-mint, this must not spin.
+            return Pending(name: pending.spoolName, attempts: Int(pending.attempts) + 1,
+                           notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts)))
         case .retry:
-            let delay = DeliveryPolicy.retryDelayMilliseconds(attempt: pending.attempts, capMilliseconds: status == nil ? 30_000 : 15 * 60 * 1000)
+            let delay = DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts), capMilliseconds: status == nil ? 30_000 : 15 * 60 * 1000)
             logger.debug("APNs delivery will be retried", metadata: ["apns.status": "\(status ?? 0)", "retry.delay_ms": "\(delay)"])
-            return Pending(name: pending.name, attempts: pending.attempts + 1, notBefore: now + delay)
+            return Pending(name: pending.spoolName, attempts: Int(pending.attempts) + 1, notBefore: now + delay)
         case .drop(let why):
             spool.remove(pending.name)
             logger.warning("APNs refused a notification; dropping it", metadata: ["apns.answer": "\(why)", "notification.id": "\(notification.id)"])

@@ -24,7 +24,13 @@ public final class ECSigningKey: @unchecked Sendable {
             return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
         }
         guard let parsed else { throw .drain("read EC private key") }
-        guard EVP_PKEY_get_base_id(parsed) == EVP_PKEY_EC, EVP_PKEY_get_bits(parsed) == 256 else {
+        var curve = [CChar](repeating: 0, count: 64)
+        var curveLength = 0
+        let namedCurve = EVP_PKEY_get_group_name(parsed, &curve, curve.count, &curveLength) == 1
+            ? curve.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : ""
+        // ES256 is P-256 only; another 256-bit curve (secp256k1, brainpool) would sign
+        // tokens APNs rejects.
+        guard EVP_PKEY_get_base_id(parsed) == EVP_PKEY_EC, namedCurve == "prime256v1" else {
             EVP_PKEY_free(parsed)
             throw OpenSSLError(operation: "read EC private key", reasons: ["not a P-256 EC key"])
         }

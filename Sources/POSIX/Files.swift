@@ -9,7 +9,10 @@ public enum Files {
         let fd = try syscall("open") { open(path, O_RDONLY | O_CLOEXEC) }
         defer { close(fd) }
         var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
+        // Small files (spool entries, secrets) are read with one buffer of their size.
+        var info = stat()
+        let expected = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
+        var chunk = [UInt8](repeating: 0, count: min(max(expected + 1, 4096), 65536))
         while true {
             let count = try syscall("read") { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
             if count == 0 { break }

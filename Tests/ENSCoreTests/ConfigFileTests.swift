@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import ENSCore
 
@@ -46,6 +47,32 @@ import Testing
             Issue.record("expected an error")
         } catch {
             #expect(error.key == "db.password_file")
+        }
+    }
+}
+
+@Suite struct ConfigExampleTests {
+    /// The documented example must be a valid config: every key known, every value
+    /// accepted, and every default it shows equal to the real default.
+    @Test func theShippedExampleParsesToTheDefaults() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("config/ens.conf.example"), encoding: .utf8)
+        let file = try ConfigFile(parsing: text)
+        let parsed = try ENSConfiguration(file: file)
+        let defaults = ENSConfiguration()
+        #expect(parsed.fcgiSocket == defaults.fcgiSocket)
+        #expect(parsed.fcgiThreads == defaults.fcgiThreads)
+        #expect(parsed.fcgiProcesses == defaults.fcgiProcesses)
+        #expect(parsed.maxBodyBytes == defaults.maxBodyBytes)
+        #expect(parsed.dbName == defaults.dbName)
+        #expect(parsed.keyPoolSize == defaults.keyPoolSize)
+        #expect(parsed.keyCacheSize == defaults.keyCacheSize)
+        #expect(parsed.apnsSpoolCapacity == defaults.apnsSpoolCapacity)
+        #expect(parsed.apnsProductionURL == defaults.apnsProductionURL)
+        #expect(parsed.apiTokenRefreshSeconds == defaults.apiTokenRefreshSeconds)
+        // Every setting is documented.
+        for key in ENSConfiguration.knownKeys where !["apns.key_id", "apns.team_id"].contains(key) {
+            #expect(file.values[key] != nil, "config/ens.conf.example does not document \(key)")
         }
     }
 }

@@ -1,0 +1,133 @@
+import Testing
+@testable import ENSSender
+
+@Suite struct DeliveryPolicyTests {
+    static func action(_ status: Int?, _ reason: String? = nil, timestamp: Int64? = nil) -> DeliveryAction {
+        DeliveryPolicy.action(status: status, reason: reason, timestamp: timestamp)
+    }
+
+    static func isDrop(_ action: DeliveryAction) -> Bool {
+        if case .drop = action { return true }
+        return false
+    }
+
+    // MARK: Actions
+
+    @Test func successIsDelivered() {
+        #expect(Self.action(200) == .delivered)
+        #expect(Self.action(200, "") == .delivered)
+        #expect(Self.action(200, nil, timestamp: 5) == .delivered)
+    }
+
+    @Test func goneDisablesTheTokenAsOfItsTimestamp() {
+        #expect(Self.action(410, "Unregistered", timestamp: 1_700_000_000_123) == .disableToken(timestamp: 1_700_000_000_123))
+        #expect(Self.action(410, "ExpiredToken", timestamp: 1_650_000_000_000) == .disableToken(timestamp: 1_650_000_000_000))
+        #expect(Self.action(410, "Unregistered") == .disableToken(timestamp: nil))
+    }
+
+    @Test(arguments: ["BadDeviceToken", "DeviceTokenNotForTopic"])
+    func badTokensAreDisabledWithoutATimestamp(reason: String) {
+        #expect(Self.action(400, reason) == .disableToken(timestamp: nil))
+        // Even if a timestamp were somehow present, these answers carry no "since".
+        #expect(Self.action(400, reason, timestamp: 99) == .disableToken(timestamp: nil))
+    }
+
+    @Test func expiredProviderTokenRefreshes() {
+        #expect(Self.action(403, "ExpiredProviderToken") == .refreshProviderTokenAndRetry)
+    }
+
+    @Test func temporaryTroubleIsRetried() {
+        #expect(Self.action(nil) == .retry)
+        #expect(Self.action(nil, "anything") == .retry)
+        #expect(Self.action(429, "TooManyRequests") == .retry)
+        #expect(Self.action(429) == .retry)
+        #expect(Self.action(500, "InternalServerError") == .retry)
+        #expect(Self.action(503, "ServiceUnavailable") == .retry)
+        #expect(Self.action(503, "Shutdown") == .retry)
+        #expect(Self.action(400, "IdleTimeout") == .retry)
+    }
+
+    @Test func permanentRefusalsAreDropped() {
+        let cases: [(Int, String)] = [
+            (400, "BadCollapseId"), (400, "BadExpirationDate"), (400, "BadMessageId"), (400, "BadPriority"),
+            (400, "BadTopic"), (400, "DuplicateHeaders"), (400, "MissingTopic"), (400, "PayloadEmpty"),
+            (400, "TopicDisallowed"), (400, "MissingDeviceToken"), (403, "BadCertificate"),
+            (403, "InvalidProviderToken"), (403, "MissingProviderToken"), (404, "BadPath"),
+            (405, "MethodNotAllowed"), (413, "PayloadTooLarge"),
+        ]
+        for (status, reason) in cases {
+            let action = Self.action(status, reason)
+            #expect(Self.isDrop(action), "\(status) \(reason) → \(action)")
+            if case .drop(let why) = action {
+                #expect(why.contains(String(status)) && why.contains(reason), "\(why)")
+            }
+        }
+        // Unknown statuses without a reason are dropped too, not retried forever.
+        #expect(Self.isDrop(Self.action(400)))
+        #expect(Self.isDrop(Self.action(403)))
+        #expect(Self.isDrop(Self.action(302)))
+    }
+
+    @Test func reasonsMatchExactly() {
+        // A reason is matched as Apple spells it, with its status.
+        #expect(Self.isDrop(Self.action(400, "baddevicetoken")))
+        #expect(Self.isDrop(Self.action(403, "BadDeviceToken")))
+        #expect(Self.isDrop(Self.action(400, "ExpiredProviderToken")))
+        #expect(Self.isDrop(Self.action(403, "IdleTimeout")))
+    }
+
+    // MARK: Backoff
+
+    @Test func backoffDoublesFromOneSecond() {
+        var expected: Int64 = 1000
+        for attempt in 0..<10 {
+            #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: attempt, jitter: 0) == expected, "attempt \(attempt)")
+            expected *= 2
+        }
+        #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: 9, jitter: 0) == 512_000)
+    }
+
+    @Test func backoffRespectsTheCap() {
+        let fifteenMinutes: Int64 = 15 * 60 * 1000
+        for attempt in [10, 11, 20, 63, 64, 1000, Int.max] {
+            #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: attempt, jitter: 0) == fifteenMinutes, "attempt \(attempt)")
+        }
+        // The 30-second cap for unreachable APNs.
+        let expected: [Int64] = [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+        for (attempt, delay) in expected.enumerated() {
+            #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: attempt, capMilliseconds: 30_000, jitter: 0) == delay)
+        }
+        #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: Int.max, capMilliseconds: 30_000, jitter: 0) == 30_000)
+    }
+
+    @Test func jitterStaysWithinTwentyPercent() {
+        for cap: Int64 in [30_000, 15 * 60 * 1000] {
+            for attempt in 0...14 {
+                let nominal = DeliveryPolicy.retryDelayMilliseconds(attempt: attempt, capMilliseconds: cap, jitter: 0)
+                let low = DeliveryPolicy.retryDelayMilliseconds(attempt: attempt, capMilliseconds: cap, jitter: -0.2)
+                let high = DeliveryPolicy.retryDelayMilliseconds(attempt: attempt, capMilliseconds: cap, jitter: 0.2)
+                #expect(low >= nominal * 8 / 10 && low <= nominal, "attempt \(attempt): \(low) vs \(nominal)")
+                #expect(high >= nominal && high <= nominal * 12 / 10, "attempt \(attempt): \(high) vs \(nominal)")
+                #expect(low < high)
+            }
+        }
+        // The default jitter is random but bounded.
+        for attempt in 0..<200 {
+            let nominal = DeliveryPolicy.retryDelayMilliseconds(attempt: attempt % 12, jitter: 0)
+            let delay = DeliveryPolicy.retryDelayMilliseconds(attempt: attempt % 12)
+            #expect(delay >= nominal * 8 / 10 && delay <= nominal * 12 / 10, "attempt \(attempt % 12): \(delay)")
+        }
+    }
+
+    @Test func delayIsNeverBelowOneHundredMilliseconds() {
+        for cap: Int64 in [0, 1, 50, 99, 100, 120] {
+            for jitter in [-0.2, 0, 0.2] {
+                let delay = DeliveryPolicy.retryDelayMilliseconds(attempt: 0, capMilliseconds: cap, jitter: jitter)
+                #expect(delay >= 100, "cap \(cap) jitter \(jitter)")
+            }
+        }
+        #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: 0, capMilliseconds: 50, jitter: 0) == 100)
+        #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: 0, capMilliseconds: 120, jitter: -0.2) == 100)
+        #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: 0, capMilliseconds: 200, jitter: 0) == 200)
+    }
+}
