@@ -60,6 +60,12 @@ public struct ENSConfiguration: Sendable {
     public var apnsConnectionsPerHost = 2
     public var lockFile = "/run/ens/ens-cron.lock"
 
+    // Maintenance (ens-cron)
+    public var reapDeviceDays = 30
+    public var reapDisabledDays = 7
+    public var reapEmptyRecordDays = 7
+    public var wakeupIntervalMinutes = 360
+
     public var logLevel = "info"
 
     public init() {}
@@ -101,6 +107,10 @@ public struct ENSConfiguration: Sendable {
         "apns.max_in_flight": { config, key, value throws(ConfigError) in config.apnsMaximumInFlight = try integer(key, value, 1...10_000) },
         "apns.connections": { config, key, value throws(ConfigError) in config.apnsConnectionsPerHost = try integer(key, value, 1...16) },
         "apns.socket": { config, key, value throws(ConfigError) in config.apnsSocket = try path(key, value) },
+        "reap.device_days": { config, key, value throws(ConfigError) in config.reapDeviceDays = try integer(key, value, 1...3650) },
+        "reap.disabled_days": { config, key, value throws(ConfigError) in config.reapDisabledDays = try integer(key, value, 0...3650) },
+        "reap.empty_record_days": { config, key, value throws(ConfigError) in config.reapEmptyRecordDays = try integer(key, value, 0...3650) },
+        "renew.wakeup_interval_minutes": { config, key, value throws(ConfigError) in config.wakeupIntervalMinutes = try integer(key, value, 1...10080) },
         "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },
         "log.level": { config, key, value throws(ConfigError) in
             guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
@@ -212,6 +222,14 @@ public struct ENSConfiguration: Sendable {
             throw ConfigError(key: key, problem: "must be the 10-character identifier from the Apple developer account")
         }
         return value
+    }
+
+    public var maintenancePolicy: Maintenance.Policy {
+        Maintenance.Policy(
+            deviceRetentionDays: reapDeviceDays, disabledRetentionDays: reapDisabledDays,
+            emptyRecordRetentionDays: reapEmptyRecordDays, subscriptionGraceSeconds: subscriptionGraceSeconds,
+            wakeupIntervalMinutes: wakeupIntervalMinutes
+        )
     }
 
     /// The APNs signing key named by apns.key_file.

@@ -9,9 +9,15 @@ import POSIX
 struct ENSCron: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ens-cron",
-        abstract: "ENS maintenance: migrations, API tokens and the responders' token cache.",
-        discussion: "Exit status: 0 on success, 1 on a configuration or database error, 2 on bad usage.",
-        subcommands: [Migrate.self, Token.self, APIKeys.self, Keys.self]
+        abstract: "ENS maintenance: migrations, API tokens, the token cache, reaping, renewal, sync keys, the key pool.",
+        discussion: """
+            Cron runs `ens-cron all` every minute. Jobs take a lock (cron.lock_file); a run that \
+            finds the lock held logs that it skipped and exits 0. Each job logs one summary line.
+
+            Exit status: 0 on success (or a clean skip), 1 on a configuration or database error, \
+            2 on bad usage.
+            """,
+        subcommands: [All.self, APIKeys.self, Reap.self, Renew.self, SyncKeys.self, Keys.self, Migrate.self, Token.self]
     )
 }
 
@@ -19,6 +25,14 @@ struct ENSCron: ParsableCommand {
 struct CommonOptions: ParsableArguments {
     @Option(name: .long, help: "Config file (default: $ENS_CONFIG, else /etc/ens/ens.conf).")
     var config: String?
+
+    @Option(name: .long, help: .hidden)
+    var now: String?
+
+    /// The clock jobs use: the real one, or `--now` (milliseconds since the epoch) in tests.
+    var clock: Timestamp {
+        now.flatMap(Int64.init).map(Timestamp.init(millisecondsSinceEpoch:)) ?? .now()
+    }
 
     func load(_ command: String) throws -> ENSConfiguration {
         do {
@@ -146,5 +160,120 @@ struct Keys: ParsableCommand {
             let size = try pool.count()
             logger.info("keys done", metadata: ["keys.added": "\(added)", "keys.pool": "\(size)"])
         }
+    }
+}
+
+/// Runs `body` under the cron lock; skips cleanly (exit 0) when another run holds it.
+func withCronLock(_ settings: ENSConfiguration, _ job: String, _ body: () throws -> Void) throws {
+    let fd: Int32?
+    do {
+        fd = try Files.tryLock(settings.lockFile)
+    } catch {
+        printError("ens-cron \(job): cannot open the lock file \(settings.lockFile): \(error)")
+        throw ExitCode(1)
+    }
+    guard let fd else {
+        Logger(label: "ens-cron").info("previous run still going; skipped", metadata: ["job": "\(job)"])
+        return
+    }
+    defer { FileDescriptor.close(fd) }
+    try body()
+}
+
+struct Reap: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Remove stale and rejected devices, empty records and expired Autodiscover cache rows.")
+    @OptionGroup var options: CommonOptions
+
+    func run() throws {
+        let settings = try options.load("reap")
+        try withCronLock(settings, "reap") { try reportingFailures("reap") { try Jobs(settings: settings, now: options.clock).reap() } }
+    }
+}
+
+struct Renew: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Mark subscriptions without Exchange heartbeats as not subscribed and wake their devices.")
+    @OptionGroup var options: CommonOptions
+
+    func run() throws {
+        let settings = try options.load("renew")
+        try withCronLock(settings, "renew") { try reportingFailures("renew") { try Jobs(settings: settings, now: options.clock).renew() } }
+    }
+}
+
+struct SyncKeys: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "sync-keys", abstract: "Erase expired background sync keys.")
+    @OptionGroup var options: CommonOptions
+
+    func run() throws {
+        let settings = try options.load("sync-keys")
+        try withCronLock(settings, "sync-keys") { try reportingFailures("sync-keys") { try Jobs(settings: settings, now: options.clock).syncKeys() } }
+    }
+}
+
+struct All: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Every job in turn: api-keys, reap, renew, sync-keys, keys (what cron runs).")
+    @OptionGroup var options: CommonOptions
+
+    func run() throws {
+        let settings = try options.load("all")
+        try withCronLock(settings, "all") {
+            try reportingFailures("all") {
+                let jobs = try Jobs(settings: settings, now: options.clock)
+                try jobs.apiKeys()
+                try jobs.reap()
+                try jobs.renew()
+                try jobs.syncKeys()
+                try jobs.keys()
+            }
+        }
+    }
+}
+
+/// The jobs, each logging one summary line.
+struct Jobs {
+    let settings: ENSConfiguration
+    let database: Connection
+    let maintenance: Maintenance
+    let logger = Logger(label: "ens-cron")
+
+    init(settings: ENSConfiguration, now: Timestamp) throws {
+        self.settings = settings
+        database = Connection(configuration: try settings.serviceDatabase())
+        maintenance = Maintenance(database: database, policy: settings.maintenancePolicy, now: now, logger: Logger(label: "ens-cron"))
+    }
+
+    func apiKeys() throws {
+        let count = try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
+        logger.info("api-keys done", metadata: ["tokens": "\(count)"])
+    }
+
+    func reap() throws {
+        let counts = try maintenance.reap()
+        logger.info("reap done", metadata: [
+            "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",
+            "records.empty": "\(counts.emptyRecords)", "ewsurlcache.expired": "\(counts.expiredURLCache)",
+        ])
+        print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed")
+    }
+
+    func renew() throws {
+        let counts = try maintenance.renew(vault: Vault(masterKey: try settings.masterKey()), sender: SenderClient(socketPath: settings.apnsSocket))
+        logger.info("renew done", metadata: [
+            "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
+        ])
+        print("renew: \(counts.deadSubscriptions) subscriptions marked not subscribed, \(counts.wakeups) wake-up pushes handed to ens-apns")
+    }
+
+    func syncKeys() throws {
+        let count = try maintenance.purgeSyncKeys()
+        logger.info("sync-keys done", metadata: ["synckeys.purged": "\(count)"])
+        print("sync-keys: \(count) expired sync keys erased")
+    }
+
+    func keys() throws {
+        let pool = KeyPool(database: database, vault: Vault(masterKey: try settings.masterKey()))
+        let added = try pool.refill(to: settings.keyPoolSize, threads: 2, logger: logger)
+        let size = try pool.count()
+        logger.info("keys done", metadata: ["keys.added": "\(added)", "keys.pool": "\(size)"])
     }
 }

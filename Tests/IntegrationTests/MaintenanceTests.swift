@@ -1,0 +1,114 @@
+import Foundation
+import MariaDB
+import POSIX
+import Testing
+
+/// ens-cron's jobs against the real database, with crafted rows and an injected clock.
+@Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
+struct MaintenanceTests {
+    let api: DeviceClient
+    let database: Connection
+
+    init() throws {
+        api = try DeviceClient(token: try TestStack.newToken("maintenance-tests"))
+        database = try TestStack.serviceConnection()
+    }
+
+    /// Runs an ens-cron job with the test config, optionally at a given time.
+    @discardableResult
+    func cron(_ arguments: [String], now: Date? = nil) throws -> String {
+        var all = arguments + ["--config", TestStack.directory + "/ens.conf"]
+        if let now { all += ["--now", String(Int64(now.timeIntervalSince1970 * 1000))] }
+        return try TestStack.run(TestStack.root + "/.build/debug/ens-cron", all)
+    }
+
+    func subscribedUserWithDevice(_ token: String) throws -> (TestUser, Int64) {
+        let user = try api.newUser()
+        try database.execute("UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 's', last_callback_at = NOW(3), status_frequency_minutes = 30 WHERE userid = \(user.userID)")
+        let creds = try user.sealJSON(["apnsToken": token, "oauthAccessToken": "maintenance-oauth"])
+        TestSecrets.remember("maintenance-oauth")
+        let answer = try api.call("/registerdevicev2", ["userid": user.userID, "creds": creds, "bundleid": "com.example.mail"])
+        #expect(answer.json["responseCode"] == "UserUpdated")
+        let row = try #require(try database.queryOne("SELECT d.id FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)")?.int(0))
+        return (user, row)
+    }
+
+    func count(_ query: Query) throws -> Int64 { try database.queryOne(query)?.int(0) ?? -1 }
+
+    @Test func reapRemovesStaleDevicesThenEmptyRecordsAndIsIdempotent() throws {
+        let (user, row) = try subscribedUserWithDevice(TestSecrets.apnsToken())
+        let (fresh, freshRow) = try subscribedUserWithDevice(TestSecrets.apnsToken())
+        // 31 days without a check-in (the default limit is 30).
+        try database.execute("UPDATE Devices SET last_checkin_at = NOW(3) - INTERVAL 31 DAY WHERE id = \(row)")
+        try database.execute("UPDATE EnsSubscriptionInfo SET created_at = NOW(3) - INTERVAL 40 DAY, last_checkin_at = NOW(3) - INTERVAL 31 DAY WHERE userid = \(user.userID)")
+        let first = try cron(["reap"])
+        #expect(first.contains("1 stale devices") || first.contains("stale devices"))
+        #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row)") == 0)
+        #expect(try count("SELECT COUNT(*) FROM EnsSubscriptionInfo WHERE userid = \(user.userID)") == 0)
+        // The fresh device and its record stay.
+        #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(freshRow)") == 1)
+        #expect(try count("SELECT COUNT(*) FROM EnsSubscriptionInfo WHERE userid = \(fresh.userID)") == 1)
+        // A second run changes nothing.
+        #expect(try cron(["reap"]).hasPrefix("reap: 0 stale devices, 0 disabled devices, 0 empty records"))
+        // Forty days later, the fresh one is stale too.
+        _ = try cron(["reap"], now: Date().addingTimeInterval(40 * 86400))
+        #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(freshRow)") == 0)
+    }
+
+    @Test func reapRemovesLongDisabledTokensButNotNewRecords() throws {
+        let (_, row) = try subscribedUserWithDevice(TestSecrets.apnsToken())
+        try database.execute("UPDATE Devices SET disabled_at = NOW(3) - INTERVAL 8 DAY WHERE id = \(row)")
+        let newcomer = try api.newUser()  // no device yet: must survive its first days
+        _ = try cron(["reap"])
+        #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row)") == 0)
+        #expect(try count("SELECT COUNT(*) FROM EnsSubscriptionInfo WHERE userid = \(newcomer.userID)") == 1)
+    }
+
+    @Test func syncKeysPastTheirExpiryAreErased() throws {
+        let (_, row) = try subscribedUserWithDevice(TestSecrets.apnsToken())
+        try database.execute("UPDATE Devices SET sync_key_sealed = X'00112233', sync_key_expires_at = NOW(3) + INTERVAL 1 HOUR WHERE id = \(row)")
+        #expect(try cron(["sync-keys"]).contains("sync-keys: 0 "))
+        #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row) AND sync_key_sealed IS NOT NULL") == 1)
+        _ = try cron(["sync-keys"], now: Date().addingTimeInterval(2 * 3600))
+        #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row) AND sync_key_sealed IS NULL AND sync_key_expires_at IS NULL") == 1)
+    }
+
+    @Test func anOverlappingRunSkipsCleanly() throws {
+        let (_, row) = try subscribedUserWithDevice(TestSecrets.apnsToken())
+        try database.execute("UPDATE Devices SET last_checkin_at = NOW(3) - INTERVAL 31 DAY WHERE id = \(row)")
+        let lock = try #require(try Files.tryLock(TestStack.directory + "/run/ens-cron.lock"))
+        let skipped = try cron(["reap"])  // exits 0
+        #expect(!skipped.contains("reap:"))
+        #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row)") == 1)
+        FileDescriptor.close(lock)
+        _ = try cron(["reap"])
+        #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row)") == 0)
+    }
+
+    @Test func renewWakesDevicesOfDeadSubscriptionsWhichThenReRegister() throws {
+        let token = TestSecrets.apnsToken()
+        let (user, row) = try subscribedUserWithDevice(token)
+        // Healthy: nothing happens.
+        #expect(try cron(["renew"]).contains("renew: 0 subscriptions"))
+        // No heartbeat for 30 min + grace.
+        try database.execute("UPDATE EnsSubscriptionInfo SET last_callback_at = NOW(3) - INTERVAL 36 MINUTE WHERE userid = \(user.userID)")
+        #expect(try cron(["renew"]).contains("renew: 1 subscriptions marked not subscribed, 1 wake-up pushes"))
+        // The silent push reaches APNs: background, priority 5.
+        let woke = TestStack.eventually(within: 10) {
+            APNsSimulator.accepted().contains { $0.token == token && $0.pushType == "background" && $0.priority == 5 }
+        }
+        #expect(woke)
+        // The device checks in and is told to register again.
+        let payload = try user.sealJSON(["pushToken": token, "lastMessageDate": "01/01/2020 00:00:00.000", "ignoreLastMessageDate": 1])
+        let status = try api.call("/getsubscriptionstatusv2", ["userid": user.userID, "subscriptionPayload": payload])
+        #expect(status.json["responseCode"] == "UserRecordPresentNotSubscribed")
+        // Rate limited: a second run sends nothing more.
+        #expect(try cron(["renew"]).contains("renew: 0 subscriptions marked not subscribed, 0 wake-up pushes"))
+        #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row) AND last_wakeup_at IS NOT NULL") == 1)
+    }
+
+    @Test func allRunsEveryJob() throws {
+        let output = try cron(["all"])
+        #expect(output.contains("reap:") && output.contains("renew:") && output.contains("sync-keys:"))
+    }
+}
