@@ -1,3 +1,4 @@
+import Curl
 import Foundation
 import MariaDB
 import POSIX
@@ -105,6 +106,25 @@ struct MaintenanceTests {
         // Rate limited: a second run sends nothing more.
         #expect(try cron(["renew"]).contains("renew: 0 subscriptions marked not subscribed, 0 wake-up pushes"))
         #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row) AND last_wakeup_at IS NOT NULL") == 1)
+    }
+
+    @Test func keysRefillsThePool() throws {
+        try database.execute("DELETE FROM KeyPool")
+        _ = try cron(["keys"])
+        #expect(try count("SELECT COUNT(*) FROM KeyPool") == 20)  // keys.pool_size in the test config
+        _ = try cron(["keys"])
+        #expect(try count("SELECT COUNT(*) FROM KeyPool") == 20)
+    }
+
+    @Test func apiKeysPublishesTokensAddedToTheDatabase() throws {
+        // A token row added straight to the database (as another host's ens-cron would).
+        let token = "ens_" + (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        TestSecrets.remember(token)
+        let hash = try TestStack.run("/bin/sh", ["-c", "printf %s '\(token)' | openssl dgst -sha256 -r | cut -d' ' -f1"])
+        try database.execute("INSERT INTO APITokens (token_hash, label) VALUES (UNHEX(\(hash)), 'from-another-host')")
+        #expect(try api.call("/getpublickey", ["email": "x@example.test"], apiToken: token).status == 401)
+        _ = try cron(["api-keys"])
+        #expect(try api.call("/getpublickey", ["email": "x@example.test"], apiToken: token).status == 200)
     }
 
     @Test func allRunsEveryJob() throws {
