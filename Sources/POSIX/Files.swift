@@ -29,13 +29,7 @@ public enum Files {
         let temporary = path + ".tmp.\(getpid())"
         let fd = try syscall("open") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
         do {
-            var offset = 0
-            while offset < bytes.count {
-                let written = try syscall("write") {
-                    bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
-                }
-                offset += written
-            }
+            try FileDescriptor.writeAll(fd, bytes)
             try syscall("fsync") { fsync(fd) }
             try syscall("fchmod") { fchmod(fd, mode) }
         } catch {
@@ -117,13 +111,7 @@ extension Files {
     public static func writeDurably(_ bytes: [UInt8], temporary: String, final: String) throws(SystemError) {
         let fd = try syscall("open") { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
         do {
-            var offset = 0
-            while offset < bytes.count {
-                let written = try syscall("write") {
-                    bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
-                }
-                offset += written
-            }
+            try FileDescriptor.writeAll(fd, bytes)
             try syscall("fsync") { fsync(fd) }
         } catch {
             close(fd)
