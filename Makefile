@@ -8,12 +8,18 @@
 #   make bench   benchmarks through nginx on loopback (bounded in time)
 #   make lint    C-module containment, shellcheck, no fatalError/try! in Sources
 #   make build   release build of ens-fcgi, ens-apns, ens-cron
+#   make install install the binaries, SQL, nginx snippets, deployment files and the
+#                example config under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local)
 #   make clean   remove build output and var/
 
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: run stop test bench lint build build-debug deps clean
+.PHONY: run stop test bench lint build build-debug deps clean install
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+SHARE := $(DESTDIR)$(PREFIX)/share/ens
 
 deps:
 	@scripts/deps.sh
@@ -41,3 +47,13 @@ lint:
 
 clean:
 	rm -rf .build var
+
+# The migrations land in $(PREFIX)/share/ens/sql/migrations: point db.migrations_dir
+# there (the built-in default, /usr/share/ens/sql/migrations, matches PREFIX=/usr).
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/sql/migrations $(SHARE)/nginx $(SHARE)/deploy
+	install -m 0755 .build/release/ens-fcgi .build/release/ens-apns .build/release/ens-cron $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 sql/migrations/*.sql $(SHARE)/sql/migrations/
+	install -m 0644 sql/accounts.sql.in config/ens.conf.example $(SHARE)/
+	install -m 0644 nginx/ens-site.conf nginx/ens-locations.conf nginx/ens-fastcgi.conf $(SHARE)/nginx/
+	cp -R deploy/. $(SHARE)/deploy/

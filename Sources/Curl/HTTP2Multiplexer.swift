@@ -35,8 +35,7 @@ public final class HTTP2Multiplexer {
         let tag: Int
         let handle: UnsafeMutableRawPointer
         var headerList: UnsafeMutablePointer<curl_slist>?
-        var body: [UInt8] = []
-        var headers: [(String, String)] = []
+        let collector = ResponseCollector()
 
         init(tag: Int, handle: UnsafeMutableRawPointer) {
             self.tag = tag
@@ -78,52 +77,21 @@ public final class HTTP2Multiplexer {
         let transfer = Transfer(tag: tag, handle: handle)
         for (name, value) in headers { transfer.headerList = curl_slist_append(transfer.headerList, "\(name): \(value)") }
         transfer.headerList = curl_slist_append(transfer.headerList, "Expect:")
-        let pointer = Unmanaged.passUnretained(transfer).toOpaque()
-        var result = ccurl_easy_setopt_string(handle, CURLOPT_URL, url)
-        func set(_ option: CURLoption, _ value: Int) {
-            if result == CURLE_OK { result = ccurl_easy_setopt_long(handle, option, value) }
-        }
-        func setPointer(_ option: CURLoption, _ value: UnsafeRawPointer?) {
-            if result == CURLE_OK { result = ccurl_easy_setopt_ptr(handle, option, value) }
-        }
-        set(CURLOPT_NOSIGNAL, 1)
-        set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTPS))
-        set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        var options = EasyOptions(handle)
+        options.set(CURLOPT_URL, string: url)
+        options.set(CURLOPT_NOSIGNAL, 1)
+        options.set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTPS))
+        options.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         // Wait for an existing connection to multiplex on rather than opening another.
-        set(CURLOPT_PIPEWAIT, 1)
-        set(CURLOPT_SSL_VERIFYPEER, 1)
-        set(CURLOPT_SSL_VERIFYHOST, 2)
-        set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
-        set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds)
-        set(CURLOPT_UPKEEP_INTERVAL_MS, configuration.pingIntervalMilliseconds)
-        if let ca = configuration.caBundlePath, result == CURLE_OK {
-            result = ccurl_easy_setopt_string(handle, CURLOPT_CAINFO, ca)
-        }
-        setPointer(CURLOPT_HTTPHEADER, UnsafeRawPointer(transfer.headerList))
-        set(CURLOPT_POSTFIELDSIZE, body.count)
-        body.withUnsafeBytes { setPointer(CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)) }
-        if result == CURLE_OK {
-            result = ccurl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, user in
-                let transfer = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-                transfer.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
-                return size * count
-            }
-        }
-        setPointer(CURLOPT_WRITEDATA, pointer)
-        if result == CURLE_OK {
-            result = ccurl_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION) { data, size, count, user in
-                let transfer = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-                let line = String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self)
-                if let colon = line.firstIndex(of: ":") {
-                    let name = String(line[..<colon]).lowercased()
-                    let value = String(line[line.index(after: colon)...]).trimmingWhitespace()
-                    transfer.headers.append((name, value))
-                }
-                return size * count
-            }
-        }
-        setPointer(CURLOPT_HEADERDATA, pointer)
-        guard result == CURLE_OK else { throw CurlError(code: result, detail: "setting up a request") }
+        options.set(CURLOPT_PIPEWAIT, 1)
+        options.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
+        options.set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds)
+        options.set(CURLOPT_UPKEEP_INTERVAL_MS, configuration.pingIntervalMilliseconds)
+        options.verifyTLS(caBundlePath: configuration.caBundlePath)
+        options.set(CURLOPT_HTTPHEADER, pointer: UnsafeRawPointer(transfer.headerList))
+        options.postBody(body)
+        options.collectResponse(into: transfer.collector)
+        guard options.result == CURLE_OK else { throw CurlError(code: options.result, detail: "setting up a request") }
         let added = curl_multi_add_handle(multi, handle)
         guard added == CURLM_OK else { throw CurlError(code: CURLE_FAILED_INIT, detail: "curl_multi_add_handle failed (\(added.rawValue))") }
         transfers[handle] = transfer
@@ -146,13 +114,7 @@ public final class HTTP2Multiplexer {
             let code = message.pointee.data.result
             curl_multi_remove_handle(multi, handle)
             if code == CURLE_OK {
-                var status = 0
-                _ = ccurl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-                var version = 0
-                _ = ccurl_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
-                let response = HTTPResponse(status: status, httpMajorVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1,
-                                            headers: transfer.headers, body: transfer.body)
-                completions.append(Completion(tag: transfer.tag, result: .success(response)))
+                completions.append(Completion(tag: transfer.tag, result: .success(transfer.collector.response(handle: handle))))
             } else {
                 completions.append(Completion(tag: transfer.tag, result: .failure(CurlError(code: code, detail: ""))))
             }

@@ -71,7 +71,6 @@ public final class HTTPClient {
     public func send(_ request: HTTPRequest) throws(CurlError) -> HTTPResponse {
         curl_easy_reset(handle)
         let collector = ResponseCollector()
-        let collectorPointer = Unmanaged.passUnretained(collector).toOpaque()
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE))
         var headerList: UnsafeMutablePointer<curl_slist>?
         // The header list must outlive the transfer; it is freed after perform returns.
@@ -83,54 +82,25 @@ public final class HTTPClient {
         headerList = curl_slist_append(headerList, "Expect:")
 
         let code: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { errorPointer in
-            var result = ccurl_easy_setopt_string(handle, CURLOPT_URL, request.url)
-            func set(_ option: CURLoption, _ value: Int) {
-                if result == CURLE_OK { result = ccurl_easy_setopt_long(handle, option, value) }
-            }
-            func setPointer(_ option: CURLoption, _ value: UnsafeRawPointer?) {
-                if result == CURLE_OK { result = ccurl_easy_setopt_ptr(handle, option, value) }
-            }
-            setPointer(CURLOPT_ERRORBUFFER, errorPointer.baseAddress)
-            set(CURLOPT_NOSIGNAL, 1)
-            set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS))
-            set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
-            set(CURLOPT_TIMEOUT_MS, configuration.totalTimeoutMilliseconds)
-            set(CURLOPT_SSL_VERIFYPEER, 1)
-            set(CURLOPT_SSL_VERIFYHOST, 2)
-            set(CURLOPT_HTTP_VERSION, configuration.preferHTTP2 ? Int(CURL_HTTP_VERSION_2TLS) : Int(CURL_HTTP_VERSION_1_1))
-            if let ca = configuration.caBundlePath, result == CURLE_OK {
-                result = ccurl_easy_setopt_string(handle, CURLOPT_CAINFO, ca)
-            }
-            setPointer(CURLOPT_HTTPHEADER, UnsafeRawPointer(headerList))
+            var options = EasyOptions(handle)
+            options.set(CURLOPT_URL, string: request.url)
+            options.set(CURLOPT_ERRORBUFFER, pointer: errorPointer.baseAddress)
+            options.set(CURLOPT_NOSIGNAL, 1)
+            options.set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS))
+            options.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
+            options.set(CURLOPT_TIMEOUT_MS, configuration.totalTimeoutMilliseconds)
+            options.set(CURLOPT_HTTP_VERSION, configuration.preferHTTP2 ? Int(CURL_HTTP_VERSION_2TLS) : Int(CURL_HTTP_VERSION_1_1))
+            options.verifyTLS(caBundlePath: configuration.caBundlePath)
+            options.set(CURLOPT_HTTPHEADER, pointer: UnsafeRawPointer(headerList))
             switch request.method {
-            case .get: set(CURLOPT_HTTPGET, 1)
-            case .head: set(CURLOPT_NOBODY, 1)
+            case .get: options.set(CURLOPT_HTTPGET, 1)
+            case .head: options.set(CURLOPT_NOBODY, 1)
             case .post, .put, .delete:
-                if request.method != .post, result == CURLE_OK {
-                    result = ccurl_easy_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method.rawValue)
-                }
-                let body = request.body ?? []
-                set(CURLOPT_POSTFIELDSIZE, body.count)
-                // COPYPOSTFIELDS: libcurl keeps its own copy, so our array may go away.
-                body.withUnsafeBytes { setPointer(CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)) }
+                if request.method != .post { options.set(CURLOPT_CUSTOMREQUEST, string: request.method.rawValue) }
+                options.postBody(request.body ?? [])
             }
-            if result == CURLE_OK {
-                result = ccurl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, user in
-                    let collector = Unmanaged<ResponseCollector>.fromOpaque(user!).takeUnretainedValue()
-                    collector.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
-                    return size * count
-                }
-            }
-            setPointer(CURLOPT_WRITEDATA, collectorPointer)
-            if result == CURLE_OK {
-                result = ccurl_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION) { data, size, count, user in
-                    let collector = Unmanaged<ResponseCollector>.fromOpaque(user!).takeUnretainedValue()
-                    collector.addHeaderLine(Array(UnsafeRawBufferPointer(start: data, count: size * count)))
-                    return size * count
-                }
-            }
-            setPointer(CURLOPT_HEADERDATA, collectorPointer)
-            if result != CURLE_OK { return result }
+            options.collectResponse(into: collector)
+            if options.result != CURLE_OK { return options.result }
             let performed = curl_easy_perform(handle)
             // The error buffer must not outlive this scope inside libcurl.
             _ = ccurl_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, nil)
@@ -140,42 +110,6 @@ public final class HTTPClient {
             let detail = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
             throw CurlError(code: code, detail: detail)
         }
-        var status = 0
-        _ = ccurl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        var version = 0
-        _ = ccurl_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
-        return HTTPResponse(
-            status: status,
-            httpMajorVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1,
-            headers: collector.headers,
-            body: collector.body
-        )
-    }
-}
-
-/// Gathers one response's headers and body from libcurl's callbacks.
-private final class ResponseCollector {
-    var body: [UInt8] = []
-    var headers: [(String, String)] = []
-
-    func addHeaderLine(_ line: [UInt8]) {
-        // A new status line (after a redirect or 100-continue) starts a new header block.
-        if line.starts(with: Array("HTTP/".utf8)) {
-            headers.removeAll()
-            return
-        }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = String(decoding: line[..<colon], as: UTF8.self)
-        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingWhitespace()
-        headers.append((name, value))
-    }
-}
-
-extension String {
-    func trimmingWhitespace() -> String {
-        let scalars = unicodeScalars
-        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
-        let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!
-        return String(scalars[first...last])
+        return collector.response(handle: handle)
     }
 }

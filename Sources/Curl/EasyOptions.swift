@@ -1,0 +1,95 @@
+internal import CCurl
+
+/// Sets options on one easy handle and remembers the first failure, so a caller can set
+/// a whole request up and check once. This is the only code that calls libcurl's typed
+/// setopt shims (the C functions are variadic).
+struct EasyOptions {
+    let handle: UnsafeMutableRawPointer
+    private(set) var result = CURLE_OK
+
+    init(_ handle: UnsafeMutableRawPointer) {
+        self.handle = handle
+    }
+
+    mutating func set(_ option: CURLoption, _ value: Int) {
+        if result == CURLE_OK { result = ccurl_easy_setopt_long(handle, option, value) }
+    }
+
+    mutating func set(_ option: CURLoption, pointer: UnsafeRawPointer?) {
+        if result == CURLE_OK { result = ccurl_easy_setopt_ptr(handle, option, pointer) }
+    }
+
+    mutating func set(_ option: CURLoption, string: String) {
+        if result == CURLE_OK { result = ccurl_easy_setopt_string(handle, option, string) }
+    }
+
+    /// Certificate and host-name verification always on; an optional private CA bundle.
+    mutating func verifyTLS(caBundlePath: String?) {
+        set(CURLOPT_SSL_VERIFYPEER, 1)
+        set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let caBundlePath { set(CURLOPT_CAINFO, string: caBundlePath) }
+    }
+
+    /// A request body; COPYPOSTFIELDS makes libcurl keep its own copy, so `body` may go.
+    mutating func postBody(_ body: [UInt8]) {
+        set(CURLOPT_POSTFIELDSIZE, body.count)
+        body.withUnsafeBytes { set(CURLOPT_COPYPOSTFIELDS, pointer: $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)) }
+    }
+
+    /// Sends the response's headers and body to `collector`, which must outlive the transfer.
+    mutating func collectResponse(into collector: ResponseCollector) {
+        let pointer = Unmanaged.passUnretained(collector).toOpaque()
+        if result == CURLE_OK {
+            result = ccurl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, user in
+                let collector = Unmanaged<ResponseCollector>.fromOpaque(user!).takeUnretainedValue()
+                collector.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
+                return size * count
+            }
+        }
+        set(CURLOPT_WRITEDATA, pointer: pointer)
+        if result == CURLE_OK {
+            result = ccurl_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION) { data, size, count, user in
+                let collector = Unmanaged<ResponseCollector>.fromOpaque(user!).takeUnretainedValue()
+                collector.addHeaderLine(Array(UnsafeRawBufferPointer(start: data, count: size * count)))
+                return size * count
+            }
+        }
+        set(CURLOPT_HEADERDATA, pointer: pointer)
+    }
+}
+
+/// Gathers one response's headers and body from libcurl's callbacks.
+final class ResponseCollector {
+    var body: [UInt8] = []
+    var headers: [(String, String)] = []
+
+    func addHeaderLine(_ line: [UInt8]) {
+        // A new status line (after a redirect or 100-continue) starts a new header block.
+        if line.starts(with: Array("HTTP/".utf8)) {
+            headers.removeAll()
+            return
+        }
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = String(decoding: line[..<colon], as: UTF8.self)
+        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingWhitespace()
+        headers.append((name, value))
+    }
+
+    /// The finished response, with the status and HTTP version libcurl recorded.
+    func response(handle: UnsafeMutableRawPointer) -> HTTPResponse {
+        var status = 0
+        _ = ccurl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        var version = 0
+        _ = ccurl_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
+        return HTTPResponse(status: status, httpMajorVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1, headers: headers, body: body)
+    }
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!
+        return String(scalars[first...last])
+    }
+}
