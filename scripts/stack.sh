@@ -38,6 +38,17 @@ wait_until() { # wait_until SECONDS COMMAND...
   done
 }
 
+# stop_by_pidfile NAME SECONDS: SIGTERM the process in $VAR/run/NAME.pid, wait up to
+# SECONDS for it to finish what it is doing, then SIGKILL it; remove the pid file.
+stop_by_pidfile() {
+  local file="$VAR/run/$1.pid"
+  pid_alive "$file" || { rm -f "$file"; return 0; }
+  local pid; pid=$(cat "$file")
+  kill -TERM "$pid" 2>/dev/null || true
+  wait_until "$2" bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
+  rm -f "$file"
+}
+
 init_dirs() {
   mkdir -p "$VAR"/{run,log,db,tls,secrets,nginx,lib}
   chmod 700 "$VAR/secrets"
@@ -119,12 +130,7 @@ db_start() {
   wait_until 30 db_ping || die "MariaDB did not start; see $VAR/log/mariadb.log"
 }
 
-db_stop() {
-  pid_alive "$VAR/run/mysqld.pid" || return 0
-  local pid; pid=$(cat "$VAR/run/mysqld.pid")
-  kill "$pid" 2>/dev/null || true
-  wait_until 30 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
-}
+db_stop() { stop_by_pidfile mysqld 30; }
 
 # Database, accounts (restricted service account, separate migration account), schema.
 db_setup() {
@@ -144,13 +150,7 @@ fcgi_start() {
   wait_until 20 test -S "$FCGI_SOCKET" || die "ens-fcgi did not start; see $VAR/log/ens-fcgi.log"
 }
 
-fcgi_stop() {
-  pid_alive "$VAR/run/ens-fcgi.pid" || return 0
-  local pid; pid=$(cat "$VAR/run/ens-fcgi.pid")
-  kill -TERM "$pid" 2>/dev/null || true
-  wait_until 40 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
-  rm -f "$VAR/run/ens-fcgi.pid"
-}
+fcgi_stop() { stop_by_pidfile ens-fcgi 40; }
 
 # The APNs simulator (Tests/tools/apns_simulator.py): HTTP/2 over TLS, strict about
 # JWTs, headers and payloads; accepted pushes are recorded under $VAR/sim (not a log:
@@ -166,13 +166,7 @@ sim_start() {
   wait_until 20 test -s "$VAR/run/apns-sim.pid" || die "the APNs simulator did not start; see $VAR/log/apns-simulator.log"
 }
 
-sim_stop() {
-  pid_alive "$VAR/run/apns-sim.pid" || return 0
-  local pid; pid=$(cat "$VAR/run/apns-sim.pid")
-  kill "$pid" 2>/dev/null || true
-  wait_until 10 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
-  rm -f "$VAR/run/apns-sim.pid"
-}
+sim_stop() { stop_by_pidfile apns-sim 10; }
 
 apns_start() {
   if pid_alive "$VAR/run/ens-apns.pid"; then return 0; fi
@@ -181,13 +175,7 @@ apns_start() {
   wait_until 20 test -S "$VAR/run/apns.sock" || die "ens-apns did not start; see $VAR/log/ens-apns.log"
 }
 
-apns_stop() {
-  pid_alive "$VAR/run/ens-apns.pid" || return 0
-  local pid; pid=$(cat "$VAR/run/ens-apns.pid")
-  kill -TERM "$pid" 2>/dev/null || true
-  wait_until 40 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
-  rm -f "$VAR/run/ens-apns.pid"
-}
+apns_stop() { stop_by_pidfile ens-apns 40; }
 
 nginx_render() {
   local user_directive=""

@@ -26,25 +26,8 @@ public enum Files {
     /// fsync, rename, then fsync of the directory. Readers see the old or the new file,
     /// never a torn one, even across a crash.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: UInt32 = 0o640) throws(SystemError) {
-        let temporary = path + ".tmp.\(getpid())"
-        let fd = try syscall("open") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
-        do {
-            try FileDescriptor.writeAll(fd, bytes)
-            try syscall("fsync") { fsync(fd) }
-            try syscall("fchmod") { fchmod(fd, mode) }
-        } catch {
-            close(fd)
-            unlink(temporary)
-            throw error
-        }
-        close(fd)
-        do {
-            try syscall("rename") { rename(temporary, path) }
-        } catch {
-            unlink(temporary)
-            throw error
-        }
-        syncDirectory(of: path)
+        // A rewrite of the same file replaces any temporary a crashed writer left behind.
+        try write(bytes, temporary: path + ".tmp.\(getpid())", final: path, flags: O_TRUNC, mode: mode)
     }
 
     /// Modification time and inode of `path`, for cheap change detection; nil if missing.
@@ -109,10 +92,17 @@ extension Files {
     /// Writes `bytes` to `temporary`, fsyncs it, renames it to `final` and fsyncs the
     /// directory: once this returns, the file survives a crash or power loss.
     public static func writeDurably(_ bytes: [UInt8], temporary: String, final: String) throws(SystemError) {
-        let fd = try syscall("open") { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+        // O_EXCL: a spool entry's temporary name is unique; finding one means a bug.
+        try write(bytes, temporary: temporary, final: final, flags: O_EXCL, mode: 0o600)
+    }
+
+    /// The one write-fsync-rename-fsync sequence behind both public writers.
+    private static func write(_ bytes: [UInt8], temporary: String, final: String, flags: Int32, mode: UInt32) throws(SystemError) {
+        let fd = try syscall("open") { open(temporary, O_WRONLY | O_CREAT | O_CLOEXEC | flags, mode) }
         do {
             try FileDescriptor.writeAll(fd, bytes)
             try syscall("fsync") { fsync(fd) }
+            try syscall("fchmod") { fchmod(fd, mode) }  // the umask may have narrowed it
         } catch {
             close(fd)
             unlink(temporary)
