@@ -50,10 +50,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Exchange Web Services: Autodiscover, push subscriptions, callbacks (SOAP over
+        // libcurl; XML parsed with FoundationXML, DTDs refused).
+        .target(
+            name: "EWS",
+            dependencies: ["ENSCore", "Curl", "OpenSSL"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "ENSResponder",
             dependencies: [
-                "ENSCore", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
+                "ENSCore", "EWS", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -100,7 +107,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "ENSCoreTests",
-            dependencies: ["ENSCore", "ENSResponder", "ENSSender", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX"],
+            dependencies: ["ENSCore", "ENSResponder", "ENSSender", "EWS", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

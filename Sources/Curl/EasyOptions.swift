@@ -30,6 +30,20 @@ struct EasyOptions {
         if let caBundlePath { set(CURLOPT_CAINFO, string: caBundlePath) }
     }
 
+    /// A client certificate and key from memory. CURL_BLOB_COPY: libcurl keeps its own
+    /// copies, so the blob structs may live on the stack.
+    mutating func clientCertificate(_ certificate: ClientCertificate) {
+        for (option, bytes) in [(CURLOPT_SSLCERT_BLOB, certificate.certificatePEM), (CURLOPT_SSLKEY_BLOB, certificate.privateKeyPEM)] {
+            var data = bytes
+            data.withUnsafeMutableBytes { buffer in
+                var blob = curl_blob(data: buffer.baseAddress, len: buffer.count, flags: UInt32(CURL_BLOB_COPY))
+                withUnsafePointer(to: &blob) { set(option, pointer: UnsafeRawPointer($0)) }
+            }
+        }
+        set(CURLOPT_SSLCERTTYPE, string: "PEM")
+        set(CURLOPT_SSLKEYTYPE, string: "PEM")
+    }
+
     /// A request body; COPYPOSTFIELDS makes libcurl keep its own copy, so `body` may go.
     mutating func postBody(_ body: [UInt8]) {
         set(CURLOPT_POSTFIELDSIZE, body.count)

@@ -8,12 +8,27 @@ public struct HTTPRequest: Sendable {
     public var url: String
     public var headers: [(String, String)]
     public var body: [UInt8]?
+    /// A TLS client certificate and key (PEM) to present, held in memory only.
+    public var clientCertificate: ClientCertificate?
 
-    public init(method: Method, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil) {
+    public init(method: Method, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, clientCertificate: ClientCertificate? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.clientCertificate = clientCertificate
+    }
+}
+
+/// A client certificate and its private key, both PEM. libcurl copies them for the
+/// transfer (CURLOPT_SSLCERT_BLOB / CURLOPT_SSLKEY_BLOB); they never touch the disk.
+public struct ClientCertificate: Sendable {
+    public let certificatePEM: [UInt8]
+    public let privateKeyPEM: [UInt8]
+
+    public init(certificatePEM: [UInt8], privateKeyPEM: [UInt8]) {
+        self.certificatePEM = certificatePEM
+        self.privateKeyPEM = privateKeyPEM
     }
 }
 
@@ -40,12 +55,18 @@ public struct HTTPClientConfiguration: Sendable {
     public var totalTimeoutMilliseconds: Int
     /// Offer HTTP/2 over TLS (ALPN); servers that do not speak it get HTTP/1.1.
     public var preferHTTP2: Bool
+    /// libcurl CONNECT_TO entries ("HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT"): connect
+    /// elsewhere while TLS still verifies the original host name. Tests use it to send
+    /// every Exchange host name to the local simulator.
+    public var connectTo: [String]
 
-    public init(caBundlePath: String? = nil, connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10000, preferHTTP2: Bool = true) {
+    public init(caBundlePath: String? = nil, connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10000,
+                preferHTTP2: Bool = true, connectTo: [String] = []) {
         self.caBundlePath = caBundlePath
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
         self.preferHTTP2 = preferHTTP2
+        self.connectTo = connectTo
     }
 }
 
@@ -67,14 +88,23 @@ public final class HTTPClient {
         curl_easy_cleanup(handle)
     }
 
-    /// Sends `request` and waits for the whole response.
-    public func send(_ request: HTTPRequest) throws(CurlError) -> HTTPResponse {
+    /// Sends `request` and waits for the whole response. Redirects are not followed:
+    /// callers that want them check the target first. `totalTimeoutMilliseconds`
+    /// overrides the configured limit for this request.
+    public func send(_ request: HTTPRequest, totalTimeoutMilliseconds: Int? = nil) throws(CurlError) -> HTTPResponse {
         curl_easy_reset(handle)
         let collector = ResponseCollector()
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE))
         var headerList: UnsafeMutablePointer<curl_slist>?
         // The header list must outlive the transfer; it is freed after perform returns.
-        defer { curl_slist_free_all(headerList) }
+        var connectToList: UnsafeMutablePointer<curl_slist>?
+        defer {
+            curl_slist_free_all(headerList)
+            curl_slist_free_all(connectToList)
+        }
+        for entry in configuration.connectTo {
+            connectToList = curl_slist_append(connectToList, entry)
+        }
         for (name, value) in request.headers {
             headerList = curl_slist_append(headerList, "\(name): \(value)")
         }
@@ -88,7 +118,9 @@ public final class HTTPClient {
             options.set(CURLOPT_NOSIGNAL, 1)
             options.set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS))
             options.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
-            options.set(CURLOPT_TIMEOUT_MS, configuration.totalTimeoutMilliseconds)
+            options.set(CURLOPT_TIMEOUT_MS, totalTimeoutMilliseconds ?? configuration.totalTimeoutMilliseconds)
+            if connectToList != nil { options.set(CURLOPT_CONNECT_TO, pointer: UnsafeRawPointer(connectToList)) }
+            if let certificate = request.clientCertificate { options.clientCertificate(certificate) }
             options.set(CURLOPT_HTTP_VERSION, configuration.preferHTTP2 ? Int(CURL_HTTP_VERSION_2TLS) : Int(CURL_HTTP_VERSION_1_1))
             options.verifyTLS(caBundlePath: configuration.caBundlePath)
             options.set(CURLOPT_HTTPHEADER, pointer: UnsafeRawPointer(headerList))

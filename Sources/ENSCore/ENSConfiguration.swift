@@ -66,6 +66,34 @@ public struct ENSConfiguration: Sendable {
     public var reapEmptyRecordDays = 7
     public var wakeupIntervalMinutes = 360
 
+    // Exchange (EWS)
+    /// The public https URL of the callback location, ending in `/ews/`; registration
+    /// needs it (callback URLs are this plus a sealed token).
+    public var exchangeCallbackURL = ""
+    /// PEM CA bundle for Exchange servers; nil uses the system store.
+    public var exchangeCAFile: String?
+    /// libcurl CONNECT_TO entries, comma-separated; for test setups only.
+    public var exchangeConnectTo: [String] = []
+    /// StatusFrequency of new subscriptions (minutes, 1–1440). Exchange retries a
+    /// failed callback for about this long, so an ENS outage shorter than roughly half
+    /// of it costs no subscription; heartbeats also come this often, so a dead
+    /// subscription is noticed after it plus subscription.grace_seconds.
+    public var exchangeStatusFrequencyMinutes = 30
+    public var exchangeTimeoutMilliseconds = 10000
+    /// Budget for GetItem/GetFolder during a callback; past it devices get a generic alert.
+    public var exchangeItemTimeoutMilliseconds = 5000
+    public var exchangeAutodiscoverCacheHours = 24
+    /// How long APNs should keep trying to deliver a new-mail notification.
+    public var exchangeNotificationTTLSeconds = 86400
+
+    // SEG policy service
+    /// Empty: no policy service, every device may receive mail.
+    public var policyURL = ""
+    public var policyCAFile: String?
+    public var policyTimeoutMilliseconds = 2000
+    /// Whether an unreachable policy service lets notifications through.
+    public var policyAllowOnError = false
+
     public var logLevel = "info"
 
     public init() {}
@@ -112,6 +140,28 @@ public struct ENSConfiguration: Sendable {
         "reap.empty_record_days": { config, key, value throws(ConfigError) in config.reapEmptyRecordDays = try integer(key, value, 0...3650) },
         "renew.wakeup_interval_minutes": { config, key, value throws(ConfigError) in config.wakeupIntervalMinutes = try integer(key, value, 1...10080) },
         "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },
+        "exchange.callback_url": { config, key, value throws(ConfigError) in
+            guard value.hasPrefix("https://"), value.hasSuffix("/ews/"), value.utf8.count < 200, !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
+                throw ConfigError(key: key, problem: "must be the https:// URL of the callback location, ending in /ews/ (e.g. https://ens.example.com/ews/)")
+            }
+            config.exchangeCallbackURL = value
+        },
+        "exchange.ca_file": { config, key, value throws(ConfigError) in config.exchangeCAFile = value.isEmpty ? nil : try path(key, value) },
+        "exchange.connect_to": { config, key, value throws(ConfigError) in
+            config.exchangeConnectTo = value.split(separator: ",").map { $0.trimmingCharacters(in: " ") }.filter { !$0.isEmpty }
+        },
+        "exchange.status_frequency_minutes": { config, key, value throws(ConfigError) in config.exchangeStatusFrequencyMinutes = try integer(key, value, 1...1440) },
+        "exchange.timeout_ms": { config, key, value throws(ConfigError) in config.exchangeTimeoutMilliseconds = try integer(key, value, 500...120_000) },
+        "exchange.item_timeout_ms": { config, key, value throws(ConfigError) in config.exchangeItemTimeoutMilliseconds = try integer(key, value, 100...60000) },
+        "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheHours = try integer(key, value, 0...720) },
+        "exchange.notification_ttl_seconds": { config, key, value throws(ConfigError) in config.exchangeNotificationTTLSeconds = try integer(key, value, 0...2_592_000) },
+        "policy.url": { config, key, value throws(ConfigError) in config.policyURL = value.isEmpty ? "" : try httpURL(key, value) },
+        "policy.ca_file": { config, key, value throws(ConfigError) in config.policyCAFile = value.isEmpty ? nil : try path(key, value) },
+        "policy.timeout_ms": { config, key, value throws(ConfigError) in config.policyTimeoutMilliseconds = try integer(key, value, 100...30000) },
+        "policy.on_error": { config, key, value throws(ConfigError) in
+            guard value == "allow" || value == "deny" else { throw ConfigError(key: key, problem: "must be allow or deny") }
+            config.policyAllowOnError = value == "allow"
+        },
         "log.level": { config, key, value throws(ConfigError) in
             guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
                 throw ConfigError(key: key, problem: "must be one of trace, debug, info, notice, warning, error, critical")
@@ -212,6 +262,13 @@ public struct ENSConfiguration: Sendable {
     private static func httpsURL(_ key: String, _ value: String) throws(ConfigError) -> String {
         guard value.hasPrefix("https://"), value.utf8.count > 8, !value.hasSuffix("/") else {
             throw ConfigError(key: key, problem: "must be an https:// URL without a trailing slash")
+        }
+        return value
+    }
+
+    private static func httpURL(_ key: String, _ value: String) throws(ConfigError) -> String {
+        guard value.hasPrefix("https://") || value.hasPrefix("http://"), !value.contains(" ") else {
+            throw ConfigError(key: key, problem: "must be an http:// or https:// URL")
         }
         return value
     }

@@ -18,6 +18,7 @@ public enum ResponseCode: String, Sendable {
     // Errors
     case invalidRequest = "InvalidRequest"
     case unauthorized = "Unauthorized"
+    case forbidden = "Forbidden"
     case notFound = "NotFound"
     case methodNotAllowed = "MethodNotAllowed"
     case payloadTooLarge = "PayloadTooLarge"
@@ -31,10 +32,12 @@ public struct APIResponse: Sendable {
     public var status: Int
     public var body: [UInt8]
     public var extraHeaders: [(String, String)] = []
+    public var contentType = "application/json; charset=utf-8"
 
-    public init(status: Int, body: [UInt8]) {
+    public init(status: Int, body: [UInt8], contentType: String = "application/json; charset=utf-8") {
         self.status = status
         self.body = body
+        self.contentType = contentType
     }
 
     /// A 200 answer with `responseCode` and further string fields, in the given order.
@@ -55,7 +58,7 @@ public struct APIResponse: Sendable {
 
     /// The CGI response bytes: `Status:` line, headers, blank line, body (HEAD: no body).
     func cgiBytes(includeBody: Bool) -> [UInt8] {
-        var head = "Status: \(status) \(Self.reason(status))\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.count)\r\nCache-Control: no-store\r\n"
+        var head = "Status: \(status) \(Self.reason(status))\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\nCache-Control: no-store\r\n"
         for (name, value) in extraHeaders { head += "\(name): \(value)\r\n" }
         head += "\r\n"
         var bytes = Array(head.utf8)
@@ -68,6 +71,7 @@ public struct APIResponse: Sendable {
         case 200: "OK"
         case 400: "Bad Request"
         case 401: "Unauthorized"
+        case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
         case 413: "Payload Too Large"
@@ -119,6 +123,7 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     }
 
     public static let unsupportedMediaType = APIError(415, .unsupportedMediaType, "Send application/json or application/x-www-form-urlencoded.")
+    public static let unsupportedXMLMediaType = APIError(415, .unsupportedMediaType, "Send text/xml.")
 
     private init(copying other: APIError, header: (String, String)) {
         var response = other.response

@@ -8,14 +8,18 @@ public struct Request: Sendable {
     public var badge: Bool?
     public var development: Bool?
     public var parameters: Parameters
+    /// The raw body, for routes that take XML (the Exchange callback); empty otherwise.
+    public var body: [UInt8]
 
-    public init(method: String, path: String, apiToken: String? = nil, badge: Bool? = nil, development: Bool? = nil, parameters: Parameters = Parameters()) {
+    public init(method: String, path: String, apiToken: String? = nil, badge: Bool? = nil, development: Bool? = nil,
+                parameters: Parameters = Parameters(), body: [UInt8] = []) {
         self.method = method
         self.path = path
         self.apiToken = apiToken
         self.badge = badge
         self.development = development
         self.parameters = parameters
+        self.body = body
     }
 }
 

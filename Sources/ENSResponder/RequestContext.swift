@@ -1,4 +1,5 @@
 public import ENSCore
+internal import EWS
 public import Logging
 public import MariaDB
 internal import POSIX
@@ -13,6 +14,8 @@ public final class RequestContext {
 
     private var lastHealthCheck: UInt64 = 0
     private var lastHealthy = false
+    private var ewsClientStorage: EWSClient?
+    private var policyClientStorage: DevicePolicyClient?
 
     public init(configuration: ENSConfiguration, services: SharedServices, database: Connection, logger: Logger) {
         self.configuration = configuration
@@ -40,6 +43,27 @@ public final class RequestContext {
         }
         lastHealthCheck = now
         return lastHealthy
+    }
+
+    /// This thread's Exchange client (one libcurl handle, connections kept alive).
+    func ewsClient() throws -> EWSClient {
+        if let ewsClientStorage { return ewsClientStorage }
+        let client = try EWSClient(configuration: EWSClientConfiguration(
+            caBundlePath: configuration.exchangeCAFile, connectTo: configuration.exchangeConnectTo,
+            totalTimeoutMilliseconds: configuration.exchangeTimeoutMilliseconds
+        ))
+        ewsClientStorage = client
+        return client
+    }
+
+    /// This thread's SEG policy client; nil when no policy service is configured.
+    func policyClient() throws -> DevicePolicyClient? {
+        guard !configuration.policyURL.isEmpty else { return nil }
+        if let policyClientStorage { return policyClientStorage }
+        let client = try DevicePolicyClient(url: configuration.policyURL, caBundlePath: configuration.policyCAFile,
+                                            timeoutMilliseconds: configuration.policyTimeoutMilliseconds)
+        policyClientStorage = client
+        return client
     }
 
     /// Forgets the cached health state (after a query failed with a lost connection).

@@ -7,6 +7,10 @@ public struct Vault: Sendable {
     private let deviceTokens: AESGCMKey
     private let syncKeys: AESGCMKey
     private let tokenHashKey: [UInt8]
+    /// Callback URLs (CallbackToken.swift): the MAC key every URL is checked with, and
+    /// the base from which each record's sealing key is derived.
+    let callbackMACKey: [UInt8]
+    let callbackSealBase: [UInt8]
 
     public init(masterKey: AESGCMKey) {
         privateKeys = masterKey.derived(label: "ens/v1/private-key")
@@ -15,6 +19,8 @@ public struct Vault: Sendable {
         // A keyed hash: finding a device by its token must not let a database reader
         // confirm a guessed token.
         tokenHashKey = masterKey.derivedBytes(label: "ens/v1/device-token-hash")
+        callbackMACKey = masterKey.derivedBytes(label: "ens/v1/callback-mac")
+        callbackSealBase = masterKey.derivedBytes(label: "ens/v1/callback-seal")
     }
 
     // MARK: RSA private keys

@@ -69,4 +69,19 @@ public enum Base64 {
         }
         return out
     }
+
+    /// URL-safe base64 (RFC 4648 §5) without padding, as callback URLs carry it.
+    public static func encodeURLSafe(_ bytes: [UInt8]) -> String {
+        var text = encode(bytes)
+        while text.hasSuffix("=") { text.removeLast() }
+        return String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+    }
+
+    /// Strict URL-safe base64 without padding; nil for any other character.
+    public static func decodeURLSafe(_ text: String) -> [UInt8]? {
+        guard text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }) else {
+            return nil
+        }
+        return decodeLenient(String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 }))
+    }
 }

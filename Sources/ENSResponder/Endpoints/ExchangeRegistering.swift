@@ -31,13 +31,3 @@ public enum ExchangeOutcome: Sendable, Equatable {
     case authenticationFailed
     case failed
 }
-
-/// Used until the Exchange client lands: every Exchange registration answers
-/// ExchangeError (the contract's code for "any other Exchange failure").
-public struct ExchangeUnavailable: ExchangeRegistering {
-    public init() {}
-
-    public func subscribe(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
-        .failed
-    }
-}

@@ -48,7 +48,7 @@ public struct Worker {
                 apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkIntervalSeconds: configuration.apiTokenRefreshSeconds),
                 privateKeys: PrivateKeyCache(capacity: configuration.keyCacheSize),
                 checkIns: CheckInRecorder(),
-                exchange: ExchangeUnavailable()
+                exchange: ExchangeRegistrar()
             )
         } catch {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])

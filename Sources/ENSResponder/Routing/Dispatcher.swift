@@ -42,22 +42,44 @@ struct Dispatcher: Sendable {
         let apiToken = try header(fcgi, "HTTP_APITOKEN")
         if route.requiresAPIToken && !tokenCheck(apiToken) { throw APIError.unauthorized }
 
-        let parameters = method == "POST" ? try readParameters(fcgi) : Parameters()
+        var parameters = Parameters()
+        var body: [UInt8] = []
+        if method == "POST" {
+            switch route.body {
+            case .parameters: parameters = try readParameters(fcgi)
+            case .xml(let limit): body = try readXML(fcgi, limit: limit)
+            }
+        }
         let request = Request(
             method: method, path: path, apiToken: apiToken,
             badge: try flagHeader(fcgi, "HTTP_BADGE"),
             development: try flagHeader(fcgi, "HTTP_DEVELOPMENT"),
-            parameters: parameters
+            parameters: parameters, body: body
         )
         return try route.handler(request, context)
     }
 
-    /// Reads and decodes the body, refusing oversize bodies before reading them.
-    private func readParameters(_ fcgi: FastCGIRequest) throws(APIError) -> Parameters {
+    /// The declared body length, refused before reading when over `limit`.
+    private func contentLength(_ fcgi: FastCGIRequest, limit: Int) throws(APIError) -> Int {
         let lengthText = String(decoding: fcgi.parameter("CONTENT_LENGTH") ?? [], as: UTF8.self)
         let length = lengthText.isEmpty ? 0 : Int(lengthText) ?? -1
         guard length >= 0 else { throw .invalidRequest("Invalid Content-Length.") }
-        guard length <= maxBodyBytes else { throw .payloadTooLarge(limit: maxBodyBytes) }
+        guard length <= limit else { throw .payloadTooLarge(limit: limit) }
+        return length
+    }
+
+    /// Reads an XML body (text/xml or application/xml) whole.
+    private func readXML(_ fcgi: FastCGIRequest, limit: Int) throws(APIError) -> [UInt8] {
+        let length = try contentLength(fcgi, limit: limit)
+        guard MediaType(fcgi.parameter("CONTENT_TYPE") ?? []) == .xml else { throw .unsupportedXMLMediaType }
+        let body = fcgi.readBody(limit: length)
+        guard body.count == length, length > 0 else { throw .invalidRequest("The request body is missing or ended early.") }
+        return body
+    }
+
+    /// Reads and decodes the body, refusing oversize bodies before reading them.
+    private func readParameters(_ fcgi: FastCGIRequest) throws(APIError) -> Parameters {
+        let length = try contentLength(fcgi, limit: maxBodyBytes)
 
         let contentType = MediaType(fcgi.parameter("CONTENT_TYPE") ?? [])
         if length == 0 && contentType == .absent { return Parameters() }
@@ -88,7 +110,7 @@ struct Dispatcher: Sendable {
 
 /// The request content types the API accepts.
 enum MediaType: Equatable {
-    case absent, json, form, other
+    case absent, json, form, xml, other
 
     init(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else {
@@ -100,6 +122,7 @@ enum MediaType: Equatable {
         switch essence {
         case "application/json": self = .json
         case "application/x-www-form-urlencoded": self = .form
+        case "text/xml", "application/xml": self = .xml
         default: self = .other
         }
     }

@@ -1,5 +1,5 @@
 extension Router {
-    /// Every endpoint of the device API.
+    /// Every endpoint of the device API, and Exchange's callback.
     public static func ens() -> Router {
         var router = Router()
         router.add("/alive", AliveEndpoint.route)
@@ -10,6 +10,7 @@ extension Router {
         router.add("/getsubscriptionstatus", DeviceAPI.subscriptionStatusV1)
         router.add("/getsubscriptionstatusv2", DeviceAPI.subscriptionStatusV2)
         router.add("/updatesynckey", DeviceAPI.updateSyncKey)
+        router.add(prefix: ExchangeCallback.prefix, ExchangeCallback.route)
         return router
     }
 }

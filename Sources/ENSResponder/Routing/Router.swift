@@ -1,14 +1,25 @@
-/// An endpoint: which methods it takes, whether it needs an ApiToken, and its handler.
+/// An endpoint: which methods it takes, whether it needs an ApiToken, what body it
+/// reads, and its handler.
 public struct Route: Sendable {
     public typealias Handler = @Sendable (Request, RequestContext) throws -> APIResponse
 
+    /// What the dispatcher does with a POST body.
+    public enum Body: Sendable {
+        /// Form or JSON, decoded into `Request.parameters` (the device API).
+        case parameters
+        /// An XML document (text/xml), handed over raw in `Request.body`, up to `limit`.
+        case xml(limit: Int)
+    }
+
     public let methods: [String]
     public let requiresAPIToken: Bool
+    public let body: Body
     public let handler: Handler
 
-    public init(methods: [String], requiresAPIToken: Bool, handler: @escaping Handler) {
+    public init(methods: [String], requiresAPIToken: Bool, body: Body = .parameters, handler: @escaping Handler) {
         self.methods = methods
         self.requiresAPIToken = requiresAPIToken
+        self.body = body
         self.handler = handler
     }
 

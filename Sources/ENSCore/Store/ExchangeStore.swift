@@ -1,0 +1,132 @@
+public import MariaDB
+
+/// The SQL behind Exchange registration and callbacks: subscription state per record,
+/// the devices a new-mail callback notifies, and the Autodiscover cache. Credentials
+/// never pass through here: they live only in the sealed callback URL.
+public struct ExchangeStore {
+    public let database: Connection
+    public let vault: Vault
+
+    public init(database: Connection, vault: Vault) {
+        self.database = database
+        self.vault = vault
+    }
+
+    /// What a callback needs of its record.
+    public struct CallbackRecord: Sendable {
+        public let id: Int64
+        public let userID: String
+        public let generation: Int64
+        public let subscriptionID: String?
+        public let watermark: String?
+        public let ewsURL: String?
+        public let ewsVersion: String?
+        /// The record's sealed private key: the per-record input of the callback key.
+        public let keyMaterial: [UInt8]
+    }
+
+    // MARK: Registration
+
+    /// Starts a (re)registration: a new generation, which retires every callback URL
+    /// of earlier ones (their next callback is answered Unsubscribe), and the record
+    /// counts as not subscribed until `completeRegistration`. Returns the generation
+    /// and the record's key material for sealing the new callback URL.
+    public func beginRegistration(recordID: Int64) throws -> (generation: Int64, keyMaterial: [UInt8])? {
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET generation = generation + 1, registered = 0, ews_subscription_id = NULL
+            WHERE id = \(recordID)
+            """)
+        guard let row = try database.queryOne("SELECT generation, private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(recordID)") else {
+            return nil
+        }
+        return (try row.int(0), try row.blob(1))
+    }
+
+    /// Records the new subscription, unless a later registration already replaced
+    /// this generation. The subscription counts as heard from now.
+    public func completeRegistration(recordID: Int64, generation: Int64, ewsURL: String, subscriptionID: String, watermark: String,
+                                     version: String, statusFrequencyMinutes: Int, now: Timestamp) throws -> Bool {
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET registered = 1, ews_url = \(ewsURL), ews_subscription_id = \(subscriptionID),
+                ews_watermark = \(watermark), ews_version = \(version), status_frequency_minutes = \(statusFrequencyMinutes),
+                last_callback_at = \(now.databaseString)
+            WHERE id = \(recordID) AND generation = \(generation)
+            """).affectedRows > 0
+    }
+
+    // MARK: Callbacks
+
+    public func callbackRecord(id: Int64) throws -> CallbackRecord? {
+        guard let row = try database.queryOne("""
+            SELECT id, userid, generation, ews_subscription_id, ews_watermark, ews_url, ews_version, private_key_sealed
+            FROM EnsSubscriptionInfo WHERE id = \(id)
+            """) else { return nil }
+        return CallbackRecord(
+            id: try row.int(0), userID: try row.text(1), generation: try row.int(2), subscriptionID: try row.optionalText(3),
+            watermark: try row.optionalText(4), ewsURL: try row.optionalText(5), ewsVersion: try row.optionalText(6), keyMaterial: try row.blob(7)
+        )
+    }
+
+    /// A callback was answered: the heartbeat the renewal job watches, and the newest
+    /// watermark (kept so a re-subscription could resume from it).
+    public func recordCallback(recordID: Int64, generation: Int64, watermark: String?, now: Timestamp) throws {
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET last_callback_at = \(now.databaseString),
+                ews_watermark = COALESCE(\(watermark), ews_watermark)
+            WHERE id = \(recordID) AND generation = \(generation)
+            """)
+    }
+
+    /// Exchange said the subscription is gone (e.g. ErrorReadEventsFailed): devices will
+    /// hear UserRecordPresentNotSubscribed at their next check-in and register again.
+    public func markUnsubscribed(recordID: Int64, generation: Int64) throws {
+        try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND generation = \(generation)")
+    }
+
+    /// A device a new-mail notification goes to: its settings, its APNs token opened
+    /// from the sealed column, and its sync key while unexpired.
+    public struct NotifiableDevice: Sendable {
+        public let device: DeviceRecord
+        public let token: DeviceToken
+        public let syncKey: (key: String, expiresAt: Timestamp)?
+    }
+
+    /// The record's enabled devices (tokens APNs rejected are left out).
+    public func notifiableDevices(recordID: Int64, now: Timestamp) throws -> [NotifiableDevice] {
+        let rows = try database.query("""
+            SELECT id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at,
+                   token_sealed, sync_key_sealed, sync_key_expires_at
+            FROM Devices WHERE subscription_row = \(recordID) AND disabled_at IS NULL ORDER BY id LIMIT 1000
+            """)
+        return try rows.compactMap { row in
+            let device = DeviceRecord(
+                id: try row.int(0), tokenHash: try row.blob(1), bundleID: try row.text(2), defaultSound: try row.optionalText(3),
+                ewsDeviceID: try row.optionalText(4), badge: try row.int(5) != 0, development: try row.int(6) != 0,
+                disabledAt: nil, lastNotifiedAt: try row.optionalText(8).flatMap(Timestamp.init(databaseString:))
+            )
+            guard let token = try vault.openToken(try row.blob(9)) else { return nil }
+            var syncKey: (key: String, expiresAt: Timestamp)?
+            if let sealed = try row.optionalBlob(10), let expiry = try row.optionalText(11).flatMap(Timestamp.init(databaseString:)), expiry > now {
+                syncKey = (try vault.openSyncKey(sealed, tokenHash: device.tokenHash), expiry)
+            }
+            return NotifiableDevice(device: device, token: token, syncKey: syncKey)
+        }
+    }
+
+    // MARK: Autodiscover cache
+
+    public func cachedEWSURL(domain: String, now: Timestamp) throws -> String? {
+        try database.queryOne("SELECT ews_url FROM EWSUrlCache WHERE domain = \(domain) AND expires_at > \(now.databaseString)").map { try $0.text(0) }
+    }
+
+    public func cacheEWSURL(domain: String, ewsURL: String, expiresAt: Timestamp) throws {
+        try database.execute("""
+            INSERT INTO EWSUrlCache (domain, ews_url, expires_at) VALUES (\(domain), \(ewsURL), \(expiresAt.databaseString))
+            ON DUPLICATE KEY UPDATE ews_url = VALUES(ews_url), expires_at = VALUES(expires_at)
+            """)
+    }
+
+    public func forgetEWSURL(domain: String) throws {
+        try database.execute("DELETE FROM EWSUrlCache WHERE domain = \(domain)")
+    }
+}

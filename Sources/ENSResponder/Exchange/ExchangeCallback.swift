@@ -1,0 +1,174 @@
+internal import ENSCore
+internal import EWS
+internal import Logging
+internal import OpenSSL
+
+/// POST /ews/<record>/<generation>/<sealed>: Exchange's SendNotification callbacks.
+///
+/// Not behind ApiToken: the URL's MAC authenticates it, and a URL that fails the
+/// check gets 403 before any database work. Then, in order: the record must exist and
+/// be at the URL's generation and subscription, otherwise the answer is Unsubscribe
+/// (the only way to end a push subscription); heartbeats and watermarks are recorded;
+/// new mail is looked up (GetItem, and GetFolder for badges, within
+/// exchange.item_timeout_ms) and handed to ens-apns, one notification per device and
+/// message. The answer is OK only once ens-apns has acknowledged every notification;
+/// if it cannot, the answer is 503 and Exchange retries the same batch later, so no
+/// new-mail event is lost. Retried batches produce the same notification ids, which
+/// are APNs collapse ids, so a device shows a message once.
+enum ExchangeCallback {
+    static let prefix = "/ews/"
+    /// SendNotification bodies are small; MoreEvents splits large batches.
+    static let maximumBodyBytes = 1_048_576
+
+    static let route = Route(methods: ["POST"], requiresAPIToken: false, body: .xml(limit: maximumBodyBytes)) { request, context in
+        let vault = context.services.vault
+        guard let token = CallbackToken(path: String(request.path.dropFirst(prefix.count)), vault: vault) else {
+            context.logger.warning("callback refused: URL failed authentication")
+            return APIResponse.error(403, .forbidden, "This callback URL is not valid.")
+        }
+        let message: SendNotification
+        do {
+            message = try SendNotification(xml: request.body)
+        } catch {
+            context.logger.warning("callback refused: bad SendNotification", metadata: ["record": "\(token.recordID)", "reason": "\(error)"])
+            return APIResponse.error(400, .invalidRequest, "The request is not a SendNotification message.")
+        }
+        return try Handler(token: token, message: message, context: context).respond()
+    }
+
+    static func answer(unsubscribe: Bool) -> APIResponse {
+        APIResponse(status: 200, body: SOAP.sendNotificationResult(unsubscribe: unsubscribe), contentType: "text/xml; charset=utf-8")
+    }
+
+    /// One callback's work, after the URL and the document were accepted.
+    private struct Handler {
+        let token: CallbackToken
+        let message: SendNotification
+        let context: RequestContext
+
+        var logger: Logger { context.logger }
+
+        func respond() throws -> APIResponse {
+            let store = ExchangeStore(database: context.database, vault: context.services.vault)
+            let record = "\(token.recordID)"
+            guard let row = try store.callbackRecord(id: token.recordID) else {
+                logger.info("callback for a deleted record: unsubscribing", metadata: ["record": "\(record)"])
+                return answer(unsubscribe: true)
+            }
+            guard row.generation == token.generation else {
+                logger.info("callback from a superseded subscription: unsubscribing", metadata: ["record": "\(record)", "generation": "\(token.generation)"])
+                return answer(unsubscribe: true)
+            }
+            // The stored id is empty only while a registration is between Subscribe and
+            // its commit; the generation already proves the URL is current.
+            if let current = row.subscriptionID, message.notifications.contains(where: { $0.subscriptionID != current }) {
+                logger.info("callback from a stale subscription: unsubscribing", metadata: ["record": "\(record)"])
+                return answer(unsubscribe: true)
+            }
+            if !message.errorCodes.isEmpty {
+                logger.warning("Exchange reports the subscription failed", metadata: ["record": "\(record)", "ews.codes": "\(message.errorCodes.joined(separator: ","))"])
+                try store.markUnsubscribed(recordID: row.id, generation: row.generation)
+                return answer(unsubscribe: true)
+            }
+            let now = Timestamp.now()
+            let items = message.notifications.flatMap(\.newItemIDs)
+            if !items.isEmpty {
+                let credentials: EWSCredentials
+                do {
+                    credentials = try CallbackPayload(encoded: token.open(recordKeyMaterial: row.keyMaterial, vault: context.services.vault)).credentials
+                } catch {
+                    // The MAC held, so this is a URL of a record whose key changed: retire it.
+                    logger.warning("callback credentials do not open: unsubscribing", metadata: ["record": "\(record)"])
+                    return answer(unsubscribe: true)
+                }
+                guard try deliver(items: items, row: row, credentials: credentials, store: store, now: now) else {
+                    return APIResponse.error(503, .serviceUnavailable, "The service is temporarily unavailable; retry later.")
+                }
+            }
+            if let watermark = message.notifications.last(where: { $0.lastWatermark != nil })?.lastWatermark, watermark.utf8.count <= 1024 {
+                try store.recordCallback(recordID: row.id, generation: row.generation, watermark: watermark, now: now)
+            } else {
+                try store.recordCallback(recordID: row.id, generation: row.generation, watermark: nil, now: now)
+            }
+            logger.debug("callback answered", metadata: ["record": "\(record)", "items": "\(items.count)",
+                                                         "heartbeat": "\(message.notifications.contains(where: \.heartbeat))"])
+            return answer(unsubscribe: false)
+        }
+
+        /// Looks the items up and hands one notification per (device, item) to ens-apns.
+        /// False when ens-apns did not take them all (the caller answers 503).
+        private func deliver(items: [String], row: ExchangeStore.CallbackRecord, credentials: EWSCredentials,
+                             store: ExchangeStore, now: Timestamp) throws -> Bool {
+            let devices = try store.notifiableDevices(recordID: row.id, now: now)
+            guard !devices.isEmpty else { return true }
+            let configuration = context.configuration
+            let budget = configuration.exchangeItemTimeoutMilliseconds
+            let version = row.ewsVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
+            let client = try context.ewsClient()
+
+            // Sender and subject; if Exchange is slow or fails, a generic alert still goes.
+            var summaries = items.map { MailSummary(itemID: $0, subject: "", senderName: "New mail") }
+            if let ewsURL = row.ewsURL {
+                do {
+                    let found = try client.messages(ewsURL: ewsURL, credentials: credentials, version: version, itemIDs: items, timeoutMilliseconds: budget)
+                    summaries = summaries.map { generic in found.first { $0.itemID == generic.itemID } ?? generic }
+                } catch {
+                    logger.warning("GetItem failed; sending generic alerts", metadata: ["record": "\(row.id)", "error": "\(error)"])
+                }
+            }
+            var unread: Int?
+            if devices.contains(where: \.device.badge), let ewsURL = row.ewsURL {
+                do {
+                    unread = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, timeoutMilliseconds: budget)
+                } catch {
+                    logger.warning("GetFolder failed; no badge", metadata: ["record": "\(row.id)", "error": "\(error)"])
+                }
+            }
+
+            let sender = SenderClient(socketPath: configuration.apnsSocket)
+            let policy = try context.policyClient()
+            for target in devices {
+                if let deviceID = target.device.ewsDeviceID, let policy {
+                    switch policy.decision(deviceID: deviceID) {
+                    case .allowed: break
+                    case .denied:
+                        logger.info("SEG policy denies the device; no push", metadata: ["device": "\(target.device.id)"])
+                        continue
+                    case .unreachable:
+                        logger.warning("SEG policy service unreachable", metadata: ["device": "\(target.device.id)", "policy.on_error": "\(configuration.policyAllowOnError ? "allow" : "deny")"])
+                        if !configuration.policyAllowOnError { continue }
+                    }
+                }
+                for summary in summaries {
+                    let payload = MailPayload(
+                        sender: summary.senderName, subject: summary.subject, userID: row.userID,
+                        badge: target.device.badge ? unread : nil, sound: target.device.defaultSound, syncKey: target.syncKey
+                    )
+                    let notification = PushNotification(
+                        id: Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(summary.itemID)").prefix(16))),
+                        deviceToken: target.token, topic: target.device.bundleID,
+                        environment: target.device.development ? .sandbox : .production, pushType: .alert,
+                        expiration: now.millisecondsSinceEpoch / 1000 + Int64(configuration.exchangeNotificationTTLSeconds),
+                        payload: payload.encoded, deviceRowID: target.device.id
+                    )
+                    do {
+                        switch try sender.submit(notification) {
+                        case .accepted:
+                            continue
+                        case .refused(let reason) where reason == "spool-full":
+                            logger.error("ens-apns spool full; Exchange will retry", metadata: ["record": "\(row.id)"])
+                            return false
+                        case .refused(let reason):
+                            // A notification ens-apns will never take: retrying cannot help.
+                            logger.error("ens-apns refused a notification", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
+                        }
+                    } catch {
+                        logger.error("ens-apns unreachable; Exchange will retry", metadata: ["record": "\(row.id)", "error": "\(error)"])
+                        return false
+                    }
+                }
+            }
+            return true
+        }
+    }
+}

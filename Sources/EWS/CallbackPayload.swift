@@ -1,0 +1,73 @@
+public import OpenSSL
+
+/// What a callback URL carries, sealed (see ENSCore's CallbackToken): the credentials
+/// to call back into the mailbox (GetItem, GetFolder). A compact tag-length-value encoding keeps URLs short:
+/// Exchange refuses callback URLs of 2,083 characters or more.
+public struct CallbackPayload: Sendable, Equatable {
+    public let credentials: EWSCredentials
+
+    public init(credentials: EWSCredentials) {
+        self.credentials = credentials
+    }
+
+    private enum Tag: UInt8 {
+        case method = 1, userName, password, accessToken, certificate, privateKey, mailbox
+    }
+
+    private static let format: UInt8 = 1
+
+    public var encoded: [UInt8] {
+        var bytes: [UInt8] = [Self.format]
+        func field(_ tag: Tag, _ value: [UInt8]) {
+            bytes += [tag.rawValue, UInt8(value.count >> 8), UInt8(value.count & 0xFF)] + value
+        }
+        switch credentials.method {
+        case .basic(let userName, let password):
+            field(.method, [1])
+            field(.userName, Array(userName.utf8))
+            field(.password, Array(password.utf8))
+        case .oauth(let token):
+            field(.method, [2])
+            field(.accessToken, Array(token.utf8))
+            // X-AnchorMailbox: the only reason a mailbox address ever rides along.
+            if let mailbox = credentials.mailbox { field(.mailbox, Array(mailbox.utf8)) }
+        case .certificate(let identity):
+            field(.method, [3])
+            field(.certificate, identity.certificateDER)
+            field(.privateKey, identity.privateKeyDER)
+        }
+        return bytes
+    }
+
+    public struct Invalid: Error, Sendable, CustomStringConvertible {
+        public let problem: String
+        public var description: String { "callback payload: \(problem)" }
+    }
+
+    public init(encoded bytes: [UInt8]) throws(Invalid) {
+        guard bytes.first == Self.format else { throw Invalid(problem: "unknown format") }
+        var fields: [Tag: [UInt8]] = [:]
+        var index = 1
+        while index < bytes.count {
+            guard index + 3 <= bytes.count, let tag = Tag(rawValue: bytes[index]) else { throw Invalid(problem: "bad field header") }
+            let length = Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
+            guard index + 3 + length <= bytes.count else { throw Invalid(problem: "truncated field") }
+            fields[tag] = Array(bytes[(index + 3)..<(index + 3 + length)])
+            index += 3 + length
+        }
+        func text(_ tag: Tag) throws(Invalid) -> String {
+            guard let value = fields[tag], let text = String(validating: value, as: UTF8.self) else { throw Invalid(problem: "missing field \(tag)") }
+            return text
+        }
+        let method: EWSCredentials.Method
+        switch fields[.method] {
+        case [1]?: method = .basic(userName: try text(.userName), password: try text(.password))
+        case [2]?: method = .oauth(accessToken: try text(.accessToken))
+        case [3]?:
+            guard let certificate = fields[.certificate], let key = fields[.privateKey] else { throw Invalid(problem: "certificate fields missing") }
+            method = .certificate(ClientIdentity(certificateDER: certificate, privateKeyDER: key))
+        default: throw Invalid(problem: "unknown method")
+        }
+        self.credentials = EWSCredentials(method: method, mailbox: fields[.mailbox].flatMap { String(validating: $0, as: UTF8.self) })
+    }
+}

@@ -1,0 +1,34 @@
+public import Curl
+internal import ENSCore
+
+/// Asks the SEG (secure email gateway) policy service whether a device may receive
+/// mail notifications. Protocol (docs/exchange.md, "SEG policy"): `POST <url>` with
+/// `{"deviceId": "<EAS device id>"}`; the service answers 200 `{"allowed": true|false}`.
+/// Any other answer, or none within the timeout, counts as "unreachable", and the
+/// configured `onError` decides (default: deny).
+public final class DevicePolicyClient {
+    public enum Decision: Sendable, Equatable { case allowed, denied, unreachable }
+
+    private let url: String
+    private let http: HTTPClient
+    private let timeoutMilliseconds: Int
+
+    public init(url: String, caBundlePath: String?, timeoutMilliseconds: Int) throws(CurlError) {
+        self.url = url
+        self.timeoutMilliseconds = timeoutMilliseconds
+        http = try HTTPClient(configuration: HTTPClientConfiguration(
+            caBundlePath: caBundlePath, connectTimeoutMilliseconds: min(timeoutMilliseconds, 3000),
+            totalTimeoutMilliseconds: timeoutMilliseconds, preferHTTP2: false
+        ))
+    }
+
+    public func decision(deviceID: String) -> Decision {
+        var body = JSONObjectWriter()
+        body.add("deviceId", deviceID)
+        guard let response = try? http.send(HTTPRequest(method: .post, url: url, headers: [("Content-Type", "application/json")], body: body.finished())),
+              response.status == 200,
+              case .object(let members)? = try? JSONParser.parse(response.body),
+              case .bool(let allowed)? = members["allowed"] else { return .unreachable }
+        return allowed ? .allowed : .denied
+    }
+}

@@ -1,0 +1,235 @@
+public import Curl
+internal import OpenSSL
+
+/// Where and how ENS reaches Exchange servers.
+public struct EWSClientConfiguration: Sendable {
+    /// PEM CA bundle; nil uses the system store. Verification is always on.
+    public var caBundlePath: String?
+    /// libcurl CONNECT_TO entries (tests point every Exchange host at the simulator).
+    public var connectTo: [String]
+    public var connectTimeoutMilliseconds: Int
+    public var totalTimeoutMilliseconds: Int
+
+    public init(caBundlePath: String? = nil, connectTo: [String] = [], connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10000) {
+        self.caBundlePath = caBundlePath
+        self.connectTo = connectTo
+        self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+        self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
+    }
+}
+
+/// An Exchange failure. Descriptions are log-safe: codes and statuses, never bodies,
+/// credentials or addresses.
+public enum EWSError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// HTTP 401 or 403: the credentials were refused.
+    case unauthorized(status: Int)
+    /// No HTTP answer: DNS, connect, TLS or timeout (libcurl's reason).
+    case transport(String)
+    /// An HTTP status other than 200 and the ones above.
+    case httpStatus(Int)
+    /// A SOAP Fault, by its EWS ResponseCode.
+    case fault(String)
+    /// A response message with ResponseClass="Error", by its ResponseCode.
+    case responseError(String)
+    /// A 200 answer that is not the expected document.
+    case malformed(String)
+
+    public var description: String {
+        switch self {
+        case .unauthorized(let status): "Exchange refused the credentials (HTTP \(status))"
+        case .transport(let reason): "Exchange unreachable: \(reason)"
+        case .httpStatus(let status): "Exchange answered HTTP \(status)"
+        case .fault(let code): "Exchange SOAP fault \(code)"
+        case .responseError(let code): "Exchange error \(code)"
+        case .malformed(let reason): "unexpected Exchange answer: \(reason)"
+        }
+    }
+
+    /// The server does not know the RequestServerVersion we sent: try an older one.
+    public var isInvalidServerVersion: Bool {
+        self == .fault("ErrorInvalidServerVersion") || self == .responseError("ErrorInvalidServerVersion")
+    }
+}
+
+/// A new push subscription, as Exchange answered it (both values are opaque).
+public struct PushSubscription: Sendable, Equatable {
+    public let id: String
+    public let watermark: String
+    public let version: EWSVersion
+}
+
+/// What a device is told about one new message.
+public struct MailSummary: Sendable, Equatable {
+    public let itemID: String
+    public let subject: String
+    public let senderName: String
+
+    public init(itemID: String, subject: String, senderName: String) {
+        self.itemID = itemID
+        self.subject = subject
+        self.senderName = senderName
+    }
+}
+
+/// EWS operations over one reused libcurl handle (kept-alive connections). One thread
+/// at a time, like the `HTTPClient` it owns; each responder thread has its own.
+public final class EWSClient {
+    private let http: HTTPClient
+
+    public init(configuration: EWSClientConfiguration) throws(CurlError) {
+        http = try HTTPClient(configuration: HTTPClientConfiguration(
+            caBundlePath: configuration.caBundlePath,
+            connectTimeoutMilliseconds: configuration.connectTimeoutMilliseconds,
+            totalTimeoutMilliseconds: configuration.totalTimeoutMilliseconds,
+            preferHTTP2: false,
+            connectTo: configuration.connectTo
+        ))
+    }
+
+    // MARK: Transport
+
+    /// POSTs an XML document with the credentials; 401/403 become `.unauthorized`.
+    func post(_ url: String, body: [UInt8], credentials: EWSCredentials?, timeoutMilliseconds: Int? = nil,
+              extraHeaders: [(String, String)] = []) throws(EWSError) -> HTTPResponse {
+        var headers = [("Content-Type", "text/xml; charset=utf-8"), ("Accept", "text/xml"), ("User-Agent", "ENS/1")] + extraHeaders
+        var certificate: ClientCertificate?
+        if let credentials {
+            headers += credentials.headers
+            if case .certificate(let identity) = credentials.method {
+                certificate = ClientCertificate(certificatePEM: identity.certificatePEM, privateKeyPEM: identity.privateKeyPEM)
+            }
+        }
+        let response: HTTPResponse
+        do {
+            response = try http.send(HTTPRequest(method: .post, url: url, headers: headers, body: body, clientCertificate: certificate),
+                                     totalTimeoutMilliseconds: timeoutMilliseconds)
+        } catch {
+            throw .transport(error.description)
+        }
+        if response.status == 401 || response.status == 403 { throw .unauthorized(status: response.status) }
+        return response
+    }
+
+    /// A plain GET without credentials and without following redirects (Autodiscover's
+    /// HTTP-redirect step: never send credentials over plain HTTP).
+    func getWithoutCredentials(_ url: String) throws(EWSError) -> HTTPResponse {
+        do {
+            return try http.send(HTTPRequest(method: .get, url: url, headers: [("User-Agent", "ENS/1")]))
+        } catch {
+            throw .transport(error.description)
+        }
+    }
+
+    /// Sends one EWS operation and returns the operation's response element
+    /// (`<m:XResponse>`), or the SOAP fault / HTTP failure as an error.
+    private func call(_ url: String, _ credentials: EWSCredentials, _ version: EWSVersion, operation: String, body: String,
+                      timeoutMilliseconds: Int? = nil) throws(EWSError) -> XMLTreeElement {
+        let response = try post(url, body: SOAP.ewsEnvelope(version: version, body: body), credentials: credentials,
+                                timeoutMilliseconds: timeoutMilliseconds)
+        let envelope: XMLTreeElement
+        do {
+            envelope = try XMLTree.parse(response.body)
+        } catch {
+            throw response.status == 200 ? .malformed(error.description) : .httpStatus(response.status)
+        }
+        guard let body = SOAP.body(of: envelope) else {
+            throw response.status == 200 ? .malformed("not a SOAP envelope") : .httpStatus(response.status)
+        }
+        if let fault = SOAP.faultCode(body) { throw .fault(fault) }
+        guard response.status == 200 else { throw .httpStatus(response.status) }
+        guard let result = body.child(Namespace.messages, operation + "Response") else {
+            throw .malformed("no \(operation)Response")
+        }
+        return result
+    }
+
+    /// The response messages of an operation answer, each checked for ResponseClass.
+    private static func messages(_ response: XMLTreeElement, _ name: String) -> [Result<XMLTreeElement, EWSError>] {
+        let messages = response.child(Namespace.messages, "ResponseMessages")?.children(Namespace.messages, name) ?? []
+        return messages.map { message in
+            if message.attributes["ResponseClass"] == "Error" {
+                return .failure(.responseError(message.child(Namespace.messages, "ResponseCode")?.trimmedText ?? "unknown"))
+            }
+            return .success(message)
+        }
+    }
+
+    // MARK: Operations
+
+    /// Creates a push subscription on the Inbox for new mail. Starts with `version` and
+    /// falls back to older versions while the server refuses the version.
+    public func subscribe(ewsURL: String, credentials: EWSCredentials, version: EWSVersion, callbackURL: String,
+                          statusFrequencyMinutes: Int) throws(EWSError) -> PushSubscription {
+        var version = version
+        while true {
+            do {
+                return try subscribeOnce(ewsURL, credentials, version, callbackURL, statusFrequencyMinutes)
+            } catch where error.isInvalidServerVersion {
+                guard let older = version.older else { throw error }
+                version = older
+            }
+        }
+    }
+
+    private func subscribeOnce(_ url: String, _ credentials: EWSCredentials, _ version: EWSVersion, _ callbackURL: String,
+                               _ frequency: Int) throws(EWSError) -> PushSubscription {
+        // Element order matters (schema sequence): FolderIds, EventTypes, Watermark,
+        // StatusFrequency, URL. StatusEvent cannot be subscribed to; heartbeats come anyway.
+        let body = """
+            <m:Subscribe><m:PushSubscriptionRequest>\
+            <t:FolderIds><t:DistinguishedFolderId Id="inbox"/></t:FolderIds>\
+            <t:EventTypes><t:EventType>NewMailEvent</t:EventType></t:EventTypes>\
+            <t:StatusFrequency>\(frequency)</t:StatusFrequency>\
+            <t:URL>\(SOAP.escape(callbackURL))</t:URL>\
+            </m:PushSubscriptionRequest></m:Subscribe>
+            """
+        let response = try call(url, credentials, version, operation: "Subscribe", body: body)
+        guard let first = Self.messages(response, "SubscribeResponseMessage").first else { throw .malformed("no SubscribeResponseMessage") }
+        let message = try first.get()
+        guard let id = message.child(Namespace.messages, "SubscriptionId")?.trimmedText, !id.isEmpty,
+              let watermark = message.child(Namespace.messages, "Watermark")?.trimmedText else {
+            throw .malformed("SubscribeResponseMessage without SubscriptionId or Watermark")
+        }
+        return PushSubscription(id: id, watermark: watermark, version: version)
+    }
+
+    /// Subject and sender of new messages (GetItem). Items Exchange cannot find (deleted
+    /// meanwhile) are left out.
+    public func messages(ewsURL: String, credentials: EWSCredentials, version: EWSVersion, itemIDs: [String],
+                         timeoutMilliseconds: Int) throws(EWSError) -> [MailSummary] {
+        let ids = itemIDs.map { "<t:ItemId Id=\"\(SOAP.escape($0))\"/>" }.joined()
+        let body = """
+            <m:GetItem><m:ItemShape><t:BaseShape>IdOnly</t:BaseShape><t:AdditionalProperties>\
+            <t:FieldURI FieldURI="item:Subject"/><t:FieldURI FieldURI="message:From"/>\
+            </t:AdditionalProperties></m:ItemShape><m:ItemIds>\(ids)</m:ItemIds></m:GetItem>
+            """
+        let response = try call(ewsURL, credentials, version, operation: "GetItem", body: body, timeoutMilliseconds: timeoutMilliseconds)
+        var summaries: [MailSummary] = []
+        for case .success(let message) in Self.messages(response, "GetItemResponseMessage") {
+            guard let item = message.child(Namespace.messages, "Items")?.children.first,
+                  let id = item.child(Namespace.types, "ItemId")?.attributes["Id"] else { continue }
+            let sender = item.path(Namespace.types, "From", "Mailbox")
+            let name = sender?.child(Namespace.types, "Name")?.trimmedText
+            summaries.append(MailSummary(
+                itemID: id, subject: item.child(Namespace.types, "Subject")?.trimmedText ?? "",
+                senderName: (name?.isEmpty == false ? name : sender?.child(Namespace.types, "EmailAddress")?.trimmedText) ?? ""
+            ))
+        }
+        return summaries
+    }
+
+    /// The Inbox's unread count (GetFolder), for badges.
+    public func inboxUnreadCount(ewsURL: String, credentials: EWSCredentials, version: EWSVersion, timeoutMilliseconds: Int) throws(EWSError) -> Int {
+        let body = """
+            <m:GetFolder><m:FolderShape><t:BaseShape>IdOnly</t:BaseShape><t:AdditionalProperties>\
+            <t:FieldURI FieldURI="folder:UnreadCount"/></t:AdditionalProperties></m:FolderShape>\
+            <m:FolderIds><t:DistinguishedFolderId Id="inbox"/></m:FolderIds></m:GetFolder>
+            """
+        let response = try call(ewsURL, credentials, version, operation: "GetFolder", body: body, timeoutMilliseconds: timeoutMilliseconds)
+        guard let first = Self.messages(response, "GetFolderResponseMessage").first else { throw .malformed("no GetFolderResponseMessage") }
+        guard let count = try first.get().path(Namespace.messages, "Folders")?.children.first?.child(Namespace.types, "UnreadCount").flatMap({ Int($0.trimmedText) }) else {
+            throw .malformed("GetFolder answer without UnreadCount")
+        }
+        return count
+    }
+}
