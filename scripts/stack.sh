@@ -4,11 +4,12 @@
 #
 #   scripts/stack.sh up | down | status
 #   scripts/stack.sh db-start | db-stop | fcgi-start | fcgi-stop | nginx-start | nginx-stop
-#   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop
+#   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop | ews-sim-start | ews-sim-stop
 #   scripts/stack.sh token LABEL     # create an API token and print it
 #
 # Environment: ENS_VAR (state directory, default var), ENS_PORT (HTTPS port, default
-# 8443; the APNs simulator uses the next two ports), ENS_BIN (directory holding ens-fcgi
+# 8443; the APNs simulator uses the next two ports, the Exchange simulator the three
+# after those: HTTPS, control, plain HTTP), ENS_BIN (directory holding ens-fcgi
 # etc., default .build/release),
 # ENS_RATE (per-IP requests/s allowed by nginx, default 1000000 for local use).
 set -euo pipefail
@@ -23,6 +24,9 @@ FCGI_SOCKET=$VAR/run/fcgi.sock
 CONFIG=$VAR/ens.conf
 APNS_PORT=$((PORT + 1))
 APNS_CONTROL_PORT=$((PORT + 2))
+EWS_PORT=$((PORT + 3))
+EWS_CONTROL_PORT=$((PORT + 4))
+EWS_HTTP_PORT=$((PORT + 5))
 ME=$(id -un)
 
 log() { printf 'stack: %s\n' "$*" >&2; }
@@ -108,6 +112,14 @@ apns.key_file = $VAR/secrets/apns-auth-key.p8
 apns.key_id = DEVKEY0001
 apns.team_id = DEVTEAM001
 cron.lock_file = $VAR/run/ens-cron.lock
+# Exchange: the local simulator stands in for every Exchange host name (CONNECT_TO);
+# TLS is still verified, against the simulator's own CA.
+exchange.callback_url = https://localhost:$PORT/ews/
+exchange.ca_file = $VAR/ews-sim/ca.pem
+exchange.connect_to = :443:127.0.0.1:$EWS_PORT, :80:127.0.0.1:$EWS_HTTP_PORT
+exchange.status_frequency_minutes = ${ENS_STATUS_FREQUENCY:-30}
+exchange.item_timeout_ms = ${ENS_ITEM_TIMEOUT_MS:-5000}
+policy.url = ${ENS_POLICY_URL:-}
 log.level = ${ENS_LOG_LEVEL:-info}
 CONF
 }
@@ -168,6 +180,22 @@ sim_start() {
 
 sim_stop() { stop_by_pidfile apns-sim 10; }
 
+# The Exchange simulator (Tests/tools/ews_simulator.py): Autodiscover, EWS and push
+# callbacks over HTTPS, strict about namespaces, structure and credentials. It makes
+# its own CA under $VAR/ews-sim and calls back into nginx, trusting nginx's certificate.
+ews_sim_start() {
+  init_dirs; init_tls; mkdir -p "$VAR/ews-sim"
+  if pid_alive "$VAR/run/ews-sim.pid"; then return 0; fi
+  rm -f "$VAR/run/ews-sim.pid"
+  python3 "$ROOT/Tests/tools/ews_simulator.py" --port "$EWS_PORT" --control-port "$EWS_CONTROL_PORT" \
+    --http-port "$EWS_HTTP_PORT" --tls-dir "$VAR/ews-sim" --callback-ca "$VAR/tls/server.crt" \
+    --minute-seconds "${ENS_EWS_MINUTE_SECONDS:-60}" --retry-scale "${ENS_EWS_RETRY_SCALE:-1}" \
+    --ready-file "$VAR/run/ews-sim.pid" >>"$VAR/log/ews-simulator.log" 2>&1 < /dev/null &
+  wait_until 30 test -s "$VAR/run/ews-sim.pid" || die "the Exchange simulator did not start; see $VAR/log/ews-simulator.log"
+}
+
+ews_sim_stop() { stop_by_pidfile ews-sim 10; }
+
 apns_start() {
   if pid_alive "$VAR/run/ens-apns.pid"; then return 0; fi
   "$BIN/ens-apns" --config "$CONFIG" >>"$VAR/log/ens-apns.log" 2>&1 < /dev/null &
@@ -212,15 +240,15 @@ token() {
 
 up() {
   init_dirs; init_secrets; init_tls; write_config
-  db_start; db_setup; sim_start; apns_start; fcgi_start; nginx_start
+  db_start; db_setup; sim_start; ews_sim_start; apns_start; fcgi_start; nginx_start
 }
 
 down() {
-  nginx_stop; fcgi_stop; apns_stop; sim_stop; db_stop
+  nginx_stop; fcgi_stop; apns_stop; ews_sim_stop; sim_stop; db_stop
 }
 
 status() {
-  for name in mysqld apns-sim ens-apns ens-fcgi nginx; do
+  for name in mysqld apns-sim ews-sim ens-apns ens-fcgi nginx; do
     if pid_alive "$VAR/run/$name.pid"; then echo "$name: running (pid $(cat "$VAR/run/$name.pid"))"; else echo "$name: stopped"; fi
   done
 }
@@ -241,6 +269,8 @@ case "${1:-}" in
   apns-stop) apns_stop ;;
   sim-start) sim_start ;;
   sim-stop) sim_stop ;;
+  ews-sim-start) ews_sim_start ;;
+  ews-sim-stop) ews_sim_stop ;;
   token) token "${2:-dev}" ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -141,7 +141,7 @@ public struct ENSConfiguration: Sendable {
         "renew.wakeup_interval_minutes": { config, key, value throws(ConfigError) in config.wakeupIntervalMinutes = try integer(key, value, 1...10080) },
         "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },
         "exchange.callback_url": { config, key, value throws(ConfigError) in
-            guard value.hasPrefix("https://"), value.hasSuffix("/ews/"), value.utf8.count < 200, !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
+            guard value.isEmpty || value.hasPrefix("https://"), value.isEmpty || value.hasSuffix("/ews/"), value.utf8.count < 200, !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
                 throw ConfigError(key: key, problem: "must be the https:// URL of the callback location, ending in /ews/ (e.g. https://ens.example.com/ews/)")
             }
             config.exchangeCallbackURL = value

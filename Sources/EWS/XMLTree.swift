@@ -1,5 +1,13 @@
 import Foundation
 import FoundationXML
+import Synchronization
+
+/// swift-corelibs-foundation's XMLParser keeps the current parser in thread-local
+/// state and relies on libxml2's global initialisation, and it has crash bugs on
+/// unusual input (see `screen`). Documents here are small and a parse takes
+/// microseconds, so parses are serialized process-wide: responder threads never run
+/// libxml2 concurrently, whatever its thread-safety on a given build.
+private let parserLock = Mutex<Void>(())
 
 /// One element of a parsed XML document: expanded name (namespace URI + local name),
 /// attributes, text and children. Everything EWS sends is small, so a tree is simpler
@@ -46,6 +54,7 @@ public struct XMLTreeElement: Sendable {
 public enum XMLTreeError: Error, Sendable, Equatable, CustomStringConvertible {
     case tooLarge(limit: Int)
     case documentTypeDeclaration
+    case processingInstruction
     case notUTF8
     case tooDeep(limit: Int)
     case tooManyElements(limit: Int)
@@ -55,6 +64,7 @@ public enum XMLTreeError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .tooLarge(let limit): "XML document over \(limit) bytes"
         case .documentTypeDeclaration: "XML document carries a DOCTYPE or ENTITY declaration (refused: no DTDs in SOAP)"
+        case .processingInstruction: "XML document carries a processing instruction (refused: none in SOAP)"
         case .notUTF8: "XML document is not UTF-8"
         case .tooDeep(let limit): "XML nesting deeper than \(limit)"
         case .tooManyElements(let limit): "XML document has more than \(limit) elements"
@@ -84,26 +94,35 @@ public enum XMLTree {
     public static func parse(_ bytes: [UInt8], limits: Limits = Limits()) throws(XMLTreeError) -> XMLTreeElement {
         guard bytes.count <= limits.maximumBytes else { throw .tooLarge(limit: limits.maximumBytes) }
         try screen(bytes)
-        let parser = XMLParser(data: Data(bytes))
-        parser.shouldProcessNamespaces = true
-        parser.shouldReportNamespacePrefixes = false
-        parser.shouldResolveExternalEntities = false
-        let builder = TreeBuilder(limits: limits, parser: parser)
-        parser.delegate = builder
-        let finished = parser.parse()
-        if let failure = builder.failure { throw failure }
-        guard finished, let root = builder.root else { throw .malformed(line: parser.lineNumber) }
+        let (root, failure, line): (XMLTreeElement?, XMLTreeError?, Int) = parserLock.withLock { _ in
+            let parser = XMLParser(data: Data(bytes))
+            parser.shouldProcessNamespaces = true
+            parser.shouldReportNamespacePrefixes = false
+            parser.shouldResolveExternalEntities = false
+            let builder = TreeBuilder(limits: limits, parser: parser)
+            parser.delegate = builder
+            let finished = parser.parse()
+            return (finished ? builder.root : nil, builder.failure, parser.lineNumber)
+        }
+        if let failure { throw failure }
+        guard let root else { throw .malformed(line: line) }
         return root
     }
 
-    /// Refuses what must never reach the parser: DTDs and entity declarations anywhere,
-    /// encodings other than UTF-8 (a UTF-16 document would slip past the byte scan).
+    /// Refuses what must never reach the parser: DTDs and entity declarations anywhere;
+    /// processing instructions other than the leading XML declaration (SOAP allows
+    /// none, and XMLParser on Linux crashes on an empty one such as `<?a?>`); encodings
+    /// other than UTF-8 (a UTF-16 document would slip past the byte scan).
     static func screen(_ bytes: [UInt8]) throws(XMLTreeError) {
         if bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) || bytes.contains(0) { throw .notUTF8 }
         guard String(validating: bytes, as: UTF8.self) != nil else { throw .notUTF8 }
         let markers = [Array("<!DOCTYPE".utf8), Array("<!ENTITY".utf8)]
         var index = 0
+        let declaration = Array("<?xml ".utf8)
         while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "<"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "?") {
+                guard index == 0, bytes.starts(with: declaration) else { throw .processingInstruction }
+            }
             if bytes[index] == UInt8(ascii: "<"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "!") {
                 for marker in markers where index + marker.count <= bytes.count {
                     if zip(bytes[index..<(index + marker.count)], marker).allSatisfy({ asciiUpper($0) == $1 }) {

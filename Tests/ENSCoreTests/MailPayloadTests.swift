@@ -1,0 +1,85 @@
+import Foundation
+import OpenSSL
+import Testing
+@testable import ENSCore
+
+/// The APNs payload of the contract's last section, and its 4096-byte bound.
+@Suite struct MailPayloadTests {
+    static let userID = String(repeating: "ab", count: 32)
+
+    static func decode(_ bytes: [UInt8]) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+    }
+
+    @Test func carriesExactlyTheContractsFields() throws {
+        let expiry = Timestamp(millisecondsSinceEpoch: 1_800_000_000_000)
+        let full = try Self.decode(MailPayload(sender: "Ann", subject: "Hi", userID: Self.userID, badge: 3, sound: "chime.caf",
+                                               syncKey: (key: "KEK", expiresAt: expiry)).encoded)
+        let aps = try #require(full["aps"] as? [String: Any])
+        #expect(aps["alert"] as? [String: String] == ["title": "Ann", "body": "Hi"])
+        #expect(aps["badge"] as? Int == 3)
+        #expect(aps["sound"] as? String == "chime.caf")
+        #expect(aps["content-available"] as? Int == 1)
+        #expect(full["ens"] as? [String: String] == ["userid": Self.userID])
+        #expect(full["backgroundSyncKey"] as? String == "KEK")
+        #expect(full["syncKeyExpirationTime"] as? String == expiry.apiString)
+
+        let bare = try Self.decode(MailPayload(sender: "Ann", subject: "Hi", userID: Self.userID).encoded)
+        let bareAPS = try #require(bare["aps"] as? [String: Any])
+        #expect(bareAPS["badge"] == nil && bareAPS["sound"] == nil)
+        #expect(bare["backgroundSyncKey"] == nil && bare["syncKeyExpirationTime"] == nil)
+        #expect(Set(bare.keys) == ["aps", "ens"])
+    }
+
+    @Test func longSubjectsAreCutOnCharacterBoundaries() throws {
+        // Multi-byte characters, combining sequences and characters JSON must escape.
+        for unit in ["é", "👩‍👩‍👧‍👦", "\"", "\u{1}", "a", "日本"] {
+            let subject = String(repeating: unit, count: 5000)
+            let bytes = MailPayload(sender: "Sender", subject: subject, userID: Self.userID, badge: 1, sound: "s").encoded
+            #expect(bytes.count <= 4096, "\(unit): \(bytes.count)")
+            #expect(bytes.count > 3900, "cut far too much for \(unit): \(bytes.count)")
+            let decoded = try Self.decode(bytes)
+            let body = try #require(((decoded["aps"] as? [String: Any])?["alert"] as? [String: String])?["body"])
+            #expect(body.hasSuffix("…"))
+            #expect(subject.hasPrefix(String(body.dropLast())))
+        }
+    }
+
+    @Test func shortPayloadsAreLeftAlone() throws {
+        let subject = String(repeating: "x", count: 3000)
+        let decoded = try Self.decode(MailPayload(sender: "S", subject: subject, userID: Self.userID).encoded)
+        #expect(((decoded["aps"] as? [String: Any])?["alert"] as? [String: String])?["body"] == subject)
+    }
+}
+
+/// PKCS#12 client identities, cross-checked against the openssl CLI.
+@Suite struct ClientIdentityTests {
+    @Test func opensABundleMadeByTheOpenSSLCLI() throws {
+        try withTemporaryDirectory { directory in
+            let dir = directory.path
+            _ = try Shell.run("""
+                cd "$1" && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=user@example.test \
+                  -keyout key.pem -out cert.pem 2>/dev/null && \
+                openssl pkcs12 -export -inkey key.pem -in cert.pem -passout pass:p12-Secret -out bundle.p12 && \
+                openssl x509 -in cert.pem -outform DER -out cert.der && \
+                openssl pkcs8 -topk8 -nocrypt -in key.pem -outform DER -out key.der
+                """, [dir])
+            let bundle = Array(try Data(contentsOf: directory.appendingPathComponent("bundle.p12")))
+            let identity = try ClientIdentity(pkcs12: bundle, password: "p12-Secret")
+            #expect(identity.certificateDER == Array(try Data(contentsOf: directory.appendingPathComponent("cert.der"))))
+            #expect(identity.privateKeyDER == Array(try Data(contentsOf: directory.appendingPathComponent("key.der"))))
+            // The PEM forms read back with the CLI as the same objects.
+            try directory.appendingPathComponent("out-cert.pem").write(identity.certificatePEM)
+            try directory.appendingPathComponent("out-key.pem").write(identity.privateKeyPEM)
+            let fingerprints = try Shell.run("""
+                cd "$1" && openssl x509 -in out-cert.pem -noout -fingerprint -sha256 && openssl x509 -in cert.pem -noout -fingerprint -sha256 && \
+                openssl pkey -in out-key.pem -pubout | openssl sha256 -r && openssl pkey -in key.pem -pubout | openssl sha256 -r
+                """, [dir]).split(separator: "\n")
+            #expect(fingerprints.count == 4 && fingerprints[0] == fingerprints[1] && fingerprints[2] == fingerprints[3])
+
+            #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: bundle, password: "wrong") }
+            #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: Array(bundle.prefix(100)), password: "p12-Secret") }
+            #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: Array("not pkcs12".utf8), password: "") }
+        }
+    }
+}
