@@ -1,0 +1,990 @@
+#!/usr/bin/env python3
+"""Hand-run self-test for ews_simulator.py (not wired into make).
+
+Starts the simulator on free ports with a throwaway --tls-dir, plus a small HTTPS
+callback receiver (a self-signed "localhost" certificate, like ENS's nginx one, given
+to the simulator as --callback-ca). Then drives every feature with urllib, ssl and
+http.client: the TLS material, every Autodiscover mode (POX, SOAP, plain-HTTP redirect,
+redirectAddr, redirectUrl loop), the three authentication methods, every EWS check and
+operation, failure injection, SendNotification callbacks (format, OK, Unsubscribe,
+retries and death, timeouts, heartbeats), the records, logging hygiene, keep-alive,
+SIGTERM, and certificate regeneration when --domains changes. Exits 0 when everything
+passed, 1 (with the failed check) otherwise. Takes about 15 s.
+
+Usage: python3 Tests/tools/ews_simulator_selftest.py
+"""
+import base64
+import datetime
+import http.client
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import xml.etree.ElementTree as ET
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from xml.sax.saxutils import escape
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import ExtensionOID, NameOID
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOAP = "http://schemas.xmlsoap.org/soap/envelope/"
+M = "http://schemas.microsoft.com/exchange/services/2006/messages"
+T = "http://schemas.microsoft.com/exchange/services/2006/types"
+E = "http://schemas.microsoft.com/exchange/services/2006/errors"
+POX_REQ = "http://schemas.microsoft.com/exchange/autodiscover/outlook/requestschema/2006"
+POX_RESP = "http://schemas.microsoft.com/exchange/autodiscover/responseschema/2006"
+POX_RESP_A = "http://schemas.microsoft.com/exchange/autodiscover/outlook/responseschema/2006a"
+AD = "http://schemas.microsoft.com/exchange/2010/Autodiscover"
+WSA = "http://www.w3.org/2005/08/addressing"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+SECRETS = ["alice-Pa55word", "bob-oauth-token-XYZ", "frank-pw-77", "dave-secret-9"]
+CHECKS = 0
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, what):
+    global CHECKS
+    CHECKS += 1
+    if not cond:
+        raise Failed(what)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def basic(user, password):
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise Failed(f"timed out waiting for {what}")
+
+
+# -- the callback receiver (plays ENS's callback endpoint) ---------------------------------
+RESULT_M = (f'<?xml version="1.0" encoding="utf-8"?><s:Envelope xmlns:s="{SOAP}"><s:Body>'
+            f'<m:SendNotificationResult xmlns:m="{M}"><m:SubscriptionStatus>{{}}'
+            '</m:SubscriptionStatus></m:SendNotificationResult></s:Body></s:Envelope>')
+RESULT_DEFAULT_NS = (f'<Envelope xmlns="{SOAP}"><Body><SendNotificationResult xmlns="{M}">'
+                     '<SubscriptionStatus>OK</SubscriptionStatus></SendNotificationResult>'
+                     '</Body></Envelope>')
+
+
+class Receiver:
+    """Records every callback; answers per path according to `behaviour`."""
+
+    def __init__(self, certfile, keyfile):
+        self.lock = threading.Lock()
+        self.got = []          # (path, headers dict, body bytes)
+        self.behaviour = {}    # path (no query) -> ok|default|unsub|fail|badxml|flaky|slow|lower
+        self.hits = {}
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.split("?", 1)[0]
+                with receiver.lock:
+                    receiver.got.append((self.path, dict(self.headers.items()), body))
+                    receiver.hits[path] = receiver.hits.get(path, 0) + 1
+                    hit = receiver.hits[path]
+                    how = receiver.behaviour.get(path, "ok")
+                status, ctype, out = 200, "text/xml; charset=utf-8", None
+                if how == "ok":
+                    out = RESULT_M.format("OK")
+                elif how == "default":
+                    out = RESULT_DEFAULT_NS
+                elif how == "unsub":
+                    out = RESULT_M.format("Unsubscribe")
+                elif how == "lower":
+                    out = RESULT_M.format("ok")
+                elif how == "fail":
+                    status, out = 500, ""
+                elif how == "badxml":
+                    out = "<s:Envelope"
+                elif how == "flaky":
+                    status, out = (503, "") if hit == 1 else (200, RESULT_M.format("OK"))
+                elif how == "slow":
+                    time.sleep(1.6)
+                    out = RESULT_M.format("OK")
+                out = out.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.handle_error = lambda *args: None  # the simulator hung up on /cb/slow
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(certfile, keyfile)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return f"https://localhost:{self.port}{path}"
+
+    def for_path(self, path):
+        with self.lock:
+            return [g for g in self.got if g[0].split("?", 1)[0] == path]
+
+
+def write_localhost_cert(directory):
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    certfile, keyfile = os.path.join(directory, "cb.pem"), os.path.join(directory, "cb.key")
+    with open(certfile, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(keyfile, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return certfile, keyfile
+
+
+# -- talking to the simulator --------------------------------------------------------------
+class Conn(http.client.HTTPSConnection):
+    """HTTPS to 127.0.0.1:port while presenting `host` (SNI, verification, Host header),
+    like libcurl's CONNECT_TO."""
+
+    def __init__(self, host, port, context):
+        super().__init__(host, port, context=context, timeout=20)
+        self.real_port = port
+
+    def connect(self):
+        sock = socket.create_connection(("127.0.0.1", self.real_port), self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+
+
+class Sim:
+    def __init__(self, port, http_port, control_port, ca, client_cert=None):
+        self.port, self.http_port, self.control_port = port, http_port, control_port
+        self.ctx = ssl.create_default_context(cafile=ca)
+        self.conns = {}
+        self.cert_ctx = None
+
+    def control(self, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.control_port}{path}", data=data,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    def ok(self, path, body=None):
+        status, answer = self.control(path, body)
+        check(status == 200, f"control {path} {body} -> {status} {answer}")
+        return answer
+
+    def post(self, host, path, body, headers=None, ctx=None, fresh=False):
+        """-> (status, headers dict (lowercase), body bytes, connection)."""
+        key = (host, id(ctx))
+        conn = self.conns.get(key)
+        if conn is None or fresh:
+            conn = Conn(host, self.port, ctx or self.ctx)
+            if not fresh:
+                self.conns[key] = conn
+        h = {"Content-Type": "text/xml; charset=utf-8"}
+        h.update(headers or {})
+        h = {k: v for k, v in h.items() if v is not None}
+        conn.request("POST", path, body.encode() if isinstance(body, str) else body, h)
+        r = conn.getresponse()
+        data = r.read()
+        check(r.getheader("Content-Length") == str(len(data)), "Content-Length always set")
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data, conn
+
+    def plain_get(self, host, path, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
+        h = {"Host": host}
+        h.update(headers or {})
+        conn.request("GET", path, headers=h)
+        r = conn.getresponse()
+        data = r.read()
+        conn.close()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+
+def envelope(op, version="Exchange2010_SP2", soap_ns=SOAP, header=True):
+    head = (f'<soap:Header><t:RequestServerVersion Version="{version}"/></soap:Header>'
+            if header else "")
+    return (f'<?xml version="1.0" encoding="utf-8"?><soap:Envelope xmlns:soap="{soap_ns}"'
+            f' xmlns:m="{M}" xmlns:t="{T}">{head}<soap:Body>{op}</soap:Body></soap:Envelope>')
+
+
+def subscribe_op(url, freq=1440, watermark=None, folder="inbox", events=("NewMailEvent",),
+                 swap=False):
+    parts = [f'<t:FolderIds><t:DistinguishedFolderId Id="{folder}"/></t:FolderIds>',
+             "<t:EventTypes>" + "".join(f"<t:EventType>{e}</t:EventType>" for e in events)
+             + "</t:EventTypes>"]
+    if swap:
+        parts.reverse()
+    if watermark is not None:
+        parts.append(f"<t:Watermark>{watermark}</t:Watermark>")
+    parts += [f"<t:StatusFrequency>{freq}</t:StatusFrequency>", f"<t:URL>{escape(url)}</t:URL>"]
+    return f"<m:Subscribe><m:PushSubscriptionRequest>{''.join(parts)}</m:PushSubscriptionRequest></m:Subscribe>"
+
+
+def get_item_op(ids, shape="IdOnly", props=("item:Subject", "message:From", "item:DateTimeReceived")):
+    add = ("<t:AdditionalProperties>" + "".join(f'<t:FieldURI FieldURI="{p}"/>' for p in props)
+           + "</t:AdditionalProperties>") if props else ""
+    return (f"<m:GetItem><m:ItemShape><t:BaseShape>{shape}</t:BaseShape>{add}</m:ItemShape>"
+            "<m:ItemIds>" + "".join(f'<t:ItemId Id="{i}"/>' for i in ids) + "</m:ItemIds></m:GetItem>")
+
+
+GET_FOLDER = ('<m:GetFolder><m:FolderShape><t:BaseShape>Default</t:BaseShape></m:FolderShape>'
+              '<m:FolderIds><t:DistinguishedFolderId Id="inbox"/></m:FolderIds></m:GetFolder>')
+
+
+def pox_request(email, schema=POX_RESP_A, ns=POX_REQ):
+    return (f'<?xml version="1.0" encoding="utf-8"?><Autodiscover xmlns="{ns}"><Request>'
+            f"<EMailAddress>{email}</EMailAddress><AcceptableResponseSchema>{schema}"
+            "</AcceptableResponseSchema></Request></Autodiscover>")
+
+
+def soap_ad_request(host, email, settings=("ExternalEwsUrl", "EwsSupportedSchemas"), ad_ns=AD):
+    return (f'<?xml version="1.0" encoding="utf-8"?><soap:Envelope xmlns:soap="{SOAP}"'
+            f' xmlns:a="{ad_ns}" xmlns:wsa="{WSA}"><soap:Header>'
+            "<a:RequestedServerVersion>Exchange2013</a:RequestedServerVersion>"
+            f"<wsa:Action>{AD}/Autodiscover/GetUserSettings</wsa:Action>"
+            f"<wsa:To>https://{host}/autodiscover/autodiscover.svc</wsa:To></soap:Header>"
+            "<soap:Body><a:GetUserSettingsRequestMessage><a:Request><a:Users><a:User>"
+            f"<a:Mailbox>{email}</a:Mailbox></a:User></a:Users><a:RequestedSettings>"
+            + "".join(f"<a:Setting>{s}</a:Setting>" for s in settings)
+            + "</a:RequestedSettings></a:Request></a:GetUserSettingsRequestMessage></soap:Body>"
+            "</soap:Envelope>")
+
+
+def xml(data):
+    return ET.fromstring(data)
+
+
+def fault_code(data):
+    el = xml(data).find(f".//{{{E}}}ResponseCode")
+    return el.text if el is not None else None
+
+
+def messages(data, name):
+    return xml(data).findall(f".//{{{M}}}{name}ResponseMessage")
+
+
+def response_code(msg):
+    return msg.find(f"{{{M}}}ResponseCode").text
+
+
+def text(el, path):
+    found = el.find(path)
+    return None if found is None else found.text
+
+
+# -- the test ------------------------------------------------------------------------------
+def run(tmp):
+    tls_dir = os.path.join(tmp, "tls")
+    cb_cert, cb_key = write_localhost_cert(tmp)
+    receiver = Receiver(cb_cert, cb_key)
+    port, http_port, control_port = free_port(), free_port(), free_port()
+    ready = os.path.join(tmp, "ready.pid")
+    log_path = os.path.join(tmp, "sim.log")
+    log = open(log_path, "wb")
+    cmd = [sys.executable, os.path.join(HERE, "ews_simulator.py"), "--port", str(port),
+           "--control-port", str(control_port), "--http-port", str(http_port),
+           "--tls-dir", tls_dir, "--callback-ca", cb_cert, "--minute-seconds", "1",
+           "--retry-scale", "0.01", "--callback-timeout", "1", "--ready-file", ready]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    try:
+        wait_for(lambda: os.path.exists(ready) or proc.poll() is not None, 20, "the ready file")
+        check(proc.poll() is None, "simulator started")
+        with open(ready) as f:
+            check(f.read().strip() == str(proc.pid), "ready file holds the PID")
+        scenario(tls_dir, receiver, port, http_port, control_port, log_path)
+        # SIGTERM: prompt exit, ready file removed
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=3)
+        check(time.monotonic() - t0 < 1.0, "SIGTERM exits within 1 s")
+        check(not os.path.exists(ready), "ready file removed on exit")
+        log.close()
+        with open(log_path, "rb") as f:
+            logged = f.read()
+        for secret in SECRETS + [basic("alice", "alice-Pa55word").split()[1]]:
+            check(secret.encode() not in logged, f"secret {secret!r} not logged")
+        check(b"authorization" not in logged.lower(), "no Authorization header logged")
+        check(b"/cb/" not in logged, "callback URLs not logged")
+        check(b"Traceback" not in logged and b"internal error" not in logged,
+              "no internal errors: " + logged.decode(errors="replace")[-2000:])
+        check(logged.count(b"ews_simulator: POST ") > 50, "one log line per request")
+        restart_with_other_domains(cmd, tls_dir, ready)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def restart_with_other_domains(cmd, tls_dir, ready):
+    with open(os.path.join(tls_dir, "ca.pem"), "rb") as f:
+        ca = f.read()
+    with open(os.path.join(tls_dir, "server.pem"), "rb") as f:
+        server = f.read()
+    cmd = list(cmd)
+    for flag in ("--port", "--control-port", "--http-port"):
+        cmd[cmd.index(flag) + 1] = str(free_port())
+    cmd += ["--domains", "example.test,other.test"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: os.path.exists(ready) or proc.poll() is not None, 20, "restart")
+        with open(os.path.join(tls_dir, "ca.pem"), "rb") as f:
+            check(f.read() == ca, "CA kept across restarts")
+        with open(os.path.join(tls_dir, "server.pem"), "rb") as f:
+            new = f.read()
+        check(new != server, "server certificate regenerated when --domains changes")
+        with open(os.path.join(tls_dir, "domains.txt")) as f:
+            check(f.read().strip() == "example.test,other.test", "domains.txt updated")
+        san = x509.load_pem_x509_certificate(new).extensions.get_extension_for_class(
+            x509.SubjectAlternativeName).value
+        check("*.other.test" in san.get_values_for_type(x509.DNSName)
+              and "pox.test" not in san.get_values_for_type(x509.DNSName), "new SANs")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=3)
+        check(not os.path.exists(ready), "ready file removed after SIGINT")
+
+
+def scenario(tls_dir, rx, port, http_port, control_port, log_path):
+    ca = os.path.join(tls_dir, "ca.pem")
+    for name in ("ca.pem", "ca.key", "server.pem", "server.key", "client-ca.pem",
+                 "client-ca.key", "domains.txt"):
+        check(os.path.exists(os.path.join(tls_dir, name)), f"{name} generated")
+    with open(os.path.join(tls_dir, "server.pem"), "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    dns = san.get_values_for_type(x509.DNSName)
+    for d in ("example.test", "*.example.test", "*.bench.test", "localhost"):
+        check(d in dns, f"SAN {d}")
+    check(ipaddress.ip_address("127.0.0.1") in san.get_values_for_type(x509.IPAddress), "SAN IP")
+    check(isinstance(cert.public_key(), ec.EllipticCurvePublicKey), "EC server key")
+
+    sim = Sim(port, http_port, control_port, ca)
+    # TLS 1.2 is enough
+    ctx12 = ssl.create_default_context(cafile=ca)
+    ctx12.maximum_version = ssl.TLSVersion.TLSv1_2
+
+    # -- mailboxes and domains ------------------------------------------------------------
+    sim.ok("/mailboxes", {"email": "alice@example.test", "userName": "alice",
+                          "password": "alice-Pa55word", "unread": 3})
+    sim.ok("/mailboxes", {"email": "bob@example.test", "oauthToken": "bob-oauth-token-XYZ"})
+    carol = sim.ok("/mailboxes", {"email": "carol@example.test", "certificate": True})
+    sim.ok("/mailboxes", {"email": "dave@soap.test", "userName": "SOAP\\dave",
+                          "password": "dave-secret-9", "versions": ["Exchange2013_SP1"]})
+    sim.ok("/mailboxes", {"email": "erin@pox.test", "userName": "erin", "password": "erin-pw"})
+    sim.ok("/mailboxes", {"email": "frank@example.test", "userName": "frank",
+                          "password": "frank-pw-77"})
+    sim.ok("/mailboxes", {"email": "gina@redirect.test", "userName": "gina", "password": "gina-pw"})
+    sim.ok("/mailboxes", {"email": "max@example.test", "userName": "max", "password": "max-pw"})
+    check(sim.control("/mailboxes", {"email": "nobody"})[0] == 400, "bad mailbox rejected")
+    check(sim.control("/mailboxes", {"email": "x@y.test", "versions": ["Exchange2099"]})[0] == 400,
+          "unknown version rejected")
+    for domain, mode, target in (("pox.test", "pox-root", None),
+                                 ("example.test", "pox-autodiscover", None),
+                                 ("soap.test", "soap", None),
+                                 ("redirect.test", "http-redirect", None),
+                                 ("addr.test", "redirect-addr", "frank@example.test"),
+                                 ("loop.test", "redirect-loop", None),
+                                 ("nowhere.test", "none", None)):
+        sim.ok("/domains", {"domain": domain, "mode": mode, "target": target})
+    check(sim.control("/domains", {"domain": "x.test", "mode": "bogus"})[0] == 400, "bad mode")
+    ALICE = {"Authorization": basic("alice", "alice-Pa55word")}
+    ERIN = {"Authorization": basic("erin", "erin-pw")}
+    FRANK = {"Authorization": basic("frank", "frank-pw-77")}
+    DAVE = {"Authorization": basic("SOAP\\dave", "dave-secret-9")}
+    BOB = {"Authorization": "Bearer bob-oauth-token-XYZ", "X-AnchorMailbox": "Bob@Example.test"}
+    POX = "/autodiscover/autodiscover.xml"
+    SVC = "/autodiscover/autodiscover.svc"
+    EWS = "/EWS/Exchange.asmx"
+
+    # client certificate from the PKCS#12
+    key, ccert, _ = pkcs12.load_key_and_certificates(base64.b64decode(carol["pkcs12"]),
+                                                     carol["pkcs12Password"].encode())
+    check(ccert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "carol@example.test",
+          "client cert CN = email")
+    check({e.oid for e in ccert.extensions} == {ExtensionOID.BASIC_CONSTRAINTS,
+                                                 ExtensionOID.EXTENDED_KEY_USAGE},
+          "client cert has only basicConstraints and extendedKeyUsage")
+    with open(os.path.join(tls_dir, "client-ca.pem"), "rb") as f:
+        client_ca = x509.load_pem_x509_certificate(f.read())
+    check(ccert.issuer == client_ca.subject, "client cert issued by the client CA")
+    cpath = os.path.join(os.path.dirname(tls_dir), "carol.pem")
+    with open(cpath, "wb") as f:
+        f.write(ccert.public_bytes(serialization.Encoding.PEM))
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    cert_ctx = ssl.create_default_context(cafile=ca)
+    cert_ctx.load_cert_chain(cpath)
+
+    # -- Autodiscover: POX ------------------------------------------------------------------
+    st, hd, body, _ = sim.post("pox.test", POX, pox_request("erin@pox.test"), ERIN)
+    check(st == 200 and hd["content-type"].startswith("text/xml"), f"POX pox-root {st}")
+    root = xml(body)
+    check(root.tag == f"{{{POX_RESP}}}Autodiscover", "POX outer namespace")
+    resp = root.find(f"{{{POX_RESP_A}}}Response")
+    check(resp is not None, "POX inner namespace 2006a")
+    a = lambda p: "/".join(f"{{{POX_RESP_A}}}{x}" for x in p.split("/"))  # noqa: E731
+    check(text(resp, a("Account/Action")) == "settings", "Action settings")
+    check(text(resp, a("Account/AccountType")) == "email", "AccountType email")
+    check(text(resp, a("User/DisplayName")) == "erin", "DisplayName")
+    protos = {text(p, a("Type")): text(p, a("EwsUrl")) for p in resp.findall(a("Account/Protocol"))}
+    check(protos.get("EXPR") == "https://mail.pox.test/EWS/Exchange.asmx"
+          and protos.get("EXCH") == protos["EXPR"], f"EwsUrl in EXPR and EXCH: {protos}")
+    st, _, body, _ = sim.post("Autodiscover.POX.test", POX.upper(), pox_request("erin@pox.test"), ERIN)
+    check(st == 404, "pox-root: autodiscover.D -> 404")
+    st, _, body, _ = sim.post("pox.test", POX, pox_request("nobody@pox.test"), ERIN)
+    err = xml(body).find(f"{{{POX_RESP}}}Response/{{{POX_RESP}}}Error")
+    check(st == 200 and err is not None and text(err, f"{{{POX_RESP}}}ErrorCode") == "500"
+          and text(err, f"{{{POX_RESP}}}Message") == "The e-mail address cannot be found.",
+          "POX unknown address -> ErrorCode 500")
+    st, hd, body, _ = sim.post("pox.test", POX, pox_request("erin@pox.test"), {})
+    check(st == 401 and body == b"" and hd.get("www-authenticate") == 'Basic realm="sim", Bearer',
+          "POX without credentials -> 401 + WWW-Authenticate")
+    st, _, _, _ = sim.post("pox.test", POX, pox_request("erin@pox.test"), ALICE)
+    check(st == 401, "POX with another mailbox's credentials -> 401")
+    st, _, _, _ = sim.post("pox.test", POX, pox_request("erin@pox.test"),
+                           {"Authorization": basic("erin", "wrong")})
+    check(st == 401, "POX wrong password -> 401")
+    st, _, body, _ = sim.post("pox.test", POX, pox_request("erin@pox.test", schema=POX_RESP_A.replace(
+        "http:", "https:")), ERIN)
+    check(text(xml(body), f".//{{{POX_RESP}}}ErrorCode") == "601", "wrong AcceptableResponseSchema -> 601")
+    st, _, body, _ = sim.post("pox.test", POX, pox_request("erin@pox.test", ns=POX_REQ.replace(
+        "http:", "https:")), ERIN)
+    check(text(xml(body), f".//{{{POX_RESP}}}ErrorCode") == "600", "https request namespace -> 600")
+    st, _, body, _ = sim.post("pox.test", POX, "<Autodiscover", ERIN)
+    check(text(xml(body), f".//{{{POX_RESP}}}ErrorCode") == "600", "malformed POX -> 600")
+    st, _, _, _ = sim.post("pox.test", POX, '<!DOCTYPE x [<!ENTITY a "b">]>' + pox_request(
+        "erin@pox.test")[38:], ERIN)
+    check(st == 400, "DOCTYPE -> 400")
+    st, _, _, _ = sim.post("pox.test", POX, pox_request("erin@pox.test"),
+                           dict(ERIN, **{"Content-Type": "application/json"}))
+    check(st == 400, "POX wrong Content-Type -> 400")
+    # pox-autodiscover
+    st, _, body, _ = sim.post("autodiscover.example.test", POX, pox_request("alice@example.test"), ALICE)
+    check(st == 200 and b"https://mail.example.test/EWS/Exchange.asmx" in body, "pox-autodiscover")
+    st, _, _, _ = sim.post("example.test", POX, pox_request("alice@example.test"), ALICE)
+    check(st == 404, "pox-autodiscover: https://D -> 404")
+    st, _, body, _ = sim.post("autodiscover.example.test", POX, pox_request("bob@example.test"), BOB)
+    check(st == 200 and b"mail.example.test" in body, "POX with bearer + X-AnchorMailbox")
+    st, _, _, _ = sim.post("autodiscover.example.test", POX, pox_request("bob@example.test"),
+                           {"Authorization": BOB["Authorization"]})
+    check(st == 401, "bearer without X-AnchorMailbox -> 401")
+    st, _, _, _ = sim.post("autodiscover.example.test", POX, pox_request("bob@example.test"),
+                           dict(BOB, **{"X-AnchorMailbox": "alice@example.test"}))
+    check(st == 401, "bearer with another X-AnchorMailbox -> 401")
+    st, _, body, _ = sim.post("autodiscover.example.test", POX, pox_request("carol@example.test"),
+                              ctx=cert_ctx)
+    check(st == 200 and b"carol" in body, "POX with a client certificate")
+    # redirect-addr, redirect-loop, none
+    st, _, body, _ = sim.post("addr.test", POX, pox_request("someone@addr.test"), FRANK)
+    check(st == 200 and text(xml(body), f".//{{{POX_RESP_A}}}Action") == "redirectAddr"
+          and text(xml(body), f".//{{{POX_RESP_A}}}RedirectAddr") == "frank@example.test",
+          "redirect-addr")
+    st, _, body, _ = sim.post("loop.test", POX, pox_request("x@loop.test"), ALICE)
+    check(text(xml(body), f".//{{{POX_RESP_A}}}Action") == "redirectUrl"
+          and text(xml(body), f".//{{{POX_RESP_A}}}RedirectUrl")
+          == "https://loop.test/autodiscover/autodiscover.xml", "redirect-loop")
+    st, _, _, _ = sim.post("loop.test", POX, pox_request("x@loop.test"), {})
+    check(st == 401, "redirects need authentication")
+    for host in ("nowhere.test", "autodiscover.nowhere.test", "bench.test"):
+        st, _, _, _ = sim.post(host, POX, pox_request("x@nowhere.test"), ALICE)
+        check(st == 404, f"none: {host} -> 404")
+        st, _, _, _ = sim.post(host, SVC, "", ALICE)
+        check(st == 404, f"none: {host} svc -> 404")
+
+    # -- Autodiscover: HTTP redirect ------------------------------------------------------
+    for host in ("redirect.test", "autodiscover.redirect.test"):
+        st, _, _, _ = sim.post(host, POX, pox_request("gina@redirect.test"),
+                               {"Authorization": basic("gina", "gina-pw")})
+        check(st == 404, f"http-redirect: https {host} -> 404")
+    st, hd, _ = sim.plain_get("autodiscover.redirect.test:80", POX)
+    check(st == 302 and hd.get("location") == "https://mail.redirect.test/autodiscover/autodiscover.xml",
+          f"http-redirect 302: {st} {hd}")
+    st, _, body, _ = sim.post("mail.redirect.test", POX, pox_request("gina@redirect.test"),
+                              {"Authorization": basic("gina", "gina-pw")})
+    check(st == 200 and b"https://mail.redirect.test/EWS/Exchange.asmx" in body, "redirect target POX")
+    st, _, _ = sim.plain_get("autodiscover.pox.test", POX)
+    check(st == 404, "plain HTTP for a non-redirect domain -> 404")
+    check(sim.ok("/requests")["violations"] == [], "no violations yet")
+    st, _, _ = sim.plain_get("autodiscover.redirect.test", POX, {"Authorization": basic("gina", "gina-pw")})
+    check(st == 400, "credentials over plain HTTP -> 400")
+    viol = sim.ok("/requests")["violations"]
+    check(len(viol) == 1 and "plain HTTP" in viol[0] and "gina-pw" not in viol[0], f"violation {viol}")
+
+    # -- Autodiscover: SOAP ---------------------------------------------------------------
+    st, hd, body, _ = sim.post("autodiscover.soap.test", SVC,
+                               soap_ad_request("autodiscover.soap.test", "dave@soap.test"), DAVE)
+    check(st == 200, f"SOAP GetUserSettings {st} {body[:300]}")
+    r = xml(body).find(f".//{{{AD}}}GetUserSettingsResponseMessage/{{{AD}}}Response")
+    check(text(r, f"{{{AD}}}ErrorCode") == "NoError", "SOAP ErrorCode NoError")
+    ur = r.find(f"{{{AD}}}UserResponses/{{{AD}}}UserResponse")
+    check(text(ur, f"{{{AD}}}ErrorCode") == "NoError", "UserResponse NoError")
+    settings = {text(s, f"{{{AD}}}Name"): (text(s, f"{{{AD}}}Value"), s.get(f"{{{XSI}}}type"))
+                for s in ur.findall(f"{{{AD}}}UserSettings/{{{AD}}}UserSetting")}
+    check(settings.get("ExternalEwsUrl") == ("https://mail.soap.test/EWS/Exchange.asmx", "StringSetting"),
+          f"ExternalEwsUrl {settings}")
+    check(settings.get("EwsSupportedSchemas", ("",))[0] == "Exchange2013_SP1", "EwsSupportedSchemas")
+    st, _, body, _ = sim.post("autodiscover.soap.test", SVC,
+                              soap_ad_request("autodiscover.soap.test", "ghost@soap.test"), DAVE)
+    check(text(xml(body), f".//{{{AD}}}UserResponse/{{{AD}}}ErrorCode") == "InvalidUser",
+          "SOAP unknown user -> InvalidUser")
+    st, _, body, _ = sim.post("autodiscover.soap.test", SVC,
+                              soap_ad_request("autodiscover.soap.test", "dave@soap.test",
+                                              ad_ns=AD.replace("http:", "https:")), DAVE)
+    check(st == 400 and b"ErrorSchemaValidation" in body, "SOAP https namespace -> 400")
+    st, _, body, _ = sim.post("autodiscover.soap.test", SVC,
+                              soap_ad_request("autodiscover.soap.test", "dave@soap.test",
+                                              settings=("InternalEwsUrl",)), DAVE)
+    check(st == 400, "SOAP without ExternalEwsUrl -> 400")
+    st, _, _, _ = sim.post("autodiscover.soap.test", SVC,
+                           soap_ad_request("autodiscover.soap.test", "dave@soap.test"), ALICE)
+    check(st == 401, "SOAP with another mailbox's credentials -> 401")
+    st, _, _, _ = sim.post("autodiscover.soap.test", SVC,
+                           soap_ad_request("elsewhere.test", "dave@soap.test"), DAVE)
+    check(st == 400, "SOAP wsa:To for another endpoint -> 400")
+    st, _, _, _ = sim.post("autodiscover.soap.test", POX, pox_request("dave@soap.test"), DAVE)
+    check(st == 404, "soap mode: .xml -> 404")
+
+    # -- EWS basics -----------------------------------------------------------------------
+    st, hd, body, conn = sim.post("mail.example.test", EWS, envelope(GET_FOLDER), ALICE)
+    check(st == 200 and hd["content-type"] == "text/xml; charset=utf-8", f"GetFolder {st} {body[:300]}")
+    folder = xml(body).find(f".//{{{T}}}Folder")
+    check(text(folder, f"{{{T}}}DisplayName") == "Inbox" and text(folder, f"{{{T}}}UnreadCount") == "3"
+          and text(folder, f"{{{T}}}TotalCount") == "3", "GetFolder counts")
+    inbox_id = folder.find(f"{{{T}}}FolderId").get("Id")
+    check(inbox_id and folder.find(f"{{{T}}}FolderId").get("ChangeKey"), "FolderId Id/ChangeKey")
+    sock = conn.sock
+    st, _, body, conn = sim.post("mail.example.test", EWS, envelope(
+        GET_FOLDER.replace('<t:DistinguishedFolderId Id="inbox"/>', f'<t:FolderId Id="{inbox_id}"/>'
+                           '<t:FolderId Id="AAAA"/>')), ALICE)
+    msgs = messages(body, "GetFolder")
+    check([response_code(m) for m in msgs] == ["NoError", "ErrorFolderNotFound"], "GetFolder by FolderId")
+    check(conn.sock is sock and sock is not None, "HTTP/1.1 keep-alive reuses the connection")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(
+        GET_FOLDER.replace("Default", "IdOnly").replace(
+            "</t:BaseShape>", '</t:BaseShape><t:AdditionalProperties><t:FieldURI FieldURI='
+            '"folder:UnreadCount"/></t:AdditionalProperties>')), ALICE)
+    f2 = xml(body).find(f".//{{{T}}}Folder")
+    check(text(f2, f"{{{T}}}UnreadCount") == "3" and f2.find(f"{{{T}}}DisplayName") is None,
+          "IdOnly + folder:UnreadCount")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER), ctx=cert_ctx)
+    check(st == 200 and text(xml(body), f".//{{{T}}}UnreadCount") == "0", "EWS with client cert")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER), BOB)
+    check(st == 200, "EWS with bearer")
+    st, hd, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER), {})
+    check(st == 401 and body == b"" and "Bearer" in hd.get("www-authenticate", ""), "EWS no creds -> 401")
+    st, _, _, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER),
+                           dict(ALICE, **{"X-AnchorMailbox": "bob@example.test"}))
+    check(st == 401, "EWS with a foreign X-AnchorMailbox -> 401")
+    st, _, _, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER),
+                           dict(ALICE, **{"Content-Type": "text/xml"}))
+    check(st == 415, "EWS without charset -> 415")
+    st, _, _, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER),
+                           dict(ALICE, **{"Content-Type": "application/soap+xml; charset=utf-8"}))
+    check(st == 415, "EWS SOAP 1.2 content type -> 415")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER, soap_ns=SOAP.replace(
+        "http:", "https:")), ALICE)
+    check(st == 500 and fault_code(body) == "ErrorSchemaValidation", "https envelope -> schema fault")
+    check(xml(body).find(f".//{{{SOAP}}}Fault/faultcode").text.endswith(":ErrorSchemaValidation"),
+          "faultcode")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER + GET_FOLDER), ALICE)
+    check(st == 500 and fault_code(body) == "ErrorSchemaValidation", "two operations -> schema fault")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER, header=False), ALICE)
+    check(st == 500 and fault_code(body) == "ErrorSchemaValidation", "no RequestServerVersion -> fault")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER, version="Exchange2099"), ALICE)
+    check(st == 500 and fault_code(body) == "ErrorInvalidServerVersion", "unknown version -> fault")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER, version="Exchange2010_SP2"), DAVE)
+    check(st == 500 and fault_code(body) == "ErrorInvalidServerVersion", "version not accepted -> fault")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER, version="Exchange2013_SP1"), DAVE)
+    check(st == 200, "accepted version")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(
+        "<m:FindItem><m:ItemShape><t:BaseShape>IdOnly</t:BaseShape></m:ItemShape></m:FindItem>"), ALICE)
+    check(st == 500 and fault_code(body) == "ErrorInvalidRequest", "unknown operation -> ErrorInvalidRequest")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(
+        GET_FOLDER.replace("<m:GetFolder>", f'<GetFolder xmlns="{T}">').replace("</m:GetFolder>",
+                                                                                "</GetFolder>")), ALICE)
+    check(st == 500 and fault_code(body) == "ErrorSchemaValidation", "operation in the types ns -> fault")
+    st, _, body, _ = sim.post("mail.example.test", EWS, "<soap:Envelope", ALICE)
+    check(st == 500 and fault_code(body) == "ErrorSchemaValidation", "malformed XML -> fault")
+    st, _, _, _ = sim.post("mail.example.test", EWS, '<?xml version="1.0"?><!DOCTYPE a [<!ENTITY b "c">]><a/>', ALICE)
+    check(st == 400, "EWS DOCTYPE -> 400")
+    # prefixes do not matter
+    other = envelope(GET_FOLDER).replace("soap:", "S:").replace("xmlns:soap", "xmlns:S") \
+        .replace("m:", "msg:").replace("xmlns:m=", "xmlns:msg=")
+    st, _, body, _ = sim.post("mail.example.test", EWS, other, ALICE)
+    check(st == 200, "other prefixes accepted")
+
+    # -- Subscribe --------------------------------------------------------------------------
+    def subscribe(op, who=ALICE, version="Exchange2010_SP2"):
+        st, _, body, _ = sim.post("mail.example.test", EWS, envelope(op, version=version), who)
+        return st, body
+
+    st, body = subscribe(subscribe_op(rx.url("/cb/ok?user=alice&k=1")))
+    check(st == 200, f"Subscribe {st} {body[:300]}")
+    msg = messages(body, "Subscribe")[0]
+    check(msg.get("ResponseClass") == "Success" and response_code(msg) == "NoError", "Subscribe success")
+    sub_id, wm0 = text(msg, f"{{{M}}}SubscriptionId"), text(msg, f"{{{M}}}Watermark")
+    check(sub_id and wm0 and base64.b64decode(sub_id) and base64.b64decode(wm0), "id and watermark base64")
+    subs = {s["id"]: s for s in sim.ok("/subscriptions")}
+    check(subs[sub_id] == {"id": sub_id, "email": "alice@example.test", "url": rx.url("/cb/ok?user=alice&k=1"),
+                           "frequency": 1440, "version": "Exchange2010_SP2", "alive": True, "watermark": wm0},
+          f"/subscriptions {subs.get(sub_id)}")
+    for op, what in ((subscribe_op(rx.url("/x"), folder="Inbox"), "Inbox (capital)"),
+                     (subscribe_op(rx.url("/x"), events=("StatusEvent", "NewMailEvent")), "StatusEvent"),
+                     (subscribe_op(rx.url("/x"), events=("CreatedEvent",)), "no NewMailEvent"),
+                     (subscribe_op(rx.url("/x"), events=("NewMailEvents",)), "unknown event"),
+                     (subscribe_op(rx.url("/x"), freq=0), "frequency 0"),
+                     (subscribe_op(rx.url("/x"), freq=1441), "frequency 1441"),
+                     (subscribe_op(rx.url("/x"), freq="ten"), "frequency text"),
+                     (subscribe_op(rx.url("/x"), swap=True), "wrong order"),
+                     (subscribe_op(rx.url("/x")).replace("<m:PushSubscriptionRequest>",
+                                                         "<t:PushSubscriptionRequest>").replace(
+                         "</m:PushSubscriptionRequest>", "</t:PushSubscriptionRequest>"), "request in t:"),
+                     (subscribe_op(rx.url("/x")).replace("<t:URL>", "<m:URL>").replace("</t:URL>", "</m:URL>"),
+                      "URL in m:"),
+                     (subscribe_op(rx.url("/x")).replace("</t:FolderIds>",
+                                                         '<t:DistinguishedFolderId Id="inbox"/></t:FolderIds>'),
+                      "two folders"),
+                     (subscribe_op(rx.url("/x")).replace("<m:PushSubscriptionRequest>",
+                                                         '<m:PushSubscriptionRequest SubscribeToAllFolders="true">'),
+                      "SubscribeToAllFolders")):
+        st, body = subscribe(op)
+        check(st == 500 and fault_code(body) == "ErrorSchemaValidation", f"Subscribe {what} -> schema fault")
+    for url in ("ftp://localhost/x", "https://", "not a url", "https://localhost:99999/x", "x" * 2083, ""):
+        st, body = subscribe(subscribe_op(url))
+        msg = messages(body, "Subscribe")
+        check(st == 200 and msg and msg[0].get("ResponseClass") == "Error"
+              and response_code(msg[0]) == "ErrorInvalidPushSubscriptionUrl", f"bad URL {url[:30]!r}")
+    st, body = subscribe(subscribe_op(rx.url("/cb/ok"), watermark="AAAAbm90LWEtd2F0ZXJtYXJr"))
+    msg = messages(body, "Subscribe")[0]
+    check(st == 200 and response_code(msg) == "ErrorInvalidWatermark", "unknown watermark")
+    st, body = subscribe(subscribe_op(rx.url("/cb/ok"), watermark=wm0), who=FRANK)
+    check(response_code(messages(body, "Subscribe")[0]) == "ErrorInvalidWatermark",
+          "another mailbox's watermark")
+    st, body = subscribe(subscribe_op(rx.url("/cb/ok2"), watermark=wm0), version="Exchange2013")
+    msg = messages(body, "Subscribe")[0]
+    check(response_code(msg) == "NoError", "known watermark accepted")
+    sub2 = text(msg, f"{{{M}}}SubscriptionId")
+    rx.behaviour["/cb/ok2"] = "default"
+    # the 20-subscription limit
+    MAX = {"Authorization": basic("max", "max-pw")}
+    for i in range(20):
+        st, body = subscribe(subscribe_op(rx.url(f"/cb/max?i={i}")), who=MAX)
+        check(response_code(messages(body, "Subscribe")[0]) == "NoError", f"subscription {i + 1}")
+    st, body = subscribe(subscribe_op(rx.url("/cb/max?i=21")), who=MAX)
+    check(response_code(messages(body, "Subscribe")[0]) == "ErrorExceededSubscriptionCount", "21st subscription")
+
+    # -- new mail, callbacks, GetItem -------------------------------------------------------
+    answer = sim.ok("/newmail", {"email": "alice@example.test", "subject": "Hello <&> \u00e9",
+                                 "fromName": "Zed Sender", "fromAddress": "zed@far.test",
+                                 "count": 2, "wait": True})
+    items = answer["items"]
+    check(len(items) == 2, "two items")
+    cbs = {c["subscriptionId"]: c for c in answer["callbacks"]}
+    check(cbs.get(sub_id) == {"subscriptionId": sub_id, "httpStatus": 200, "subscriptionStatus": "OK"},
+          f"callback answer {answer['callbacks']}")
+    check(cbs.get(sub2, {}).get("subscriptionStatus") == "OK", "default-namespace reply is OK")
+    got = rx.for_path("/cb/ok")
+    check(len(got) == 1 and got[0][0] == "/cb/ok?user=alice&k=1", "callback path and query kept")
+    path, headers, raw = got[0]
+    lh = {k.lower(): v for k, v in headers.items()}
+    check(lh.get("content-type") == "text/xml; charset=utf-8", "callback Content-Type")
+    check(lh.get("soapaction") == "http://schemas.microsoft.com/exchange/services/2006/messages/SendNotification",
+          "callback SOAPAction")
+    check(lh.get("accept") == "text/xml" and "authorization" not in lh, "callback Accept, no Authorization")
+    check(raw.startswith(b'<?xml version="1.0" encoding="utf-8"?><soap11:Envelope'), "declaration + soap11")
+    n = xml(raw)
+    check(n.find(f"{{{SOAP}}}Header/{{{T}}}RequestServerVersion").get("Version") == "Exchange2010_SP2",
+          "callback RequestServerVersion")
+    rm = n.find(f"{{{SOAP}}}Body/{{{M}}}SendNotification/{{{M}}}ResponseMessages/"
+                f"{{{M}}}SendNotificationResponseMessage")
+    check(rm.get("ResponseClass") == "Success" and text(rm, f"{{{M}}}ResponseCode") == "NoError", "RM")
+    note = rm.find(f"{{{M}}}Notification")
+    check(text(note, f"{{{T}}}SubscriptionId") == sub_id, "t:SubscriptionId")
+    check(text(note, f"{{{T}}}PreviousWatermark") == wm0, "PreviousWatermark = subscribe watermark")
+    check(text(note, f"{{{T}}}MoreEvents") == "false", "MoreEvents false")
+    events = note.findall(f"{{{T}}}NewMailEvent")
+    check([e.find(f"{{{T}}}ItemId").get("Id") for e in events] == items, "one NewMailEvent per item")
+    for e in events:
+        check(e.find(f"{{{T}}}ItemId").get("ChangeKey") and e.find(f"{{{T}}}ParentFolderId").get("Id") == inbox_id,
+              "ItemId ChangeKey, ParentFolderId")
+        check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text(e, f"{{{T}}}TimeStamp")), "TimeStamp")
+    wms = [text(e, f"{{{T}}}Watermark") for e in events]
+    check(len(set(wms + [wm0])) == 3, "each event has a new watermark")
+    check(sim.ok("/subscriptions") and {s["id"]: s for s in sim.ok("/subscriptions")}[sub_id]["watermark"]
+          == wms[-1], "subscription watermark advanced")
+    check(len(rx.for_path("/cb/max")) == 0, "other mailboxes' subscriptions get nothing")
+
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(get_item_op(items + ["bm9wZQ=="])), ALICE)
+    msgs = messages(body, "GetItem")
+    check(st == 200 and [m.get("ResponseClass") for m in msgs] == ["Success", "Success", "Error"],
+          f"GetItem classes {body[:400]}")
+    check(response_code(msgs[2]) == "ErrorItemNotFound", "unknown id -> ErrorItemNotFound")
+    m0 = msgs[0].find(f"{{{M}}}Items/{{{T}}}Message")
+    check(m0.find(f"{{{T}}}ItemId").get("Id") == items[0] and m0.find(f"{{{T}}}ItemId").get("ChangeKey"),
+          "GetItem ItemId")
+    check(text(m0, f"{{{T}}}Subject") == "Hello <&> \u00e9", "GetItem Subject (escaped)")
+    check(text(m0, f"{{{T}}}From/{{{T}}}Mailbox/{{{T}}}Name") == "Zed Sender"
+          and text(m0, f"{{{T}}}From/{{{T}}}Mailbox/{{{T}}}EmailAddress") == "zed@far.test", "GetItem From")
+    check(text(m0, f"{{{T}}}DateTimeReceived") == text(events[0], f"{{{T}}}TimeStamp"), "DateTimeReceived")
+    check(m0.find(f"{{{T}}}IsRead") is None, "IdOnly returns only what was asked")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(get_item_op(items[:1], "Default", ())), ALICE)
+    m0 = messages(body, "GetItem")[0].find(f"{{{M}}}Items/{{{T}}}Message")
+    check([c.tag.split("}")[1] for c in m0] == ["ItemId", "ParentFolderId", "ItemClass", "Subject",
+                                                "DateTimeReceived", "Sender", "From", "IsRead"],
+          "Default shape, schema order")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(get_item_op(items[:1])), FRANK)
+    check(response_code(messages(body, "GetItem")[0]) == "ErrorItemNotFound", "items are per mailbox")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(
+        get_item_op(items[:1]).replace("<t:BaseShape>IdOnly</t:BaseShape>", "")), ALICE)
+    check(st == 500 and fault_code(body) == "ErrorSchemaValidation", "GetItem without BaseShape")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(get_item_op([])), ALICE)
+    check(st == 500 and fault_code(body) == "ErrorSchemaValidation", "GetItem without ids")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER), ALICE)
+    check(text(xml(body), f".//{{{T}}}UnreadCount") == "5", "unread += count")
+
+    # second notification: PreviousWatermark chains
+    answer = sim.ok("/newmail", {"email": "alice@example.test", "subject": "Again", "fromName": "Z",
+                                 "fromAddress": "z@far.test", "wait": True})
+    got = rx.for_path("/cb/ok")
+    check(len(got) == 2, "second callback")
+    n2 = xml(got[1][2]).find(f".//{{{M}}}Notification")
+    check(text(n2, f"{{{T}}}PreviousWatermark") == wms[-1], "PreviousWatermark chains")
+    wm_last = text(n2, f"{{{T}}}NewMailEvent/{{{T}}}Watermark")
+    # an event watermark is valid for a new Subscribe
+    st, body = subscribe(subscribe_op(rx.url("/cb/unsub"), watermark=wm_last))
+    msg = messages(body, "Subscribe")[0]
+    check(response_code(msg) == "NoError", "event watermark accepted by Subscribe")
+    sub_unsub = text(msg, f"{{{M}}}SubscriptionId")
+    rx.behaviour["/cb/unsub"] = "unsub"
+
+    # deliver: false
+    before = len(rx.got)
+    answer = sim.ok("/newmail", {"email": "alice@example.test", "subject": "Bench", "fromName": "B",
+                                 "fromAddress": "b@far.test", "deliver": False})
+    notes = {n["subscriptionId"]: n for n in answer["notifications"]}
+    check(set(notes) == {sub_id, sub2, sub_unsub} and notes[sub_id]["url"] == rx.url("/cb/ok?user=alice&k=1"),
+          "deliver false lists the notifications")
+    nb = xml(notes[sub_id]["body"].encode())
+    check(nb.find(f".//{{{T}}}NewMailEvent/{{{T}}}ItemId").get("Id") == answer["items"][0], "body names the item")
+    time.sleep(0.3)
+    check(len(rx.got) == before, "deliver false sends nothing")
+
+    # wait: false answers at once; then Unsubscribe
+    answer = sim.ok("/newmail", {"email": "alice@example.test", "subject": "U", "fromName": "U",
+                                 "fromAddress": "u@far.test", "wait": False})
+    check(set(answer["subscriptions"]) == {sub_id, sub2, sub_unsub} and "callbacks" not in answer,
+          "wait false lists the subscriptions")
+    wait_for(lambda: len([c for c in sim.ok("/callbacks") if c["subscriptionId"] == sub_unsub]) == 1,
+             3, "the Unsubscribe callback")
+    answer = {"callbacks": [c for c in sim.ok("/callbacks") if c["subscriptionId"] == sub_unsub]}
+    cbs = {c["subscriptionId"]: c for c in answer["callbacks"]}
+    check(cbs[sub_unsub]["subscriptionStatus"] == "Unsubscribe", "Unsubscribe answer")
+    subs = {s["id"]: s for s in sim.ok("/subscriptions")}
+    check(subs[sub_unsub]["alive"] is False and subs[sub_id]["alive"] is True, "Unsubscribe kills only that one")
+    n_unsub = len(rx.for_path("/cb/unsub"))
+    answer = sim.ok("/newmail", {"email": "alice@example.test", "wait": True})
+    check(sub_unsub not in {c["subscriptionId"] for c in answer["callbacks"]}, "dead subscription skipped")
+    check(len(rx.for_path("/cb/unsub")) == n_unsub, "no callback after Unsubscribe")
+
+    # retries until death: freq 2 -> window 2 s; retries at 0.3, 0.6, 1.2 s
+    sim.ok("/mailboxes", {"email": "hank@example.test", "userName": "hank", "password": "hank-pw"})
+    HANK = {"Authorization": basic("hank", "hank-pw")}
+    ids = {}
+    for path, how, freq in (("/cb/fail", "fail", 2), ("/cb/flaky", "flaky", 1440),
+                            ("/cb/badxml", "badxml", 1), ("/cb/lower", "lower", 1),
+                            ("/cb/slow", "slow", 1)):
+        rx.behaviour[path] = how
+        st, body = subscribe(subscribe_op(rx.url(path), freq=freq), who=HANK)
+        ids[path] = text(messages(body, "Subscribe")[0], f"{{{M}}}SubscriptionId")
+    t0 = time.monotonic()
+    answer = sim.ok("/newmail", {"email": "hank@example.test", "wait": True})
+    cbs = {c["subscriptionId"]: c for c in answer["callbacks"]}
+    check(cbs[ids["/cb/fail"]]["httpStatus"] == 500 and "error" in cbs[ids["/cb/fail"]], "500 is a failure")
+    check(cbs[ids["/cb/flaky"]]["httpStatus"] == 503, "first flaky attempt fails")
+    check("XML" in cbs[ids["/cb/badxml"]]["error"], "bad XML is a failure")
+    check("'ok'" in cbs[ids["/cb/lower"]]["error"], "lowercase ok is a failure")
+    check(cbs[ids["/cb/slow"]]["error"] == "timeout", f"slow answer -> timeout {cbs[ids['/cb/slow']]}")
+    check(time.monotonic() - t0 < 4, "wait returns after the first attempts")
+
+    def dead(path):
+        return not {s["id"]: s for s in sim.ok("/subscriptions")}[ids[path]]["alive"]
+    wait_for(lambda: dead("/cb/fail"), 4, "the failing subscription to die")
+    tries = [c for c in sim.ok("/callbacks") if c["subscriptionId"] == ids["/cb/fail"]]
+    check([c["attempt"] for c in tries] == [1, 2, 3, 4], f"attempts 1..4: {tries}")
+    check(all(c["kind"] == "newmail" and c["httpStatus"] == 500 for c in tries), "retried the same")
+    bodies = [g[2] for g in rx.for_path("/cb/fail")]
+    check(len(bodies) == 4 and len(set(bodies)) == 1, "retries resend the identical body")
+    stamps = [c["time"] for c in tries]
+    gaps = [(b - stamps[0]) / 1000 for b in stamps[1:]]
+    check(0.2 < gaps[0] < 0.6 and 0.5 < gaps[1] < 0.9 and 1.1 < gaps[2] < 1.6, f"retry schedule {gaps}")
+    wait_for(lambda: dead("/cb/badxml") and dead("/cb/lower"), 4, "bad answers to kill their subscriptions")
+    wait_for(lambda: dead("/cb/slow"), 8, "timeouts to kill the subscription")
+    flaky = [c for c in sim.ok("/callbacks") if c["subscriptionId"] == ids["/cb/flaky"]]
+    check([(c["attempt"], c["subscriptionStatus"]) for c in flaky] == [(1, None), (2, "OK")], f"flaky {flaky}")
+    check(not dead("/cb/flaky"), "a retry that succeeds keeps the subscription")
+    check(len(rx.for_path("/cb/fail")) == 4, "no callbacks after death")
+
+    # heartbeats: automatic (freq 1 -> every 1 s here) and on demand
+    sim.ok("/mailboxes", {"email": "ivy@example.test", "userName": "ivy", "password": "ivy-pw"})
+    IVY = {"Authorization": basic("ivy", "ivy-pw")}
+    st, body = subscribe(subscribe_op(rx.url("/cb/hb"), freq=1), who=IVY, version="Exchange2013_SP1")
+    hb_msg = messages(body, "Subscribe")[0]
+    hb_id, hb_wm = text(hb_msg, f"{{{M}}}SubscriptionId"), text(hb_msg, f"{{{M}}}Watermark")
+    got = wait_for(lambda: len(rx.for_path("/cb/hb")) >= 2 and rx.for_path("/cb/hb"), 3.5, "two heartbeats")
+    h1, h2 = (xml(g[2]) for g in got[:2])
+    check(h1.find(f"{{{SOAP}}}Header/{{{T}}}RequestServerVersion").get("Version") == "Exchange2013_SP1",
+          "heartbeat carries the subscription's version")
+    se1 = h1.find(f".//{{{T}}}StatusEvent")
+    check(se1 is not None and h1.find(f".//{{{T}}}NewMailEvent") is None, "StatusEvent")
+    check(text(h1, f".//{{{T}}}PreviousWatermark") == hb_wm
+          and text(h2, f".//{{{T}}}PreviousWatermark") == text(se1, f"{{{T}}}Watermark"),
+          "heartbeat watermarks chain")
+    answer = sim.ok("/heartbeat", {"email": "alice@example.test", "wait": True})
+    check({c["subscriptionId"] for c in answer["callbacks"]} == {sub_id, sub2}
+          and all(c["subscriptionStatus"] == "OK" for c in answer["callbacks"]), f"/heartbeat {answer}")
+    check(xml(rx.for_path("/cb/ok")[-1][2]).find(f".//{{{T}}}StatusEvent") is not None, "on-demand StatusEvent")
+    check(any(c["kind"] == "heartbeat" and c["subscriptionId"] == hb_id for c in sim.ok("/callbacks")),
+          "/callbacks records heartbeats")
+    rx.behaviour["/cb/hb"] = "unsub"
+    wait_for(lambda: not {s["id"]: s for s in sim.ok("/subscriptions")}[hb_id]["alive"], 3,
+             "heartbeat Unsubscribe")
+
+    # -- failure injection ------------------------------------------------------------------
+    sim.ok("/fail", {"operation": "Subscribe", "status": 503, "count": 1})
+    st, body = subscribe(subscribe_op(rx.url("/cb/ok")), who=FRANK)
+    check(st == 503 and body == b"", "injected 503")
+    st, body = subscribe(subscribe_op(rx.url("/cb/ok")), who=FRANK)
+    check(st == 200 and response_code(messages(body, "Subscribe")[0]) == "NoError", "count 1 used up")
+    sim.ok("/fail", {"operation": "GetItem", "status": 500, "responseCode": "ErrorServerBusy",
+                     "backOffMs": 1234})
+    for _ in range(2):
+        st, _, body, _ = sim.post("mail.example.test", EWS, envelope(get_item_op(items)), ALICE)
+        check(st == 500 and fault_code(body) == "ErrorServerBusy"
+              and text(xml(body), f".//{{{T}}}MessageXml/{{{T}}}Value") == "1234", "injected ErrorServerBusy")
+    sim.ok("/reset", {})
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(get_item_op(items)), ALICE)
+    check(st == 200, "/reset clears failures")
+    sim.ok("/fail", {"operation": "GetFolder", "responseCode": "ErrorServerBusy", "count": 1})
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER), ALICE)
+    msg = messages(body, "GetFolder")
+    check(st == 200 and msg[0].get("ResponseClass") == "Error" and response_code(msg[0]) == "ErrorServerBusy",
+          "injected 200 error response message")
+    sim.ok("/fail", {"operation": "GetFolder", "delayMs": 300, "count": 1})
+    t0 = time.monotonic()
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER), ALICE)
+    check(st == 200 and time.monotonic() - t0 >= 0.3 and text(xml(body), f".//{{{T}}}UnreadCount"),
+          "injected delay")
+    sim.ok("/fail", {"operation": "Autodiscover", "status": 401, "count": 1})
+    st, hd, _, _ = sim.post("pox.test", POX, pox_request("erin@pox.test"), ERIN)
+    check(st == 401 and "www-authenticate" in hd, "injected Autodiscover 401")
+    st, _, _, _ = sim.post("pox.test", POX, pox_request("erin@pox.test"), ERIN)
+    check(st == 200, "Autodiscover after the injected failure")
+    check(sim.control("/fail", {"operation": "FindItem", "status": 500})[0] == 400, "bad /fail")
+
+    # -- records ------------------------------------------------------------------------------
+    recs = sim.ok("/requests")["requests"]
+    ops = {r["operation"] for r in recs}
+    for op in ("Autodiscover-POX", "Autodiscover-SOAP", "Autodiscover-HTTP", "Subscribe", "GetItem",
+               "GetFolder", "FindItem"):
+        check(op in ops, f"/requests has {op}")
+    check({r["auth"] for r in recs} >= {"basic", "bearer", "certificate", "none"}, "auth kinds")
+    subs_recs = [r for r in recs if r["operation"] == "Subscribe" and r["status"] == 200]
+    check(any(r["subscribeUrl"] == rx.url("/cb/ok?user=alice&k=1") and r["version"] == "Exchange2010_SP2"
+              and r["host"] == "mail.example.test" and r["path"] == EWS and r["method"] == "POST"
+              for r in subs_recs), "Subscribe record")
+    check(any(r["scheme"] == "http" and r["status"] == 302 for r in recs), "plain HTTP recorded")
+    check(all(set(r) >= {"time", "host", "path", "method", "operation", "auth", "version", "status",
+                         "subscribeUrl"} for r in recs), "record fields")
+    sim.ok("/clear-records", {})
+    recs = sim.ok("/requests")
+    check(recs == {"requests": [], "violations": []} and sim.ok("/callbacks") == [], "/clear-records")
+    boxes = {b["email"]: b for b in sim.ok("/mailboxes")}
+    check(boxes["alice@example.test"]["liveSubscriptions"] == 2, "GET /mailboxes")
+
+    # -- a tiny benchmark (informational) --------------------------------------------------
+    conn = Conn("mail.bench.test", port, ssl.create_default_context(cafile=ca))
+    body = envelope(get_item_op(items[:1])).encode()
+    t0 = time.monotonic()
+    n = 300
+    for _ in range(n):
+        conn.request("POST", EWS, body, {"Content-Type": "text/xml; charset=utf-8", **ALICE})
+        r = conn.getresponse()
+        r.read()
+        check(r.status == 200, "bench GetItem")
+    rate = n / (time.monotonic() - t0)
+    print(f"ews_simulator_selftest: GetItem over one keep-alive connection: {rate:.0f} req/s")
+    conn.close()
+    # TLS 1.2 client
+    st, _, _, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER), ALICE, ctx=ctx12, fresh=True)
+    check(st == 200, "TLS 1.2 client")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ews-sim-test-")
+    t0 = time.monotonic()
+    try:
+        run(tmp)
+    except Failed as e:
+        print(f"ews_simulator_selftest: FAILED: {e}", file=sys.stderr)
+        log = os.path.join(tmp, "sim.log")
+        if os.path.exists(log):
+            with open(log, errors="replace") as f:
+                sys.stderr.write("--- simulator log (tail) ---\n" + "".join(f.readlines()[-30:]))
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"ews_simulator_selftest: OK ({CHECKS} checks, {time.monotonic() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
