@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export ENS_VAR=$PWD/var/test ENS_PORT=${ENS_TEST_PORT:-18443} ENS_BIN=$PWD/.build/debug
 export ENS_TOKEN_REFRESH=2 ENS_HEALTH_CACHE_MS=200 ENS_KEY_POOL=20
+# Exchange: a short GetItem budget and Exchange-like retries 20x faster, so the slow-
+# server and outage tests take seconds; the simulator's control port doubles as the
+# SEG policy service.
+export ENS_ITEM_TIMEOUT_MS=2000 ENS_EWS_RETRY_SCALE=0.05
+export ENS_POLICY_URL=http://127.0.0.1:$((ENS_PORT + 4))/policy/check
 # A previous run that was interrupted may have left its stack up.
 [ -d "$ENS_VAR/run" ] && scripts/stack.sh down || true
 rm -rf "$ENS_VAR"

@@ -169,10 +169,11 @@ struct DeviceAPITests {
 
         let user = try api.newUser()
         let token = TestSecrets.apnsToken()
-        // Not subscribed: the Exchange path. Until the Exchange client lands it answers ExchangeError.
+        // Not subscribed: the Exchange path. example.test has no Autodiscover endpoint in
+        // the Exchange simulator (ExchangeTests covers the paths that subscribe).
         let exchange = try register(user, token: token)
         #expect(exchange.status == 200)
-        #expect(exchange.json["responseCode"] == "ExchangeError")
+        #expect(exchange.json["responseCode"] == "AutodiscoverFailed")
         #expect(exchange.json["message"]?.isEmpty == false)
 
         try markSubscribed(user)
@@ -186,7 +187,7 @@ struct DeviceAPITests {
         #expect(try flags?.int(0) == 1)
         #expect(try flags?.int(1) == 0)
         // force = 1 goes to Exchange even when subscribed.
-        #expect(try register(user, token: token, extra: ["force": "1"]).json["responseCode"] == "ExchangeError")
+        #expect(try register(user, token: token, extra: ["force": "1"]).json["responseCode"] == "AutodiscoverFailed")
     }
 
     @Test func concurrentRegistrationsOfOneTokenMakeOneRow() throws {

@@ -34,7 +34,11 @@ struct DeviceClient {
 
     /// A new user: returns the email, the userid the server computed and the public key.
     func newUser(_ label: String = #function) throws -> TestUser {
-        let email = "\(label.filter(\.isLetter).prefix(20))-\(UUID().uuidString.prefix(8))@Example.TEST"
+        try newUser(email: "\(label.filter(\.isLetter).prefix(20))-\(UUID().uuidString.prefix(8))@Example.TEST")
+    }
+
+    /// A new user with this address.
+    func newUser(email: String) throws -> TestUser {
         TestSecrets.remember(email)
         TestSecrets.remember(email.lowercased())
         let response = try call("/getpublickey", ["email": email])
