@@ -4,6 +4,9 @@
   devices.py b2-setup N OUT     create N subscribed users with one device each and write
                                 one sealed /getsubscriptionstatusv2 JSON body per line
   devices.py b3-latency N       time N /getpublickey calls for new users; print p50/p99
+  devices.py b6-setup N OUT     register N users with Exchange (the simulator, Basic auth,
+                                POX Autodiscover) and write, per user, a real new-mail
+                                SendNotification to OUT.<n>.xml and "path<TAB>file" to OUT
 
 Environment: ENS_VAR (stack directory), ENS_PORT, ENS_TOKEN (an API token).
 Sealing uses Python's cryptography (PKCS#1 v1.5, k-11 byte chunks), like a device.
@@ -73,6 +76,42 @@ def b2_setup(count, out_path):
         f.write("\n".join(bodies) + "\n")
 
 
+def simulator(path, obj):
+    control = http.client.HTTPConnection("127.0.0.1", PORT + 4)
+    control.request("POST", path, body=json.dumps(obj), headers={"Content-Type": "application/json"})
+    answer = json.loads(control.getresponse().read())
+    control.close()
+    return answer
+
+
+def b6_setup(count, out_path):
+    conn = connection()
+    simulator("/domains", {"domain": "bench.test", "mode": "pox-root"})
+    lines = []
+    for i in range(count):
+        email = f"b6-{i}-{secrets.token_hex(4)}@bench.test"
+        password = secrets.token_hex(12)
+        simulator("/mailboxes", {"email": email, "userName": email, "password": password, "unread": 1})
+        status, answer = post(conn, "/getpublickey", {"email": email})
+        assert status == 200, (status, answer)
+        userid, pem = answer["userid"], answer["pubKey"]
+        creds = seal(pem, json.dumps({"apnsToken": secrets.token_hex(32), "userName": email, "password": password}))
+        status, answer = post(conn, "/registerdevicev2", {"userid": userid, "email": email, "creds": creds,
+                                                          "bundleid": "com.example.mail", "exchVersion": 3,
+                                                          "defaultSound": "default"})
+        assert answer.get("responseCode") == "UserSubscribed", answer
+        mail = simulator("/newmail", {"email": email, "subject": f"Benchmark message {i}", "fromName": "Bench",
+                                      "fromAddress": "bench@elsewhere.test", "deliver": False})
+        for notification in mail["notifications"]:
+            path = "/" + notification["url"].split("/", 3)[3]
+            body_path = f"{out_path}.{len(lines)}.xml"
+            with open(body_path, "w") as f:
+                f.write(notification["body"])
+            lines.append(f"{path}\t{body_path}")
+    with open(out_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def b3_latency(count):
     conn = connection()
     post(conn, "/getpublickey", {"email": f"warmup-{secrets.token_hex(4)}@example.test"})
@@ -92,6 +131,8 @@ def b3_latency(count):
 if __name__ == "__main__":
     if sys.argv[1] == "b2-setup":
         b2_setup(int(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1] == "b6-setup":
+        b6_setup(int(sys.argv[2]), sys.argv[3])
     elif sys.argv[1] == "b3-latency":
         b3_latency(int(sys.argv[2]))
     else:

@@ -26,13 +26,18 @@ import Testing
     }
 
     @Test(arguments: [
-        "text/plain", "application/xml", "multipart/form-data; boundary=x", "application/jsonp", "application/json-patch+json",
+        "text/plain", "application/soap+xml", "multipart/form-data; boundary=x", "application/jsonp", "application/json-patch+json",
         "application/problem+json", "application/x-www-form-urlencodedx", "json", "application", "application/", "/json",
         ";", " ", " ;application/json", "application/ json", "application /json", "application/json,text/plain",
         "application/json\u{0}", "\u{0}application/json", "application/json\ncharset=utf-8", "text/json",
     ])
     func other(text: String) {
         #expect(mediaType(text) == .other)
+    }
+
+    @Test(arguments: ["text/xml", "text/xml; charset=utf-8", "TEXT/XML;charset=UTF-8", "application/xml"])
+    func xml(text: String) {
+        #expect(mediaType(text) == .xml)
     }
 
     @Test func leadingSemicolonHasAnEmptyEssence() {

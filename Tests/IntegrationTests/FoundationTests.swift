@@ -23,12 +23,15 @@ struct FoundationTests {
     }
 
     @Test func unknownPathsGetJSON404() throws {
-        for path in ["/nope", "/alive/extra", "/getpublickey.php", "/ews", "/ews/", "/ALIVE"] {
+        for path in ["/nope", "/alive/extra", "/getpublickey.php", "/ews", "/ALIVE"] {
             let response = try TestStack.get(path)
             #expect(response.status == 404, "path \(path)")
             #expect(response.json["responseCode"] == "NotFound", "path \(path)")
             #expect(response.json["message"]?.isEmpty == false)
         }
+        // Exchange's callback paths take POST only.
+        let callback = try TestStack.get("/ews/1/2/abc")
+        #expect(callback.status == 405 && callback.header("Allow") == "POST")
     }
 
     /// nginx refuses these before ENS sees them (with its own plain 400).
