@@ -64,6 +64,20 @@ init_secrets() {
   [ -s "$VAR/secrets/db-service.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-service.password"
   [ -s "$VAR/secrets/db-migrate.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-migrate.password"
   [ -s "$VAR/secrets/master.key" ] || openssl rand -hex 32 > "$VAR/secrets/master.key"
+  # Certificate auth for one more bundle id: a local CA the APNs simulator trusts, and
+  # a client certificate whose UID is the bundle id, as PKCS#12 with a password.
+  if [ ! -s "$VAR/secrets/apns-cert-com.example.certapp.p12" ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 825 -subj "/CN=ENS dev APNs CA" \
+      -keyout "$VAR/secrets/apns-client-ca.key" -out "$VAR/secrets/apns-client-ca.crt" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/UID=com.example.certapp/CN=Apple Push Services: com.example.certapp" \
+      -keyout "$VAR/secrets/apns-cert.key" -out "$VAR/secrets/apns-cert.csr" 2>/dev/null
+    openssl x509 -req -in "$VAR/secrets/apns-cert.csr" -CA "$VAR/secrets/apns-client-ca.crt" -CAkey "$VAR/secrets/apns-client-ca.key" \
+      -CAcreateserial -days 825 -out "$VAR/secrets/apns-cert.crt" 2>/dev/null
+    openssl rand -hex 12 > "$VAR/secrets/apns-cert.password"
+    openssl pkcs12 -export -inkey "$VAR/secrets/apns-cert.key" -in "$VAR/secrets/apns-cert.crt" \
+      -passout "file:$VAR/secrets/apns-cert.password" -out "$VAR/secrets/apns-cert-com.example.certapp.p12"
+    rm -f "$VAR/secrets/apns-cert.csr" "$VAR/secrets/apns-cert.key" "$VAR/secrets/apns-cert.crt"
+  fi
   # A development APNs token-auth key (.p8); the simulator checks JWTs against its public half.
   if [ ! -s "$VAR/secrets/apns-auth-key.p8" ]; then
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$VAR/secrets/apns-auth-key.p8" 2>/dev/null
@@ -111,6 +125,8 @@ apns.ca_file = $VAR/tls/server.crt
 apns.key_file = $VAR/secrets/apns-auth-key.p8
 apns.key_id = DEVKEY0001
 apns.team_id = DEVTEAM001
+apns.certificate.com.example.certapp = $VAR/secrets/apns-cert-com.example.certapp.p12
+apns.certificate_password_file.com.example.certapp = $VAR/secrets/apns-cert.password
 cron.lock_file = $VAR/run/ens-cron.lock
 # Exchange: the local simulator stands in for every Exchange host name (CONNECT_TO);
 # TLS is still verified, against the simulator's own CA.
@@ -174,6 +190,7 @@ sim_start() {
   python3 "$ROOT/Tests/tools/apns_simulator.py" --port "$APNS_PORT" --control-port "$APNS_CONTROL_PORT" \
     --cert "$VAR/tls/server.crt" --key "$VAR/tls/server.key" --auth-key "$VAR/secrets/apns-auth-key.pub.pem" \
     --key-id DEVKEY0001 --team-id DEVTEAM001 --record "$VAR/sim/apns-accepted.jsonl" \
+    --client-ca "$VAR/secrets/apns-client-ca.crt" \
     --ready-file "$VAR/run/apns-sim.pid" >>"$VAR/log/apns-simulator.log" 2>&1 < /dev/null &
   wait_until 20 test -s "$VAR/run/apns-sim.pid" || die "the APNs simulator did not start; see $VAR/log/apns-simulator.log"
 }

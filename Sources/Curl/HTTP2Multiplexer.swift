@@ -71,8 +71,10 @@ public final class HTTP2Multiplexer {
     /// Requests in flight.
     public var inFlight: Int { transfers.count }
 
-    /// Starts a POST; its completion comes out of `poll` with `tag`.
-    public func post(tag: Int, url: String, headers: [(String, String)], body: [UInt8]) throws(CurlError) {
+    /// Starts a POST; its completion comes out of `poll` with `tag`. With a client
+    /// certificate, libcurl only reuses connections made with the same certificate, so
+    /// each credential gets its own connections to a host.
+    public func post(tag: Int, url: String, headers: [(String, String)], body: [UInt8], clientCertificate: ClientCertificate? = nil) throws(CurlError) {
         guard let handle = curl_easy_init() else { throw CurlError(code: CURLE_FAILED_INIT, detail: "curl_easy_init") }
         let transfer = Transfer(tag: tag, handle: handle)
         for (name, value) in headers { transfer.headerList = curl_slist_append(transfer.headerList, "\(name): \(value)") }
@@ -88,6 +90,7 @@ public final class HTTP2Multiplexer {
         options.set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds)
         options.set(CURLOPT_UPKEEP_INTERVAL_MS, configuration.pingIntervalMilliseconds)
         options.verifyTLS(caBundlePath: configuration.caBundlePath)
+        if let clientCertificate { options.clientCertificate(clientCertificate) }
         options.set(CURLOPT_HTTPHEADER, pointer: UnsafeRawPointer(transfer.headerList))
         options.postBody(body)
         options.collectResponse(into: transfer.collector)

@@ -56,6 +56,10 @@ public struct ENSConfiguration: Sendable {
     public var apnsKeyFile = "/etc/ens/secrets/apns-auth-key.p8"
     public var apnsKeyID = ""
     public var apnsTeamID = ""
+    /// Certificate authentication per bundle id (apns-topic): a PKCS#12 (.p12/.pfx,
+    /// with an optional password file) or a PEM file with certificate and key. Topics
+    /// without a certificate use token authentication.
+    public var apnsCertificates: [String: APNsCertificateFiles] = [:]
     public var apnsMaximumInFlight = 500
     public var apnsConnectionsPerHost = 2
     public var lockFile = "/run/ens/ens-cron.lock"
@@ -172,10 +176,22 @@ public struct ENSConfiguration: Sendable {
 
     public static var knownKeys: [String] { keys.keys.sorted() }
 
+    /// Keys that name a bundle id after their prefix: `apns.certificate.<bundle id>`
+    /// and `apns.certificate_password_file.<bundle id>`.
+    public static let bundleKeyPrefixes = ["apns.certificate.", "apns.certificate_password_file."]
+
     /// Applies a parsed file over the defaults.
     public init(file: ConfigFile) throws(ConfigError) {
         self.init()
         for key in file.values.keys.sorted() {
+            if let prefix = Self.bundleKeyPrefixes.first(where: { key.hasPrefix($0) }) {
+                do {
+                    try applyBundleKey(prefix: prefix, bundleID: String(key.dropFirst(prefix.count)), key: key, value: file.values[key]!)
+                } catch {
+                    throw ConfigError(key: key, line: file.lines[key], problem: error.problem)
+                }
+                continue
+            }
             guard let apply = Self.keys[key] else {
                 throw ConfigError(key: key, line: file.lines[key], problem: "is not a known setting")
             }
@@ -185,6 +201,19 @@ public struct ENSConfiguration: Sendable {
                 throw ConfigError(key: key, line: file.lines[key], problem: error.problem)
             }
         }
+    }
+
+    private mutating func applyBundleKey(prefix: String, bundleID: String, key: String, value: String) throws(ConfigError) {
+        guard !bundleID.isEmpty, bundleID.utf8.count <= 255, !bundleID.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
+            throw ConfigError(key: key, problem: "must end with a bundle id (e.g. apns.certificate.com.example.mail)")
+        }
+        var files = apnsCertificates[bundleID] ?? APNsCertificateFiles(path: "", passwordFile: nil)
+        if prefix == "apns.certificate." {
+            files.path = try Self.path(key, value)
+        } else {
+            files.passwordFile = value.isEmpty ? nil : try Self.path(key, value)
+        }
+        apnsCertificates[bundleID] = files
     }
 
     /// Reads the config file at `path`.
@@ -290,10 +319,36 @@ public struct ENSConfiguration: Sendable {
     }
 
     /// The APNs signing key named by apns.key_file.
-    public func apnsSigningKeyPEM() throws(ConfigError) -> String {
-        guard !apnsKeyID.isEmpty else { throw ConfigError(key: "apns.key_id", problem: "must be set to run ens-apns") }
-        guard !apnsTeamID.isEmpty else { throw ConfigError(key: "apns.team_id", problem: "must be set to run ens-apns") }
+    /// The token-auth signing key, or nil when token auth is not configured (no
+    /// apns.key_id and apns.team_id): then every topic needs a certificate.
+    public func apnsSigningKeyPEM() throws(ConfigError) -> String? {
+        if apnsKeyID.isEmpty && apnsTeamID.isEmpty {
+            guard !apnsCertificates.isEmpty else {
+                throw ConfigError(key: "apns.key_id", problem: "must be set (with apns.team_id and apns.key_file), or configure apns.certificate.<bundle id>, to run ens-apns")
+            }
+            return nil
+        }
+        guard !apnsKeyID.isEmpty else { throw ConfigError(key: "apns.key_id", problem: "must be set with apns.team_id") }
+        guard !apnsTeamID.isEmpty else { throw ConfigError(key: "apns.team_id", problem: "must be set with apns.key_id") }
         return try Self.secretText(key: "apns.key_file", path: apnsKeyFile)
+    }
+
+    /// The bytes of a bundle's certificate file and its password ("" without a file).
+    public func apnsCertificate(bundleID: String) throws(ConfigError) -> (bytes: [UInt8], password: String, isPKCS12: Bool) {
+        guard let files = apnsCertificates[bundleID], !files.path.isEmpty else {
+            throw ConfigError(key: "apns.certificate.\(bundleID)", problem: "a password file is configured but no certificate")
+        }
+        let bytes: [UInt8]
+        do {
+            bytes = try Files.read(files.path, limit: 1 << 20)
+        } catch {
+            throw ConfigError(key: "apns.certificate.\(bundleID)", problem: "names \(files.path), which cannot be read: \(error)")
+        }
+        let password = try files.passwordFile.map { path throws(ConfigError) in
+            try Self.secretText(key: "apns.certificate_password_file.\(bundleID)", path: path)
+        } ?? ""
+        let lower = files.path.lowercased()
+        return (bytes, password, lower.hasSuffix(".p12") || lower.hasSuffix(".pfx"))
     }
 
     private static func boolean(_ key: String, _ value: String) throws(ConfigError) -> Bool {
@@ -327,4 +382,10 @@ public struct ENSConfiguration: Sendable {
         }
         return value
     }
+}
+
+/// Where one bundle's APNs certificate lives.
+public struct APNsCertificateFiles: Sendable, Equatable {
+    public var path: String
+    public var passwordFile: String?
 }

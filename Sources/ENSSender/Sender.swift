@@ -2,8 +2,22 @@ internal import ENSCore
 public import Logging
 internal import Curl
 public import MariaDB
+public import OpenSSL
 internal import POSIX
 import Synchronization
+
+/// How ens-apns authenticates to APNs, per topic (bundle id): a client certificate if
+/// one is configured for the topic, else the shared provider token (JWT); a topic with
+/// neither cannot be delivered.
+public struct APNsCredentials: Sendable {
+    public let token: ProviderToken?
+    public let certificates: [String: ClientIdentity]
+
+    public init(token: ProviderToken?, certificates: [String: ClientIdentity]) {
+        self.token = token
+        self.certificates = certificates
+    }
+}
 
 /// ens-apns: takes notifications on a Unix socket, spools them durably, and delivers
 /// them to APNs over multiplexed HTTP/2 connections.
@@ -74,7 +88,9 @@ public final class Sender: @unchecked Sendable {
     }
 
     private let spool: Spool
-    private let providerToken: ProviderToken
+    private let credentials: APNsCredentials
+    /// The certificates in the PEM form libcurl takes, made once.
+    private let certificateBlobs: [String: ClientCertificate]
     private let settings: Settings
     private let database: MariaDBConfiguration
     private let logger: Logger
@@ -82,9 +98,12 @@ public final class Sender: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private let connections = Atomic<Int>(0)
 
-    public init(spool: Spool, providerToken: ProviderToken, settings: Settings, database: MariaDBConfiguration, logger: Logger) {
+    public init(spool: Spool, credentials: APNsCredentials, settings: Settings, database: MariaDBConfiguration, logger: Logger) {
         self.spool = spool
-        self.providerToken = providerToken
+        self.credentials = credentials
+        certificateBlobs = credentials.certificates.mapValues {
+            ClientCertificate(certificatePEM: $0.certificatePEM, privateKeyPEM: $0.privateKeyPEM)
+        }
         self.settings = settings
         self.database = database
         self.logger = logger
@@ -168,7 +187,10 @@ public final class Sender: @unchecked Sendable {
         }
         let multiplexer: HTTP2Multiplexer
         do {
-            multiplexer = try HTTP2Multiplexer(configuration: .init(caBundlePath: settings.caBundlePath, connectionsPerHost: settings.connectionsPerHost))
+            // Each credential (the token, each certificate) gets its own connections.
+            let credentialCount = certificateBlobs.count + (credentials.token == nil ? 0 : 1)
+            multiplexer = try HTTP2Multiplexer(configuration: .init(caBundlePath: settings.caBundlePath,
+                                                                    connectionsPerHost: settings.connectionsPerHost * max(credentialCount, 1)))
         } catch {
             logger.critical("cannot start libcurl", metadata: ["error": "\(error)"])
             return
@@ -200,8 +222,16 @@ public final class Sender: @unchecked Sendable {
                         continue
                     }
                     nextTag += 1
+                    let certificate = certificateBlobs[notification.topic]
+                    guard certificate != nil || credentials.token != nil else {
+                        logger.error("no APNs credentials for this topic; dropping the notification",
+                                     metadata: ["apns.topic": "\(notification.topic)", "notification.id": "\(notification.id)"])
+                        spool.remove(pending.name)
+                        continue
+                    }
                     do {
-                        try multiplexer.post(tag: nextTag, url: url(for: notification), headers: try headers(for: notification), body: notification.payload)
+                        try multiplexer.post(tag: nextTag, url: url(for: notification), headers: try headers(for: notification, certificate: certificate != nil),
+                                             body: notification.payload, clientCertificate: certificate)
                         inFlight[nextTag] = (pending, notification)
                     } catch {
                         logger.error("cannot start an APNs request", metadata: ["error": "\(error)"])
@@ -266,7 +296,7 @@ public final class Sender: @unchecked Sendable {
             }
             return nil
         case .refreshProviderTokenAndRetry:
-            do { try providerToken.expired() } catch { logger.error("cannot mint a provider token", metadata: ["error": "\(error)"]) }
+            do { try credentials.token?.expired() } catch { logger.error("cannot mint a provider token", metadata: ["error": "\(error)"]) }
             // Backed off like any retry: if APNs keeps saying "expired" (a skewed clock,
             // say) while the token is too young to re-mint, this must not spin.
             return Pending(name: pending.spoolName, attempts: Int(pending.attempts) + 1,
@@ -286,9 +316,14 @@ public final class Sender: @unchecked Sendable {
         (notification.environment == .production ? settings.productionURL : settings.sandboxURL) + "/3/device/" + notification.deviceToken.hex
     }
 
-    private func headers(for notification: PushNotification) throws -> [(String, String)] {
-        [
-            ("authorization", "bearer " + (try providerToken.token())),
+    /// Apple's headers; `authorization` only for token auth (a certificate
+    /// authenticates the connection instead).
+    private func headers(for notification: PushNotification, certificate: Bool) throws -> [(String, String)] {
+        var headers: [(String, String)] = []
+        if !certificate, let token = credentials.token {
+            headers.append(("authorization", "bearer " + (try token.token())))
+        }
+        return headers + [
             ("apns-topic", notification.topic),
             ("apns-push-type", notification.pushType.rawValue),
             ("apns-priority", String(notification.priority)),

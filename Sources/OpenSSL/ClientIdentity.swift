@@ -40,6 +40,27 @@ public struct ClientIdentity: Sendable, Equatable {
         privateKeyDER = try Self.encode("i2d_PKCS8_PRIV_KEY_INFO") { i2d_PKCS8_PRIV_KEY_INFO(info, $0) }
     }
 
+    /// Reads a PEM file holding a certificate and its unencrypted private key (in
+    /// either order), as APNs certificate exports are often kept.
+    public init(pem bytes: [UInt8]) throws(OpenSSLError) {
+        func withBIO<T>(_ body: (OpaquePointer) -> T?) -> T? {
+            bytes.withUnsafeBytes { buffer in
+                guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
+                defer { BIO_free(bio) }
+                return body(bio)
+            }
+        }
+        guard let certificate = withBIO({ PEM_read_bio_X509($0, nil, nil, nil) }) else { throw .drain("read PEM certificate") }
+        defer { X509_free(certificate) }
+        guard let key = withBIO({ PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else { throw .drain("read PEM private key") }
+        defer { EVP_PKEY_free(key) }
+        guard X509_check_private_key(certificate, key) == 1 else { throw .drain("PEM key does not match its certificate") }
+        certificateDER = try Self.encode("i2d_X509") { i2d_X509(certificate, $0) }
+        guard let info = EVP_PKEY2PKCS8(key) else { throw .drain("EVP_PKEY2PKCS8") }
+        defer { PKCS8_PRIV_KEY_INFO_free(info) }
+        privateKeyDER = try Self.encode("i2d_PKCS8_PRIV_KEY_INFO") { i2d_PKCS8_PRIV_KEY_INFO(info, $0) }
+    }
+
     /// The certificate as PEM text (libcurl's CURLOPT_SSLCERT_BLOB).
     public var certificatePEM: [UInt8] { PEM.encode(certificateDER, label: "CERTIFICATE") }
 

@@ -27,18 +27,13 @@ struct ENSAPNs: ParsableCommand {
 
     func run() throws {
         let settings: ENSConfiguration
-        let signingKey: ECSigningKey
+        let credentials: APNsCredentials
         let masterKey: AESGCMKey
         do {
             settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
             masterKey = try settings.masterKey()
             _ = try settings.serviceDatabase()
-            let pem = try settings.apnsSigningKeyPEM()
-            do {
-                signingKey = try ECSigningKey(pem: pem)
-            } catch {
-                throw ConfigError(key: "apns.key_file", problem: "does not hold a P-256 private key (.p8): \(error)")
-            }
+            credentials = try Self.credentials(settings)
         } catch {
             printError("ens-apns: \(error)")
             throw ExitCode(1)
@@ -58,7 +53,7 @@ struct ENSAPNs: ParsableCommand {
             let spool = try Spool(directory: settings.apnsSpoolDirectory, masterKey: masterKey, capacity: settings.apnsSpoolCapacity)
             sender = Sender(
                 spool: spool,
-                providerToken: ProviderToken(key: signingKey, keyID: settings.apnsKeyID, teamID: settings.apnsTeamID),
+                credentials: credentials,
                 settings: .init(productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL, caBundlePath: settings.apnsCAFile,
                                 maximumInFlight: settings.apnsMaximumInFlight, connectionsPerHost: settings.apnsConnectionsPerHost),
                 database: try settings.serviceDatabase(),
@@ -70,7 +65,10 @@ struct ENSAPNs: ParsableCommand {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
-        logger.info("sender started", metadata: ["socket": "\(settings.apnsSocket)", "spool.dir": "\(settings.apnsSpoolDirectory)"])
+        logger.info("sender started", metadata: [
+            "socket": "\(settings.apnsSocket)", "spool.dir": "\(settings.apnsSpoolDirectory)",
+            "auth.token": "\(credentials.token != nil)", "auth.certificates": "\(credentials.certificates.keys.sorted().joined(separator: ","))",
+        ])
 
         let delivery = try OSThread.start(stackSize: 1 << 20) { sender.deliver() }
         let listenFD = listener.fd
@@ -92,6 +90,32 @@ struct ENSAPNs: ParsableCommand {
         sender.stop()
         delivery.join()
         FileDescriptor.close(listener.fd)
+    }
+}
+
+extension ENSAPNs {
+    /// Token auth (if apns.key_id is set) and a certificate per configured bundle id.
+    static func credentials(_ settings: ENSConfiguration) throws -> APNsCredentials {
+        var token: ProviderToken?
+        if let pem = try settings.apnsSigningKeyPEM() {
+            do {
+                token = ProviderToken(key: try ECSigningKey(pem: pem), keyID: settings.apnsKeyID, teamID: settings.apnsTeamID)
+            } catch {
+                throw ConfigError(key: "apns.key_file", problem: "does not hold a P-256 private key (.p8): \(error)")
+            }
+        }
+        var certificates: [String: ClientIdentity] = [:]
+        for bundleID in settings.apnsCertificates.keys.sorted() {
+            let file = try settings.apnsCertificate(bundleID: bundleID)
+            do {
+                certificates[bundleID] = file.isPKCS12
+                    ? try ClientIdentity(pkcs12: file.bytes, password: file.password)
+                    : try ClientIdentity(pem: file.bytes)
+            } catch {
+                throw ConfigError(key: "apns.certificate.\(bundleID)", problem: "does not hold a certificate and its key (\(file.isPKCS12 ? "PKCS#12" : "PEM")): \(error.operation)")
+            }
+        }
+        return APNsCredentials(token: token, certificates: certificates)
     }
 }
 

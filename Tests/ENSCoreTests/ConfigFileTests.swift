@@ -51,6 +51,23 @@ import Testing
     }
 }
 
+@Suite struct APNsCertificateConfigTests {
+    /// APNs certificates are configured per bundle id, as key suffixes.
+    @Test func apnsCertificatesAreKeyedByBundleID() throws {
+        let file = try ConfigFile(parsing: """
+            apns.certificate.com.example.mail = /etc/ens/secrets/mail.p12
+            apns.certificate_password_file.com.example.mail = /etc/ens/secrets/mail.password
+            apns.certificate.com.example.other = /etc/ens/secrets/other.pem
+            """)
+        let config = try ENSConfiguration(file: file)
+        #expect(config.apnsCertificates["com.example.mail"] == APNsCertificateFiles(path: "/etc/ens/secrets/mail.p12", passwordFile: "/etc/ens/secrets/mail.password"))
+        #expect(config.apnsCertificates["com.example.other"] == APNsCertificateFiles(path: "/etc/ens/secrets/other.pem", passwordFile: nil))
+        #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "apns.certificate. = /x.p12")) }
+        #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "apns.certificate.com.x = relative.p12")) }
+    }
+
+}
+
 @Suite struct ConfigExampleTests {
     /// The documented example must be a valid config: every key known, every value
     /// accepted, and every default it shows equal to the real default.

@@ -77,6 +77,13 @@ import Testing
                 """, [dir]).split(separator: "\n")
             #expect(fingerprints.count == 4 && fingerprints[0] == fingerprints[1] && fingerprints[2] == fingerprints[3])
 
+            // The same identity from one PEM file holding key and certificate (either order).
+            let combined = Array(try Data(contentsOf: directory.appendingPathComponent("key.pem")))
+                + Array(try Data(contentsOf: directory.appendingPathComponent("cert.pem")))
+            #expect(try ClientIdentity(pem: combined) == identity)
+            #expect(throws: OpenSSLError.self) { try ClientIdentity(pem: Array(try Data(contentsOf: directory.appendingPathComponent("cert.pem")))) }
+            #expect(throws: OpenSSLError.self) { try ClientIdentity(pem: Array("-----BEGIN CERTIFICATE-----\ngarbage\n".utf8)) }
+
             #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: bundle, password: "wrong") }
             #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: Array(bundle.prefix(100)), password: "p12-Secret") }
             #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: Array("not pkcs12".utf8), password: "") }

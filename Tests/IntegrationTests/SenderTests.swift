@@ -53,6 +53,26 @@ struct SenderTests {
         }
     }
 
+    /// com.example.certapp has a PKCS#12 certificate configured (scripts/stack.sh); every
+    /// other topic uses the provider token. Both share the sender, not connections.
+    @Test func certificateAuthIsUsedForTopicsThatHaveOne() throws {
+        let token = TestSecrets.apnsToken()
+        var byCertificate = Self.notification(token: token, subject: "Signed by certificate")
+        byCertificate.topic = "com.example.certapp"
+        let byToken = Self.notification(token: token, subject: "Signed by token")
+        #expect(try client.submit(byCertificate) == .accepted)
+        #expect(try client.submit(byToken) == .accepted)
+        #expect(waitForAccepted([byCertificate.id, byToken.id], within: 10))
+        let records = APNsSimulator.accepted().filter { $0.token == token }
+        let certificateRecord = try #require(records.first { $0.collapseID == byCertificate.id })
+        #expect(certificateRecord.auth == "certificate")
+        #expect(certificateRecord.jwt.isEmpty)
+        #expect(certificateRecord.topic == "com.example.certapp")
+        let tokenRecord = try #require(records.first { $0.collapseID == byToken.id })
+        #expect(tokenRecord.auth == "token")
+        #expect(!tokenRecord.jwt.isEmpty)
+    }
+
     @Test func badInputIsRefusedAndTheSenderStaysUp() throws {
         // A notification that is not one.
         var broken = Self.notification(token: TestSecrets.apnsToken())

@@ -20,7 +20,12 @@ first failure is answered like Apple: `:status` plus JSON `{"reason": "..."}` (4
 carries `"timestamp"`, now in ms). Every response has an `apns-id` header: the
 request's if it is a canonical UUID, otherwise a fresh lowercase UUID.
    1. `:method` not POST -> 405 MethodNotAllowed; `:path` not /3/device/... -> 404 BadPath.
-   2. `authorization` missing -> 403 MissingProviderToken. It must be `bearer <JWT>`
+   2. Certificate auth: with --client-ca, a client may present a TLS certificate issued
+     by that CA; its subject's userId (UID), else its commonName, is the one topic it
+     may push to. A request without `authorization` on such a connection is accepted
+     for that topic only (another topic -> 400 TopicDisallowed) and recorded with
+     "auth": "certificate". Otherwise token auth, as follows.
+     `authorization` missing -> 403 MissingProviderToken. It must be `bearer <JWT>`
       (scheme case-insensitive, RFC 7235), a compact JWS of three unpadded base64url
       parts. The header must be exactly {"alg": "ES256", "kid": --key-id} (no other
       keys, e.g. no "typ"); claims need `iss` == --team-id and an integer `iat`; the
@@ -46,7 +51,8 @@ request's if it is a canonical UUID, otherwise a fresh lowercase UUID.
   11. otherwise 200 with an empty body, and one JSON line appended (and flushed) to
       --record: {"time": ms, "token": lowercase hex, "apns_id", "collapse_id" (or null),
       "topic", "push_type" (or null), "priority" (int or null), "expiration" (int or
-      null), "payload" (parsed JSON), "jwt" (the JWT string)}.
+      null), "payload" (parsed JSON), "jwt" (the JWT string, or null), "auth" ("token"
+      or "certificate")}.
 
 Control API: plain HTTP/1.1 with JSON bodies on 127.0.0.1:C.
   POST /fail   {"token": hex, "status": 410, "reason": "Unregistered", "count": N}
@@ -96,6 +102,16 @@ class Reject(Exception):
     def __init__(self, status, reason):
         super().__init__(f"{status} {reason}")
         self.status, self.reason = status, reason
+
+
+def certificate_topic(peer):
+    """The topic a verified client certificate may push to: its subject's userId (UID,
+    as Apple's push certificates carry the bundle id), else its commonName; None when
+    the client presented no certificate."""
+    if not peer:
+        return None
+    fields = dict(pair for rdn in peer.get("subject", ()) for pair in rdn)
+    return fields.get("userId") or fields.get("commonName")
 
 
 def now_ms():
@@ -194,14 +210,14 @@ class Simulator:
             raise Reject(403, "InvalidProviderToken")
 
     # -- one request -------------------------------------------------------------------
-    def handle(self, headers, body, body_length):
+    def handle(self, headers, body, body_length, cert_topic=None):
         """Returns (status, apns_id, response body bytes)."""
         h = headers.get
         apns_id = h("apns-id") if UUID_RE.fullmatch(h("apns-id") or "") else str(uuid.uuid4())
         auth = h("authorization")
         jwt = auth.partition(" ")[2] if auth and auth[:7].lower() == "bearer " else None
         try:
-            record = self.validate(h, body, body_length, apns_id, jwt)
+            record = self.validate(h, body, body_length, apns_id, jwt, cert_topic)
         except Reject as r:
             reply = {"reason": r.reason}
             if r.status == 410:
@@ -218,16 +234,20 @@ class Simulator:
             self.record.flush()
         return 200, apns_id, b""
 
-    def validate(self, h, body, body_length, apns_id, jwt):
+    def validate(self, h, body, body_length, apns_id, jwt, cert_topic=None):
         if h(":method") != "POST":
             raise Reject(405, "MethodNotAllowed")
         path = h(":path") or ""
         if not path.startswith("/3/device/"):
             raise Reject(404, "BadPath")
-        self.check_authorization(h("authorization"))
+        by_certificate = cert_topic is not None and h("authorization") is None
+        if not by_certificate:
+            self.check_authorization(h("authorization"))
         topic = h("apns-topic")
         if not topic:
             raise Reject(400, "MissingTopic")
+        if by_certificate and topic != cert_topic:
+            raise Reject(400, "TopicDisallowed")
         token = path[len("/3/device/"):]
         if not HEX_RE.fullmatch(token):
             raise Reject(400, "BadDeviceToken")
@@ -276,7 +296,8 @@ class Simulator:
         return {"time": now_ms(), "token": token, "apns_id": apns_id,
                 "collapse_id": collapse_id, "topic": topic, "push_type": push_type,
                 "priority": priority, "expiration": expiration, "payload": payload,
-                "jwt": jwt}
+                "jwt": None if by_certificate else jwt,
+                "auth": "certificate" if by_certificate else "token"}
 
     # -- one connection ----------------------------------------------------------------
     def serve_connection(self, raw, tls):
@@ -286,12 +307,13 @@ class Simulator:
             sock = tls.wrap_socket(raw, server_side=True)
             if sock.selected_alpn_protocol() != "h2":
                 return
+            cert_topic = certificate_topic(sock.getpeercert())
             sock.settimeout(None)
             with self.lock:
                 self.connections += 1
                 self.open_connections += 1
                 counted = True
-            self.speak_h2(sock)
+            self.speak_h2(sock, cert_topic)
         except (OSError, h2.exceptions.H2Error):
             pass  # a broken connection ends only this connection
         except Exception as e:  # a simulator bug: say so, but keep serving others
@@ -302,7 +324,7 @@ class Simulator:
                     self.open_connections -= 1
             sock.close()
 
-    def speak_h2(self, sock):
+    def speak_h2(self, sock, cert_topic=None):
         conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=False, header_encoding=None))
         conn.local_settings = h2.settings.Settings(client=False, initial_values={
@@ -339,7 +361,7 @@ class Simulator:
                     stream = streams.pop(event.stream_id, None)
                     if stream is not None:
                         try:
-                            self.respond(conn, event.stream_id, *self.handle(*stream), pending)
+                            self.respond(conn, event.stream_id, *self.handle(*stream, cert_topic), pending)
                         except h2.exceptions.StreamClosedError:
                             pending.pop(event.stream_id, None)  # reset meanwhile
                 elif isinstance(event, h2.events.StreamReset):
@@ -427,6 +449,7 @@ def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--control-port", type=int, required=True)
     p.add_argument("--ready-file")
+    p.add_argument("--client-ca", help="CA whose client certificates may authenticate (certificate auth)")
     args = p.parse_args()
 
     sim = Simulator(args)
@@ -434,6 +457,9 @@ def main():
     tls.minimum_version = ssl.TLSVersion.TLSv1_2
     tls.load_cert_chain(args.cert, args.key)
     tls.set_alpn_protocols(["h2"])
+    if args.client_ca:
+        tls.verify_mode = ssl.CERT_OPTIONAL
+        tls.load_verify_locations(args.client_ca)
     listener = socket.create_server(("127.0.0.1", args.port), backlog=1024)
     control = control_server(sim, args.control_port)
     threading.Thread(target=control.serve_forever, daemon=True).start()

@@ -240,7 +240,7 @@ def run_checks(port, cport, cafile, record, key):
     expect("record", {k: v for k, v in line.items() if k != "time"},
            {"token": TOKEN, "apns_id": apns_id, "collapse_id": "inbox", "topic": TOPIC,
             "push_type": "alert", "priority": 10, "expiration": 0,
-            "payload": json.loads(ALERT), "jwt": jwt})
+            "payload": json.loads(ALERT), "jwt": jwt, "auth": "token"})
     expect("record time is ms", abs(line["time"] - time.time() * 1000) < 5000, True)
     status, headers, _ = c.request(push_headers(jwt, token=TOKEN.upper()), ALERT)
     expect("upper-case token, no optional headers", status, 200)

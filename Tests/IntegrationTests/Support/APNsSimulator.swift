@@ -15,6 +15,8 @@ enum APNsSimulator {
         let priority: Int?
         let payload: [String: Any]
         let jwt: String
+        /// "token" (JWT) or "certificate" (TLS client certificate).
+        let auth: String
     }
 
     static func control(_ path: String, _ body: [String: Any]? = nil) throws -> [String: Any] {
@@ -41,7 +43,7 @@ enum APNsSimulator {
                 token: object["token"] as? String ?? "", collapseID: object["collapse_id"] as? String,
                 topic: object["topic"] as? String ?? "", pushType: object["push_type"] as? String,
                 priority: object["priority"] as? Int, payload: object["payload"] as? [String: Any] ?? [:],
-                jwt: object["jwt"] as? String ?? ""
+                jwt: object["jwt"] as? String ?? "", auth: object["auth"] as? String ?? ""
             )
         }
     }
