@@ -4,15 +4,41 @@ public import ENSCore
 /// Writes what APNs said about devices back to MariaDB: when a device was last notified,
 /// and that a token is dead. A token is disabled only if it was not registered again
 /// after APNs declared it invalid (Apple's 410 timestamp; the SNS rule).
-public struct DeviceFeedback {
+///
+/// Deliveries are recorded in batches: one UPDATE per `flushInterval` (or per
+/// `maximumBatch` rows) instead of one committed write per notification, which would
+/// tie the delivery loop to MariaDB's commit latency. A batch carries the time of its
+/// newest delivery; the recorded time is at most one interval late. Used by the
+/// delivery thread only.
+public final class DeviceFeedback {
     public let database: Connection
+    private var deliveredRows: Set<Int64> = []
+    private var newestDelivery: Timestamp?
+    private var lastFlush: Int64 = 0
+
+    static let flushIntervalMilliseconds: Int64 = 250
+    static let maximumBatch = 500
 
     public init(database: Connection) {
         self.database = database
     }
 
-    public func delivered(deviceRowID: Int64, at time: Timestamp) throws {
-        try database.execute("UPDATE Devices SET last_notified_at = \(time.databaseString) WHERE id = \(deviceRowID)")
+    /// Notes a delivery; written by the next `flush`.
+    public func delivered(deviceRowID: Int64, at time: Timestamp) {
+        deliveredRows.insert(deviceRowID)
+        if newestDelivery.map({ time > $0 }) ?? true { newestDelivery = time }
+    }
+
+    /// Writes noted deliveries when the interval has passed, the batch is full, or
+    /// `force` (at shutdown). Rows stay noted if the write fails, for the next try.
+    public func flush(nowMilliseconds: Int64, force: Bool = false) throws {
+        guard !deliveredRows.isEmpty, let time = newestDelivery else { return }
+        guard force || deliveredRows.count >= Self.maximumBatch || nowMilliseconds - lastFlush >= Self.flushIntervalMilliseconds else { return }
+        lastFlush = nowMilliseconds
+        let rows = Array(deliveredRows)
+        try database.execute("UPDATE Devices SET last_notified_at = \(time.databaseString) WHERE id IN (\(list: rows))")
+        deliveredRows.removeAll(keepingCapacity: true)
+        newestDelivery = nil
     }
 
     public func disable(deviceRowID: Int64, invalidSince: Timestamp) throws {

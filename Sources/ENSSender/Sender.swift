@@ -209,6 +209,11 @@ public final class Sender: @unchecked Sendable {
             queue.ready.append(contentsOf: arrived.compactMap { SpoolName($0).map { Pending(name: $0, attempts: 0, notBefore: 0) } })
             let now = WallClock.milliseconds()
             queue.promoteDue(now: now)
+            do {
+                try feedback.flush(nowMilliseconds: now)
+            } catch {
+                logger.warning("cannot record deliveries", metadata: ["db.error": "\(error)"])
+            }
             if !stopping.load(ordering: .acquiring) {
                 while inFlight.count < settings.maximumInFlight, let pending = queue.next() {
                     guard let notification = try? spool.load(pending.name) else {
@@ -254,6 +259,11 @@ public final class Sender: @unchecked Sendable {
                 lastUpkeep = MonotonicClock.milliseconds()
             }
         }
+        do {
+            try feedback.flush(nowMilliseconds: WallClock.milliseconds(), force: true)
+        } catch {
+            logger.warning("cannot record deliveries", metadata: ["db.error": "\(error)"])
+        }
         logger.info("delivery stopped", metadata: ["spool.size": "\(spool.count)"])
     }
 
@@ -276,11 +286,7 @@ public final class Sender: @unchecked Sendable {
         switch action {
         case .delivered:
             spool.remove(pending.name)
-            if let row = notification.deviceRowID {
-                do { try feedback.delivered(deviceRowID: row, at: .now()) } catch {
-                    logger.warning("cannot record a delivery", metadata: ["db.error": "\(error)"])
-                }
-            }
+            if let row = notification.deviceRowID { feedback.delivered(deviceRowID: row, at: .now()) }
             return nil
         case .disableToken(let timestamp):
             spool.remove(pending.name)

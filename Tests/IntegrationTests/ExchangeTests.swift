@@ -102,6 +102,13 @@ struct ExchangeTests {
         // The same batch delivered again (Exchange retries when our answer got lost)
         // carries the same collapse id, so the device shows the message once.
         #expect(push.collapseID?.count == 32)
+        // ens-apns records the delivery on the device (batched, within a second).
+        #expect(try TestStack.eventually(within: 5) {
+            try database.queryOne("""
+                SELECT d.last_notified_at FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+                WHERE s.userid = \(user.userID)
+                """)?.optionalText(0) != nil
+        })
 
         // A heartbeat moves last_callback_at.
         try database.execute("UPDATE EnsSubscriptionInfo SET last_callback_at = '2020-01-01 00:00:00' WHERE userid = \(user.userID)")
