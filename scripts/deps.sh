@@ -26,6 +26,11 @@ if ! python3 -c 'import h2' 2>/dev/null; then
   echo "deps: installing Python h2"
   python3 -m pip install -q h2 2>/dev/null || missing+=(python3-h2)
 fi
+# The metrics test checks ENS's exposition text with Prometheus' own parser.
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+  echo "deps: installing Python prometheus_client"
+  python3 -m pip install -q prometheus_client 2>/dev/null || missing+=(python3-prometheus-client)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "deps: installing ${missing[*]}"

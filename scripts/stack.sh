@@ -128,6 +128,7 @@ apns.team_id = DEVTEAM001
 apns.certificate.com.example.certapp = $VAR/secrets/apns-cert-com.example.certapp.p12
 apns.certificate_password_file.com.example.certapp = $VAR/secrets/apns-cert.password
 cron.lock_file = $VAR/run/ens-cron.lock
+metrics.dir = $VAR/run/metrics
 # Exchange: the local simulator stands in for every Exchange host name (CONNECT_TO);
 # TLS is still verified, against the simulator's own CA.
 exchange.callback_url = https://localhost:$PORT/ews/

@@ -98,6 +98,10 @@ public struct ENSConfiguration: Sendable {
     /// Whether an unreachable policy service lets notifications through.
     public var policyAllowOnError = false
 
+    /// Where each process writes its metrics for /metrics to add up (empty: off). A
+    /// tmpfs such as /run is the right place: the files are rewritten every second.
+    public var metricsDirectory = "/run/ens/metrics"
+
     public var logLevel = "info"
 
     public init() {}
@@ -166,6 +170,7 @@ public struct ENSConfiguration: Sendable {
             guard value == "allow" || value == "deny" else { throw ConfigError(key: key, problem: "must be allow or deny") }
             config.policyAllowOnError = value == "allow"
         },
+        "metrics.dir": { config, key, value throws(ConfigError) in config.metricsDirectory = value.isEmpty ? "" : try path(key, value) },
         "log.level": { config, key, value throws(ConfigError) in
             guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
                 throw ConfigError(key: key, problem: "must be one of trace, debug, info, notice, warning, error, critical")
@@ -214,6 +219,14 @@ public struct ENSConfiguration: Sendable {
             files.passwordFile = value.isEmpty ? nil : try Self.path(key, value)
         }
         apnsCertificates[bundleID] = files
+    }
+
+    /// This process's metrics file (nil when metrics are off), the directory created
+    /// if missing.
+    public func metricsFile(_ name: String) -> String? {
+        guard !metricsDirectory.isEmpty else { return nil }
+        if !Files.exists(metricsDirectory) { _ = Files.makeDirectory(metricsDirectory, mode: 0o750) }
+        return metricsDirectory + "/" + name + ".prom"
     }
 
     /// Reads the config file at `path`.

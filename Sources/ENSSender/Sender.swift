@@ -1,4 +1,4 @@
-internal import ENSCore
+public import ENSCore
 public import Logging
 internal import Curl
 public import MariaDB
@@ -97,9 +97,12 @@ public final class Sender: @unchecked Sendable {
     private let arrivals = SynchronizedBox<[String]>([])
     private let stopping = Atomic<Bool>(false)
     private let connections = Atomic<Int>(0)
+    private let inFlightCount = Atomic<Int>(0)
+    private let metrics: MetricsRecorder
 
-    public init(spool: Spool, credentials: APNsCredentials, settings: Settings, database: MariaDBConfiguration, logger: Logger) {
+    public init(spool: Spool, credentials: APNsCredentials, settings: Settings, database: MariaDBConfiguration, metrics: MetricsRecorder, logger: Logger) {
         self.spool = spool
+        self.metrics = metrics
         self.credentials = credentials
         certificateBlobs = credentials.certificates.mapValues {
             ClientCertificate(certificatePEM: $0.certificatePEM, privateKeyPEM: $0.privateKeyPEM)
@@ -111,6 +114,16 @@ public final class Sender: @unchecked Sendable {
 
     public func stop() {
         stopping.store(true, ordering: .releasing)
+    }
+
+    /// Sets the gauges (spool depth, requests in flight) before a metrics write.
+    public func refreshGauges() {
+        metrics.set("ens_apns_spool_depth", Double(spool.count))
+        metrics.set("ens_apns_in_flight", Double(inFlightCount.load(ordering: .relaxed)))
+    }
+
+    private func count(_ outcome: String) {
+        metrics.add(MetricsText.key("ens_apns_notifications_total", [("outcome", outcome)]))
     }
 
     // MARK: Ingest
@@ -144,6 +157,12 @@ public final class Sender: @unchecked Sendable {
     }
 
     private func accept(_ frame: Frame) -> Frame {
+        let answer = spoolSubmission(frame)
+        count(answer.kind == .accepted ? "accepted" : "refused")
+        return answer
+    }
+
+    private func spoolSubmission(_ frame: Frame) -> Frame {
         guard frame.kind == .submit else { return Frame(kind: .refused, payload: Array("bad-frame".utf8)) }
         let notification: PushNotification
         do {
@@ -224,6 +243,7 @@ public final class Sender: @unchecked Sendable {
                     if notification.expiration * 1000 < now {
                         logger.warning("notification expired before delivery", metadata: ["notification.id": "\(notification.id)", "attempts": "\(pending.attempts)"])
                         spool.remove(pending.name)
+                        count("expired")
                         continue
                     }
                     nextTag += 1
@@ -232,6 +252,7 @@ public final class Sender: @unchecked Sendable {
                         logger.error("no APNs credentials for this topic; dropping the notification",
                                      metadata: ["apns.topic": "\(notification.topic)", "notification.id": "\(notification.id)"])
                         spool.remove(pending.name)
+                        count("dropped")
                         continue
                     }
                     do {
@@ -244,6 +265,7 @@ public final class Sender: @unchecked Sendable {
                     }
                 }
             }
+            inFlightCount.store(inFlight.count, ordering: .relaxed)
             if inFlight.isEmpty {
                 sleepMilliseconds(queue.hasReady ? 1 : 20)
                 continue
@@ -281,15 +303,18 @@ public final class Sender: @unchecked Sendable {
         case .failure(let error):
             logger.debug("APNs request failed", metadata: ["error": "\(error)"])
         }
+        metrics.add(MetricsText.key("ens_apns_responses_total", [("status", String(status ?? 0)), ("reason", Self.reasonLabel(reason))]))
         let action = DeliveryPolicy.action(status: status, reason: reason, timestamp: timestamp)
         let now = WallClock.milliseconds()
         switch action {
         case .delivered:
             spool.remove(pending.name)
+            count("delivered")
             if let row = notification.deviceRowID { feedback.delivered(deviceRowID: row, at: .now()) }
             return nil
         case .disableToken(let timestamp):
             spool.remove(pending.name)
+            count("disabled")
             logger.info("APNs rejected a device token; disabling it", metadata: [
                 "apns.status": "\(status ?? 0)", "apns.reason": "\(reason ?? "")", "device.row": "\(notification.deviceRowID ?? 0)",
             ])
@@ -313,9 +338,18 @@ public final class Sender: @unchecked Sendable {
             return Pending(name: pending.spoolName, attempts: Int(pending.attempts) + 1, notBefore: now + delay)
         case .drop(let why):
             spool.remove(pending.name)
+            count("dropped")
             logger.warning("APNs refused a notification; dropping it", metadata: ["apns.answer": "\(why)", "notification.id": "\(notification.id)"])
             return nil
         }
+    }
+
+    /// Apple's reason strings are a short fixed vocabulary; anything else (a broken
+    /// answer) is folded into "other" so a label cannot grow without bound.
+    static func reasonLabel(_ reason: String?) -> String {
+        guard let reason, !reason.isEmpty else { return "" }
+        guard reason.utf8.count <= 40, reason.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) }) else { return "other" }
+        return reason
     }
 
     private func url(for notification: PushNotification) -> String {

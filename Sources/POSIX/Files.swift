@@ -40,6 +40,12 @@ public enum Files {
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
+    /// mkdir; true if the directory exists afterwards (made now or already there).
+    @discardableResult
+    public static func makeDirectory(_ path: String, mode: UInt32) -> Bool {
+        mkdir(path, mode) == 0 || errno == EEXIST
+    }
+
     /// Lists the names in a directory (no "." or "..").
     public static func list(_ directory: String) throws(SystemError) -> [String] {
         guard let dir = opendir(directory) else { throw SystemError(call: "opendir", errno: errno) }

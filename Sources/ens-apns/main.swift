@@ -49,6 +49,7 @@ struct ENSAPNs: ParsableCommand {
 
         let sender: Sender
         let listener: (fd: Int32, inode: UInt64)
+        let metrics = MetricsRecorder(file: settings.metricsFile("apns"))
         do {
             let spool = try Spool(directory: settings.apnsSpoolDirectory, masterKey: masterKey, capacity: settings.apnsSpoolCapacity)
             sender = Sender(
@@ -57,6 +58,7 @@ struct ENSAPNs: ParsableCommand {
                 settings: .init(productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL, caBundlePath: settings.apnsCAFile,
                                 maximumInFlight: settings.apnsMaximumInFlight, connectionsPerHost: settings.apnsConnectionsPerHost),
                 database: try settings.serviceDatabase(),
+                metrics: metrics,
                 logger: logger
             )
             // Refuses to start over a live sender (UnixSocket.listen connects first).
@@ -71,6 +73,8 @@ struct ENSAPNs: ParsableCommand {
         ])
 
         let delivery = try OSThread.start(stackSize: 1 << 20) { sender.deliver() }
+        let metricsLogger = logger
+        let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger, refresh: sender.refreshGauges) }
         let listenFD = listener.fd
         let acceptor = try OSThread.start {
             while let connection = FileDescriptor.accept(listenFD) {
@@ -89,6 +93,8 @@ struct ENSAPNs: ParsableCommand {
         UnixSocket.unlinkIfOurs(path: settings.apnsSocket, inode: listener.inode)
         sender.stop()
         delivery.join()
+        metrics.stop()
+        metricsWriter?.join()
         FileDescriptor.close(listener.fd)
     }
 }

@@ -32,6 +32,9 @@ struct ENSFastCGI: ParsableCommand {
     @Flag(name: .long, help: .hidden)
     var worker = false
 
+    @Option(name: .long, help: .hidden)
+    var slot = 0
+
     func run() throws {
         let path = ENSConfiguration.resolvePath(flag: config)
         let settings: ENSConfiguration
@@ -50,7 +53,7 @@ struct ENSFastCGI: ParsableCommand {
         LogfmtLogHandler.bootstrap(label: worker ? "ens-fcgi-worker" : "ens-fcgi", level: settings.logLevel)
         let logger = Logger(label: "ens-fcgi")
         if worker {
-            throw ExitCode(Worker(configuration: settings, listenFD: 0, logger: logger).run())
+            throw ExitCode(Worker(configuration: settings, listenFD: 0, slot: slot, logger: logger).run())
         }
         let source: Supervisor.SocketSource
         if inheritSocket {

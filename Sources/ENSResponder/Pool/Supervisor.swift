@@ -62,7 +62,7 @@ public struct Supervisor {
                 do {
                     let pid = try ChildProcess.spawn(
                         executable: executable,
-                        arguments: [executable, "--worker", "--config", configPath],
+                        arguments: [executable, "--worker", "--slot", String(slot), "--config", configPath],
                         listenerOnStandardInput: listenFD
                     )
                     workers.started(slot: slot, pid: pid, now: MonotonicClock.milliseconds())

@@ -11,11 +11,15 @@ internal import POSIX
 public struct Worker {
     let configuration: ENSConfiguration
     let listenFD: Int32
+    /// The supervisor's slot number: names this worker's metrics file, so a replacement
+    /// continues its predecessor's counters.
+    let slot: Int
     let logger: Logger
 
-    public init(configuration: ENSConfiguration, listenFD: Int32, logger: Logger) {
+    public init(configuration: ENSConfiguration, listenFD: Int32, slot: Int, logger: Logger) {
         self.configuration = configuration
         self.listenFD = listenFD
+        self.slot = slot
         self.logger = logger
     }
 
@@ -62,7 +66,8 @@ public struct Worker {
             return 1
         }
         let apiTokens = services.apiTokens
-        let dispatcher = Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) })
+        let metrics = MetricsRecorder(file: configuration.metricsFile("fcgi-\(slot)"))
+        let dispatcher = Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) }, metrics: metrics)
         if apiTokens.count == 0 {
             logger.warning("no API tokens loaded; every authenticated request will get 401", metadata: ["auth.token_cache_file": "\(configuration.apiTokenCacheFile)"])
         }
@@ -94,6 +99,8 @@ public struct Worker {
             logger.critical("cannot start the check-in flusher", metadata: ["error": "\(error)"])
             return 1
         }
+        let metricsLogger = logger
+        let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger) }
         logger.info("responder started", metadata: ["threads": "\(threads.count)"])
 
         let signal = Signals.wait(for: Signals.shutdownSignals)
@@ -104,6 +111,8 @@ public struct Worker {
         for thread in threads { thread.join() }
         checkIns.stop()
         flusher.join()
+        metrics.stop()
+        metricsWriter?.join()
         logger.info("responder stopped")
         return 0
     }

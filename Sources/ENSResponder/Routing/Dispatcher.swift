@@ -2,6 +2,7 @@ internal import ENSCore
 internal import FastCGI
 internal import Logging
 internal import MariaDB
+internal import POSIX
 
 /// Turns one FastCGI request into one answer: the checks every endpoint shares, in a
 /// fixed order (404, 405, 401, 413, 415, 400), then the endpoint's handler.
@@ -10,8 +11,11 @@ struct Dispatcher: Sendable {
     let router: Router
     let maxBodyBytes: Int
     let tokenCheck: @Sendable (String?) -> Bool
+    /// Requests by endpoint and status, and their latency (nil: not counted).
+    var metrics: MetricsRecorder? = nil
 
     func respond(to fcgi: FastCGIRequest, context: RequestContext) {
+        let started = MonotonicClock.nanoseconds()
         let method = String(decoding: fcgi.parameter("REQUEST_METHOD") ?? [], as: UTF8.self)
         let response: APIResponse
         do {
@@ -31,6 +35,14 @@ struct Dispatcher: Sendable {
             response = APIError.internalError.response
         }
         fcgi.write(response.cgiBytes(includeBody: method != "HEAD"))
+        if let metrics {
+            // The label is the route, never the path: callback paths carry sealed tokens.
+            let pathBytes = fcgi.parameter("DOCUMENT_URI") ?? fcgi.parameter("SCRIPT_NAME") ?? []
+            let endpoint = router.label(for: String(decoding: pathBytes, as: UTF8.self))
+            metrics.add(MetricsText.key("ens_http_requests_total", [("endpoint", endpoint), ("code", String(response.status))]))
+            metrics.observe("ens_http_request_duration_seconds", labels: [("endpoint", endpoint)],
+                            seconds: Double(MonotonicClock.nanoseconds() &- started) / 1e9)
+        }
     }
 
     private func handle(_ fcgi: FastCGIRequest, method: String, context: RequestContext) throws -> APIResponse {

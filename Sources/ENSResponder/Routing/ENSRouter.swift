@@ -1,5 +1,6 @@
 extension Router {
-    /// Every endpoint of the device API, and Exchange's callback.
+    /// Every endpoint of the device API, Exchange's callback, and the metrics page
+    /// (nginx lets only loopback reach it).
     public static func ens() -> Router {
         var router = Router()
         router.add("/alive", AliveEndpoint.route)
@@ -11,6 +12,7 @@ extension Router {
         router.add("/getsubscriptionstatusv2", DeviceAPI.subscriptionStatusV2)
         router.add("/updatesynckey", DeviceAPI.updateSyncKey)
         router.add(prefix: ExchangeCallback.prefix, ExchangeCallback.route)
+        router.add("/metrics", MetricsEndpoint.route)
         return router
     }
 }

@@ -45,6 +45,13 @@ public struct Router: Sendable {
         prefixes.append((prefix, route))
     }
 
+    /// What metrics call the route of `path`: the exact path, the prefix of a prefix
+    /// route (never the rest, which may carry a sealed token), or "other".
+    public func label(for path: String) -> String {
+        if exact[path] != nil { return path }
+        return prefixes.first { path.hasPrefix($0.0) }?.0 ?? "other"
+    }
+
     public func route(for path: String) -> Route? {
         if let route = exact[path] { return route }
         return prefixes.first { path.hasPrefix($0.0) }?.1

@@ -1,0 +1,191 @@
+public import Logging
+internal import POSIX
+import Synchronization
+
+/// Prometheus metrics, shared between processes through small files.
+///
+/// Each ENS process (every responder worker slot, ens-apns) keeps its counters in
+/// memory and writes them once a second to `<metrics.dir>/<name>.prom` as plain
+/// `series value` lines. The /metrics endpoint, answered by whichever responder nginx
+/// picks, adds up the series of all files and renders the exposition format with HELP
+/// and TYPE lines. A process that restarts reloads its own file first, so counters only
+/// ever grow.
+public enum MetricsText {
+    /// One series key: `name` or `name{label="value",...}` (values escaped).
+    public static func key(_ name: String, _ labels: [(String, String)] = []) -> String {
+        guard !labels.isEmpty else { return name }
+        return name + "{" + labels.map { "\($0.0)=\"\(escape($0.1))\"" }.joined(separator: ",") + "}"
+    }
+
+    static func escape(_ value: String) -> String {
+        var escaped = ""
+        for character in value {
+            switch character {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            case "\n": escaped += "\\n"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
+    /// `series value` lines, sorted.
+    public static func lines(_ values: [String: Double]) -> String {
+        values.keys.sorted().map { "\($0) \(format(values[$0]!))" }.joined(separator: "\n") + "\n"
+    }
+
+    /// Reads `series value` lines; anything else is skipped.
+    public static func parse(_ text: String) -> [String: Double] {
+        var values: [String: Double] = [:]
+        for line in text.split(separator: "\n") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            values[String(line[..<space])] = value
+        }
+        return values
+    }
+
+    public static func format(_ value: Double) -> String {
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return String(value)
+    }
+
+    /// The family a series belongs to (histogram parts share their base name).
+    static func family(of key: String) -> String {
+        let name = key.split(separator: "{", maxSplits: 1).first.map(String.init) ?? key
+        for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) {
+            let base = String(name.dropLast(suffix.count))
+            if families[base]?.type == "histogram" { return base }
+        }
+        return name
+    }
+
+    /// Every metric ENS exports: type and help text.
+    public static let families: [String: (type: String, help: String)] = [
+        "ens_http_requests_total": ("counter", "Requests answered by the responders, by endpoint and HTTP status."),
+        "ens_http_request_duration_seconds": ("histogram", "Time from reading a request to writing its answer, by endpoint."),
+        "ens_apns_responses_total": ("counter", "APNs answers by HTTP status and reason (status 0: no answer, a transport failure)."),
+        "ens_apns_notifications_total": ("counter", "Notifications by outcome: accepted into the spool, refused, delivered, dropped, disabled (token rejected), expired."),
+        "ens_apns_spool_depth": ("gauge", "Notifications in the spool, not yet delivered."),
+        "ens_apns_in_flight": ("gauge", "APNs requests in flight."),
+        "ens_subscriptions": ("gauge", "User records by Exchange subscription state."),
+        "ens_devices": ("gauge", "Devices by state."),
+        "ens_metrics_sources": ("gauge", "Processes whose metrics files were read for this answer."),
+    ]
+
+    /// The exposition format for summed values, families in a stable order.
+    public static func render(_ values: [String: Double]) -> String {
+        var byFamily: [String: [String]] = [:]
+        for key in values.keys { byFamily[family(of: key), default: []].append(key) }
+        var text = ""
+        for family in byFamily.keys.sorted() {
+            if let described = families[family] {
+                text += "# HELP \(family) \(described.help)\n# TYPE \(family) \(described.type)\n"
+            }
+            for key in byFamily[family]!.sorted(by: seriesOrder) { text += "\(key) \(format(values[key]!))\n" }
+        }
+        return text
+    }
+
+    /// Histogram buckets in `le` order (so `+Inf` comes last), everything else by name.
+    private static func seriesOrder(_ a: String, _ b: String) -> Bool {
+        func le(_ key: String) -> Double? {
+            guard let range = key.firstRange(of: "le=\"") else { return nil }
+            let rest = key[range.upperBound...]
+            let text = rest.prefix { $0 != "\"" }
+            return text == "+Inf" ? .infinity : Double(text)
+        }
+        if let x = le(a), let y = le(b), a.replacingLE() == b.replacingLE() { return x < y }
+        return a < b
+    }
+
+    /// Sums every `*.prom` file of `directory`.
+    public static func collect(directory: String) -> (values: [String: Double], sources: Int) {
+        var total: [String: Double] = [:]
+        var sources = 0
+        for name in ((try? Files.list(directory)) ?? []) where name.hasSuffix(".prom") {
+            guard let bytes = try? Files.read(directory + "/" + name, limit: 4 << 20),
+                  let text = String(validating: bytes, as: UTF8.self) else { continue }
+            sources += 1
+            for (key, value) in parse(text) { total[key, default: 0] += value }
+        }
+        return (total, sources)
+    }
+}
+
+extension String {
+    /// The key with its `le` label blanked, to group a histogram's buckets.
+    fileprivate func replacingLE() -> String {
+        guard let range = firstRange(of: "le=\"") else { return self }
+        let end = self[range.upperBound...].firstIndex(of: "\"") ?? endIndex
+        return String(self[..<range.upperBound]) + String(self[end...])
+    }
+}
+
+/// A process's counters: thread-safe, written to its metrics file by `write(to:)`.
+public final class MetricsRecorder: Sendable {
+    private let values: Mutex<[String: Double]>
+    private let stopping = Mutex(false)
+    public let file: String?
+
+    /// `file` nil: metrics are kept but never written (no metrics.dir).
+    public init(file: String?) {
+        self.file = file
+        // Counters continue from what this process's predecessor wrote.
+        let previous = file.flatMap { try? Files.read($0, limit: 4 << 20) }.flatMap { String(validating: $0, as: UTF8.self) }
+        values = Mutex(previous.map(MetricsText.parse) ?? [:])
+    }
+
+    public func add(_ key: String, _ amount: Double = 1) {
+        values.withLock { $0[key, default: 0] += amount }
+    }
+
+    public func set(_ key: String, _ value: Double) {
+        values.withLock { $0[key] = value }
+    }
+
+    public static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+    /// One histogram observation: cumulative buckets, sum and count.
+    public func observe(_ name: String, labels: [(String, String)], seconds: Double) {
+        let keys = Self.latencyBuckets.filter { seconds <= $0 }.map { MetricsText.key(name + "_bucket", labels + [("le", MetricsText.format($0))]) }
+            + [MetricsText.key(name + "_bucket", labels + [("le", "+Inf")])]
+        values.withLock { values in
+            for key in keys { values[key, default: 0] += 1 }
+            values[MetricsText.key(name + "_sum", labels), default: 0] += seconds
+            values[MetricsText.key(name + "_count", labels), default: 0] += 1
+        }
+    }
+
+    public var snapshot: [String: Double] { values.withLock { $0 } }
+
+    /// Writes the snapshot to this process's file (atomically; readers never see half).
+    public func write() throws {
+        guard let file else { return }
+        try Files.writeAtomically(Array(MetricsText.lines(snapshot).utf8), to: file, mode: 0o640)
+    }
+
+    /// Writes the file every `intervalMilliseconds` until `stop()`, after `refresh`
+    /// (which sets gauges); a last write on the way out.
+    public func run(intervalMilliseconds: Int = 1000, logger: Logger, refresh: () -> Void = {}) {
+        guard file != nil else { return }
+        var failing = false
+        while !stopping.withLock({ $0 }) {
+            sleepMilliseconds(intervalMilliseconds)
+            refresh()
+            do {
+                try write()
+                failing = false
+            } catch {
+                if !failing { logger.warning("cannot write the metrics file", metadata: ["error": "\(error)"]) }
+                failing = true
+            }
+        }
+        refresh()
+        try? write()
+    }
+
+    public func stop() {
+        stopping.withLock { $0 = true }
+    }
+}

@@ -1,0 +1,42 @@
+internal import ENSCore
+internal import MariaDB
+
+/// GET /metrics: the Prometheus text format. Counters come from every process's
+/// metrics file (see `MetricsText`); subscription and device gauges are counted in
+/// MariaDB at scrape time. nginx serves this location to loopback only.
+enum MetricsEndpoint {
+    static let route = Route(methods: ["GET"], requiresAPIToken: false) { _, context in
+        let configuration = context.configuration
+        guard !configuration.metricsDirectory.isEmpty else { throw APIError.notFound }
+        var (values, sources) = MetricsText.collect(directory: configuration.metricsDirectory)
+        values["ens_metrics_sources"] = Double(sources)
+        for (key, value) in try databaseGauges(context) { values[key] = value }
+        return APIResponse(status: 200, body: Array(MetricsText.render(values).utf8), contentType: "text/plain; version=0.0.4; charset=utf-8")
+    }
+
+    /// Records by subscription state (healthy: heard from within the status frequency
+    /// plus grace; stale: registered but silent; unregistered) and devices by state.
+    private static func databaseGauges(_ context: RequestContext) throws -> [String: Double] {
+        let grace = Int64(context.configuration.subscriptionGraceSeconds)
+        let now = Timestamp.now().databaseString
+        var values: [String: Double] = [:]
+        for state in ["healthy", "stale", "unregistered"] { values[MetricsText.key("ens_subscriptions", [("state", state)])] = 0 }
+        for row in try context.database.query("""
+            SELECT CASE WHEN registered = 0 OR ews_subscription_id IS NULL THEN 'unregistered'
+                        WHEN last_callback_at IS NOT NULL
+                             AND last_callback_at + INTERVAL (status_frequency_minutes * 60 + \(grace)) SECOND >= \(now) THEN 'healthy'
+                        ELSE 'stale' END AS state, COUNT(*)
+            FROM EnsSubscriptionInfo GROUP BY state
+            """) {
+            values[MetricsText.key("ens_subscriptions", [("state", try row.text(0))])] = Double(try row.int(1))
+        }
+        values[MetricsText.key("ens_devices", [("state", "enabled")])] = 0
+        values[MetricsText.key("ens_devices", [("state", "disabled")])] = 0
+        for row in try context.database.query("""
+            SELECT IF(disabled_at IS NULL, 'enabled', 'disabled') AS state, COUNT(*) FROM Devices GROUP BY state
+            """) {
+            values[MetricsText.key("ens_devices", [("state", try row.text(0))])] = Double(try row.int(1))
+        }
+        return values
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+@testable import ENSCore
+
+/// The metrics files and their sum in the Prometheus text format.
+@Suite struct MetricsTests {
+    @Test func keysEscapeLabelValues() {
+        #expect(MetricsText.key("m") == "m")
+        #expect(MetricsText.key("m", [("a", "x\"y\\z\nw")]) == #"m{a="x\"y\\z\nw"}"#)
+    }
+
+    @Test func histogramsAreCumulativeAndRenderInOrder() {
+        let recorder = MetricsRecorder(file: nil)
+        recorder.observe("ens_http_request_duration_seconds", labels: [("endpoint", "/alive")], seconds: 0.003)
+        recorder.observe("ens_http_request_duration_seconds", labels: [("endpoint", "/alive")], seconds: 0.2)
+        recorder.add(MetricsText.key("ens_http_requests_total", [("endpoint", "/alive"), ("code", "200")]), 2)
+        let text = MetricsText.render(recorder.snapshot)
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines.contains(#"ens_http_request_duration_seconds_bucket{endpoint="/alive",le="0.001"} 0"#) == false)  // only reached buckets
+        #expect(lines.contains(#"ens_http_request_duration_seconds_bucket{endpoint="/alive",le="0.005"} 1"#))
+        #expect(lines.contains(#"ens_http_request_duration_seconds_bucket{endpoint="/alive",le="0.25"} 2"#))
+        #expect(lines.contains(#"ens_http_request_duration_seconds_bucket{endpoint="/alive",le="+Inf"} 2"#))
+        #expect(lines.contains(#"ens_http_request_duration_seconds_count{endpoint="/alive"} 2"#))
+        #expect(lines.contains(#"ens_http_requests_total{code="200",endpoint="/alive"} 2"#) || lines.contains(#"ens_http_requests_total{endpoint="/alive",code="200"} 2"#))
+        #expect(lines.contains("# TYPE ens_http_request_duration_seconds histogram"))
+        #expect(lines.contains("# TYPE ens_http_requests_total counter"))
+        // Buckets of one series are in le order, +Inf last.
+        let buckets = lines.filter { $0.hasPrefix("ens_http_request_duration_seconds_bucket") }
+        #expect(buckets.last?.contains("+Inf") == true)
+    }
+
+    @Test func filesAddUpAndRestartsContinue() throws {
+        try withTemporaryDirectory { directory in
+            let a = MetricsRecorder(file: directory.appendingPathComponent("fcgi-0.prom").path)
+            let b = MetricsRecorder(file: directory.appendingPathComponent("apns.prom").path)
+            a.add("ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}", 3)
+            b.add("ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}", 4)
+            b.set("ens_apns_spool_depth", 7)
+            try a.write()
+            try b.write()
+            try directory.appendingPathComponent("notes.txt").write("ens_apns_spool_depth 1000\n")  // not a .prom file
+            let (values, sources) = MetricsText.collect(directory: directory.path)
+            #expect(sources == 2)
+            #expect(values["ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}"] == 7)
+            #expect(values["ens_apns_spool_depth"] == 7)
+            // A replacement process continues from its predecessor's file.
+            let again = MetricsRecorder(file: directory.appendingPathComponent("fcgi-0.prom").path)
+            again.add("ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}")
+            #expect(again.snapshot["ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}"] == 4)
+        }
+    }
+
+    @Test func garbageLinesAreSkipped() {
+        #expect(MetricsText.parse("a 1\nnot a number\n\nb{x=\"1\"} 2.5\nc NaNx\n") == ["a": 1, "b{x=\"1\"}": 2.5])
+    }
+
+    /// The rendered text parses with the reference parser (prometheus_client, installed
+    /// by scripts/deps.sh), so a scraper accepts it.
+    @Test func renderedTextParsesWithPrometheusClient() throws {
+        let recorder = MetricsRecorder(file: nil)
+        recorder.observe("ens_http_request_duration_seconds", labels: [("endpoint", "/ews/")], seconds: 0.02)
+        recorder.add(MetricsText.key("ens_apns_responses_total", [("status", "410"), ("reason", "Unregistered")]))
+        recorder.set("ens_apns_spool_depth", 3)
+        let text = MetricsText.render(recorder.snapshot)
+        try withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("m.txt")
+            try file.write(text)
+            let families = try Shell.python("""
+                import sys
+                from prometheus_client.parser import text_string_to_metric_families
+                names = sorted(f.name + ":" + f.type for f in text_string_to_metric_families(open(sys.argv[1]).read()))
+                print(" ".join(names))
+                """, [file.path])
+            #expect(families.contains("ens_http_request_duration_seconds:histogram"))
+            #expect(families.contains("ens_apns_responses:counter"))
+            #expect(families.contains("ens_apns_spool_depth:gauge"))
+        }
+    }
+}
