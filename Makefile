@@ -6,6 +6,8 @@
 #   make test    install what is missing, build, run every test (unit + integration)
 #                against a private stack under var/test, then tear it down
 #   make bench   benchmarks through nginx on loopback (bounded in time)
+#   make chaos   bounded fault injection against a private stack under var/chaos
+#                (MariaDB restart, worker kill -9, ens-apns kill -9, ENS down 3 min)
 #   make lint    C-module containment, shellcheck, no fatalError/try! in Sources
 #   make build   release build of ens-fcgi, ens-apns, ens-cron
 #   make install install the binaries, SQL, nginx snippets, deployment files and the
@@ -16,6 +18,7 @@ SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
 .PHONY: run stop test bench lint build build-debug deps clean install
+.PHONY: chaos
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -41,6 +44,9 @@ test: build-debug lint
 
 bench: build
 	@bench/run.sh
+
+chaos: build
+	@scripts/chaos.sh
 
 lint:
 	@scripts/lint.sh
