@@ -216,6 +216,9 @@ ews_sim_stop() { stop_by_pidfile ews-sim 10; }
 
 apns_start() {
   if pid_alive "$VAR/run/ens-apns.pid"; then return 0; fi
+  # A sender killed with -9 leaves its socket file behind; without removing it, the
+  # readiness check below would pass before the new sender listens.
+  rm -f "$VAR/run/apns.sock"
   "$BIN/ens-apns" --config "$CONFIG" >>"$VAR/log/ens-apns.log" 2>&1 < /dev/null &
   echo $! > "$VAR/run/ens-apns.pid"
   wait_until 20 test -S "$VAR/run/apns.sock" || die "ens-apns did not start; see $VAR/log/ens-apns.log"

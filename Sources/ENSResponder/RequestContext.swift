@@ -14,6 +14,8 @@ public final class RequestContext {
 
     private var lastHealthCheck: UInt64 = 0
     private var lastHealthy = false
+    private var lastOutageLog: UInt64 = 0
+    private var outageRequestsSinceLog = 0
     private var ewsClientStorage: EWSClient?
     private var policyClientStorage: DevicePolicyClient?
 
@@ -43,6 +45,19 @@ public final class RequestContext {
         }
         lastHealthCheck = now
         return lastHealthy
+    }
+
+    /// Logs a request that failed because MariaDB is gone, at most once per 10 s per
+    /// thread with a count of the others: an outage under load must not flood the log.
+    public func noteDatabaseUnavailable(_ error: any Error) {
+        outageRequestsSinceLog += 1
+        let now = MonotonicClock.milliseconds()
+        guard lastOutageLog == 0 || now &- lastOutageLog >= 10_000 else { return }
+        logger.warning("database unavailable during request", metadata: [
+            "db.error": "\(error)", "requests.failed": "\(outageRequestsSinceLog)",
+        ])
+        lastOutageLog = now
+        outageRequestsSinceLog = 0
     }
 
     /// This thread's Exchange client (one libcurl handle, connections kept alive).

@@ -27,7 +27,7 @@ struct Dispatcher: Sendable {
             response = error.response
         } catch let error as MariaDBError where error.kind == .connectionLost {
             context.invalidateHealth()
-            context.logger.warning("database unavailable during request", metadata: ["db.error": "\(error)"])
+            context.noteDatabaseUnavailable(error)
             response = APIError.serviceUnavailable.response
         } catch {
             // Only a log-safe description is logged; the client gets a generic 500.
