@@ -219,7 +219,8 @@ apns_start() {
   # A sender killed with -9 leaves its socket file behind; without removing it, the
   # readiness check below would pass before the new sender listens.
   rm -f "$VAR/run/apns.sock"
-  "$BIN/ens-apns" --config "$CONFIG" >>"$VAR/log/ens-apns.log" 2>&1 < /dev/null &
+  # Two malloc arenas: see deploy/ens-apns.service.
+  MALLOC_ARENA_MAX=2 "$BIN/ens-apns" --config "$CONFIG" >>"$VAR/log/ens-apns.log" 2>&1 < /dev/null &
   echo $! > "$VAR/run/ens-apns.pid"
   wait_until 20 test -S "$VAR/run/apns.sock" || die "ens-apns did not start; see $VAR/log/ens-apns.log"
 }
