@@ -19,5 +19,9 @@ export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
 set +e
 swift test --skip-build --no-parallel 2>&1 | tee "$ENS_VAR/swift-test.out"
 status=${PIPESTATUS[0]}
+# The device API against its OpenAPI document, fuzzed by Schemathesis (bounded).
+scripts/stack.sh token schemathesis > "$ENS_VAR/schemathesis-token"
+Tests/tools/schemathesis.sh "https://localhost:$ENS_PORT" "$ENS_VAR/schemathesis-token" 2>&1 | tee "$ENS_VAR/schemathesis.out" | tail -15
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 Tests/tools/scan-secrets.sh || status=1
 exit "$status"
