@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export ENS_VAR=${ENS_VAR:-$PWD/var/bench} ENS_PORT=${ENS_PORT:-8543} ENS_BIN=${ENS_BIN:-$PWD/.build/release}
 trap 'scripts/stack.sh down' EXIT
 scripts/stack.sh up
-for bench in ${BENCHES:-b1-alive b2-status b3-publickey b4-push b5-reap b6-callbacks}; do
+for bench in ${BENCHES:-b1-alive b2-status b3-publickey b4-push b5-reap b6-callbacks b7-timing}; do
   echo "== $bench"
   "bench/$bench.sh"
 done

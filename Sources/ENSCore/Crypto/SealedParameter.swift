@@ -24,6 +24,9 @@ public enum SealedParameter {
         let wellFormed = decoded != nil && !ciphertext.isEmpty && ciphertext.count % k == 0 && ciphertext.count / k <= maximumBlocks
         let blockCount = wellFormed ? ciphertext.count / k : min(max(1, (ciphertext.count + k - 1) / k), maximumBlocks)
 
+        // The stand-in is made before knowing whether it is needed, at a length that
+        // depends only on the input's size, so valid and invalid padding cost the same.
+        let standIn = (try? Digest.randomBytes(blockCount * (k - 11))) ?? [0]
         var valid: UInt8 = wellFormed ? 0xFF : 0
         var message: [UInt8] = []
         message.reserveCapacity(blockCount * (k - 11))
@@ -39,7 +42,6 @@ public enum SealedParameter {
             message.append(contentsOf: encoded[min(start, encoded.count)...])
         }
         if valid == 0xFF { return (message, true) }
-        let standIn = (try? Digest.randomBytes(max(1, message.count))) ?? [0]
         return (standIn, false)
     }
 

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# B7: sealed-parameter failures in time. Interleaved requests of six kinds (a valid
+# payload and five different failures) to /getsubscriptionstatusv2 through nginx;
+# per-kind latency and pairwise Kolmogorov-Smirnov tests between the failure kinds
+# (bench/timing.py). Every failure must answer the same bytes and not differ in time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ENS_TOKEN=$(scripts/stack.sh token bench-b7)
+export ENS_TOKEN
+timeout 600 python3 bench/timing.py "${B7_REQUESTS:-1000}"

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""B7: are sealed-parameter failures indistinguishable in time? (loopback only)
+
+  timing.py N     one user and device; then N requests of each kind below to
+                  /getsubscriptionstatusv2, interleaved at random over one kept-alive
+                  HTTPS connection; prints per-kind latency and, for every pair of
+                  failure kinds, the two-sample Kolmogorov-Smirnov statistic and p-value.
+
+Kinds: valid (sealed under the user's key), bad-padding (raw RSA of random bytes under
+the user's key: what a padding-oracle attacker sends), wrong-key (sealed under another
+key), bad-json (good padding, plaintext not JSON), no-field (JSON
+without pushToken), bad-length (base64 of a length that is not a multiple of k),
+bad-base64 (not base64). Every failure answers the same 400 bytes; the server does one
+RSA operation per k bytes whatever the input. The valid kind answers 200 (the status
+already tells success from failure, so only failures must be indistinguishable).
+Environment: ENS_VAR, ENS_PORT, ENS_TOKEN.
+"""
+import json
+import math
+import os
+import random
+import secrets
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from devices import connection, post, seal, sql  # noqa: E402
+from cryptography.hazmat.primitives import serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: E402
+import base64  # noqa: E402
+
+
+def ks(a, b):
+    """Two-sample Kolmogorov-Smirnov statistic and its asymptotic p-value."""
+    a, b = sorted(a), sorted(b)
+    i = j = 0
+    d = 0.0
+    while i < len(a) and j < len(b):
+        if a[i] <= b[j]:
+            i += 1
+        else:
+            j += 1
+        d = max(d, abs(i / len(a) - j / len(b)))
+    n = len(a) * len(b) / (len(a) + len(b))
+    lam = (math.sqrt(n) + 0.12 + 0.11 / math.sqrt(n)) * d
+    p = 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    return d, max(0.0, min(1.0, p))
+
+
+def main(count):
+    conn = connection()
+    email = f"b7-{secrets.token_hex(4)}@example.test"
+    status, answer = post(conn, "/getpublickey", {"email": email})
+    assert status == 200, (status, answer)
+    userid, pem = answer["userid"], answer["pubKey"]
+    sql(f"UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 'bench', last_callback_at = NOW(3) WHERE userid = '{userid}'")
+    token = secrets.token_hex(32)
+    status, answer = post(conn, "/registerdevicev2", {"userid": userid, "bundleid": "com.example.mail",
+                                                      "creds": seal(pem, json.dumps({"apnsToken": token, "oauthAccessToken": "x"}))})
+    assert answer.get("responseCode") == "UserUpdated", answer
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
+    other_pem = other.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    numbers = serialization.load_pem_public_key(pem.encode()).public_numbers()
+    k = (numbers.n.bit_length() + 7) // 8
+    textbook = pow(int.from_bytes(os.urandom(k), "big") % numbers.n, numbers.e, numbers.n)
+    good = json.dumps({"pushToken": token, "lastMessageDate": "01/01/2020 00:00:00.000", "ignoreLastMessageDate": 1})
+    kinds = {
+        "valid": (seal(pem, good), 200),
+        "bad-padding": (base64.b64encode(textbook.to_bytes(k, "big")).decode(), 400),
+        "wrong-key": (seal(other_pem, good), 400),
+        "bad-json": (seal(pem, "this is not JSON at all"), 400),
+        "no-field": (seal(pem, json.dumps({"lastMessageDate": "01/01/2020 00:00:00.000"})), 400),
+        "bad-length": (base64.b64encode(os.urandom(255)).decode(), 400),
+        "bad-base64": ("!" * 344, 400),
+    }
+    order = [kind for kind in kinds for _ in range(count)]
+    random.shuffle(order)
+    samples = {kind: [] for kind in kinds}
+    bodies = set()
+    for kind in order[:50]:  # warm-up, not counted
+        post(conn, "/getsubscriptionstatusv2", {"userid": userid, "subscriptionPayload": kinds[kind][0]})
+    for kind in order:
+        payload, expected = kinds[kind]
+        start = time.perf_counter()
+        conn.request("POST", "/getsubscriptionstatusv2", body=json.dumps({"userid": userid, "subscriptionPayload": payload}),
+                     headers={"Content-Type": "application/json", "ApiToken": os.environ["ENS_TOKEN"]})
+        response = conn.getresponse()
+        body = response.read()
+        samples[kind].append((time.perf_counter() - start) * 1e6)
+        assert response.status == expected, (kind, response.status, body)
+        if expected == 400:
+            bodies.add(body)
+    print(f"B7 result: {count} requests per kind, {len(bodies)} distinct 400 bodies (must be 1)")
+    for kind, values in samples.items():
+        values.sort()
+        print(f"B7 result: {kind:10s} median {statistics.median(values):7.0f} us  p90 {values[int(len(values) * 0.9)]:7.0f} us")
+    failures = [k for k in kinds if kinds[k][1] == 400]
+    worst = 1.0
+    for i, a in enumerate(failures):
+        for b in failures[i + 1:]:
+            d, p = ks(samples[a], samples[b])
+            worst = min(worst, p)
+            print(f"B7 result: KS {a} vs {b}: D={d:.3f} p={p:.3f}")
+    print(f"B7 result: smallest p-value between failure kinds {worst:.3f} "
+          f"({'indistinguishable at the 1% level' if worst > 0.01 else 'DISTINGUISHABLE at the 1% level'})")
+    return 0 if len(bodies) == 1 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1])))
