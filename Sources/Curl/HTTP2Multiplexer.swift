@@ -89,6 +89,13 @@ public final class HTTP2Multiplexer {
         options.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
         options.set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds)
         options.set(CURLOPT_UPKEEP_INTERVAL_MS, configuration.pingIntervalMilliseconds)
+        // libcurl before 8.10 sends HTTP/2 PINGs (curl_easy_upkeep) only through a
+        // handle on the connection, and idle multi connections have none. TCP
+        // keepalive keeps idle connections known to NATs and firewalls, and finds
+        // dead ones, in the meantime.
+        options.set(CURLOPT_TCP_KEEPALIVE, 1)
+        options.set(CURLOPT_TCP_KEEPIDLE, max(10, configuration.pingIntervalMilliseconds / 1000))
+        options.set(CURLOPT_TCP_KEEPINTVL, 15)
         options.verifyTLS(caBundlePath: configuration.caBundlePath)
         if let clientCertificate { options.clientCertificate(clientCertificate) }
         options.set(CURLOPT_HTTPHEADER, pointer: UnsafeRawPointer(transfer.headerList))
