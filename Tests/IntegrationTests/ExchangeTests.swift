@@ -121,6 +121,23 @@ struct ExchangeTests {
         #expect(try ExchangeSimulator.subscriptions(of: user.email).count == before)
     }
 
+    /// Boxer FastSync: an unexpired sync key rides along with every new-mail push.
+    @Test func syncKeysRideAlongWhileUnexpired() throws {
+        try ExchangeSimulator.domain("pox.test", mode: "pox-root")
+        let (user, password) = try mailboxUser("pox.test")
+        let token = TestSecrets.apnsToken()
+        #expect(try register(user, creds: basicCreds(user, password, token: token))["responseCode"] == "UserSubscribed")
+        let syncKey = "kek-\(UUID().uuidString)"
+        TestSecrets.remember(syncKey)
+        let info = try user.sealJSON(["apnsToken": token, "backgroundSyncKey": syncKey, "syncKeyExpirationTime": "01/01/2099 00:00:00.000"])
+        #expect(try api.call("/updatesynckey", ["userid": user.userID, "info": info]).json["responseCode"] == "UpdateSuccess")
+        #expect(try ExchangeSimulator.newMail(user.email, subject: "With a key", fromName: "Gus").first?["subscriptionStatus"] as? String == "OK")
+        #expect(TestStack.eventually(within: 20) { !pushes(to: token).isEmpty })
+        let push = try #require(pushes(to: token).first)
+        #expect(push.payload["backgroundSyncKey"] as? String == syncKey)
+        #expect(push.payload["syncKeyExpirationTime"] as? String == "01/01/2099 00:00:00.000")
+    }
+
     @Test func oauthRegistrationThroughSOAPAutodiscover() throws {
         try ExchangeSimulator.domain("soap.test", mode: "soap")
         let (user, accessToken) = try mailboxUser("soap.test", oauth: true)
