@@ -8,6 +8,9 @@
 #   make bench   benchmarks through nginx on loopback (bounded in time)
 #   make chaos   bounded fault injection against a private stack under var/chaos
 #                (MariaDB restart, worker kill -9, ens-apns kill -9, ENS down 3 min)
+#   make fuzz    libFuzzer targets (Fuzz/) for the parsers, each for a bounded time
+#                (about 10 minutes in all; FUZZ_SECONDS=N per target); corpus and
+#                crashing inputs under var/fuzz
 #   make lint    C-module containment, shellcheck, no fatalError/try! in Sources
 #   make build   release build of ens-fcgi, ens-apns, ens-cron
 #   make install install the binaries, SQL, nginx snippets, deployment files and the
@@ -19,6 +22,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 
 .PHONY: run stop test bench lint build build-debug deps clean install
 .PHONY: chaos
+.PHONY: fuzz
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -48,11 +52,14 @@ bench: build
 chaos: build
 	@scripts/chaos.sh
 
+fuzz: deps
+	@scripts/fuzz.sh
+
 lint:
 	@scripts/lint.sh
 
 clean:
-	rm -rf .build var
+	rm -rf .build var Fuzz/.build
 
 # The migrations land in $(PREFIX)/share/ens/sql/migrations: point db.migrations_dir
 # there (the built-in default, /usr/share/ens/sql/migrations, matches PREFIX=/usr).
