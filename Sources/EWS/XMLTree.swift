@@ -94,6 +94,12 @@ public enum XMLTree {
     public static func parse(_ bytes: [UInt8], limits: Limits = Limits()) throws(XMLTreeError) -> XMLTreeElement {
         guard bytes.count <= limits.maximumBytes else { throw .tooLarge(limit: limits.maximumBytes) }
         try screen(bytes)
+        // Not XML at all (an HTML error page, plain text): refused without the parser,
+        // whose error path leaks a little memory per error on Linux (Foundation's
+        // XMLParser turns every libxml2 error into a CFString it never frees).
+        guard bytes.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) == UInt8(ascii: "<") else {
+            throw .malformed(line: 1)
+        }
         let (root, failure, line): (XMLTreeElement?, XMLTreeError?, Int) = parserLock.withLock { _ in
             let parser = XMLParser(data: Data(bytes))
             parser.shouldProcessNamespaces = true
