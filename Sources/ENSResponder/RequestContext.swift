@@ -11,6 +11,8 @@ public final class RequestContext {
     public let services: SharedServices
     public let database: Connection
     public var logger: Logger
+    /// This thread's request counters (nil: metrics off).
+    public let requestCounters: RequestCounters?
 
     private var lastHealthCheck: UInt64 = 0
     private var lastHealthy = false
@@ -19,11 +21,13 @@ public final class RequestContext {
     private var ewsClientStorage: EWSClient?
     private var policyClientStorage: DevicePolicyClient?
 
-    public init(configuration: ENSConfiguration, services: SharedServices, database: Connection, logger: Logger) {
+    public init(configuration: ENSConfiguration, services: SharedServices, database: Connection, logger: Logger,
+                requestCounters: RequestCounters? = nil) {
         self.configuration = configuration
         self.services = services
         self.database = database
         self.logger = logger
+        self.requestCounters = requestCounters
     }
 
     /// Whether this thread can query the database, re-checked with `SELECT 1` at most

@@ -76,4 +76,27 @@ import Testing
             #expect(families.contains("ens_apns_spool_depth:gauge"))
         }
     }
+
+    @Test func threadCountersAddUpWithTheBaseline() {
+        let labels = ["/alive", "/ews/", "other"]
+        let first = RequestCounters(labels: labels)
+        let second = RequestCounters(labels: labels)
+        first.record(label: "/alive", status: 200, seconds: 0.0004)
+        first.record(label: "/alive", status: 503, seconds: 0.03)
+        second.record(label: "/alive", status: 200, seconds: 20)
+        second.record(label: "/nope", status: 418, seconds: 0.002)
+        let recorder = MetricsRecorder(file: nil)
+        let key200 = MetricsText.key("ens_http_requests_total", [("endpoint", "/alive"), ("code", "200")])
+        recorder.publish([first, second], baseline: [key200: 10])
+        let values = recorder.snapshot
+        #expect(values[key200] == 12)
+        #expect(values[MetricsText.key("ens_http_requests_total", [("endpoint", "/alive"), ("code", "503")])] == 1)
+        #expect(values[MetricsText.key("ens_http_requests_total", [("endpoint", "other"), ("code", "other")])] == 1)
+        #expect(values[MetricsText.key("ens_http_request_duration_seconds_bucket", [("endpoint", "/alive"), ("le", "0.001")])] == 1)
+        #expect(values[MetricsText.key("ens_http_request_duration_seconds_bucket", [("endpoint", "/alive"), ("le", "0.05")])] == 2)
+        #expect(values[MetricsText.key("ens_http_request_duration_seconds_bucket", [("endpoint", "/alive"), ("le", "10")])] == 2)
+        #expect(values[MetricsText.key("ens_http_request_duration_seconds_bucket", [("endpoint", "/alive"), ("le", "+Inf")])] == 3)
+        #expect(values[MetricsText.key("ens_http_request_duration_seconds_count", [("endpoint", "/alive")])] == 3)
+        #expect(values[MetricsText.key("ens_http_requests_total", [("endpoint", "/ews/"), ("code", "200")])] == nil)
+    }
 }

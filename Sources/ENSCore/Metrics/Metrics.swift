@@ -189,3 +189,80 @@ public final class MetricsRecorder: Sendable {
         stopping.withLock { $0 = true }
     }
 }
+
+/// One responder thread's request counters: fixed slots indexed by endpoint, status
+/// and latency bucket, so counting a request builds no strings and takes only this
+/// thread's (uncontended) lock. The metrics writer adds all threads up once a second.
+public final class RequestCounters: Sendable {
+    public static let statuses = [200, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503]
+
+    private struct State {
+        var counts: [Int64]     // labels × (statuses + 1, the last for any other status)
+        var buckets: [Int64]    // labels × (latency buckets + 1, the last for +Inf)
+        var sums: [Double]      // labels
+    }
+
+    private let labels: [String]
+    private let labelIndex: [String: Int]
+    private let state: Mutex<State>
+
+    /// `labels`: every endpoint label the router gives; anything else counts as the last.
+    public init(labels: [String]) {
+        self.labels = labels
+        var index: [String: Int] = [:]
+        for (position, label) in labels.enumerated() { index[label] = position }
+        labelIndex = index
+        let statusSlots = Self.statuses.count + 1
+        let bucketSlots = MetricsRecorder.latencyBuckets.count + 1
+        state = Mutex(State(counts: Array(repeating: 0, count: labels.count * statusSlots),
+                            buckets: Array(repeating: 0, count: labels.count * bucketSlots),
+                            sums: Array(repeating: 0, count: labels.count)))
+    }
+
+    public func record(label: String, status: Int, seconds: Double) {
+        let endpoint = labelIndex[label] ?? labels.count - 1
+        let statusSlot = Self.statuses.firstIndex(of: status) ?? Self.statuses.count
+        let buckets = MetricsRecorder.latencyBuckets
+        let bucketSlot = buckets.firstIndex { seconds <= $0 } ?? buckets.count
+        state.withLock { state in
+            state.counts[endpoint * (Self.statuses.count + 1) + statusSlot] += 1
+            state.buckets[endpoint * (buckets.count + 1) + bucketSlot] += 1
+            state.sums[endpoint] += seconds
+        }
+    }
+
+    /// Adds this thread's counts to `values` as Prometheus series (cumulative buckets).
+    public func add(into values: inout [String: Double]) {
+        let snapshot = state.withLock { $0 }
+        let buckets = MetricsRecorder.latencyBuckets
+        for (endpoint, label) in labels.enumerated() {
+            var total: Int64 = 0
+            for slot in 0...Self.statuses.count {
+                let count = snapshot.counts[endpoint * (Self.statuses.count + 1) + slot]
+                total += count
+                guard count > 0 else { continue }
+                let code = slot < Self.statuses.count ? String(Self.statuses[slot]) : "other"
+                values[MetricsText.key("ens_http_requests_total", [("endpoint", label), ("code", code)]), default: 0] += Double(count)
+            }
+            guard total > 0 else { continue }
+            var cumulative: Int64 = 0
+            for slot in 0...buckets.count {
+                cumulative += snapshot.buckets[endpoint * (buckets.count + 1) + slot]
+                let le = slot < buckets.count ? MetricsText.format(buckets[slot]) : "+Inf"
+                values[MetricsText.key("ens_http_request_duration_seconds_bucket", [("endpoint", label), ("le", le)]), default: 0] += Double(cumulative)
+            }
+            values[MetricsText.key("ens_http_request_duration_seconds_sum", [("endpoint", label)]), default: 0] += snapshot.sums[endpoint]
+            values[MetricsText.key("ens_http_request_duration_seconds_count", [("endpoint", label)]), default: 0] += Double(total)
+        }
+    }
+}
+
+extension MetricsRecorder {
+    /// Sets, for every series the counters produce, this process's starting value (what
+    /// its predecessor in the slot had written) plus the counters' current sum.
+    public func publish(_ counters: [RequestCounters], baseline: [String: Double]) {
+        var totals: [String: Double] = [:]
+        for threadCounters in counters { threadCounters.add(into: &totals) }
+        for (key, value) in totals { set(key, (baseline[key] ?? 0) + value) }
+    }
+}

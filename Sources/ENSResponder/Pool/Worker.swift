@@ -66,8 +66,10 @@ public struct Worker {
             return 1
         }
         let apiTokens = services.apiTokens
+        let router = Router.ens()
+        let dispatcher = Dispatcher(router: router, maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) })
         let metrics = MetricsRecorder(file: configuration.metricsFile("fcgi-\(slot)"))
-        let dispatcher = Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) }, metrics: metrics)
+        let counters = metrics.file == nil ? [] : (0..<configuration.fcgiThreads).map { _ in RequestCounters(labels: router.labels) }
         if apiTokens.count == 0 {
             logger.warning("no API tokens loaded; every authenticated request will get 401", metadata: ["auth.token_cache_file": "\(configuration.apiTokenCacheFile)"])
         }
@@ -78,10 +80,11 @@ public struct Worker {
             threadLogger[metadataKey: "thread"] = "\(index)"
             let logger = threadLogger
             do {
+                let threadCounters = counters.isEmpty ? nil : counters[index]
                 threads.append(try OSThread.start {
                     Self.serve(connections: connections, dispatcher: dispatcher, context: RequestContext(
                         configuration: configuration, services: services,
-                        database: Connection(configuration: database), logger: logger))
+                        database: Connection(configuration: database), logger: logger, requestCounters: threadCounters))
                 })
             } catch {
                 logger.critical("cannot start responder thread", metadata: ["error": "\(error)"])
@@ -100,7 +103,8 @@ public struct Worker {
             return 1
         }
         let metricsLogger = logger
-        let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger) }
+        let baseline = metrics.snapshot
+        let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger) { metrics.publish(counters, baseline: baseline) } }
         logger.info("responder started", metadata: ["threads": "\(threads.count)"])
 
         let signal = Signals.wait(for: Signals.shutdownSignals)

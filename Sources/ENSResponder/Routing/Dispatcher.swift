@@ -11,8 +11,6 @@ struct Dispatcher: Sendable {
     let router: Router
     let maxBodyBytes: Int
     let tokenCheck: @Sendable (String?) -> Bool
-    /// Requests by endpoint and status, and their latency (nil: not counted).
-    var metrics: MetricsRecorder? = nil
 
     func respond(to fcgi: FastCGIRequest, context: RequestContext) {
         let started = MonotonicClock.nanoseconds()
@@ -35,12 +33,10 @@ struct Dispatcher: Sendable {
             response = APIError.internalError.response
         }
         fcgi.write(response.cgiBytes(includeBody: method != "HEAD"))
-        if let metrics {
+        if let counters = context.requestCounters {
             // The label is the route, never the path: callback paths carry sealed tokens.
             let pathBytes = fcgi.parameter("DOCUMENT_URI") ?? fcgi.parameter("SCRIPT_NAME") ?? []
-            let endpoint = router.label(for: String(decoding: pathBytes, as: UTF8.self))
-            metrics.add(MetricsText.key("ens_http_requests_total", [("endpoint", endpoint), ("code", String(response.status))]))
-            metrics.observe("ens_http_request_duration_seconds", labels: [("endpoint", endpoint)],
+            counters.record(label: router.label(for: String(decoding: pathBytes, as: UTF8.self)), status: response.status,
                             seconds: Double(MonotonicClock.nanoseconds() &- started) / 1e9)
         }
     }

@@ -45,6 +45,11 @@ public struct Router: Sendable {
         prefixes.append((prefix, route))
     }
 
+    /// Every label `label(for:)` can give, "other" last.
+    public var labels: [String] {
+        exact.keys.sorted() + prefixes.map(\.0) + ["other"]
+    }
+
     /// What metrics call the route of `path`: the exact path, the prefix of a prefix
     /// route (never the rest, which may carry a sealed token), or "other".
     public func label(for path: String) -> String {
