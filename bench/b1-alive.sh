@@ -17,6 +17,7 @@ for round in $(seq "$ROUNDS"); do
   load=$!
   sleep $((SECONDS_PER_RUN / 2))
   r=$(max_rss_mb 'ens-fcgi --worker')
+  breakdown=$(memory_breakdown_mb 'ens-fcgi --worker')
   wait $load
   a=$(cat /tmp/ens-b1-alive.$$); rm -f /tmp/ens-b1-alive.$$
   statics+=("$s"); alives+=("$a"); ratios+=("$(ratio "$a" "$s")")
@@ -25,4 +26,4 @@ for round in $(seq "$ROUNDS"); do
 done
 printf 'B1 result: static %.0f req/s, /alive %.0f req/s (medians); ratio %s (median; target >= 0.40)\n' \
   "$(median "${statics[@]}")" "$(median "${alives[@]}")" "$(median "${ratios[@]}")"
-printf 'B1 responder RSS under load: %s MB max per worker process (target <= 20 MB)\n' "$rss"
+printf 'B1 responder RSS under load: %s MB max per worker process (target <= 20 MB); last round: %s\n' "$rss" "$breakdown"

@@ -24,3 +24,12 @@ max_rss_mb() {
   done
   python3 -c "print(f'{$max/1024:.1f}')"
 }
+
+# memory_breakdown_mb PATTERN: "private P MB, shared S MB, PSS Q MB" for the first
+# process whose command line matches (smaps_rollup): RSS counts shared library pages
+# in full in every process; private dirty memory is what the process itself costs.
+memory_breakdown_mb() {
+  local pid; pid=$(pgrep -f "$1" | head -1)
+  awk '/^Private_Dirty:/ {p=$2} /^Shared_Clean:/ {s=$2} /^Pss:/ {q=$2}
+       END {printf "private %.1f MB, shared library pages %.1f MB, PSS %.1f MB", p/1024, s/1024, q/1024}' "/proc/$pid/smaps_rollup"
+}
