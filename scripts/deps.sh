@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   libfcgi-dev libmariadb-dev libssl-dev libcurl4-openssl-dev pkg-config
   mariadb-server mariadb-client nginx openssl curl wrk nghttp2-client python3
-  procps psmisc shellcheck time
+  python3-venv procps psmisc shellcheck time
 )
 packages+=("$@")
 
