@@ -31,7 +31,10 @@ def read_frame(sock):
     length = struct.unpack(">I", header[4:8])[0]
     body = b""
     while len(body) < length:
-        body += sock.recv(length - len(body))
+        chunk = sock.recv(length - len(body))
+        if not chunk:
+            raise ConnectionError("closed")
+        body += chunk
     return header[3], body
 
 

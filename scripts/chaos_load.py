@@ -32,6 +32,7 @@ Environment: ENS_VAR, ENS_PORT, ENS_TOKEN (for the device API).
 """
 import argparse
 import collections
+import functools
 import http.client
 import importlib.util
 import json
@@ -144,25 +145,22 @@ def load(args):
 
 # --- ens-apns burst --------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
+def bench_module(name):
+    """A helper module from bench/ (devices.py: users and sealing; pushes.py: the
+    sender's socket frames), loaded once."""
+    spec = importlib.util.spec_from_file_location(name, f"{ROOT}/bench/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def frame(kind, payload):
-    return b"EN" + bytes([1, kind]) + struct.pack(">I", len(payload)) + payload
+    return bench_module("pushes").frame(kind, payload)
 
 
 def read_frame(sock):
-    data = b""
-    while len(data) < 8:
-        chunk = sock.recv(8 - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    length = struct.unpack(">I", data[4:8])[0]
-    body = b""
-    while len(body) < length:
-        chunk = sock.recv(length - len(body))
-        if not chunk:
-            raise ConnectionError("closed")
-        body += chunk
-    return data[3], body
+    return bench_module("pushes").read_frame(sock)
 
 
 def burst(args):
@@ -298,10 +296,7 @@ def delivered(args):
 # --- Exchange users --------------------------------------------------------------------
 
 def devices():
-    spec = importlib.util.spec_from_file_location("devices", f"{ROOT}/bench/devices.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("devices")
 
 
 def control(method, path, obj=None, timeout=60):
