@@ -17,6 +17,8 @@ Try:
   curl --cacert $ENS_VAR/tls/server.crt https://localhost:$ENS_PORT/alive
   curl --cacert $ENS_VAR/tls/server.crt -H 'ApiToken: $token' \\
        -d email=someone@example.com https://localhost:$ENS_PORT/getpublickey
+  scripts/demo.sh     # register a device with the Exchange simulator, send it new mail,
+                      # and show the push the APNs simulator received
 
 Ctrl-C (or 'make stop' from another terminal) stops everything.
 TXT

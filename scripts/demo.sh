@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole product in one minute, against the stack `make run` started: a mailbox in
+# the Exchange simulator, a device registering for it (key, sealed credentials,
+# Autodiscover, push subscription), new mail, and the push the APNs simulator got.
+#
+#   scripts/demo.sh            (ENS_VAR and ENS_PORT as for make run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VAR=${ENS_VAR:-$PWD/var}
+PORT=${ENS_PORT:-8443}
+BASE=https://localhost:$PORT
+SIM=http://127.0.0.1:$((PORT + 4))
+CA=$VAR/tls/server.crt
+[ -S "$VAR/run/apns.sock" ] || { echo "demo: start the stack first (make run)" >&2; exit 2; }
+
+field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+step() { printf '\n== %s\n' "$*"; }
+
+token=$(scripts/stack.sh token "demo-$(date +%s)")
+email="demo-$(openssl rand -hex 3)@example.test"
+password=$(openssl rand -hex 8)
+device=$(openssl rand -hex 32)
+
+step "Exchange simulator: Autodiscover (POX) for example.test, mailbox $email"
+curl -s -XPOST "$SIM/domains" -d '{"domain": "example.test", "mode": "pox-root"}'; echo
+curl -s -XPOST "$SIM/mailboxes" -d "{\"email\": \"$email\", \"userName\": \"$email\", \"password\": \"$password\", \"unread\": 2}"; echo
+
+step "POST /getpublickey: the user's RSA key"
+answer=$(curl -s --cacert "$CA" -H "ApiToken: $token" -d "email=$email" "$BASE/getpublickey")
+userid=$(field userid <<<"$answer")
+field pubKey <<<"$answer" > "$VAR/demo-key.pem"
+echo "userid $userid, $(field responseCode <<<"$answer")"
+
+step "POST /registerdevicev2: credentials sealed the way a device seals them"
+creds=$(printf '["{\\"apnsToken\\": \\"%s\\", \\"userName\\": \\"%s\\", \\"password\\": \\"%s\\"}"]' "$device" "$email" "$password" \
+  | python3 Tests/tools/seal.py "$VAR/demo-key.pem" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
+curl -s --cacert "$CA" -H "ApiToken: $token" -H "badge: 1" --data-urlencode "userid=$userid" --data-urlencode "email=$email" \
+  --data-urlencode "creds=$creds" -d bundleid=com.example.mail -d exchVersion=3 -d defaultSound=default "$BASE/registerdevicev2"; echo
+
+step "New mail in the mailbox: the simulator calls ENS back like Exchange"
+curl -s -XPOST "$SIM/newmail" -d "{\"email\": \"$email\", \"subject\": \"Lunch on Friday?\", \"fromName\": \"Ann Example\", \"wait\": true}"; echo
+
+step "What the APNs simulator received for the device"
+for _ in $(seq 50); do
+  grep -q "$device" "$VAR/sim/apns-accepted.jsonl" 2>/dev/null && break
+  sleep 0.2
+done
+grep "$device" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
+  | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "push_type", "priority", "collapse_id", "auth", "payload")}, indent=2))'
+rm -f "$VAR/demo-key.pem"
