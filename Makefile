@@ -31,8 +31,11 @@ SHARE := $(DESTDIR)$(PREFIX)/share/ens
 deps:
 	@scripts/deps.sh
 
+# Release binaries carry the Swift runtime and Foundation (--static-swift-stdlib): a
+# host needs no Swift toolchain, and each responder maps fewer shared pages (B1 RSS
+# 23.5 MB instead of 30 MB).
 build: deps
-	swift build -c release
+	swift build -c release --static-swift-stdlib
 
 build-debug: deps
 	swift build --build-tests
