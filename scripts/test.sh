@@ -19,6 +19,12 @@ export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
 set +e
 swift test --skip-build --no-parallel 2>&1 | tee "$ENS_VAR/swift-test.out"
 status=${PIPESTATUS[0]}
+# The simulators the integration tests trust are themselves checked (strictness,
+# failure injection, retries).
+python3 Tests/tools/apns_simulator_selftest.py 2>&1 | tail -1
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+python3 Tests/tools/ews_simulator_selftest.py 2>&1 | tail -1
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 # The device API against its OpenAPI document, fuzzed by Schemathesis (bounded).
 scripts/stack.sh token schemathesis > "$ENS_VAR/schemathesis-token"
 Tests/tools/schemathesis.sh "https://localhost:$ENS_PORT" "$ENS_VAR/schemathesis-token" 2>&1 | tee "$ENS_VAR/schemathesis.out" | tail -15
