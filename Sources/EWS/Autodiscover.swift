@@ -196,7 +196,8 @@ public struct Autodiscover {
         }
     }
 
-    static func isHTTPS(_ url: String) -> Bool {
+    /// Where credentials may go: an https URL (nothing else is ever followed or used).
+    public static func isHTTPS(_ url: String) -> Bool {
         url.lowercased().hasPrefix("https://") && url.utf8.count > 8 && !url.contains(where: { $0 == " " || $0.isNewline })
     }
 

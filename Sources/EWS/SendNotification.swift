@@ -65,10 +65,8 @@ public struct SendNotification: Sendable, Equatable {
                     heartbeat = true
                 case "NewMailEvent", "CreatedEvent":
                     if let id = event.child(t, "ItemId")?.attributes["Id"], !id.isEmpty, !items.contains(id) { items.append(id) }
-                case "SubscriptionId", "PreviousWatermark", "MoreEvents":
-                    continue
                 default:
-                    break
+                    break  // other events, and SubscriptionId etc., which have no Watermark child
                 }
                 if let mark = event.child(t, "Watermark")?.trimmedText, !mark.isEmpty { watermark = mark }
             }

@@ -50,25 +50,19 @@ public struct MailPayload: Sendable {
         return bytes
     }
 
-    /// Drops whole characters from the end until their JSON-escaped form accounts for
-    /// at least `bytes`, then marks the cut.
+    /// Drops whole characters from the end until their JSON-escaped form (as
+    /// JSONObjectWriter writes it) accounts for at least `bytes`, then marks the cut.
     private static func cut(_ text: String, removingAtLeast bytes: Int) -> String {
         var kept = text.hasSuffix("…") ? String(text.dropLast()) : text
         var removed = 0
+        var escaped: [UInt8] = []
         while removed < bytes, let last = kept.last {
-            removed += last.utf8.reduce(0) { $0 + escapedSize($1) }
+            escaped.removeAll(keepingCapacity: true)
+            JSONObjectWriter.appendString(String(last), to: &escaped)
+            removed += escaped.count - 2  // without the quotes
             kept.removeLast()
         }
         return kept.isEmpty ? "" : kept + "…"
-    }
-
-    /// Bytes one UTF-8 byte takes inside a JSON string (JSONObjectWriter's escaping).
-    private static func escapedSize(_ byte: UInt8) -> Int {
-        switch byte {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09: 2
-        case 0..<0x20: 6
-        default: 1
-        }
     }
 
     private func render(sender: String, subject: String) -> [UInt8] {

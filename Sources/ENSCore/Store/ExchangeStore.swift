@@ -94,16 +94,11 @@ public struct ExchangeStore {
     /// The record's enabled devices (tokens APNs rejected are left out).
     public func notifiableDevices(recordID: Int64, now: Timestamp) throws -> [NotifiableDevice] {
         let rows = try database.query("""
-            SELECT id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at,
-                   token_sealed, sync_key_sealed, sync_key_expires_at
+            SELECT \(unsafe: SubscriptionStore.deviceColumns), token_sealed, sync_key_sealed, sync_key_expires_at
             FROM Devices WHERE subscription_row = \(recordID) AND disabled_at IS NULL ORDER BY id LIMIT 1000
             """)
         return try rows.compactMap { row in
-            let device = DeviceRecord(
-                id: try row.int(0), tokenHash: try row.blob(1), bundleID: try row.text(2), defaultSound: try row.optionalText(3),
-                ewsDeviceID: try row.optionalText(4), badge: try row.int(5) != 0, development: try row.int(6) != 0,
-                disabledAt: nil, lastNotifiedAt: try row.optionalText(8).flatMap(Timestamp.init(databaseString:))
-            )
+            let device = try SubscriptionStore.device(from: Row(values: Array(row.values[0..<9])))
             guard let token = try vault.openToken(try row.blob(9)) else { return nil }
             var syncKey: (key: String, expiresAt: Timestamp)?
             if let sealed = try row.optionalBlob(10), let expiry = try row.optionalText(11).flatMap(Timestamp.init(databaseString:)), expiry > now {

@@ -94,7 +94,7 @@ public struct SubscriptionStore {
 
     // MARK: Devices
 
-    private static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at"
+    static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at"
 
     public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws -> DeviceRecord? {
         let hash = vault.tokenHash(token)
@@ -108,7 +108,8 @@ public struct SubscriptionStore {
         try database.query("SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) ORDER BY id LIMIT 1000").map(Self.device(from:))
     }
 
-    private static func device(from row: Row) throws -> DeviceRecord {
+    /// A DeviceRecord from a row whose first columns are `deviceColumns`.
+    static func device(from row: Row) throws -> DeviceRecord {
         DeviceRecord(
             id: try row.int(0), tokenHash: try row.blob(1), bundleID: try row.text(2), defaultSound: try row.optionalText(3),
             ewsDeviceID: try row.optionalText(4), badge: try row.int(5) != 0, development: try row.int(6) != 0,

@@ -85,11 +85,9 @@ enum ExchangeCallback {
                     return APIResponse.error(503, .serviceUnavailable, "The service is temporarily unavailable; retry later.")
                 }
             }
-            if let watermark = message.notifications.last(where: { $0.lastWatermark != nil })?.lastWatermark, watermark.utf8.count <= 1024 {
-                try store.recordCallback(recordID: row.id, generation: row.generation, watermark: watermark, now: now)
-            } else {
-                try store.recordCallback(recordID: row.id, generation: row.generation, watermark: nil, now: now)
-            }
+            // The newest watermark, if it fits its column (Exchange's are ~40-100 bytes).
+            let watermark = message.notifications.last { $0.lastWatermark != nil }?.lastWatermark.flatMap { $0.utf8.count <= 1024 ? $0 : nil }
+            try store.recordCallback(recordID: row.id, generation: row.generation, watermark: watermark, now: now)
             logger.debug("callback answered", metadata: ["record": "\(record)", "items": "\(items.count)",
                                                          "heartbeat": "\(message.notifications.contains(where: \.heartbeat))"])
             return answer(unsubscribe: false)

@@ -29,7 +29,7 @@ public struct ExchangeRegistrar: ExchangeRegistering {
         let ewsURL: String
         var cachedDomain: String?
         if let given = request.credentials.ewsURL {
-            guard given.lowercased().hasPrefix("https://") else {
+            guard Autodiscover.isHTTPS(given) else {
                 context.logger.info("registration refused: ewsUrl is not https")
                 return .failed
             }
