@@ -144,19 +144,6 @@ public final class MetricsRecorder: Sendable {
         values.withLock { $0[key] = value }
     }
 
-    public static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-
-    /// One histogram observation: cumulative buckets, sum and count.
-    public func observe(_ name: String, labels: [(String, String)], seconds: Double) {
-        let keys = Self.latencyBuckets.filter { seconds <= $0 }.map { MetricsText.key(name + "_bucket", labels + [("le", MetricsText.format($0))]) }
-            + [MetricsText.key(name + "_bucket", labels + [("le", "+Inf")])]
-        values.withLock { values in
-            for key in keys { values[key, default: 0] += 1 }
-            values[MetricsText.key(name + "_sum", labels), default: 0] += seconds
-            values[MetricsText.key(name + "_count", labels), default: 0] += 1
-        }
-    }
-
     public var snapshot: [String: Double] { values.withLock { $0 } }
 
     /// Writes the snapshot to this process's file (atomically; readers never see half).
@@ -195,6 +182,8 @@ public final class MetricsRecorder: Sendable {
 /// thread's (uncontended) lock. The metrics writer adds all threads up once a second.
 public final class RequestCounters: Sendable {
     public static let statuses = [200, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503]
+    /// Upper bounds (seconds) of the latency histogram's buckets.
+    public static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
     private struct State {
         var counts: [Int64]     // labels × (statuses + 1, the last for any other status)
@@ -213,7 +202,7 @@ public final class RequestCounters: Sendable {
         for (position, label) in labels.enumerated() { index[label] = position }
         labelIndex = index
         let statusSlots = Self.statuses.count + 1
-        let bucketSlots = MetricsRecorder.latencyBuckets.count + 1
+        let bucketSlots = Self.latencyBuckets.count + 1
         state = Mutex(State(counts: Array(repeating: 0, count: labels.count * statusSlots),
                             buckets: Array(repeating: 0, count: labels.count * bucketSlots),
                             sums: Array(repeating: 0, count: labels.count)))
@@ -222,7 +211,7 @@ public final class RequestCounters: Sendable {
     public func record(label: String, status: Int, seconds: Double) {
         let endpoint = labelIndex[label] ?? labels.count - 1
         let statusSlot = Self.statuses.firstIndex(of: status) ?? Self.statuses.count
-        let buckets = MetricsRecorder.latencyBuckets
+        let buckets = Self.latencyBuckets
         let bucketSlot = buckets.firstIndex { seconds <= $0 } ?? buckets.count
         state.withLock { state in
             state.counts[endpoint * (Self.statuses.count + 1) + statusSlot] += 1
@@ -234,7 +223,7 @@ public final class RequestCounters: Sendable {
     /// Adds this thread's counts to `values` as Prometheus series (cumulative buckets).
     public func add(into values: inout [String: Double]) {
         let snapshot = state.withLock { $0 }
-        let buckets = MetricsRecorder.latencyBuckets
+        let buckets = Self.latencyBuckets
         for (endpoint, label) in labels.enumerated() {
             var total: Int64 = 0
             for slot in 0...Self.statuses.count {

@@ -15,9 +15,12 @@ struct Dispatcher: Sendable {
     func respond(to fcgi: FastCGIRequest, context: RequestContext) {
         let started = MonotonicClock.nanoseconds()
         let method = String(decoding: fcgi.parameter("REQUEST_METHOD") ?? [], as: UTF8.self)
+        let pathBytes = fcgi.parameter("DOCUMENT_URI") ?? fcgi.parameter("SCRIPT_NAME") ?? []
+        let path = String(validating: pathBytes, as: UTF8.self)
+        let match = router.match(path)
         let response: APIResponse
         do {
-            response = try handle(fcgi, method: method, context: context)
+            response = try handle(fcgi, method: method, path: path ?? "", route: match.route, context: context)
         } catch let error as APIError {
             if error.response.status == 400 {
                 context.logger.debug("invalid request", metadata: ["reason": "\(error.reason)"])
@@ -33,18 +36,13 @@ struct Dispatcher: Sendable {
             response = APIError.internalError.response
         }
         fcgi.write(response.cgiBytes(includeBody: method != "HEAD"))
-        if let counters = context.requestCounters {
-            // The label is the route, never the path: callback paths carry sealed tokens.
-            let pathBytes = fcgi.parameter("DOCUMENT_URI") ?? fcgi.parameter("SCRIPT_NAME") ?? []
-            counters.record(label: router.label(for: String(decoding: pathBytes, as: UTF8.self)), status: response.status,
-                            seconds: Double(MonotonicClock.nanoseconds() &- started) / 1e9)
-        }
+        // The label is the route, never the path: callback paths carry sealed tokens.
+        context.requestCounters?.record(label: match.label, status: response.status,
+                                        seconds: Double(MonotonicClock.nanoseconds() &- started) / 1e9)
     }
 
-    private func handle(_ fcgi: FastCGIRequest, method: String, context: RequestContext) throws -> APIResponse {
-        let pathBytes = fcgi.parameter("DOCUMENT_URI") ?? fcgi.parameter("SCRIPT_NAME") ?? []
-        guard let path = String(validating: pathBytes, as: UTF8.self),
-              let route = router.route(for: path) else { throw APIError.notFound }
+    private func handle(_ fcgi: FastCGIRequest, method: String, path: String, route: Route?, context: RequestContext) throws -> APIResponse {
+        guard let route else { throw APIError.notFound }
         guard route.allows(method) else { throw APIError.methodNotAllowed(route.methods) }
 
         let apiToken = try header(fcgi, "HTTP_APITOKEN")

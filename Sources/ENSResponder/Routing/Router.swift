@@ -45,20 +45,18 @@ public struct Router: Sendable {
         prefixes.append((prefix, route))
     }
 
-    /// Every label `label(for:)` can give, "other" last.
+    /// Every label `match` can give, "other" last.
     public var labels: [String] {
         exact.keys.sorted() + prefixes.map(\.0) + ["other"]
     }
 
-    /// What metrics call the route of `path`: the exact path, the prefix of a prefix
-    /// route (never the rest, which may carry a sealed token), or "other".
-    public func label(for path: String) -> String {
-        if exact[path] != nil { return path }
-        return prefixes.first { path.hasPrefix($0.0) }?.0 ?? "other"
-    }
-
-    public func route(for path: String) -> Route? {
-        if let route = exact[path] { return route }
-        return prefixes.first { path.hasPrefix($0.0) }?.1
+    /// The route for `path` (nil: none, or a path that is not UTF-8) and what metrics
+    /// call it: the exact path, the prefix of a prefix route (never the rest, which
+    /// may carry a sealed token), or "other".
+    public func match(_ path: String?) -> (label: String, route: Route?) {
+        guard let path else { return ("other", nil) }
+        if let route = exact[path] { return (path, route) }
+        if let (prefix, route) = prefixes.first(where: { path.hasPrefix($0.0) }) { return (prefix, route) }
+        return ("other", nil)
     }
 }
