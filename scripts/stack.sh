@@ -181,19 +181,26 @@ fcgi_start() {
 
 fcgi_stop() { stop_by_pidfile ens-fcgi 40; }
 
+# start_simulator NAME LABEL SCRIPT ARGS...: runs Tests/tools/SCRIPT in the background,
+# logging to $VAR/log/LABEL.log; the simulator writes its pid to $VAR/run/NAME.pid once
+# its ports listen (--ready-file), which is what this waits for.
+start_simulator() {
+  local name=$1 label=$2 script=$3; shift 3
+  if pid_alive "$VAR/run/$name.pid"; then return 0; fi
+  rm -f "$VAR/run/$name.pid"
+  python3 "$ROOT/Tests/tools/$script" "$@" --ready-file "$VAR/run/$name.pid" >>"$VAR/log/$label.log" 2>&1 < /dev/null &
+  wait_until 30 test -s "$VAR/run/$name.pid" || die "$script did not start; see $VAR/log/$label.log"
+}
+
 # The APNs simulator (Tests/tools/apns_simulator.py): HTTP/2 over TLS, strict about
 # JWTs, headers and payloads; accepted pushes are recorded under $VAR/sim (not a log:
 # it holds device tokens and payloads, as APNs would).
 sim_start() {
   init_dirs; init_tls; mkdir -p "$VAR/sim"
-  if pid_alive "$VAR/run/apns-sim.pid"; then return 0; fi
-  rm -f "$VAR/run/apns-sim.pid"
-  python3 "$ROOT/Tests/tools/apns_simulator.py" --port "$APNS_PORT" --control-port "$APNS_CONTROL_PORT" \
+  start_simulator apns-sim apns-simulator apns_simulator.py --port "$APNS_PORT" --control-port "$APNS_CONTROL_PORT" \
     --cert "$VAR/tls/server.crt" --key "$VAR/tls/server.key" --auth-key "$VAR/secrets/apns-auth-key.pub.pem" \
     --key-id DEVKEY0001 --team-id DEVTEAM001 --record "$VAR/sim/apns-accepted.jsonl" \
-    --client-ca "$VAR/secrets/apns-client-ca.crt" \
-    --ready-file "$VAR/run/apns-sim.pid" >>"$VAR/log/apns-simulator.log" 2>&1 < /dev/null &
-  wait_until 20 test -s "$VAR/run/apns-sim.pid" || die "the APNs simulator did not start; see $VAR/log/apns-simulator.log"
+    --client-ca "$VAR/secrets/apns-client-ca.crt"
 }
 
 sim_stop() { stop_by_pidfile apns-sim 10; }
@@ -203,13 +210,9 @@ sim_stop() { stop_by_pidfile apns-sim 10; }
 # its own CA under $VAR/ews-sim and calls back into nginx, trusting nginx's certificate.
 ews_sim_start() {
   init_dirs; init_tls; mkdir -p "$VAR/ews-sim"
-  if pid_alive "$VAR/run/ews-sim.pid"; then return 0; fi
-  rm -f "$VAR/run/ews-sim.pid"
-  python3 "$ROOT/Tests/tools/ews_simulator.py" --port "$EWS_PORT" --control-port "$EWS_CONTROL_PORT" \
+  start_simulator ews-sim ews-simulator ews_simulator.py --port "$EWS_PORT" --control-port "$EWS_CONTROL_PORT" \
     --http-port "$EWS_HTTP_PORT" --tls-dir "$VAR/ews-sim" --callback-ca "$VAR/tls/server.crt" \
-    --minute-seconds "${ENS_EWS_MINUTE_SECONDS:-60}" --retry-scale "${ENS_EWS_RETRY_SCALE:-1}" \
-    --ready-file "$VAR/run/ews-sim.pid" >>"$VAR/log/ews-simulator.log" 2>&1 < /dev/null &
-  wait_until 30 test -s "$VAR/run/ews-sim.pid" || die "the Exchange simulator did not start; see $VAR/log/ews-simulator.log"
+    --minute-seconds "${ENS_EWS_MINUTE_SECONDS:-60}" --retry-scale "${ENS_EWS_RETRY_SCALE:-1}"
 }
 
 ews_sim_stop() { stop_by_pidfile ews-sim 10; }
