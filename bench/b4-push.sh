@@ -37,4 +37,4 @@ scripts/stack.sh sim-stop
 read -r ok seconds < <(python3 bench/pushes.py submit "$sock" "$SPOOLED" 16)
 rss=$(max_rss_mb 'ens-apns --config')
 printf 'B4 result: ens-apns RSS %s MB with %s notifications spooled (target <= 50 MB; spooled in %s s)\n' "$rss" "$ok" "$seconds"
-scripts/stack.sh apns-stop && rm -rf "$ENS_VAR/spool/queue" && scripts/stack.sh sim-start && scripts/stack.sh apns-start
+scripts/stack.sh apns-stop && rm -rf "$ENS_VAR/spool/log" && scripts/stack.sh sim-start && scripts/stack.sh apns-start

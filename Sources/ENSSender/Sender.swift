@@ -41,17 +41,15 @@ public final class Sender: @unchecked Sendable {
     }
 
     struct Pending {
-        let spoolName: SpoolName
+        let entry: SpoolEntry
         var attempts: Int32
         var notBefore: Int64
 
-        init(name: SpoolName, attempts: Int, notBefore: Int64) {
-            self.spoolName = name
+        init(entry: SpoolEntry, attempts: Int, notBefore: Int64) {
+            self.entry = entry
             self.attempts = Int32(clamping: attempts)
             self.notBefore = notBefore
         }
-
-        var name: String { spoolName.text }
     }
 
     /// The delivery thread's queue: a FIFO of ready notifications and a list of
@@ -94,7 +92,7 @@ public final class Sender: @unchecked Sendable {
     private let settings: Settings
     private let database: MariaDBConfiguration
     private let logger: Logger
-    private let arrivals = SynchronizedBox<[String]>([])
+    private let arrivals = SynchronizedBox<[SpoolEntry]>([])
     private let stopping = Atomic<Bool>(false)
     private let connections = Atomic<Int>(0)
     private let inFlightCount = Atomic<Int>(0)
@@ -172,8 +170,8 @@ public final class Sender: @unchecked Sendable {
             return Frame(kind: .refused, payload: Array("bad-notification".utf8))
         }
         do {
-            let name = try spool.store(notification)
-            arrivals.withLock { $0.append(name) }
+            let entry = try spool.store(notification)
+            arrivals.withLock { $0.append(entry) }
             return Frame(kind: .accepted, payload: Array(notification.id.utf8))
         } catch is Spool.Full {
             logger.warning("spool full; refusing notifications", metadata: ["spool.size": "\(spool.count)"])
@@ -191,19 +189,9 @@ public final class Sender: @unchecked Sendable {
         // New notifications wait in arrival order (a FIFO read from `head`); retries wait
         // in `delayed` until their time. Neither is ever searched or shifted as a whole.
         var queue = DeliveryQueue()
-        do {
-            let replay = try spool.pending()
-            if !replay.isEmpty { logger.info("replaying spooled notifications", metadata: ["spool.size": "\(replay.count)"]) }
-            queue.ready = replay.compactMap { text in
-                guard let name = SpoolName(text) else {
-                    logger.warning("ignoring a foreign file in the spool", metadata: ["spool.file": "\(text)"])
-                    return nil
-                }
-                return Pending(name: name, attempts: 0, notBefore: 0)
-            }
-        } catch {
-            logger.error("cannot read the spool", metadata: ["error": "\(error)"])
-        }
+        let replay = spool.pending()
+        if !replay.isEmpty { logger.info("replaying spooled notifications", metadata: ["spool.size": "\(replay.count)"]) }
+        queue.ready = replay.map { Pending(entry: $0, attempts: 0, notBefore: 0) }
         let multiplexer: HTTP2Multiplexer
         do {
             // Each credential (the token, each certificate) gets its own connections.
@@ -221,11 +209,11 @@ public final class Sender: @unchecked Sendable {
         var lastUpkeep = MonotonicClock.milliseconds()
 
         while !stopping.load(ordering: .acquiring) || !inFlight.isEmpty {
-            let arrived = arrivals.withLock { arrived -> [String] in
+            let arrived = arrivals.withLock { arrived -> [SpoolEntry] in
                 defer { arrived.removeAll(keepingCapacity: true) }
                 return arrived
             }
-            queue.ready.append(contentsOf: arrived.compactMap { SpoolName($0).map { Pending(name: $0, attempts: 0, notBefore: 0) } })
+            queue.ready.append(contentsOf: arrived.map { Pending(entry: $0, attempts: 0, notBefore: 0) })
             let now = WallClock.milliseconds()
             queue.promoteDue(now: now)
             do {
@@ -235,14 +223,17 @@ public final class Sender: @unchecked Sendable {
             }
             if !stopping.load(ordering: .acquiring) {
                 while inFlight.count < settings.maximumInFlight, let pending = queue.next() {
-                    guard let notification = try? spool.load(pending.name) else {
-                        logger.error("dropping an unreadable spool file", metadata: ["spool.file": "\(pending.name)"])
-                        spool.remove(pending.name)
+                    let notification: PushNotification
+                    do {
+                        notification = try spool.load(pending.entry)
+                    } catch {
+                        logger.error("dropping an unreadable spooled notification", metadata: ["spool.entry": "\(pending.entry)", "error": "\(error)"])
+                        spool.remove(pending.entry)
                         continue
                     }
                     if notification.expiration * 1000 < now {
                         logger.warning("notification expired before delivery", metadata: ["notification.id": "\(notification.id)", "attempts": "\(pending.attempts)"])
-                        spool.remove(pending.name)
+                        spool.remove(pending.entry)
                         count("expired")
                         continue
                     }
@@ -251,7 +242,7 @@ public final class Sender: @unchecked Sendable {
                     guard certificate != nil || credentials.token != nil else {
                         logger.error("no APNs credentials for this topic; dropping the notification",
                                      metadata: ["apns.topic": "\(notification.topic)", "notification.id": "\(notification.id)"])
-                        spool.remove(pending.name)
+                        spool.remove(pending.entry)
                         count("dropped")
                         continue
                     }
@@ -261,7 +252,7 @@ public final class Sender: @unchecked Sendable {
                         inFlight[nextTag] = (pending, notification)
                     } catch {
                         logger.error("cannot start an APNs request", metadata: ["error": "\(error)"])
-                        queue.delayed.append(Pending(name: pending.spoolName, attempts: Int(pending.attempts) + 1, notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts))))
+                        queue.delayed.append(Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1, notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts))))
                     }
                 }
             }
@@ -308,12 +299,12 @@ public final class Sender: @unchecked Sendable {
         let now = WallClock.milliseconds()
         switch action {
         case .delivered:
-            spool.remove(pending.name)
+            spool.remove(pending.entry)
             count("delivered")
             if let row = notification.deviceRowID { feedback.delivered(deviceRowID: row, at: .now()) }
             return nil
         case .disableToken(let timestamp):
-            spool.remove(pending.name)
+            spool.remove(pending.entry)
             count("disabled")
             logger.info("APNs rejected a device token; disabling it", metadata: [
                 "apns.status": "\(status ?? 0)", "apns.reason": "\(reason ?? "")", "device.row": "\(notification.deviceRowID ?? 0)",
@@ -330,14 +321,14 @@ public final class Sender: @unchecked Sendable {
             do { try credentials.token?.expired() } catch { logger.error("cannot mint a provider token", metadata: ["error": "\(error)"]) }
             // Backed off like any retry: if APNs keeps saying "expired" (a skewed clock,
             // say) while the token is too young to re-mint, this must not spin.
-            return Pending(name: pending.spoolName, attempts: Int(pending.attempts) + 1,
+            return Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1,
                            notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts)))
         case .retry:
             let delay = DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts), capMilliseconds: status == nil ? 30_000 : 15 * 60 * 1000)
             logger.debug("APNs delivery will be retried", metadata: ["apns.status": "\(status ?? 0)", "retry.delay_ms": "\(delay)"])
-            return Pending(name: pending.spoolName, attempts: Int(pending.attempts) + 1, notBefore: now + delay)
+            return Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1, notBefore: now + delay)
         case .drop(let why):
-            spool.remove(pending.name)
+            spool.remove(pending.entry)
             count("dropped")
             logger.warning("APNs refused a notification; dropping it", metadata: ["apns.answer": "\(why)", "notification.id": "\(notification.id)"])
             return nil

@@ -51,7 +51,21 @@ struct ENSAPNs: ParsableCommand {
         let listener: (fd: Int32, inode: UInt64)
         let metrics = MetricsRecorder(file: settings.metricsFile("apns"))
         do {
+            // Refuses to start over a live sender (UnixSocket.listen connects first);
+            // taken before the spool is opened, since opening it tidies up segments.
+            listener = try UnixSocket.listen(path: settings.apnsSocket, mode: 0o660, backlog: 512)
+        } catch {
+            logger.critical("cannot start", metadata: ["error": "\(error)"])
+            throw ExitCode(1)
+        }
+        do {
             let spool = try Spool(directory: settings.apnsSpoolDirectory, masterKey: masterKey, capacity: settings.apnsSpoolCapacity)
+            let recovery = spool.recovery
+            if recovery.tornSegments > 0 || recovery.imported > 0 {
+                logger.notice("spool recovered", metadata: [
+                    "spool.size": "\(recovery.pending)", "spool.torn_segments": "\(recovery.tornSegments)", "spool.imported": "\(recovery.imported)",
+                ])
+            }
             sender = Sender(
                 spool: spool,
                 credentials: credentials,
@@ -61,10 +75,9 @@ struct ENSAPNs: ParsableCommand {
                 metrics: metrics,
                 logger: logger
             )
-            // Refuses to start over a live sender (UnixSocket.listen connects first).
-            listener = try UnixSocket.listen(path: settings.apnsSocket, mode: 0o660, backlog: 512)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
+            UnixSocket.unlinkIfOurs(path: settings.apnsSocket, inode: listener.inode)
             throw ExitCode(1)
         }
         logger.info("sender started", metadata: [

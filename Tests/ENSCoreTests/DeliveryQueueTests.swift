@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 @testable import ENSSender
 
@@ -5,26 +6,24 @@ import Testing
     typealias Queue = Sender.DeliveryQueue
     typealias Pending = Sender.Pending
 
-    /// A valid spool file name that carries a short label (at most 16 ASCII bytes) in its
-    /// id, so that tests can speak of "fresh" and "later" rather than of hex.
-    static func name(_ label: String) -> String {
-        precondition(label.utf8.count <= 16)
-        let id = Array(label.utf8) + [UInt8](repeating: 0, count: 16 - label.utf8.count)
-        return "001700000000000-000000-" + id.map { String($0 >> 4, radix: 16) + String($0 & 0xF, radix: 16) }.joined()
+    /// Tests speak of "fresh" and "later" rather than of offsets: each label gets an
+    /// entry of its own, remembered here.
+    static let labels = Mutex<[String]>([])
+
+    static func entry(_ label: String) -> SpoolEntry {
+        labels.withLock { labels in
+            if let index = labels.firstIndex(of: label) { return SpoolEntry(segment: 1, offset: UInt32(index)) }
+            labels.append(label)
+            return SpoolEntry(segment: 1, offset: UInt32(labels.count - 1))
+        }
     }
 
     static func label(_ pending: Pending) -> String {
-        let hex = Array(pending.name.utf8.suffix(32))
-        var bytes: [UInt8] = []
-        for index in stride(from: 0, to: 32, by: 2) {
-            let byte = UInt8(String(decoding: hex[index..<(index + 2)], as: UTF8.self), radix: 16)!
-            if byte != 0 { bytes.append(byte) }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        labels.withLock { $0[Int(pending.entry.offset)] }
     }
 
     static func pending(_ label: String, attempts: Int = 0, notBefore: Int64 = 0) -> Pending {
-        Pending(name: SpoolName(name(label))!, attempts: attempts, notBefore: notBefore)
+        Pending(entry: entry(label), attempts: attempts, notBefore: notBefore)
     }
 
     static func drain(_ queue: inout Queue) -> [String] {
@@ -213,16 +212,5 @@ import Testing
             // Never early, and at most one promotion interval (plus a tick) late.
             #expect(at >= due && at < due + 125, "\(name) due \(due) promoted \(at)")
         }
-    }
-}
-
-@Suite struct SpoolNameTests {
-    @Test func roundTripsAndRefusesSignsAndForeignNames() {
-        let text = "001700000000123-000042-0123456789abcdef0123456789abcdef"
-        #expect(SpoolName(text)?.text == text)
-        #expect(SpoolName("+00000000000001-000000-0123456789abcdef0123456789abcdef") == nil)
-        #expect(SpoolName("001700000000123-+00042-0123456789abcdef0123456789abcdef") == nil)
-        #expect(SpoolName("001700000000123-000042-0123456789ABCDEF0123456789abcdef") == nil)
-        #expect(SpoolName("notes.txt") == nil)
     }
 }

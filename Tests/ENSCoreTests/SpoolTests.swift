@@ -1,5 +1,6 @@
 import Foundation
 import OpenSSL
+import Synchronization
 import Testing
 @testable import ENSCore
 @testable import ENSSender
@@ -10,7 +11,7 @@ import Testing
     static func notification(_ index: Int, pushType: PushNotification.PushType = .alert) throws -> PushNotification {
         let hex = String(index, radix: 16)
         let payload = pushType == .alert
-            ? #"{"aps":{"alert":{"body":"\#(alertText) #\#(index)"}}}"#
+            ? #"{"aps":{"alert":{"body":"\#(alertText) #\#(index % 10)"}}}"#
             : #"{"aps":{"content-available":1}}"#
         return PushNotification(
             id: String(repeating: "0", count: 32 - hex.count) + hex,
@@ -23,23 +24,34 @@ import Testing
         try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
     }
 
-    static func withSpool(capacity: Int = 1000, _ body: (Spool, String, AESGCMKey) throws -> Void) throws {
+    static func segment(_ path: String, _ number: UInt32) -> URL {
+        URL(fileURLWithPath: Spool.segmentPath(path, number))
+    }
+
+    /// The smallest segments the spool allows, so a few dozen records span several.
+    static let smallSegments = 1024
+
+    static func withSpool(capacity: Int = 1000, segmentLimit: Int = 16 << 20, _ body: (Spool, String, AESGCMKey) throws -> Void) throws {
         try withTemporaryDirectory { url in
             let path = url.path + "/spool"
             let key = try AESGCMKey.random()
-            try body(try Spool(directory: path, masterKey: key, capacity: capacity), path, key)
+            try body(try Spool(directory: path, masterKey: key, capacity: capacity, segmentLimit: segmentLimit), path, key)
         }
     }
 
     // MARK: Storing and loading
 
-    @Test func createsItsDirectories() throws {
+    @Test func createsItsDirectoryAndNoSegmentUntilNeeded() throws {
         try Self.withSpool { spool, path, _ in
-            #expect(try Self.list(path) == ["queue", "tmp"])
+            #expect(try Self.list(path) == ["log"])
+            #expect(try Self.list(path + "/log") == [])
             #expect(spool.count == 0)
-            #expect(try spool.pending() == [])
-            let attributes = try FileManager.default.attributesOfItem(atPath: path + "/queue")
-            #expect((attributes[.posixPermissions] as? Int).map { $0 & 0o777 } == 0o700)
+            #expect(spool.pending() == [])
+            #expect(spool.recovery == Spool.Recovery())
+            for directory in [path, path + "/log"] {
+                let attributes = try FileManager.default.attributesOfItem(atPath: directory)
+                #expect((attributes[.posixPermissions] as? Int).map { $0 & 0o777 } == 0o700)
+            }
         }
     }
 
@@ -47,62 +59,94 @@ import Testing
         try Self.withSpool { spool, path, _ in
             let alert = try Self.notification(1)
             let background = try Self.notification(2, pushType: .background)
-            let alertName = try spool.store(alert)
-            let backgroundName = try spool.store(background)
-            #expect(alertName.hasSuffix(alert.id))
-            #expect(try spool.load(alertName) == alert)
-            #expect(try spool.load(backgroundName) == background)
+            let first = try spool.store(alert)
+            let second = try spool.store(background)
+            #expect(first == SpoolEntry(segment: 1, offset: 0))
+            #expect(second.segment == 1 && second.offset > 0)
+            #expect(try spool.load(first) == alert)
+            #expect(try spool.load(second) == background)
             #expect(spool.count == 2)
-            #expect(try Self.list(path + "/queue") == [alertName, backgroundName])
-            #expect(try Self.list(path + "/tmp") == [])
+            #expect(try Self.list(path + "/log") == ["0000000001.seg"])
+            let attributes = try FileManager.default.attributesOfItem(atPath: Spool.segmentPath(path, 1))
+            #expect((attributes[.posixPermissions] as? Int).map { $0 & 0o777 } == 0o600)
             // Loading does not consume.
-            #expect(try spool.load(alertName) == alert)
+            #expect(try spool.load(first) == alert)
             #expect(spool.count == 2)
         }
     }
 
-    @Test func namesSortInArrivalOrder() throws {
-        try Self.withSpool { spool, _, _ in
+    @Test func entriesSortInArrivalOrderAcrossSegments() throws {
+        try Self.withSpool(segmentLimit: Self.smallSegments) { spool, path, _ in
             // Ids in descending order, so sorting by id would give the wrong answer.
-            var names: [String] = []
+            var entries: [SpoolEntry] = []
             for index in (0..<50).reversed() {
-                names.append(try spool.store(try Self.notification(index)))
+                entries.append(try spool.store(try Self.notification(index)))
             }
-            #expect(Set(names).count == 50)
-            #expect(names.sorted() == names)
-            #expect(try spool.pending() == names)
+            #expect(Set(entries).count == 50)
+            #expect(entries.sorted() == entries)
+            #expect(spool.pending() == entries)
             #expect(spool.count == 50)
-            for (offset, name) in names.enumerated() {
-                #expect(try spool.load(name).id == (try Self.notification(49 - offset).id))
+            #expect(Set(entries.map(\.segment)).count > 5)
+            #expect(try Self.list(path + "/log").allSatisfy { $0.hasSuffix(".seg") })
+            for (position, entry) in entries.enumerated() {
+                #expect(try spool.load(entry).id == (try Self.notification(49 - position).id))
             }
         }
     }
 
-    @Test func sameIDTwiceGetsTwoFiles() throws {
+    @Test func sameNotificationTwiceGetsTwoEntries() throws {
         try Self.withSpool { spool, _, _ in
             let notification = try Self.notification(7)
             let first = try spool.store(notification)
             let second = try spool.store(notification)
             #expect(first != second)
-            #expect(try spool.pending() == [first, second])
+            #expect(spool.pending() == [first, second])
         }
     }
 
     @Test func removeDecrementsCount() throws {
         try Self.withSpool { spool, path, _ in
-            let names = try (0..<5).map { try spool.store(try Self.notification($0)) }
+            let entries = try (0..<5).map { try spool.store(try Self.notification($0)) }
             #expect(spool.count == 5)
-            spool.remove(names[2])
+            spool.remove(entries[2])
             #expect(spool.count == 4)
-            #expect(try spool.pending() == [names[0], names[1], names[3], names[4]])
-            #expect(throws: (any Error).self) { try spool.load(names[2]) }
-            // Removing again, or removing a name that was never stored, changes nothing.
-            spool.remove(names[2])
-            spool.remove("000000000000000-000000-nothing")
+            #expect(spool.pending() == [entries[0], entries[1], entries[3], entries[4]])
+            #expect(throws: Spool.NotSpooled.self) { try spool.load(entries[2]) }
+            // Removing again, or removing an entry that was never stored, changes nothing.
+            spool.remove(entries[2])
+            spool.remove(SpoolEntry(segment: 1, offset: 3))
+            spool.remove(SpoolEntry(segment: 77, offset: 0))
             #expect(spool.count == 4)
-            for name in names { spool.remove(name) }
+            for entry in entries { spool.remove(entry) }
             #expect(spool.count == 0)
-            #expect(try Self.list(path + "/queue") == [])
+            // The segment being written stays; its done marks say what to skip on reopening.
+            #expect(try Self.list(path + "/log") == ["0000000001.done", "0000000001.seg"])
+            #expect(try Data(contentsOf: URL(fileURLWithPath: Spool.donePath(path, 1))).count == 5 * 4)
+        }
+    }
+
+    @Test func finishedSegmentsAreDeleted() throws {
+        try Self.withSpool(segmentLimit: Self.smallSegments) { spool, path, _ in
+            let entries = try (0..<12).map { try spool.store(try Self.notification($0)) }
+            let first = entries.filter { $0.segment == 1 }
+            #expect(first.count >= 2 && first.count < entries.count)
+            for entry in first.dropLast() { spool.remove(entry) }
+            #expect(FileManager.default.fileExists(atPath: Spool.segmentPath(path, 1)))
+            spool.remove(first.last!)
+            #expect(!FileManager.default.fileExists(atPath: Spool.segmentPath(path, 1)))
+            #expect(!FileManager.default.fileExists(atPath: Spool.donePath(path, 1)))
+            // Everything else still loads.
+            for (index, entry) in entries.enumerated() where entry.segment != 1 {
+                #expect(try spool.load(entry) == (try Self.notification(index)))
+            }
+            // The current segment, emptied, waits until the next one starts.
+            let current = entries.last!.segment
+            for entry in entries where entry.segment != 1 { spool.remove(entry) }
+            #expect(FileManager.default.fileExists(atPath: Spool.segmentPath(path, current)))
+            var next: SpoolEntry
+            repeat { next = try spool.store(try Self.notification(99)) } while next.segment == current
+            #expect(!FileManager.default.fileExists(atPath: Spool.segmentPath(path, current)))
+            #expect(try spool.load(next).id == (try Self.notification(99)).id)
         }
     }
 
@@ -110,78 +154,134 @@ import Testing
 
     @Test func fullSpoolRefusesAndWritesNothing() throws {
         try Self.withSpool(capacity: 3) { spool, path, _ in
-            let names = try (0..<3).map { try spool.store(try Self.notification($0)) }
-            let before = try Self.list(path + "/queue")
+            let entries = try (0..<3).map { try spool.store(try Self.notification($0)) }
+            let before = try Data(contentsOf: Self.segment(path, 1))
             #expect(throws: Spool.Full.self) { try spool.store(try Self.notification(3)) }
             #expect(throws: Spool.Full.self) { try spool.store(try Self.notification(4)) }
             #expect(spool.count == 3)
-            #expect(try Self.list(path + "/queue") == before)
-            #expect(try Self.list(path + "/tmp") == [])
+            #expect(try Data(contentsOf: Self.segment(path, 1)) == before)
             // Room again after a removal.
-            spool.remove(names[0])
-            let name = try spool.store(try Self.notification(5))
+            spool.remove(entries[0])
+            let entry = try spool.store(try Self.notification(5))
             #expect(spool.count == 3)
-            #expect(try spool.pending() == [names[1], names[2], name])
+            #expect(spool.pending() == [entries[1], entries[2], entry])
         }
     }
 
-    @Test func capacityCountsFilesAlreadyThere() throws {
+    // MARK: Reopening (a restart, or a crash)
+
+    @Test func reopeningReplaysWhatIsNotDone() throws {
         try withTemporaryDirectory { url in
             let path = url.path + "/spool"
             let key = try AESGCMKey.random()
-            let first = try Spool(directory: path, masterKey: key, capacity: 3)
-            let names = try (0..<2).map { try first.store(try Self.notification($0)) }
-            let reopened = try Spool(directory: path, masterKey: key, capacity: 3)
+            let first = try Spool(directory: path, masterKey: key, capacity: 4)
+            let entries = try (0..<3).map { try first.store(try Self.notification($0)) }
+            first.remove(entries[1])
+            let reopened = try Spool(directory: path, masterKey: key, capacity: 4)
             #expect(reopened.count == 2)
-            #expect(try reopened.pending() == names)
-            #expect(try reopened.load(names[1]) == (try Self.notification(1)))
-            _ = try reopened.store(try Self.notification(2))
-            #expect(throws: Spool.Full.self) { try reopened.store(try Self.notification(3)) }
+            #expect(reopened.recovery == Spool.Recovery(pending: 2, tornSegments: 0, imported: 0))
+            #expect(reopened.pending() == [entries[0], entries[2]])
+            #expect(try reopened.load(entries[2]) == (try Self.notification(2)))
+            #expect(throws: Spool.NotSpooled.self) { try reopened.load(entries[1]) }
+            // New records go to a new segment; capacity counts what was already there.
+            let added = try reopened.store(try Self.notification(3))
+            #expect(added.segment > entries[0].segment)
+            _ = try reopened.store(try Self.notification(4))
+            #expect(throws: Spool.Full.self) { try reopened.store(try Self.notification(5)) }
         }
     }
 
-    @Test func leftoversInTmpAreDeletedOnOpen() throws {
+    @Test func reopeningDeletesSegmentsWithNothingLeft() throws {
         try withTemporaryDirectory { url in
             let path = url.path + "/spool"
             let key = try AESGCMKey.random()
-            let spool = try Spool(directory: path, masterKey: key, capacity: 10)
-            let kept = try spool.store(try Self.notification(1))
-            // An unacknowledged write interrupted by a crash.
-            try URL(fileURLWithPath: path + "/tmp/000000000000001-000000-00000000000000000000000000000002").write("partial")
-            try URL(fileURLWithPath: path + "/tmp/junk").write([])
+            let first = try Spool(directory: path, masterKey: key, capacity: 10)
+            for entry in try (0..<3).map({ try first.store(try Self.notification($0)) }) { first.remove(entry) }
+            // A done file whose segment is already gone (a crash between the two deletions).
+            try URL(fileURLWithPath: Spool.donePath(path, 9)).write([0, 0, 0, 0])
+            try URL(fileURLWithPath: path + "/log/README").write("an operator's note")
             let reopened = try Spool(directory: path, masterKey: key, capacity: 10)
-            #expect(try Self.list(path + "/tmp") == [])
-            #expect(reopened.count == 1)
-            #expect(try reopened.pending() == [kept])
+            #expect(reopened.count == 0)
+            #expect(try Self.list(path + "/log") == ["README"])
+            // Numbering continues after the highest segment seen.
+            #expect(try reopened.store(try Self.notification(1)).segment == 10)
+        }
+    }
+
+    @Test func aTornLastRecordIsNotReplayed() throws {
+        for tail: [UInt8] in [Array("EN".utf8), Array("ENS1".utf8) + [0, 0, 1, 0] + [UInt8](repeating: 7, count: 40),
+                              Array("ENS1".utf8) + [0xFF, 0xFF, 0xFF, 0xFF], [UInt8](repeating: 0, count: 100)] {
+            try withTemporaryDirectory { url in
+                let path = url.path + "/spool"
+                let key = try AESGCMKey.random()
+                let first = try Spool(directory: path, masterKey: key, capacity: 10)
+                let entries = try (0..<2).map { try first.store(try Self.notification($0)) }
+                // A store interrupted by kill -9: never acknowledged, partly on disk.
+                let handle = try FileHandle(forWritingTo: Self.segment(path, 1))
+                handle.seekToEndOfFile()
+                handle.write(Data(tail))
+                handle.closeFile()
+                let reopened = try Spool(directory: path, masterKey: key, capacity: 10)
+                #expect(reopened.recovery == Spool.Recovery(pending: 2, tornSegments: 1, imported: 0), "\(tail.prefix(8))")
+                #expect(reopened.pending() == entries)
+                let added = try reopened.store(try Self.notification(2))
+                #expect(added.segment == 2)
+                for (index, entry) in (entries + [added]).enumerated() {
+                    #expect(try reopened.load(entry) == (try Self.notification(index)))
+                }
+            }
+        }
+    }
+
+    @Test func concurrentStoresAllLand() throws {
+        try withTemporaryDirectory { url in
+            let path = url.path + "/spool"
+            let key = try AESGCMKey.random()
+            let spool = try Spool(directory: path, masterKey: key, capacity: 10_000, segmentLimit: 64 * 1024)
+            let stored = Mutex<[(Int, SpoolEntry)]>([])
+            let failures = Atomic<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: 16) { thread in
+                for index in stride(from: thread, to: 1600, by: 16) {
+                    do {
+                        let entry = try spool.store(try Self.notification(index))
+                        stored.withLock { $0.append((index, entry)) }
+                    } catch {
+                        failures.add(1, ordering: .relaxed)
+                    }
+                }
+            }
+            #expect(failures.load(ordering: .relaxed) == 0)
+            let all = stored.withLock { $0 }
+            #expect(all.count == 1600)
+            #expect(Set(all.map(\.1)).count == 1600)
+            #expect(spool.count == 1600)
+            let reopened = try Spool(directory: path, masterKey: key, capacity: 10_000)
+            #expect(reopened.pending() == all.map(\.1).sorted())
+            for (index, entry) in all {
+                #expect(try reopened.load(entry).id == (try Self.notification(index)).id)
+            }
         }
     }
 
     // MARK: Sealing
 
-    @Test func filesAreSealed() throws {
-        try Self.withSpool { spool, path, _ in
-            let notification = try Self.notification(1)
-            let name = try spool.store(notification)
-            let onDisk = try Data(contentsOf: URL(fileURLWithPath: path + "/queue/" + name))
-            let json = notification.json
-            #expect(onDisk.count == AESGCMKey.nonceSize + json.count + AESGCMKey.tagSize)
-            for secret in [Self.alertText, "Alice", notification.deviceToken.hex, "com.example.mail"] {
-                #expect(onDisk.range(of: Data(secret.utf8)) == nil, "\(secret)")
-            }
-            // Opening it by hand needs the derived key and the file name as associated data.
-            let sealed = [UInt8](onDisk)
-            #expect(throws: OpenSSLError.self) { try AESGCMKey.random().open(sealed, associatedData: Array(name.utf8)) }
-        }
-    }
-
-    @Test func sealedUnderTheDocumentedDerivedKey() throws {
+    @Test func recordsAreSealed() throws {
         try Self.withSpool { spool, path, master in
-            let notification = try Self.notification(3)
-            let name = try spool.store(notification)
-            let sealed = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path + "/queue/" + name)))
-            let opened = try master.derived(label: "ens/v1/spool").open(sealed, associatedData: Array(name.utf8))
-            #expect(opened == notification.json)
-            #expect(throws: OpenSSLError.self) { try master.open(sealed, associatedData: Array(name.utf8)) }
+            let notification = try Self.notification(1)
+            let entry = try spool.store(notification)
+            let onDisk = try [UInt8](Data(contentsOf: Self.segment(path, entry.segment)))
+            let json = notification.json
+            let sealedLength = AESGCMKey.nonceSize + json.count + AESGCMKey.tagSize
+            #expect(onDisk.count == 8 + sealedLength)
+            #expect(Array(onDisk[0..<8]) == Array("ENS1".utf8) + [0, 0, UInt8(sealedLength >> 8), UInt8(sealedLength & 0xFF)])
+            for secret in [Self.alertText, "Alice", notification.deviceToken.hex, "com.example.mail"] {
+                #expect(Data(onDisk).range(of: Data(secret.utf8)) == nil, "\(secret)")
+            }
+            // Opening by hand needs the documented derived key and "<segment>:<offset>".
+            let sealed = Array(onDisk[8...])
+            #expect(try master.derived(label: "ens/v1/spool").open(sealed, associatedData: Array("1:0".utf8)) == json)
+            #expect(throws: OpenSSLError.self) { try master.open(sealed, associatedData: Array("1:0".utf8)) }
+            #expect(throws: OpenSSLError.self) { try master.derived(label: "ens/v1/spool").open(sealed, associatedData: Array("2:0".utf8)) }
         }
     }
 
@@ -189,57 +289,72 @@ import Testing
         try withTemporaryDirectory { url in
             let path = url.path + "/spool"
             let spool = try Spool(directory: path, masterKey: try AESGCMKey.random(), capacity: 10)
-            let name = try spool.store(try Self.notification(1))
+            let entry = try spool.store(try Self.notification(1))
             let other = try Spool(directory: path, masterKey: try AESGCMKey.random(), capacity: 10)
             #expect(other.count == 1)
-            #expect(throws: (any Error).self) { try other.load(name) }
+            #expect(throws: (any Error).self) { try other.load(entry) }
         }
     }
 
-    @Test func renamedFileDoesNotLoad() throws {
+    @Test func aRecordCopiedOverAnotherDoesNotLoad() throws {
         try Self.withSpool { spool, path, _ in
             let first = try spool.store(try Self.notification(1))
             let second = try spool.store(try Self.notification(2))
-            // Move the first file over the second's name (and to a fresh name).
-            let firstBytes = try Data(contentsOf: URL(fileURLWithPath: path + "/queue/" + first))
-            try firstBytes.write(to: URL(fileURLWithPath: path + "/queue/" + second))
-            #expect(throws: (any Error).self) { try spool.load(second) }
-            let moved = "999999999999999-000000-" + (try Self.notification(1)).id
-            try FileManager.default.moveItem(atPath: path + "/queue/" + first, toPath: path + "/queue/" + moved)
-            #expect(throws: (any Error).self) { try spool.load(moved) }
-            // Moving it back restores it.
-            try FileManager.default.moveItem(atPath: path + "/queue/" + moved, toPath: path + "/queue/" + first)
+            let file = Self.segment(path, 1)
+            let original = try [UInt8](Data(contentsOf: file))
+            let length = Int(second.offset)
+            #expect(original.count == 2 * length)  // same-sized records
+            try file.write(Array(original[0..<length]) + Array(original[0..<length]))
             #expect(try spool.load(first) == (try Self.notification(1)))
+            #expect(throws: (any Error).self) { try spool.load(second) }
+            try file.write(original)
+            #expect(try spool.load(second) == (try Self.notification(2)))
         }
     }
 
     @Test func flippedByteDoesNotLoad() throws {
         try Self.withSpool { spool, path, _ in
-            let name = try spool.store(try Self.notification(1))
-            let file = URL(fileURLWithPath: path + "/queue/" + name)
+            let entry = try spool.store(try Self.notification(1))
+            let file = Self.segment(path, 1)
             let original = try [UInt8](Data(contentsOf: file))
             var generator = SeededGenerator(seed: 0xF11)
-            let positions = [0, 11, 12, original.count / 2, original.count - 17, original.count - 16, original.count - 1]
+            let positions = [0, 3, 4, 6, 7, 8, 19, 20, original.count / 2, original.count - 17, original.count - 16, original.count - 1]
                 + (0..<20).map { _ in Int.random(in: 0..<original.count, using: &generator) }
             for position in positions {
                 var tampered = original
                 tampered[position] ^= 0x01
                 try file.write(tampered)
-                #expect(throws: (any Error).self, "byte \(position)") { try spool.load(name) }
+                #expect(throws: (any Error).self, "byte \(position)") { try spool.load(entry) }
             }
-            // Truncated and extended files fail too.
             try file.write(Array(original.dropLast()))
-            #expect(throws: (any Error).self) { try spool.load(name) }
-            try file.write(original + [0])
-            #expect(throws: (any Error).self) { try spool.load(name) }
+            #expect(throws: (any Error).self) { try spool.load(entry) }
             try file.write(original)
-            #expect(try spool.load(name) == (try Self.notification(1)))
+            #expect(try spool.load(entry) == (try Self.notification(1)))
         }
     }
 
-    @Test func loadingAMissingNameFails() throws {
-        try Self.withSpool { spool, _, _ in
-            #expect(throws: (any Error).self) { try spool.load("000000000000000-000000-0123") }
+    // MARK: The format before the log
+
+    @Test func importsTheFilePerNotificationSpool() throws {
+        try withTemporaryDirectory { url in
+            let path = url.path + "/spool"
+            let master = try AESGCMKey.random()
+            try FileManager.default.createDirectory(atPath: path + "/queue", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: path + "/tmp", withIntermediateDirectories: true)
+            let names = ["001700000000001-000000-" + (try Self.notification(1)).id, "001700000000002-000000-" + (try Self.notification(2)).id]
+            let oldKey = master.derived(label: "ens/v1/spool")
+            for (index, name) in names.enumerated() {
+                let json = (try Self.notification(index + 1)).json
+                try URL(fileURLWithPath: path + "/queue/" + name).write(try oldKey.seal(json, associatedData: Array(name.utf8)))
+            }
+            try URL(fileURLWithPath: path + "/queue/damaged").write("not sealed")
+            try URL(fileURLWithPath: path + "/tmp/" + names[0]).write("never acknowledged")
+            let spool = try Spool(directory: path, masterKey: master, capacity: 10)
+            #expect(spool.recovery == Spool.Recovery(pending: 2, tornSegments: 0, imported: 2))
+            #expect(spool.count == 2)
+            #expect(try spool.pending().map { try spool.load($0) } == [try Self.notification(1), try Self.notification(2)])
+            #expect(try Self.list(path) == ["log", "queue"])  // queue/ stays for the file that did not open
+            #expect(try Self.list(path + "/queue") == ["damaged"])
         }
     }
 }

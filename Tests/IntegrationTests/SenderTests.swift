@@ -47,9 +47,12 @@ struct SenderTests {
         #expect(backgroundRecord.pushType == "background")
         #expect(backgroundRecord.priority == 5)
         // The spool keeps nothing readable: content is sealed at rest.
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: TestStack.directory + "/spool/queue")) ?? [] {
-            let data = FileManager.default.contents(atPath: TestStack.directory + "/spool/queue/" + name) ?? Data()
+        let segments = (try? FileManager.default.contentsOfDirectory(atPath: TestStack.directory + "/spool/log")) ?? []
+        #expect(segments.contains { $0.hasSuffix(".seg") })  // the segment being written is never empty here
+        for name in segments {
+            let data = FileManager.default.contents(atPath: TestStack.directory + "/spool/log/" + name) ?? Data()
             #expect(!String(decoding: data, as: UTF8.self).contains("Quarterly"))
+            #expect(data.range(of: Data(token.utf8)) == nil)
         }
     }
 
