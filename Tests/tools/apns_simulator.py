@@ -64,6 +64,9 @@ Control API: plain HTTP/1.1 with JSON bodies on 127.0.0.1:C.
                "distinct_jwts": n (distinct JWT strings seen on any request),
                "connections": n (HTTP/2 connections established since start or /reset),
                "open_connections": n (currently open)}.
+  GET  /wait?accepted=N&timeout=S
+               The same answer as /stats, once N requests have been accepted since
+               the last /reset or S seconds have passed (for benchmarks).
 """
 import argparse
 import base64
@@ -102,6 +105,74 @@ class Reject(Exception):
     def __init__(self, status, reason):
         super().__init__(f"{status} {reason}")
         self.status, self.reason = status, reason
+
+
+class TLSStream:
+    """TLS over a blocking socket through memory BIOs. One recv() of the socket can
+    bring many TLS records, and all of them are decrypted before HTTP/2 sees the bytes;
+    an SSLSocket hands out one record per recv(), so a client that writes each HTTP/2
+    frame as its own record (libcurl 7.x does) cost this simulator a loop turn per frame
+    where APNs itself, like h2load's server side, reads what the socket holds."""
+
+    def __init__(self, raw, context):
+        self.raw = raw
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush()
+                if not self._fill():
+                    raise ConnectionError("closed during the TLS handshake")
+            except ssl.SSLError:
+                self._flush()  # the alert that says why
+                raise
+        self._flush()
+
+    def _flush(self):
+        out = self.outgoing.read()
+        if out:
+            self.raw.sendall(out)
+
+    def _fill(self):
+        data = self.raw.recv(262144)
+        if data:
+            self.incoming.write(data)
+        return bool(data)
+
+    def selected_alpn_protocol(self):
+        return self.tls.selected_alpn_protocol()
+
+    def getpeercert(self):
+        return self.tls.getpeercert()
+
+    def recv(self):
+        """Everything decryptable after at most one read of the socket; b"" at the end."""
+        chunks = []
+        while True:
+            try:
+                chunk = self.tls.read(1 << 20)
+            except ssl.SSLWantReadError:
+                if chunks:
+                    return b"".join(chunks)
+                self._flush()  # anything the TLS layer owes the peer (key updates)
+                if not self._fill():
+                    return b""
+                continue
+            except ssl.SSLZeroReturnError:
+                return b"".join(chunks)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+    def sendall(self, data):
+        self.tls.write(data)
+        self._flush()
+
+    def close(self):
+        self.raw.close()
 
 
 def certificate_topic(peer):
@@ -304,11 +375,11 @@ class Simulator:
         counted, sock = False, raw
         try:
             raw.settimeout(10)
-            sock = tls.wrap_socket(raw, server_side=True)
+            sock = TLSStream(raw, tls)
             if sock.selected_alpn_protocol() != "h2":
                 return
             cert_topic = certificate_topic(sock.getpeercert())
-            sock.settimeout(None)
+            raw.settimeout(None)
             with self.lock:
                 self.connections += 1
                 self.open_connections += 1
@@ -336,7 +407,7 @@ class Simulator:
         streams = {}  # stream id -> [headers dict, body bytearray, body length]
         pending = {}  # stream id -> response body waiting for flow-control window
         while True:
-            data = sock.recv(65536)
+            data = sock.recv()
             if not data:
                 return
             try:
@@ -411,6 +482,14 @@ def control_server(sim, port):
 
         def do_GET(self):
             if self.path == "/stats":
+                return self.reply(200, sim.stats())
+            match = re.fullmatch(r"/wait\?accepted=(\d{1,9})&timeout=(\d{1,4})", self.path)
+            if match:
+                # A benchmark waits here instead of polling /stats from a shell loop,
+                # which would take CPU from what it measures.
+                deadline = time.monotonic() + int(match.group(2))
+                while sim.stats()["accepted"] < int(match.group(1)) and time.monotonic() < deadline:
+                    time.sleep(0.005)
                 return self.reply(200, sim.stats())
             self.reply(404, {"error": "not found"})
 
