@@ -73,6 +73,7 @@ import base64
 import json
 import os
 import re
+import selectors
 import signal
 import socket
 import ssl
@@ -107,72 +108,208 @@ class Reject(Exception):
         self.status, self.reason = status, reason
 
 
-class TLSStream:
-    """TLS over a blocking socket through memory BIOs. One recv() of the socket can
-    bring many TLS records, and all of them are decrypted before HTTP/2 sees the bytes;
-    an SSLSocket hands out one record per recv(), so a client that writes each HTTP/2
-    frame as its own record (libcurl 7.x does) cost this simulator a loop turn per frame
-    where APNs itself, like h2load's server side, reads what the socket holds."""
+class Connection:
+    """One client connection, driven by the event loop in main(): TLS through memory
+    BIOs, then HTTP/2. Everything runs on one thread: a thread per connection made
+    the simulator slower the more connections a client opened (the threads hand the
+    GIL to each other on every socket call: h2load measured 4,800 requests/s on one
+    connection and 2,800 on four), which would penalise a client for spreading its
+    streams the way Apple recommends. One socket read is decrypted in full before
+    HTTP/2 sees it, so a client that writes each frame as its own TLS record (libcurl
+    7.x) costs a loop turn per read, not per record."""
 
-    def __init__(self, raw, context):
-        self.raw = raw
+    HANDSHAKE_SECONDS = 10
+
+    def __init__(self, sim, raw, context):
+        self.sim, self.raw = sim, raw
         self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
-        while True:
-            try:
-                self.tls.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                self._flush()
-                if not self._fill():
-                    raise ConnectionError("closed during the TLS handshake")
-            except ssl.SSLError:
-                self._flush()  # the alert that says why
-                raise
-        self._flush()
+        self.deadline = time.monotonic() + self.HANDSHAKE_SECONDS
+        self.h2 = None
+        self.cert_topic = None
+        self.counted = False
+        self.unsent = bytearray()
+        self.streams = {}  # stream id -> [headers dict, body bytearray, body length]
+        self.pending = {}  # stream id -> response body waiting for flow-control window
 
-    def _flush(self):
-        out = self.outgoing.read()
-        if out:
-            self.raw.sendall(out)
-
-    def _fill(self):
-        data = self.raw.recv(262144)
-        if data:
-            self.incoming.write(data)
-        return bool(data)
-
-    def selected_alpn_protocol(self):
-        return self.tls.selected_alpn_protocol()
-
-    def getpeercert(self):
-        return self.tls.getpeercert()
-
-    def recv(self):
-        """Everything decryptable after at most one read of the socket; b"" at the end."""
-        chunks = []
+    def readable(self):
+        """Handles what the socket has; False once the connection is over."""
+        try:
+            data = self.raw.recv(262144)
+        except (BlockingIOError, InterruptedError):
+            return True
+        if not data:
+            return False
+        self.incoming.write(data)
+        if self.h2 is None and not self.handshake():
+            return False
+        if self.h2 is None:
+            return True
+        chunks, alive = [], True
         while True:
             try:
                 chunk = self.tls.read(1 << 20)
             except ssl.SSLWantReadError:
-                if chunks:
-                    return b"".join(chunks)
-                self._flush()  # anything the TLS layer owes the peer (key updates)
-                if not self._fill():
-                    return b""
-                continue
+                break
             except ssl.SSLZeroReturnError:
-                return b"".join(chunks)
+                alive = False
+                break
             if not chunk:
-                return b"".join(chunks)
+                alive = False
+                break
             chunks.append(chunk)
+        if chunks and not self.speak(b"".join(chunks)):
+            return False
+        self.flush()
+        return alive
 
-    def sendall(self, data):
-        self.tls.write(data)
-        self._flush()
+    def handshake(self):
+        """Advances the TLS handshake; False if it failed (after sending the alert)."""
+        try:
+            self.tls.do_handshake()
+        except ssl.SSLWantReadError:
+            self.flush()
+            return True
+        except ssl.SSLError:
+            self.flush()  # the alert that says why
+            return False
+        self.flush()
+        if self.tls.selected_alpn_protocol() != "h2":
+            return False
+        self.cert_topic = certificate_topic(self.tls.getpeercert())
+        with self.sim.lock:
+            self.sim.connections += 1
+            self.sim.open_connections += 1
+        self.counted = True
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=False, header_encoding=None))
+        self.h2.local_settings = h2.settings.Settings(client=False, initial_values={
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000,
+            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
+        self.h2.initiate_connection()
+        self.h2.increment_flow_control_window(16 << 20)
+        self.send(self.h2.data_to_send())
+        return True
+
+    def speak(self, data):
+        """Feeds HTTP/2 bytes in and answers every request they complete."""
+        conn, streams, pending = self.h2, self.streams, self.pending
+        try:
+            events = conn.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            self.send(conn.data_to_send())  # the GOAWAY h2 queued
+            return False
+        for event in events:
+            if isinstance(event, h2.events.RequestReceived):
+                headers = {}
+                for name, value in event.headers:
+                    headers.setdefault(name.decode("ascii", "replace"),
+                                       value.decode("utf-8", "surrogateescape"))
+                streams[event.stream_id] = [headers, bytearray(), 0]
+            elif isinstance(event, h2.events.DataReceived):
+                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                stream = streams.get(event.stream_id)
+                if stream is not None:
+                    stream[1] += event.data[:MAX_BODY_KEPT - len(stream[1])]
+                    stream[2] += len(event.data)
+            elif isinstance(event, h2.events.StreamEnded):
+                stream = streams.pop(event.stream_id, None)
+                if stream is not None:
+                    try:
+                        self.sim.respond(conn, event.stream_id, *self.sim.handle(*stream, self.cert_topic), pending)
+                    except h2.exceptions.StreamClosedError:
+                        pending.pop(event.stream_id, None)  # reset meanwhile
+            elif isinstance(event, h2.events.StreamReset):
+                streams.pop(event.stream_id, None)
+                pending.pop(event.stream_id, None)
+            elif isinstance(event, h2.events.WindowUpdated):
+                for stream_id in list(pending):
+                    self.sim.send_body(conn, stream_id, pending)
+            elif isinstance(event, h2.events.ConnectionTerminated):
+                self.send(conn.data_to_send())
+                return False
+        out = conn.data_to_send()
+        if out:
+            self.send(out)
+        return True
+
+    def send(self, data):
+        if data:
+            self.tls.write(data)
+        self.flush()
+
+    def flush(self):
+        """Moves what TLS produced to the socket; keeps what the socket cannot take now."""
+        self.unsent += self.outgoing.read()
+        while self.unsent:
+            try:
+                sent = self.raw.send(self.unsent)
+            except (BlockingIOError, InterruptedError):
+                return
+            del self.unsent[:sent]
+
+    def writable(self):
+        try:
+            self.flush()
+        except OSError:
+            return False
+        return True
 
     def close(self):
+        if self.counted:
+            with self.sim.lock:
+                self.sim.open_connections -= 1
+            self.counted = False
         self.raw.close()
+
+
+def serve(sim, listener, context):
+    """The event loop: accepts connections and drives every one of them."""
+    selector = selectors.DefaultSelector()
+    listener.setblocking(False)
+    selector.register(listener, selectors.EVENT_READ, None)
+    handshaking = set()
+
+    def drop(connection):
+        selector.unregister(connection.raw)
+        handshaking.discard(connection)
+        connection.close()
+
+    while True:
+        for key, mask in selector.select(timeout=1.0):
+            if key.data is None:
+                while True:
+                    try:
+                        raw, _ = listener.accept()
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    raw.setblocking(False)
+                    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    connection = Connection(sim, raw, context)
+                    selector.register(raw, selectors.EVENT_READ, connection)
+                    handshaking.add(connection)
+                continue
+            connection = key.data
+            try:
+                alive = connection.writable() if mask & selectors.EVENT_WRITE else True
+                if alive and mask & selectors.EVENT_READ:
+                    alive = connection.readable()
+            except (OSError, h2.exceptions.H2Error):
+                alive = False  # a broken connection ends only this connection
+            except Exception as e:  # a simulator bug: say so, but keep serving others
+                print(f"apns_simulator: connection dropped: {e!r}", file=sys.stderr)
+                alive = False
+            if not alive:
+                drop(connection)
+                continue
+            if connection.h2 is not None:
+                handshaking.discard(connection)
+            wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if connection.unsent else 0)
+            if wanted != key.events:
+                selector.modify(connection.raw, wanted, connection)
+        now = time.monotonic()
+        for connection in [c for c in handshaking if c.deadline < now]:
+            drop(connection)  # a client that never finishes its handshake
 
 
 def certificate_topic(peer):
@@ -370,84 +507,6 @@ class Simulator:
                 "jwt": None if by_certificate else jwt,
                 "auth": "certificate" if by_certificate else "token"}
 
-    # -- one connection ----------------------------------------------------------------
-    def serve_connection(self, raw, tls):
-        counted, sock = False, raw
-        try:
-            raw.settimeout(10)
-            sock = TLSStream(raw, tls)
-            if sock.selected_alpn_protocol() != "h2":
-                return
-            cert_topic = certificate_topic(sock.getpeercert())
-            raw.settimeout(None)
-            with self.lock:
-                self.connections += 1
-                self.open_connections += 1
-                counted = True
-            self.speak_h2(sock, cert_topic)
-        except (OSError, h2.exceptions.H2Error):
-            pass  # a broken connection ends only this connection
-        except Exception as e:  # a simulator bug: say so, but keep serving others
-            print(f"apns_simulator: connection dropped: {e!r}", file=sys.stderr)
-        finally:
-            if counted:
-                with self.lock:
-                    self.open_connections -= 1
-            sock.close()
-
-    def speak_h2(self, sock, cert_topic=None):
-        conn = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=False, header_encoding=None))
-        conn.local_settings = h2.settings.Settings(client=False, initial_values={
-            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000,
-            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
-        conn.initiate_connection()
-        conn.increment_flow_control_window(16 << 20)
-        sock.sendall(conn.data_to_send())
-        streams = {}  # stream id -> [headers dict, body bytearray, body length]
-        pending = {}  # stream id -> response body waiting for flow-control window
-        while True:
-            data = sock.recv()
-            if not data:
-                return
-            try:
-                events = conn.receive_data(data)
-            except h2.exceptions.ProtocolError:
-                sock.sendall(conn.data_to_send())  # the GOAWAY h2 queued
-                return
-            for event in events:
-                if isinstance(event, h2.events.RequestReceived):
-                    headers = {}
-                    for name, value in event.headers:
-                        headers.setdefault(name.decode("ascii", "replace"),
-                                           value.decode("utf-8", "surrogateescape"))
-                    streams[event.stream_id] = [headers, bytearray(), 0]
-                elif isinstance(event, h2.events.DataReceived):
-                    conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                    stream = streams.get(event.stream_id)
-                    if stream is not None:
-                        stream[1] += event.data[:MAX_BODY_KEPT - len(stream[1])]
-                        stream[2] += len(event.data)
-                elif isinstance(event, h2.events.StreamEnded):
-                    stream = streams.pop(event.stream_id, None)
-                    if stream is not None:
-                        try:
-                            self.respond(conn, event.stream_id, *self.handle(*stream, cert_topic), pending)
-                        except h2.exceptions.StreamClosedError:
-                            pending.pop(event.stream_id, None)  # reset meanwhile
-                elif isinstance(event, h2.events.StreamReset):
-                    streams.pop(event.stream_id, None)
-                    pending.pop(event.stream_id, None)
-                elif isinstance(event, h2.events.WindowUpdated):
-                    for stream_id in list(pending):
-                        self.send_body(conn, stream_id, pending)
-                elif isinstance(event, h2.events.ConnectionTerminated):
-                    sock.sendall(conn.data_to_send())
-                    return
-            out = conn.data_to_send()
-            if out:
-                sock.sendall(out)
-
     def respond(self, conn, stream_id, status, apns_id, body, pending):
         headers = [(":status", str(status)), ("apns-id", apns_id)]
         if body:
@@ -552,10 +611,7 @@ def main():
             f.write(f"{os.getpid()}\n")
         os.replace(args.ready_file + ".tmp", args.ready_file)
     try:
-        while True:
-            raw, _ = listener.accept()
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=sim.serve_connection, args=(raw, tls), daemon=True).start()
+        serve(sim, listener, tls)
     finally:
         listener.close()
         with sim.lock:
