@@ -13,7 +13,11 @@ CONTROL="http://127.0.0.1:$((ENS_PORT + 2))"
 sock=$ENS_VAR/run/apns.sock
 
 # ens-apns: from the first submission until the simulator has accepted them all.
+# CPU per push is read from /proc for the simulator and ens-apns around each half.
+simulator=$(pgrep -f "apns_simulator.py --port $APNS_PORT" | head -1)
+sender=$(pgrep -f "ens-apns --config $ENS_VAR/ens.conf" | head -1)
 curl -s -X POST -d '{}' "$CONTROL/reset" >/dev/null
+sim_before=$(cpu_ticks "$simulator"); sender_before=$(cpu_ticks "$sender")
 start=$(date +%s%N)
 read -r ok _ < <(python3 bench/pushes.py submit "$sock" "$PUSHES" 16)
 # One long-polling request rather than a polling loop, which would compete for the CPU.
@@ -21,16 +25,21 @@ stats=$(curl -s --max-time 90 "$CONTROL/wait?accepted=$PUSHES&timeout=60")
 elapsed=$(( $(date +%s%N) - start ))
 done_count=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["accepted"])' "$stats")
 ens_rate=$(python3 -c "print(f'{$done_count / ($elapsed / 1e9):.0f}')")
+sim_ens=$(( $(cpu_ticks "$simulator") - sim_before )); sender_cpu=$(( $(cpu_ticks "$sender") - sender_before ))
 
 # h2load: the same simulator, same TLS and JWT checks, 2 connections x 100 streams.
 token=$(python3 bench/pushes.py jwt "$ENS_VAR/secrets/apns-auth-key.p8" DEVKEY0001 DEVTEAM001)
 python3 bench/pushes.py payload > "$ENS_VAR/b4-payload.json"
+sim_before=$(cpu_ticks "$simulator")
 h2_rate=$(timeout 120 h2load -n "$PUSHES" -c 2 -m 100 -d "$ENS_VAR/b4-payload.json" \
   -H "authorization: bearer $token" -H "apns-topic: com.example.mail" -H "apns-push-type: alert" \
   -H "apns-priority: 10" "https://localhost:$APNS_PORT/3/device/$(openssl rand -hex 32)" 2>/dev/null \
   | awk '/^finished in/ {gsub(",", "", $4); print $4}')
+sim_h2=$(( $(cpu_ticks "$simulator") - sim_before ))
 printf 'B4 result: ens-apns %s pushes/s (%s of %s accepted by the simulator, %s acknowledged); h2load %s req/s; ratio %s (target >= 0.80)\n' \
   "$ens_rate" "$done_count" "$PUSHES" "$ok" "$h2_rate" "$(ratio "$ens_rate" "$h2_rate")"
+python3 -c "import sys; hz, n = $(getconf CLK_TCK), $PUSHES
+print(f'B4 CPU per push: simulator {$sim_ens / hz * 1000 / n:.3f} ms for ens-apns requests, {$sim_h2 / hz * 1000 / n:.3f} ms for h2load requests; ens-apns (ingest, spool, delivery) {$sender_cpu / hz * 1000 / n:.3f} ms')"
 
 # Memory with a deep spool: stop the simulator so nothing drains, fill, measure.
 scripts/stack.sh sim-stop

@@ -33,3 +33,23 @@ memory_breakdown_mb() {
   awk '/^Private_Dirty:/ {p=$2} /^Shared_Clean:/ {s=$2} /^Pss:/ {q=$2}
        END {printf "private %.1f MB, shared library pages %.1f MB, PSS %.1f MB", p/1024, s/1024, q/1024}' "/proc/$pid/smaps_rollup"
 }
+
+# stack_pids fcgi|mariadb|nginx: the processes of this stack ($ENS_VAR) in that role.
+stack_pids() {
+  case $1 in
+    fcgi) pgrep -f "ens-fcgi.*$ENS_VAR/ens.conf" ;;
+    mariadb) pgrep -f "mariadbd.*$ENS_VAR/db" ;;
+    nginx) local master; master=$(pgrep -f "nginx -c $ENS_VAR/nginx.conf" | head -1)
+           [ -n "$master" ] && { echo "$master"; pgrep -P "$master"; } ;;
+  esac
+}
+
+# cpu_ticks PID...: clock ticks of CPU (user + system) the processes have used so far.
+cpu_ticks() {
+  local total=0 ticks pid
+  for pid in "$@"; do
+    ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)
+    total=$((total + ticks))
+  done
+  echo "$total"
+}
