@@ -44,6 +44,29 @@ struct EasyOptions {
         set(CURLOPT_SSLKEYTYPE, string: "PEM")
     }
 
+    /// Reports every socket this handle opens to `sockets`, and closes them through it.
+    /// `sockets` must outlive the multi handle: libcurl keeps connections, and calls
+    /// these callbacks, after the easy handle that opened them is gone.
+    mutating func trackSockets(in sockets: CorkedSockets) {
+        let pointer = Unmanaged.passUnretained(sockets).toOpaque()
+        if result == CURLE_OK {
+            result = ccurl_easy_setopt_sockopt_callback(handle) { registry, socket, purpose in
+                if purpose == CURLSOCKTYPE_IPCXN, let registry {
+                    Unmanaged<CorkedSockets>.fromOpaque(registry).takeUnretainedValue().opened(socket)
+                }
+                return Int32(CURL_SOCKOPT_OK)
+            }
+        }
+        set(CURLOPT_SOCKOPTDATA, pointer: pointer)
+        if result == CURLE_OK {
+            result = ccurl_easy_setopt_closesocket_callback(handle) { registry, socket in
+                if let registry { Unmanaged<CorkedSockets>.fromOpaque(registry).takeUnretainedValue().closed(socket) }
+                return ccurl_socket_close(socket)
+            }
+        }
+        set(CURLOPT_CLOSESOCKETDATA, pointer: pointer)
+    }
+
     /// A request body; COPYPOSTFIELDS makes libcurl keep its own copy, so `body` may go.
     mutating func postBody(_ body: [UInt8]) {
         set(CURLOPT_POSTFIELDSIZE, body.count)

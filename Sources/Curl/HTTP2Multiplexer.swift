@@ -51,6 +51,7 @@ public final class HTTP2Multiplexer {
     private let multi: UnsafeMutableRawPointer
     private let configuration: Configuration
     private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
+    private let sockets = CorkedSockets()
 
     public init(configuration: Configuration) throws(CurlError) {
         guard CurlLibrary.initialized, let multi = curl_multi_init() else {
@@ -78,7 +79,10 @@ public final class HTTP2Multiplexer {
         guard let handle = curl_easy_init() else { throw CurlError(code: CURLE_FAILED_INIT, detail: "curl_easy_init") }
         let transfer = Transfer(tag: tag, handle: handle)
         for (name, value) in headers { transfer.headerList = curl_slist_append(transfer.headerList, "\(name): \(value)") }
+        // No "Expect: 100-continue", and no "Accept: */*" (APNs ignores it; every header
+        // is work for the server's HPACK decoder).
         transfer.headerList = curl_slist_append(transfer.headerList, "Expect:")
+        transfer.headerList = curl_slist_append(transfer.headerList, "Accept:")
         var options = EasyOptions(handle)
         options.set(CURLOPT_URL, string: url)
         options.set(CURLOPT_NOSIGNAL, 1)
@@ -102,6 +106,7 @@ public final class HTTP2Multiplexer {
         options.set(CURLOPT_TCP_KEEPINTVL, 15)
         options.verifyTLS(caBundlePath: configuration.caBundlePath)
         if let clientCertificate { options.clientCertificate(clientCertificate) }
+        options.trackSockets(in: sockets)
         options.set(CURLOPT_HTTPHEADER, pointer: UnsafeRawPointer(transfer.headerList))
         options.postBody(body)
         options.collectResponse(into: transfer.collector)
@@ -113,13 +118,12 @@ public final class HTTP2Multiplexer {
 
     /// Drives transfers for up to `timeoutMilliseconds` and returns those that finished.
     public func poll(timeoutMilliseconds: Int) -> [Completion] {
-        var running: Int32 = 0
-        _ = curl_multi_perform(multi, &running)
+        perform()
         if transfers.isEmpty {
             return []
         }
         _ = curl_multi_poll(multi, nil, 0, Int32(timeoutMilliseconds), nil)
-        _ = curl_multi_perform(multi, &running)
+        perform()
         var completions: [Completion] = []
         var remaining: Int32 = 0
         while let message = curl_multi_info_read(multi, &remaining) {
@@ -136,8 +140,33 @@ public final class HTTP2Multiplexer {
         return completions
     }
 
+    private func perform() {
+        var running: Int32 = 0
+        sockets.cork(true)
+        _ = curl_multi_perform(multi, &running)
+        sockets.cork(false)
+    }
+
     /// Lets libcurl send HTTP/2 PINGs on connections idle past the ping interval.
     public func upkeep() {
         for (handle, _) in transfers.prefix(1) { _ = curl_easy_upkeep(handle) }
+    }
+}
+
+/// A multiplexer's open sockets, as libcurl's open and close callbacks report them.
+///
+/// libcurl 7.88 hands every HTTP/2 frame to OpenSSL as its own write, so a request
+/// leaves as three TLS records in three TCP segments, and each wakes the peer (APNs, or
+/// the simulator) on its own. Corking the sockets while libcurl runs and uncorking them
+/// after sends what one `curl_multi_perform` wrote in full segments instead. Used from
+/// the multiplexer's thread only (libcurl calls back from inside its calls).
+final class CorkedSockets {
+    private var open: Set<curl_socket_t> = []
+
+    func opened(_ socket: curl_socket_t) { open.insert(socket) }
+    func closed(_ socket: curl_socket_t) { open.remove(socket) }
+
+    func cork(_ on: Bool) {
+        for socket in open { _ = ccurl_socket_cork(socket, on ? 1 : 0) }
     }
 }
