@@ -26,7 +26,8 @@ requests=$(awk '/requests in/ {print $1}' "$ENS_VAR/b2-wrk.txt")
 errors=$(wc -l < "$ENS_VAR/b2-errors.txt")
 printf 'B2 result: /getsubscriptionstatusv2 %.0f req/s (%d unexpected answers); openssl speed -multi %d rsa2048 %.0f private ops/s; ratio %s (target >= 0.70)\n' \
   "$rps" "$errors" "$cores" "$rsa" "$(ratio "$rps" "$rsa")"
-python3 - "$requests" "$cores" "$rsa" "$(getconf CLK_TCK)" "${before[@]}" "${after[@]}" $(cat "$ENS_VAR/b2-wrk-cpu.txt") <<'PY'
+read -r wrk_user wrk_system < "$ENS_VAR/b2-wrk-cpu.txt"
+python3 - "$requests" "$cores" "$rsa" "$(getconf CLK_TCK)" "${before[@]}" "${after[@]}" "$wrk_user" "$wrk_system" <<'PY'
 import sys
 requests, cores, rsa, hz = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 before, after = [int(x) for x in sys.argv[5:8]], [int(x) for x in sys.argv[8:11]]
