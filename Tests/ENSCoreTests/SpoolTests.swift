@@ -25,7 +25,7 @@ import Testing
     }
 
     static func segment(_ path: String, _ number: UInt32) -> URL {
-        URL(fileURLWithPath: Spool.segmentPath(path, number))
+        URL(fileURLWithPath: SpoolLayout.segmentPath(path, number))
     }
 
     /// The smallest segments the spool allows, so a few dozen records span several.
@@ -67,7 +67,7 @@ import Testing
             #expect(try spool.load(second) == background)
             #expect(spool.count == 2)
             #expect(try Self.list(path + "/log") == ["0000000001.seg"])
-            let attributes = try FileManager.default.attributesOfItem(atPath: Spool.segmentPath(path, 1))
+            let attributes = try FileManager.default.attributesOfItem(atPath: SpoolLayout.segmentPath(path, 1))
             #expect((attributes[.posixPermissions] as? Int).map { $0 & 0o777 } == 0o600)
             // Loading does not consume.
             #expect(try spool.load(first) == alert)
@@ -121,7 +121,7 @@ import Testing
             #expect(spool.count == 0)
             // The segment being written stays; its done marks say what to skip on reopening.
             #expect(try Self.list(path + "/log") == ["0000000001.done", "0000000001.seg"])
-            #expect(try Data(contentsOf: URL(fileURLWithPath: Spool.donePath(path, 1))).count == 5 * 4)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: SpoolLayout.donePath(path, 1))).count == 5 * 4)
         }
     }
 
@@ -131,10 +131,10 @@ import Testing
             let first = entries.filter { $0.segment == 1 }
             #expect(first.count >= 2 && first.count < entries.count)
             for entry in first.dropLast() { spool.remove(entry) }
-            #expect(FileManager.default.fileExists(atPath: Spool.segmentPath(path, 1)))
+            #expect(FileManager.default.fileExists(atPath: SpoolLayout.segmentPath(path, 1)))
             spool.remove(first.last!)
-            #expect(!FileManager.default.fileExists(atPath: Spool.segmentPath(path, 1)))
-            #expect(!FileManager.default.fileExists(atPath: Spool.donePath(path, 1)))
+            #expect(!FileManager.default.fileExists(atPath: SpoolLayout.segmentPath(path, 1)))
+            #expect(!FileManager.default.fileExists(atPath: SpoolLayout.donePath(path, 1)))
             // Everything else still loads.
             for (index, entry) in entries.enumerated() where entry.segment != 1 {
                 #expect(try spool.load(entry) == (try Self.notification(index)))
@@ -142,10 +142,10 @@ import Testing
             // The current segment, emptied, waits until the next one starts.
             let current = entries.last!.segment
             for entry in entries where entry.segment != 1 { spool.remove(entry) }
-            #expect(FileManager.default.fileExists(atPath: Spool.segmentPath(path, current)))
+            #expect(FileManager.default.fileExists(atPath: SpoolLayout.segmentPath(path, current)))
             var next: SpoolEntry
             repeat { next = try spool.store(try Self.notification(99)) } while next.segment == current
-            #expect(!FileManager.default.fileExists(atPath: Spool.segmentPath(path, current)))
+            #expect(!FileManager.default.fileExists(atPath: SpoolLayout.segmentPath(path, current)))
             #expect(try spool.load(next).id == (try Self.notification(99)).id)
         }
     }
@@ -198,7 +198,7 @@ import Testing
             let first = try Spool(directory: path, masterKey: key, capacity: 10)
             for entry in try (0..<3).map({ try first.store(try Self.notification($0)) }) { first.remove(entry) }
             // A done file whose segment is already gone (a crash between the two deletions).
-            try URL(fileURLWithPath: Spool.donePath(path, 9)).write([0, 0, 0, 0])
+            try URL(fileURLWithPath: SpoolLayout.donePath(path, 9)).write([0, 0, 0, 0])
             try URL(fileURLWithPath: path + "/log/README").write("an operator's note")
             let reopened = try Spool(directory: path, masterKey: key, capacity: 10)
             #expect(reopened.count == 0)

@@ -1,0 +1,86 @@
+internal import POSIX
+internal import OpenSSL
+
+/// The spool on disk: where segments and their done marks live, and how a record is laid
+/// out. A record is `"ENS1"`, the sealed length (UInt32, big-endian) and the sealed
+/// notification; a done mark is the record's offset, 4 bytes little-endian.
+enum SpoolLayout {
+    static let magic: [UInt8] = Array("ENS1".utf8)
+    static let headerSize = 8
+    /// Far above any notification (APNs payloads are at most 4 KiB); a larger length
+    /// in a header means the header itself is damaged.
+    static let maximumSealedSize = 64 * 1024
+
+    static func segmentPath(_ directory: String, _ number: UInt32) -> String {
+        directory + "/log/" + paddedNumber(number) + ".seg"
+    }
+
+    static func donePath(_ directory: String, _ number: UInt32) -> String {
+        directory + "/log/" + paddedNumber(number) + ".done"
+    }
+
+    static func paddedNumber(_ number: UInt32) -> String {
+        let digits = String(number)
+        return String(repeating: "0", count: max(0, 10 - digits.utf8.count)) + digits
+    }
+
+    /// Segment numbers found in the log directory, and whether the segment file itself
+    /// is there (a `.done` file can outlive its segment if a crash fell between the two
+    /// deletions). Other files are left alone.
+    static func segmentNumbers(in directory: String) throws -> [(UInt32, Bool)] {
+        var found: [UInt32: Bool] = [:]
+        for name in try Files.list(directory) {
+            let parts = name.split(separator: ".")
+            guard parts.count == 2, parts[0].utf8.count == 10, parts[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  let number = UInt32(parts[0]) else { continue }
+            if parts[1] == "seg" { found[number] = true } else if parts[1] == "done" { found[number] = found[number] ?? false }
+        }
+        return found.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    /// The offsets of the complete records in a segment, and whether it ends in a torn one.
+    static func scan(segment path: String) throws -> (Set<UInt32>, torn: Bool) {
+        let file = try LogFile(path: path, mode: .readOnly)
+        let size = try file.size()
+        var offsets = Set<UInt32>()
+        var offset = 0
+        while offset < size {
+            guard let length = sealedLength(header: try file.read(count: headerSize, at: offset)),
+                  offset + headerSize + length <= size else { return (offsets, true) }
+            offsets.insert(UInt32(offset))
+            offset += headerSize + length
+        }
+        return (offsets, false)
+    }
+
+    static func doneOffsets(_ path: String) throws -> Set<UInt32> {
+        guard Files.exists(path) else { return [] }
+        let bytes = try Files.read(path, limit: 1 << 30)
+        var offsets = Set<UInt32>()
+        var index = 0
+        while index + 4 <= bytes.count {  // a torn last mark is ignored: that record is replayed
+            offsets.insert(UInt32(bytes[index]) | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2]) << 16 | UInt32(bytes[index + 3]) << 24)
+            index += 4
+        }
+        return offsets
+    }
+
+    static func sealedLength(header: [UInt8]) -> Int? {
+        guard header.count == headerSize, Array(header[0..<4]) == magic else { return nil }
+        let length = Int(header[4]) << 24 | Int(header[5]) << 16 | Int(header[6]) << 8 | Int(header[7])
+        guard length >= AESGCMKey.nonceSize + AESGCMKey.tagSize, length <= maximumSealedSize else { return nil }
+        return length
+    }
+
+    static func associatedData(_ entry: SpoolEntry) -> [UInt8] {
+        Array("\(entry.segment):\(entry.offset)".utf8)
+    }
+
+    static func bigEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
+    }
+
+    static func littleEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value & 0xFF), UInt8((value >> 8) & 0xFF), UInt8((value >> 16) & 0xFF), UInt8(value >> 24)]
+    }
+}
