@@ -207,6 +207,7 @@ public final class Sender: @unchecked Sendable {
         var inFlight: [Int: (pending: Pending, notification: PushNotification)] = [:]
         var nextTag = 0
         var lastUpkeep = MonotonicClock.milliseconds()
+        var lastCompaction = MonotonicClock.milliseconds()
 
         while !stopping.load(ordering: .acquiring) || !inFlight.isEmpty {
             let arrived = arrivals.withLock { arrived -> [SpoolEntry] in
@@ -216,6 +217,12 @@ public final class Sender: @unchecked Sendable {
             queue.ready.append(contentsOf: arrived.map { Pending(entry: $0, attempts: 0, notBefore: 0) })
             let now = WallClock.milliseconds()
             queue.promoteDue(now: now)
+            // Notifications retried for hours would otherwise each keep a finished segment on disk.
+            if MonotonicClock.milliseconds() - lastCompaction > 60_000 {
+                let moved = spool.compact()
+                if moved > 0 { logger.info("moved notifications out of finished spool segments", metadata: ["spool.moved": "\(moved)"]) }
+                lastCompaction = MonotonicClock.milliseconds()
+            }
             do {
                 try feedback.flush(nowMilliseconds: now)
             } catch {

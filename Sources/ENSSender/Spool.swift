@@ -75,6 +75,10 @@ public final class Spool: Sendable {
         var live: [UInt32: Set<UInt32>] = [:]
         var readers: [UInt32: LogFile] = [:]
         var doneFiles: [UInt32: LogFile] = [:]
+        /// Records `compact` moved: from the entry handed out to where the record is now,
+        /// and back (so a record moved twice keeps one mapping).
+        var relocated: [SpoolEntry: SpoolEntry] = [:]
+        var origins: [SpoolEntry: SpoolEntry] = [:]
     }
 
     public init(directory: String, masterKey: AESGCMKey, capacity: Int, segmentLimit: Int = 16 << 20) throws {
@@ -133,73 +137,114 @@ public final class Spool: Sendable {
             return true
         }
         guard reserved else { throw Full() }
-        let json = notification.json
-        let writer: SpoolSegmentWriter, entry: SpoolEntry, end: Int
         do {
-            (writer, entry, end) = try appender.withLock { appender in
-                let writer = try writableSegment(&appender, adding: SpoolLayout.headerSize + AESGCMKey.nonceSize + json.count + AESGCMKey.tagSize)
-                let offset = writer.end.load(ordering: .relaxed)
-                let entry = SpoolEntry(segment: writer.number, offset: UInt32(offset))
-                let sealed = try key.seal(json, associatedData: SpoolLayout.associatedData(entry))
-                let record = SpoolLayout.magic + SpoolLayout.bigEndian(UInt32(sealed.count)) + sealed
-                do {
-                    try writer.file.write(record, at: offset)
-                } catch {
-                    writer.broken.store(true, ordering: .releasing)  // a partial record may be there now
-                    throw error
-                }
-                writer.end.store(offset + record.count, ordering: .releasing)
-                // Live before it is synced, so the segment cannot be deleted under it.
-                state.withLock { _ = $0.live[entry.segment, default: []].insert(entry.offset) }
-                return (writer, entry, offset + record.count)
-            }
+            return try append(notification.json)
         } catch {
-            size.withLock { $0 -= 1 }
+            size.withLock { $0 -= 1 }  // not acknowledged: the submitter is told it failed
             throw error
         }
-        do {
-            try writer.synchronize(through: end)
-        } catch {
-            remove(entry)  // not acknowledged: the submitter is told it failed
-            throw error
-        }
-        return entry
     }
 
     public func load(_ entry: SpoolEntry) throws -> PushNotification {
+        let place = state.withLock { $0.relocated[entry] ?? entry }
         let reader = try state.withLock { state throws -> LogFile in
-            guard state.live[entry.segment]?.contains(entry.offset) == true else { throw NotSpooled(entry: entry) }
-            if let reader = state.readers[entry.segment] { return reader }
-            let reader = try LogFile(path: SpoolLayout.segmentPath(directory, entry.segment), mode: .readOnly)
-            state.readers[entry.segment] = reader
+            guard state.live[place.segment]?.contains(place.offset) == true else { throw NotSpooled(entry: entry) }
+            if let reader = state.readers[place.segment] { return reader }
+            let reader = try LogFile(path: SpoolLayout.segmentPath(directory, place.segment), mode: .readOnly)
+            state.readers[place.segment] = reader
             return reader
         }
-        let header = try reader.read(count: SpoolLayout.headerSize, at: Int(entry.offset))
+        let header = try reader.read(count: SpoolLayout.headerSize, at: Int(place.offset))
         guard let length = SpoolLayout.sealedLength(header: header) else { throw DamagedRecord(entry: entry) }
-        let sealed = try reader.read(count: length, at: Int(entry.offset) + SpoolLayout.headerSize)
+        let sealed = try reader.read(count: length, at: Int(place.offset) + SpoolLayout.headerSize)
         guard sealed.count == length else { throw DamagedRecord(entry: entry) }
-        return try PushNotification(json: key.open(sealed, associatedData: SpoolLayout.associatedData(entry)))
+        return try PushNotification(json: key.open(sealed, associatedData: SpoolLayout.associatedData(place)))
     }
 
     /// Marks a delivered or permanently rejected notification done; deletes its segment
     /// once nothing in it is left to deliver. Removing twice changes nothing.
     public func remove(_ entry: SpoolEntry) {
-        let removed = state.withLock { state -> Bool in
-            guard state.live[entry.segment]?.remove(entry.offset) != nil else { return false }
+        let place = state.withLock { state -> SpoolEntry in
+            guard let place = state.relocated.removeValue(forKey: entry) else { return entry }
+            state.origins[place] = nil
+            return place
+        }
+        if markDone(place) { size.withLock { $0 -= 1 } }
+    }
+
+    /// Moves the few records left in otherwise finished segments to the current one, so
+    /// that a notification retried for hours (until it expires) does not keep a whole
+    /// segment on disk. Entries handed out before stay valid: `load` and `remove` follow
+    /// the move. Run by the delivery thread, the only caller of `load` and `remove`.
+    /// Returns how many records moved.
+    @discardableResult
+    public func compact(segmentsWithAtMost threshold: Int = 64) -> Int {
+        let sparse: [SpoolEntry] = state.withLock { state in
+            let current = currentSegment.load(ordering: .acquiring)
+            return state.live.filter { $0.key != current && $0.value.count <= threshold }
+                .flatMap { segment, offsets in offsets.map { SpoolEntry(segment: segment, offset: $0) } }
+        }
+        var moved = 0
+        for place in sparse {
+            // A damaged record stays where it is; delivery drops it with a log line.
+            guard let notification = try? load(place), let destination = try? append(notification.json) else { continue }
+            state.withLock { state in
+                let origin = state.origins.removeValue(forKey: place) ?? place
+                state.relocated[origin] = destination
+                state.origins[destination] = origin
+            }
+            _ = markDone(place)  // only after the copy is durable; a lost mark means a replay
+            moved += 1
+        }
+        return moved
+    }
+
+    /// Appends a record and returns once it is durable.
+    private func append(_ json: [UInt8]) throws -> SpoolEntry {
+        let (writer, entry, end) = try appender.withLock { appender in
+            let writer = try writableSegment(&appender, adding: SpoolLayout.headerSize + AESGCMKey.nonceSize + json.count + AESGCMKey.tagSize)
+            let offset = writer.end.load(ordering: .relaxed)
+            let entry = SpoolEntry(segment: writer.number, offset: UInt32(offset))
+            let sealed = try key.seal(json, associatedData: SpoolLayout.associatedData(entry))
+            let record = SpoolLayout.magic + SpoolLayout.bigEndian(UInt32(sealed.count)) + sealed
             do {
-                if state.doneFiles[entry.segment] == nil {
-                    state.doneFiles[entry.segment] = try LogFile(path: SpoolLayout.donePath(directory, entry.segment), mode: .append)
+                try writer.file.write(record, at: offset)
+            } catch {
+                writer.broken.store(true, ordering: .releasing)  // a partial record may be there now
+                throw error
+            }
+            writer.end.store(offset + record.count, ordering: .releasing)
+            // Live before it is synced, so the segment cannot be deleted under it.
+            state.withLock { _ = $0.live[entry.segment, default: []].insert(entry.offset) }
+            return (writer, entry, offset + record.count)
+        }
+        do {
+            try writer.synchronize(through: end)
+        } catch {
+            _ = markDone(entry)
+            throw error
+        }
+        return entry
+    }
+
+    /// Takes a record out of its segment's live set and writes its done mark; deletes the
+    /// segment when that was its last record and it is no longer written to.
+    private func markDone(_ place: SpoolEntry) -> Bool {
+        state.withLock { state -> Bool in
+            guard state.live[place.segment]?.remove(place.offset) != nil else { return false }
+            do {
+                if state.doneFiles[place.segment] == nil {
+                    state.doneFiles[place.segment] = try LogFile(path: SpoolLayout.donePath(directory, place.segment), mode: .append)
                 }
-                try state.doneFiles[entry.segment]?.append(SpoolLayout.littleEndian(entry.offset))
+                try state.doneFiles[place.segment]?.append(SpoolLayout.littleEndian(place.offset))
             } catch {
                 // Without the mark it is delivered again after a restart, with the same collapse id.
             }
-            if state.live[entry.segment]?.isEmpty == true && entry.segment != currentSegment.load(ordering: .acquiring) {
-                deleteSegment(entry.segment, &state)
+            if state.live[place.segment]?.isEmpty == true && place.segment != currentSegment.load(ordering: .acquiring) {
+                deleteSegment(place.segment, &state)
             }
             return true
         }
-        if removed { size.withLock { $0 -= 1 } }
     }
 
     // MARK: Segments

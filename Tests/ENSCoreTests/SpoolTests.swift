@@ -150,6 +150,50 @@ import Testing
         }
     }
 
+    // MARK: Compaction
+
+    @Test func compactionMovesStragglersOutOfFinishedSegments() throws {
+        try withTemporaryDirectory { url in
+            let path = url.path + "/spool"
+            let key = try AESGCMKey.random()
+            let spool = try Spool(directory: path, masterKey: key, capacity: 100, segmentLimit: Self.smallSegments)
+            let entries = try (0..<12).map { try spool.store(try Self.notification($0)) }
+            let segments = Array(Set(entries.map(\.segment))).sorted()
+            #expect(segments.count >= 3)
+            // Everything delivered but one notification in each of the first two segments.
+            let stragglers = [entries.first { $0.segment == segments[0] }!, entries.first { $0.segment == segments[1] }!]
+            for entry in entries where entry.segment < segments[2] && !stragglers.contains(entry) { spool.remove(entry) }
+            let dense = entries.filter { $0.segment >= segments[2] }
+            #expect(spool.compact(segmentsWithAtMost: 0) == 0)
+            #expect(spool.compact(segmentsWithAtMost: 1) == 2)
+            for segment in segments[0...1] {
+                #expect(!FileManager.default.fileExists(atPath: SpoolLayout.segmentPath(path, segment)))
+            }
+            #expect(spool.count == 2 + dense.count)
+            // The entries the delivery queue holds still load and remove.
+            for entry in stragglers {
+                let index = entries.firstIndex(of: entry)!
+                #expect(try spool.load(entry) == (try Self.notification(index)))
+            }
+            spool.remove(stragglers[0])
+            #expect(spool.count == 1 + dense.count)
+            #expect(throws: Spool.NotSpooled.self) { try spool.load(stragglers[0]) }
+            // Moved again once its new segment is finished too: still the same entry.
+            var filler: [SpoolEntry] = []
+            while filler.last?.segment ?? 0 <= segments.last! + 1 { filler.append(try spool.store(try Self.notification(50 + filler.count))) }
+            for entry in dense + filler.dropLast() { spool.remove(entry) }
+            #expect(spool.compact(segmentsWithAtMost: 1) == 1)
+            #expect(try spool.load(stragglers[1]) == (try Self.notification(entries.firstIndex(of: stragglers[1])!)))
+            // After a restart the moved record is replayed once, from where it is now.
+            let reopened = try Spool(directory: path, masterKey: key, capacity: 100)
+            #expect(reopened.count == 2)
+            #expect(try reopened.pending().map { try reopened.load($0).id }.sorted()
+                    == [try Self.notification(entries.firstIndex(of: stragglers[1])!).id, try Self.notification(50 + filler.count - 1).id].sorted())
+            spool.remove(stragglers[1])
+            #expect(spool.count == 1)
+        }
+    }
+
     // MARK: Capacity
 
     @Test func fullSpoolRefusesAndWritesNothing() throws {
