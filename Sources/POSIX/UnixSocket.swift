@@ -133,9 +133,19 @@ extension FileDescriptor {
 
     /// Reads what is available, up to `maximum` bytes; empty at end of stream.
     public static func read(_ fd: Int32, maximum: Int = 65536) throws(SystemError) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: maximum)
-        let count = try syscall("read") { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, maximum) } }
-        return Array(buffer[0..<count])
+        // Read straight into the result's uninitialised storage: zero-filling 64 KiB
+        // and copying out what arrived cost more than the read of a small frame.
+        var failure: SystemError?
+        let bytes = [UInt8](unsafeUninitializedCapacity: maximum) { buffer, initialized in
+            do throws(SystemError) {
+                initialized = try syscall("read") { Glibc.read(fd, buffer.baseAddress, maximum) }
+            } catch {
+                failure = error
+                initialized = 0
+            }
+        }
+        if let failure { throw failure }
+        return bytes
     }
 
     /// Makes reads and writes on a socket fail with EAGAIN after `milliseconds`.
