@@ -61,7 +61,7 @@ public final class Spool: Sendable {
     /// Notifications stored or being stored and not yet removed (capacity is checked against it).
     private let size: SynchronizedBox<Int>
     private let appender: Mutex<Appender>
-    /// The segment new records go to; read without the appender's lock by `remove`.
+    /// The segment new records go to; read without the appender's lock by `markDone` and `compact`.
     private let currentSegment = Atomic<UInt32>(0)
     private let state = Mutex<State>(State())
 
