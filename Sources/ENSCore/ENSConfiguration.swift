@@ -225,7 +225,7 @@ public struct ENSConfiguration: Sendable {
     /// if missing.
     public func metricsFile(_ name: String) -> String? {
         guard !metricsDirectory.isEmpty else { return nil }
-        if !Files.exists(metricsDirectory) { _ = Files.makeDirectory(metricsDirectory, mode: 0o750) }
+        if !Files.exists(metricsDirectory) { try? Files.createDirectory(metricsDirectory, mode: 0o750) }
         return metricsDirectory + "/" + name + ".prom"
     }
 

@@ -40,10 +40,21 @@ public enum Files {
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
-    /// mkdir; true if the directory exists afterwards (made now or already there).
+    /// mkdir that is content to find the directory already there.
+    public static func createDirectory(_ path: String, mode: UInt32) throws(SystemError) {
+        guard mkdir(path, mode) == 0 || errno == EEXIST else { throw SystemError(call: "mkdir", errno: errno) }
+    }
+
+    /// rmdir; false if the directory is missing or not empty.
     @discardableResult
-    public static func makeDirectory(_ path: String, mode: UInt32) -> Bool {
-        mkdir(path, mode) == 0 || errno == EEXIST
+    public static func removeDirectory(_ path: String) -> Bool {
+        rmdir(path) == 0
+    }
+
+    /// Removes a file; true if it was there.
+    @discardableResult
+    public static func remove(_ path: String) -> Bool {
+        unlink(path) == 0
     }
 
     /// Lists the names in a directory (no "." or "..").
@@ -71,7 +82,9 @@ public enum Files {
         throw SystemError(call: "flock", errno: code)
     }
 
-    static func syncDirectory(of path: String) {
+    /// fsyncs the directory that holds `path`, so a file created, renamed or removed
+    /// there stays so across a crash.
+    public static func synchronizeDirectory(of path: String) {
         let directory: String
         if let slash = path.lastIndex(of: "/") {
             directory = slash == path.startIndex ? "/" : String(path[..<slash])
@@ -121,6 +134,6 @@ extension Files {
             unlink(temporary)
             throw error
         }
-        syncDirectory(of: final)
+        synchronizeDirectory(of: final)
     }
 }

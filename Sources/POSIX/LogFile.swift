@@ -71,30 +71,3 @@ public final class LogFile: @unchecked Sendable {
         try syscall("fdatasync") { fdatasync(fd) }
     }
 }
-
-extension Files {
-    /// fsyncs the directory that holds `path`, so a file created or removed there stays
-    /// so across a crash.
-    public static func synchronizeDirectory(of path: String) {
-        syncDirectory(of: path)
-    }
-
-    /// Removes a file; true if it was there.
-    @discardableResult
-    public static func remove(_ path: String) -> Bool {
-        unlink(path) == 0
-    }
-}
-
-extension Files {
-    /// mkdir that is content to find the directory already there.
-    public static func createDirectory(_ path: String, mode: UInt32) throws(SystemError) {
-        guard mkdir(path, mode) == 0 || errno == EEXIST else { throw SystemError(call: "mkdir", errno: errno) }
-    }
-
-    /// rmdir; false if the directory is missing or not empty.
-    @discardableResult
-    public static func removeDirectory(_ path: String) -> Bool {
-        rmdir(path) == 0
-    }
-}
