@@ -146,13 +146,13 @@ public final class Spool: Sendable {
     }
 
     public func load(_ entry: SpoolEntry) throws -> PushNotification {
-        let place = state.withLock { $0.relocated[entry] ?? entry }
-        let reader = try state.withLock { state throws -> LogFile in
+        let (place, reader) = try state.withLock { state throws -> (SpoolEntry, LogFile) in
+            let place = state.relocated[entry] ?? entry
             guard state.live[place.segment]?.contains(place.offset) == true else { throw NotSpooled(entry: entry) }
-            if let reader = state.readers[place.segment] { return reader }
+            if let reader = state.readers[place.segment] { return (place, reader) }
             let reader = try LogFile(path: SpoolLayout.segmentPath(directory, place.segment), mode: .readOnly)
             state.readers[place.segment] = reader
-            return reader
+            return (place, reader)
         }
         let header = try reader.read(count: SpoolLayout.headerSize, at: Int(place.offset))
         guard let length = SpoolLayout.sealedLength(header: header) else { throw DamagedRecord(entry: entry) }
