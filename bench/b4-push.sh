@@ -14,8 +14,8 @@ sock=$ENS_VAR/run/apns.sock
 
 # ens-apns: from the first submission until the simulator has accepted them all.
 # CPU per push is read from /proc for the simulator and ens-apns around each half.
-simulator=$(pgrep -f "apns_simulator.py --port $APNS_PORT" | head -1)
-sender=$(pgrep -f "ens-apns --config $ENS_VAR/ens.conf" | head -1)
+simulator=$(stack_pids apns-sim | head -1)
+sender=$(stack_pids apns | head -1)
 curl -s -X POST -d '{}' "$CONTROL/reset" >/dev/null
 sim_before=$(cpu_ticks "$simulator"); sender_before=$(cpu_ticks "$sender")
 start=$(date +%s%N)

@@ -9,7 +9,7 @@
 import FuzzSupport
 
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let body = Array(UnsafeBufferPointer(start: start, count: count))
     guard let document = try? XMLTree.parse(body) else { return 0 }
     for answer in [Autodiscover.readPOX(document), Autodiscover.readSOAP(document)] {
@@ -31,8 +31,5 @@ public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
 /// The entry point SwiftPM links as `main` (see FuzzSupport.swift).
 @_cdecl("fuzz_autodiscover_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
-    libFuzzerMain(argc, argv) { data, size in
-        guard let data else { return 0 }
-        return fuzz(data, size)
-    }
+    libFuzzerMain(argc, argv, fuzz)
 }

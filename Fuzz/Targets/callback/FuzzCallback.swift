@@ -22,7 +22,7 @@ private let vault: Vault = {
 private let recordKeyMaterial: [UInt8] = Array("fuzz record key material".utf8)
 
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: start, count: count))
     guard let mode = bytes.first else { return 0 }
     let rest = Array(bytes.dropFirst())
@@ -93,8 +93,5 @@ private func write(_ path: String, _ bytes: [UInt8]) {
 /// The entry point SwiftPM links as `main` (see FuzzSupport.swift).
 @_cdecl("fuzz_callback_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
-    libFuzzerMain(argc, argv) { data, size in
-        guard let data else { return 0 }
-        return fuzz(data, size)
-    }
+    libFuzzerMain(argc, argv, fuzz)
 }

@@ -9,7 +9,7 @@ import ENSCore
 import FuzzSupport
 
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let bytes = UnsafeBufferPointer(start: start, count: count)
     guard let first = bytes.first else { return 0 }
     let chunk = Int(first & 15) + 1
@@ -53,8 +53,5 @@ private func check(_ frame: Frame) {
 /// The entry point SwiftPM links as `main` (see FuzzSupport.swift).
 @_cdecl("fuzz_frames_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
-    libFuzzerMain(argc, argv) { data, size in
-        guard let data else { return 0 }
-        return fuzz(data, size)
-    }
+    libFuzzerMain(argc, argv, fuzz)
 }

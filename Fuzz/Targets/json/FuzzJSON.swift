@@ -8,7 +8,7 @@ import ENSCore
 import FuzzSupport
 
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let body = Array(UnsafeBufferPointer(start: start, count: count))
     _ = try? ParameterDecoder.decode(body, json: true)
     guard let value = try? JSONParser.parse(body) else { return 0 }
@@ -28,8 +28,5 @@ public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
 /// The entry point SwiftPM links as `main` (see FuzzSupport.swift).
 @_cdecl("fuzz_json_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
-    libFuzzerMain(argc, argv) { data, size in
-        guard let data else { return 0 }
-        return fuzz(data, size)
-    }
+    libFuzzerMain(argc, argv, fuzz)
 }

@@ -20,7 +20,7 @@ private let key: RSAPrivateKey = {
 }()
 
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: start, count: count))
     guard let mode = bytes.first else { return 0 }
     let rest = Array(bytes.dropFirst())
@@ -52,8 +52,5 @@ private func reference(_ em: [UInt8]) -> Int? {
 /// The entry point SwiftPM links as `main` (see FuzzSupport.swift).
 @_cdecl("fuzz_sealed_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
-    libFuzzerMain(argc, argv) { data, size in
-        guard let data else { return 0 }
-        return fuzz(data, size)
-    }
+    libFuzzerMain(argc, argv, fuzz)
 }

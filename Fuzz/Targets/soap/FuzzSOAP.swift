@@ -6,7 +6,7 @@ import EWS
 import FuzzSupport
 
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let body = Array(UnsafeBufferPointer(start: start, count: count))
     guard let message = try? SendNotification(xml: body) else { return 0 }
     precondition(!message.notifications.isEmpty || !message.errorCodes.isEmpty, "an empty SendNotification was accepted")
@@ -20,8 +20,5 @@ public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
 /// The entry point SwiftPM links as `main` (see FuzzSupport.swift).
 @_cdecl("fuzz_soap_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
-    libFuzzerMain(argc, argv) { data, size in
-        guard let data else { return 0 }
-        return fuzz(data, size)
-    }
+    libFuzzerMain(argc, argv, fuzz)
 }
