@@ -41,7 +41,8 @@ let package = Package(
         .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: swiftSettings),
 
         // MARK: Pure Swift
-        .target(name: "POSIX", swiftSettings: swiftSettings),
+        .systemLibrary(name: "CLinux"),
+        .target(name: "POSIX", dependencies: ["CLinux"], swiftSettings: swiftSettings),
         .target(
             name: "ENSCore",
             dependencies: [

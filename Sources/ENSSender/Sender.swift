@@ -94,7 +94,6 @@ public final class Sender: @unchecked Sendable {
     private let logger: Logger
     private let arrivals = SynchronizedBox<[SpoolEntry]>([])
     private let stopping = Atomic<Bool>(false)
-    private let connections = Atomic<Int>(0)
     private let inFlightCount = Atomic<Int>(0)
     private let metrics: MetricsRecorder
 
@@ -124,62 +123,9 @@ public final class Sender: @unchecked Sendable {
         metrics.add(MetricsText.key("ens_apns_notifications_total", [("outcome", outcome)]))
     }
 
-    // MARK: Ingest
-
-    /// Serves one responder connection: frames in, `accepted`/`refused` out.
-    public func serve(connection fd: Int32) {
-        defer { FileDescriptor.close(fd) }
-        guard connections.wrappingAdd(1, ordering: .relaxed).newValue <= 256 else {
-            connections.wrappingSubtract(1, ordering: .relaxed)
-            try? FileDescriptor.writeAll(fd, Frame(kind: .refused, payload: Array("busy".utf8)).encoded)
-            return
-        }
-        defer { connections.wrappingSubtract(1, ordering: .relaxed) }
-        FileDescriptor.setTimeouts(fd, milliseconds: 30_000)
-        var decoder = FrameDecoder()
-        while let bytes = try? FileDescriptor.read(fd), !bytes.isEmpty {
-            decoder.append(bytes)
-            do {
-                while let frame = try decoder.next() {
-                    let answer = accept(frame)
-                    try FileDescriptor.writeAll(fd, answer.encoded)
-                }
-            } catch let error as FrameError {
-                logger.warning("refused a malformed frame", metadata: ["error": "\(error)"])
-                try? FileDescriptor.writeAll(fd, Frame(kind: .refused, payload: Array(error.reason.utf8)).encoded)
-                return
-            } catch {
-                return  // the responder went away
-            }
-        }
-    }
-
-    private func accept(_ frame: Frame) -> Frame {
-        let answer = spoolSubmission(frame)
-        count(answer.kind == .accepted ? "accepted" : "refused")
-        return answer
-    }
-
-    private func spoolSubmission(_ frame: Frame) -> Frame {
-        guard frame.kind == .submit else { return Frame(kind: .refused, payload: Array("bad-frame".utf8)) }
-        let notification: PushNotification
-        do {
-            notification = try PushNotification(json: frame.payload)
-        } catch {
-            logger.warning("refused an invalid notification", metadata: ["error": "\(error)"])
-            return Frame(kind: .refused, payload: Array("bad-notification".utf8))
-        }
-        do {
-            let entry = try spool.store(notification)
-            arrivals.withLock { $0.append(entry) }
-            return Frame(kind: .accepted, payload: Array(notification.id.utf8))
-        } catch is Spool.Full {
-            logger.warning("spool full; refusing notifications", metadata: ["spool.size": "\(spool.count)"])
-            return Frame(kind: .refused, payload: Array("spool-full".utf8))
-        } catch {
-            logger.error("cannot spool a notification", metadata: ["error": "\(error)"])
-            return Frame(kind: .refused, payload: Array("io-error".utf8))
-        }
+    /// Queues what `Ingest` made durable for delivery, in arrival order.
+    public func enqueue(_ entries: [SpoolEntry]) {
+        arrivals.withLock { $0.append(contentsOf: entries) }
     }
 
     // MARK: Delivery

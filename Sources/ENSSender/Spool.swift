@@ -5,10 +5,12 @@ import Synchronization
 
 /// The durable queue between "accepted" and "delivered": an append-only log.
 ///
-/// `store` appends a record to the current segment file in `<spool>/log` and returns
-/// only after fdatasync, so a responder's acknowledgement means the notification
-/// survives kill -9 and power loss. Concurrent stores share one fdatasync (group
-/// commit): a store whose record an earlier sync already covered does not sync again.
+/// `write` appends a record to the current segment file in `<spool>/log`; `commit`
+/// returns only after fdatasync, so a responder's acknowledgement (sent after it) means
+/// the notification survives kill -9 and power loss. One commit covers every record
+/// written before it (group commit): the ingest loop writes all the submissions that
+/// arrived together and syncs once; a `store` whose record an earlier sync already
+/// covered does not sync again.
 /// (One file per notification — write, fsync, rename, fsync the directory — cost an
 /// inode allocation and two fsyncs each and made ingest the bottleneck of delivery.)
 ///
@@ -129,8 +131,18 @@ public final class Spool: Sendable {
         }.sorted()
     }
 
-    /// Stores a notification durably; returns its entry.
-    public func store(_ notification: PushNotification) throws -> SpoolEntry {
+    /// Notifications written to the spool and not yet durable. `commit` makes them all
+    /// durable with one fdatasync per segment, however many there are: the ingest loop
+    /// writes every submission that arrived together, commits once, then acknowledges.
+    public struct Batch: Sendable {
+        public fileprivate(set) var entries: [SpoolEntry] = []
+        fileprivate var writes: [(writer: SpoolSegmentWriter, end: Int)] = []
+        public init() {}
+        public var isEmpty: Bool { entries.isEmpty }
+    }
+
+    /// Writes a notification into `batch`. Nothing may be acknowledged before `commit`.
+    public func write(_ notification: PushNotification, into batch: inout Batch) throws {
         let reserved = size.withLock { count -> Bool in
             guard count < capacity else { return false }
             count += 1
@@ -138,11 +150,38 @@ public final class Spool: Sendable {
         }
         guard reserved else { throw Full() }
         do {
-            return try append(notification.json)
+            let (writer, entry, end) = try writeRecord(notification.json)
+            batch.entries.append(entry)
+            batch.writes.append((writer, end))
         } catch {
             size.withLock { $0 -= 1 }  // not acknowledged: the submitter is told it failed
             throw error
         }
+    }
+
+    /// Makes every record in `batch` durable. If that fails, none of them counts as
+    /// spooled: their submitters are refused, and the records are marked done.
+    public func commit(_ batch: Batch) throws {
+        var furthest: [ObjectIdentifier: (writer: SpoolSegmentWriter, end: Int)] = [:]
+        for write in batch.writes {
+            let key = ObjectIdentifier(write.writer)
+            if write.end > furthest[key]?.end ?? 0 { furthest[key] = write }
+        }
+        do {
+            for (writer, end) in furthest.values { try writer.synchronize(through: end) }
+        } catch {
+            for entry in batch.entries { _ = markDone(entry) }
+            size.withLock { $0 -= batch.entries.count }
+            throw error
+        }
+    }
+
+    /// Stores one notification durably; returns its entry.
+    public func store(_ notification: PushNotification) throws -> SpoolEntry {
+        var batch = Batch()
+        try write(notification, into: &batch)
+        try commit(batch)
+        return batch.entries[0]
     }
 
     public func load(_ entry: SpoolEntry) throws -> PushNotification {
@@ -199,9 +238,22 @@ public final class Spool: Sendable {
         return moved
     }
 
-    /// Appends a record and returns once it is durable.
+    /// Appends a record and returns once it is durable (for `compact`).
     private func append(_ json: [UInt8]) throws -> SpoolEntry {
-        let (writer, entry, end) = try appender.withLock { appender in
+        let (writer, entry, end) = try writeRecord(json)
+        do {
+            try writer.synchronize(through: end)
+        } catch {
+            _ = markDone(entry)
+            throw error
+        }
+        return entry
+    }
+
+    /// Seals and writes a record to the current segment; returns where it went and the
+    /// segment's end after it. Durable only once the segment is synced through that end.
+    private func writeRecord(_ json: [UInt8]) throws -> (SpoolSegmentWriter, SpoolEntry, Int) {
+        try appender.withLock { appender in
             let writer = try writableSegment(&appender, adding: SpoolLayout.headerSize + AESGCMKey.nonceSize + json.count + AESGCMKey.tagSize)
             let offset = writer.end.load(ordering: .relaxed)
             let entry = SpoolEntry(segment: writer.number, offset: UInt32(offset))
@@ -218,13 +270,6 @@ public final class Spool: Sendable {
             state.withLock { _ = $0.live[entry.segment, default: []].insert(entry.offset) }
             return (writer, entry, offset + record.count)
         }
-        do {
-            try writer.synchronize(through: end)
-        } catch {
-            _ = markDone(entry)
-            throw error
-        }
-        return entry
     }
 
     /// Takes a record out of its segment's live set and writes its done mark; deletes the

@@ -11,8 +11,8 @@ struct ENSAPNs: ParsableCommand {
         commandName: "ens-apns",
         abstract: "ENS APNs sender: takes notifications from the responders on apns.socket, spools them durably and delivers them to APNs over HTTP/2.",
         discussion: """
-            A notification is acknowledged only once it is written, fsynced and renamed into \
-            apns.spool_dir; after a crash or restart the spool is replayed. SIGTERM stops \
+            A notification is acknowledged only once it is appended to the spool log in \
+            apns.spool_dir and fdatasynced; after a crash or restart the spool is replayed. SIGTERM stops \
             taking notifications, lets requests in flight finish, and exits 0.
 
             Exit status: 0 after a clean stop or a good --check, 1 on a configuration or start-up error.
@@ -48,6 +48,7 @@ struct ENSAPNs: ParsableCommand {
         Signals.block(Signals.shutdownSignals)
 
         let sender: Sender
+        let ingest: Ingest
         let listener: (fd: Int32, inode: UInt64)
         let metrics = MetricsRecorder(file: settings.metricsFile("apns"))
         do {
@@ -75,6 +76,7 @@ struct ENSAPNs: ParsableCommand {
                 metrics: metrics,
                 logger: logger
             )
+            ingest = try Ingest(listener: listener.fd, spool: spool, metrics: metrics, logger: logger, handOff: sender.enqueue)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             UnixSocket.unlinkIfOurs(path: settings.apnsSocket, inode: listener.inode)
@@ -88,21 +90,12 @@ struct ENSAPNs: ParsableCommand {
         let delivery = try OSThread.start(stackSize: 1 << 20) { sender.deliver() }
         let metricsLogger = logger
         let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger, refresh: sender.refreshGauges) }
-        let listenFD = listener.fd
-        let acceptor = try OSThread.start {
-            while let connection = FileDescriptor.accept(listenFD) {
-                if let worker = try? OSThread.start(stackSize: 256 * 1024, { sender.serve(connection: connection) }) {
-                    worker.detach()
-                } else {
-                    FileDescriptor.close(connection)
-                }
-            }
-        }
+        let intake = try OSThread.start { ingest.run() }
 
         let signal = Signals.wait(for: Signals.shutdownSignals)
         logger.info("sender stopping", metadata: ["signal": "\(Signals.name(signal))"])
-        FileDescriptor.shutdownListener(listener.fd)
-        acceptor.join()
+        ingest.stop()
+        intake.join()
         UnixSocket.unlinkIfOurs(path: settings.apnsSocket, inode: listener.inode)
         sender.stop()
         delivery.join()

@@ -350,6 +350,11 @@ class Simulator:
             sys.exit("apns_simulator: --auth-key must be a P-256 key")
         self.record = open(args.record, "a", encoding="utf-8")
         self.lock = threading.Lock()
+        # /wait sleeps on this until `accepted` reaches `wake_at`: a waiter that polled
+        # would take the GIL from the event loop it is measuring.
+        self.accepted_changed = threading.Condition(self.lock)
+        self.wait_targets = []
+        self.wake_at = None  # the smallest target of any waiter
         self.jwt_cache = {}  # JWT -> iat, or Reject for static checks (alg/kid/sig/iss)
         self.failures = {}   # lowercase token -> [status, reason, remaining or None]
         self.reset()
@@ -360,6 +365,20 @@ class Simulator:
             self.failures.clear()
             self.accepted, self.rejected = 0, Counter()
             self.jwts, self.connections = set(), 0
+
+    def wait_for(self, accepted, seconds):
+        """Waits until `accepted` requests were accepted (or `seconds` passed); returns stats()."""
+        deadline = time.monotonic() + seconds
+        with self.lock:
+            self.wait_targets.append(accepted)
+            self.wake_at = min(self.wait_targets)
+            try:
+                while self.accepted < accepted and (left := deadline - time.monotonic()) > 0:
+                    self.accepted_changed.wait(left)
+            finally:
+                self.wait_targets.remove(accepted)
+                self.wake_at = min(self.wait_targets, default=None)
+        return self.stats()
 
     def stats(self):
         with self.lock:
@@ -437,6 +456,8 @@ class Simulator:
             return r.status, apns_id, json.dumps(reply, separators=(",", ":")).encode()
         with self.lock:
             self.accepted += 1
+            if self.wake_at is not None and self.accepted >= self.wake_at:
+                self.accepted_changed.notify_all()
             self.jwts.add(jwt)
             self.record.write(json.dumps(record) + "\n")
             self.record.flush()
@@ -546,10 +567,7 @@ def control_server(sim, port):
             if match:
                 # A benchmark waits here instead of polling /stats from a shell loop,
                 # which would take CPU from what it measures.
-                deadline = time.monotonic() + int(match.group(2))
-                while sim.stats()["accepted"] < int(match.group(1)) and time.monotonic() < deadline:
-                    time.sleep(0.005)
-                return self.reply(200, sim.stats())
+                return self.reply(200, sim.wait_for(int(match.group(1)), int(match.group(2))))
             self.reply(404, {"error": "not found"})
 
         def do_POST(self):
