@@ -212,6 +212,29 @@ import Testing
         }
     }
 
+    /// The ingest loop's group commit: writes spanning segments, one commit, all durable.
+    @Test func aBatchSpanningSegmentsIsDurableAfterOneCommit() throws {
+        try withTemporaryDirectory { url in
+            let path = url.path + "/spool"
+            let key = try AESGCMKey.random()
+            let spool = try Spool(directory: path, masterKey: key, capacity: 40, segmentLimit: Self.smallSegments)
+            var batch = Spool.Batch()
+            #expect(batch.isEmpty)
+            for index in 0..<40 { try spool.write(try Self.notification(index), into: &batch) }
+            #expect(throws: Spool.Full.self) { try spool.write(try Self.notification(40), into: &batch) }
+            #expect(batch.entries.count == 40)
+            #expect(Set(batch.entries.map(\.segment)).count > 1)  // several segments, each synced once
+            #expect(spool.count == 40)
+            try spool.commit(batch)
+            #expect(spool.pending() == batch.entries)
+            let reopened = try Spool(directory: path, masterKey: key, capacity: 40, segmentLimit: Self.smallSegments)
+            #expect(reopened.pending() == batch.entries)
+            for (index, entry) in batch.entries.enumerated() {
+                #expect(try reopened.load(entry) == (try Self.notification(index)))
+            }
+        }
+    }
+
     // MARK: Reopening (a restart, or a crash)
 
     @Test func reopeningReplaysWhatIsNotDone() throws {

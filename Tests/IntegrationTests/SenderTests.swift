@@ -1,7 +1,9 @@
 import ENSCore
+import ENSSender
 import Foundation
 import MariaDB
 import POSIX
+import Synchronization
 import Testing
 
 /// ens-apns end to end: Unix socket → durable spool → HTTP/2 → the APNs simulator.
@@ -92,6 +94,86 @@ struct SenderTests {
             #expect(try decoder.next()?.kind == .refused)
         }
         #expect(try client.submit(Self.notification(token: TestSecrets.apnsToken())) == .accepted)
+    }
+
+    /// Reads frames from `fd` until `count` arrived (or the sender hung up).
+    static func readAnswers(_ fd: Int32, count: Int) throws -> [Frame] {
+        var decoder = FrameDecoder()
+        var frames: [Frame] = []
+        while frames.count < count {
+            let bytes = try FileDescriptor.read(fd)
+            if bytes.isEmpty { break }
+            decoder.append(bytes)
+            while let frame = try decoder.next() { frames.append(frame) }
+        }
+        return frames
+    }
+
+    /// Frames sent together are answered in the order they came, each on its own
+    /// merits; a malformed one is answered and then the connection is closed.
+    @Test func framesSentTogetherAreAnsweredInOrder() throws {
+        let first = Self.notification(token: TestSecrets.apnsToken())
+        var invalid = Self.notification(token: TestSecrets.apnsToken())
+        invalid.payload = Array(#"{"no-aps":1}"#.utf8)
+        let last = Self.notification(token: TestSecrets.apnsToken())
+        let fd = try UnixSocket.connect(path: client.socketPath)
+        defer { FileDescriptor.close(fd) }
+        FileDescriptor.setTimeouts(fd, milliseconds: 10_000)
+        let together = [first, invalid, last].flatMap { Frame(kind: .submit, payload: $0.json).encoded }
+        try FileDescriptor.writeAll(fd, together + Array("garbage!".utf8))
+        let answers = try Self.readAnswers(fd, count: 5)
+        #expect(answers == [
+            Frame(kind: .accepted, payload: Array(first.id.utf8)),
+            Frame(kind: .refused, payload: Array("bad-notification".utf8)),
+            Frame(kind: .accepted, payload: Array(last.id.utf8)),
+            Frame(kind: .refused, payload: Array("bad-frame".utf8)),
+        ])
+        #expect(try FileDescriptor.read(fd).isEmpty)  // hung up after the malformed frame
+        #expect(waitForAccepted([first.id, last.id], within: 10))
+    }
+
+    /// A responder that sends without reading its answers is not read from until it
+    /// does; everyone else is served meanwhile, and nothing it sent is lost.
+    @Test func aResponderThatDoesNotReadDoesNotHoldUpOthers() throws {
+        let flood = (0..<12_000).map { _ in Self.notification(token: TestSecrets.apnsToken(), pushType: .background) }
+        let bytes = flood.flatMap { Frame(kind: .submit, payload: $0.json).encoded }
+        let fd = try UnixSocket.connect(path: client.socketPath)
+        defer { FileDescriptor.close(fd) }
+        FileDescriptor.setTimeouts(fd, milliseconds: 20_000)
+        // Written from another thread: its answers (480 KB) outgrow the socket buffers, so
+        // the sender stops reading it and this write blocks until the answers are read.
+        let written = Atomic<Bool>(false)
+        let writer = try OSThread.start {
+            try? FileDescriptor.writeAll(fd, bytes)
+            written.store(true, ordering: .releasing)
+        }
+        sleepMilliseconds(1000)
+        let other = Self.notification(token: TestSecrets.apnsToken())
+        #expect(try client.submit(other) == .accepted)
+        let stillWriting = !written.load(ordering: .acquiring)
+        #expect(stillWriting)  // held back, and yet the other responder was served
+        let answers = try Self.readAnswers(fd, count: flood.count)
+        writer.join()
+        #expect(answers.count == flood.count)
+        #expect(answers.map(\.payload) == flood.map { Array($0.id.utf8) })
+        #expect(answers.allSatisfy { $0.kind == .accepted })
+        #expect(waitForAccepted(Set(flood.map(\.id)).union([other.id]), within: 30))
+    }
+
+    @Test func beyondTheConnectionLimitANewConnectionIsToldBusy() throws {
+        var held: [Int32] = []
+        defer { held.forEach(FileDescriptor.close) }
+        for _ in 0..<Ingest.maximumConnections { held.append(try UnixSocket.connect(path: client.socketPath)) }
+        // Accepted in the order they connected, so this one comes after all of the above.
+        let extra = try UnixSocket.connect(path: client.socketPath)
+        defer { FileDescriptor.close(extra) }
+        FileDescriptor.setTimeouts(extra, milliseconds: 10_000)
+        #expect(try Self.readAnswers(extra, count: 1) == [Frame(kind: .refused, payload: Array("busy".utf8))])
+        held.forEach(FileDescriptor.close)
+        held = []
+        #expect(TestStack.eventually(within: 10) {
+            (try? client.submit(Self.notification(token: TestSecrets.apnsToken()))) == .accepted
+        })
     }
 
     @Test func aRejectedTokenIsDisabledAndARegistrationEnablesItAgain() throws {

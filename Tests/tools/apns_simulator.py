@@ -8,7 +8,7 @@ Usage:
 
 Transport: HTTP/2 over TLS (1.2 or later) on 127.0.0.1:P with CERT/KEY as the server
 certificate. ALPN must select "h2"; a client that does not offer it is disconnected.
-One thread per connection; SETTINGS_MAX_CONCURRENT_STREAMS is 1000 (exceeding it is a
+One event loop serves every connection; SETTINGS_MAX_CONCURRENT_STREAMS is 1000 (exceeding it is a
 protocol error and ends the connection); receive windows are 1 MiB per stream and grow
 the connection window by 16 MiB, and received data is acknowledged as it arrives.
 PING is answered. A malformed connection only ends that connection. When both ports

@@ -325,6 +325,24 @@ def run_checks(port, cport, cafile, record, key):
     stats = control(cport, "GET", "/stats")
     expect("stats after reset", (stats["accepted"], stats["rejected"], stats["distinct_jwts"]), (1, {}, 1))
 
+    # /wait: answers at once when the count is reached, after the timeout when it is not,
+    # and as soon as requests arriving meanwhile reach it
+    t0 = time.time()
+    expect("wait already reached", control(cport, "GET", "/wait?accepted=1&timeout=5")["accepted"], 1)
+    expect("wait already reached is immediate", time.time() - t0 < 1, True)
+    t0 = time.time()
+    expect("wait timed out", control(cport, "GET", "/wait?accepted=3&timeout=1")["accepted"], 1)
+    expect("wait timeout honoured", 0.9 < time.time() - t0 < 3, True)
+    waited = {}
+    waiter = threading.Thread(target=lambda: waited.update(control(cport, "GET", "/wait?accepted=3&timeout=20")))
+    t0 = time.time()
+    waiter.start()
+    time.sleep(0.3)
+    for _ in range(2):
+        c.request(push_headers(jwt), ALERT)
+    waiter.join(timeout=25)
+    expect("wait woken by arrivals", (waited.get("accepted"), time.time() - t0 < 5), (3, True))
+
     # concurrency and flow control: 20 MB on one connection (more than any initial window),
     # 500 streams in flight at a time, and 20 connections at once
     body = json.dumps({"aps": {"alert": "x"}, "pad": "p" * 3900}).encode()
@@ -394,7 +412,7 @@ def run_checks(port, cport, cafile, record, key):
         if stats["open_connections"] == 0:
             break
         time.sleep(0.05)
-    expect("final accepted", stats["accepted"], 1 + 5000 + 2000 + 1 + 1)
+    expect("final accepted", stats["accepted"], 1 + 2 + 5000 + 2000 + 1 + 1)
     expect("no stray connections", stats["open_connections"], 0)
 
 
