@@ -96,14 +96,18 @@ def main(count):
         values.sort()
         print(f"B7 result: {kind:10s} median {statistics.median(values):7.0f} us  p90 {values[int(len(values) * 0.9)]:7.0f} us")
     failures = [k for k in kinds if kinds[k][1] == 400]
-    worst = 1.0
+    worst, pairs = 1.0, 0
     for i, a in enumerate(failures):
         for b in failures[i + 1:]:
             d, p = ks(samples[a], samples[b])
-            worst = min(worst, p)
+            worst, pairs = min(worst, p), pairs + 1
             print(f"B7 result: KS {a} vs {b}: D={d:.3f} p={p:.3f}")
-    print(f"B7 result: smallest p-value between failure kinds {worst:.3f} "
-          f"({'indistinguishable at the 1% level' if worst > 0.01 else 'DISTINGUISHABLE at the 1% level'})")
+    # Fifteen tests at once: by chance alone, one of them falls under 1% in about one
+    # run in seven. Bonferroni keeps the chance of a false alarm over all of them at 1%.
+    threshold = 0.01 / pairs
+    print(f"B7 result: smallest p-value between failure kinds {worst:.4f} over {pairs} pairs "
+          f"({'indistinguishable' if worst > threshold else 'DISTINGUISHABLE'} at the 1% level, "
+          f"Bonferroni: each pair against {threshold:.5f})")
     return 0 if len(bodies) == 1 else 1
 
 

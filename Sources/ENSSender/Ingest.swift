@@ -78,7 +78,9 @@ public final class Ingest: @unchecked Sendable {
                     acceptPending = true
                     continue
                 }
-                if event.writable { flush(event.fd) }
+                // A hang-up is reported to a connection waiting to write as well: the
+                // failed write then ends it instead of the event coming back every turn.
+                if event.writable || clients[event.fd]?.waitingToWrite == true { flush(event.fd) }
                 if event.readable { receive(event.fd, now: now, into: &batch, answering: &answers) }
             }
             settle(batch, answers)
@@ -132,7 +134,7 @@ public final class Ingest: @unchecked Sendable {
     /// One read from `fd`; every complete frame in it gets an answer (or a spool write
     /// whose answer waits for the commit).
     private func receive(_ fd: Int32, now: UInt64, into batch: inout Spool.Batch, answering answers: inout [(fd: Int32, answer: Answer)]) {
-        guard var client = clients[fd], !client.hangUpWhenFlushed else { return }
+        guard var client = clients[fd], !client.hangUpWhenFlushed, !client.waitingToWrite else { return }
         defer { clients[fd] = client }
         let outcome: FileDescriptor.ReadOutcome
         do {

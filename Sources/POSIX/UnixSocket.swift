@@ -109,9 +109,6 @@ public enum UnixSocket {
 public enum FileDescriptor {
     public static func close(_ fd: Int32) { _ = Glibc.close(fd) }
 
-    /// Shuts a listening socket down so that threads blocked in accept() on it return.
-    public static func shutdownListener(_ fd: Int32) { _ = shutdown(fd, Int32(SHUT_RDWR)) }
-
     /// Clears FD_CLOEXEC so that a spawned child inherits `fd`.
     public static func setInheritable(_ fd: Int32) {
         let flags = fcntl(fd, F_GETFD)
@@ -153,13 +150,5 @@ extension FileDescriptor {
         var timeout = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    /// Accepts a connection on a listening socket (blocking); nil when interrupted or shut down.
-    public static func accept(_ fd: Int32) -> Int32? {
-        let connection = Glibc.accept(fd, nil, nil)
-        guard connection >= 0 else { return nil }
-        _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-        return connection
     }
 }
