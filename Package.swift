@@ -113,7 +113,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX"],
+            dependencies: ["ENSCore", "ENSSender", "Curl", "MariaDB", "OpenSSL", "POSIX"],
             swiftSettings: swiftSettings
         ),
     ]

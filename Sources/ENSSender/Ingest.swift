@@ -44,6 +44,10 @@ public final class Ingest: @unchecked Sendable {
     private let poller: Poller
     private let stopping = Atomic<Bool>(false)
     private var clients: [Int32: Client] = [:]
+    /// Refusals for a full spool since the last log line about them: a full spool under
+    /// load refuses thousands a second, and one line every 10 s says as much.
+    private var spoolFullRefusals = 0
+    private var spoolFullLogged: UInt64 = 0
 
     /// Serves `listener` (made non-blocking here); `handOff` receives what each commit
     /// made durable, in arrival order, before anyone is told it was accepted.
@@ -91,6 +95,11 @@ public final class Ingest: @unchecked Sendable {
             if now - lastSweep >= 1000 {
                 lastSweep = now
                 for (fd, client) in clients where now - client.lastActive > Self.idleMilliseconds { close(fd) }
+            }
+            if spoolFullRefusals > 0 && (spoolFullLogged == 0 || now - spoolFullLogged >= 10_000) {
+                logger.warning("spool full; refusing notifications", metadata: ["spool.size": "\(spool.count)", "refused": "\(spoolFullRefusals)"])
+                spoolFullRefusals = 0
+                spoolFullLogged = now
             }
         }
         for fd in Array(clients.keys) { close(fd) }
@@ -177,7 +186,7 @@ public final class Ingest: @unchecked Sendable {
             try spool.write(notification, into: &batch)
             return .spooled(id: notification.id)
         } catch is Spool.Full {
-            logger.warning("spool full; refusing notifications", metadata: ["spool.size": "\(spool.count)"])
+            spoolFullRefusals += 1
             return .refused("spool-full")
         } catch {
             logger.error("cannot spool a notification", metadata: ["error": "\(error)"])
