@@ -48,6 +48,7 @@ public final class Ingest: @unchecked Sendable {
     /// load refuses thousands a second, and one line every 10 s says as much.
     private var spoolFullRefusals = 0
     private var spoolFullLogged: UInt64 = 0
+    private var acceptFailureLogged: UInt64 = 0
 
     /// Serves `listener` (made non-blocking here); `handOff` receives what each commit
     /// made durable, in arrival order, before anyone is told it was accepted.
@@ -69,6 +70,7 @@ public final class Ingest: @unchecked Sendable {
         poller.wake()
     }
 
+    /// Serves the socket until `stop()`; run it on a thread of its own.
     public func run() {
         var lastSweep = MonotonicClock.milliseconds()
         while !stopping.load(ordering: .acquiring) {
@@ -114,7 +116,13 @@ public final class Ingest: @unchecked Sendable {
                 guard let accepted = try FileDescriptor.acceptPending(listener) else { return }
                 fd = accepted
             } catch {
-                logger.error("cannot accept a responder connection", metadata: ["error": "\(error)"])
+                // Out of descriptors, say: the listener stays readable, so back off
+                // instead of spinning on it, and say so once every 10 s at most.
+                if acceptFailureLogged == 0 || now - acceptFailureLogged >= 10_000 {
+                    logger.error("cannot accept a responder connection", metadata: ["error": "\(error)"])
+                    acceptFailureLogged = now
+                }
+                sleepMilliseconds(10)
                 return
             }
             guard clients.count < Self.maximumConnections else {
