@@ -45,7 +45,8 @@ let package = Package(
         .target(name: "MariaDB", dependencies: ["CMariaDB"], path: "Modules/MariaDB", swiftSettings: swiftSettings),
         .target(name: "OpenSSL", dependencies: ["COpenSSL"], path: "Modules/OpenSSL", swiftSettings: swiftSettings),
         .target(name: "Curl", dependencies: ["CCurl"], path: "Modules/Curl", swiftSettings: swiftSettings),
-        .target(name: "POSIX", path: "Modules/POSIX", swiftSettings: swiftSettings),
+        .systemLibrary(name: "CLinux", path: "Modules/CLinux"),
+        .target(name: "POSIX", dependencies: ["CLinux"], path: "Modules/POSIX", swiftSettings: swiftSettings),
         .target(
             name: "ENSCore",
             dependencies: ["OpenSSL", "MariaDB", "POSIX", .product(name: "Logging", package: "swift-log")],
