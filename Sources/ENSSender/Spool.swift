@@ -135,10 +135,11 @@ public final class Spool: Sendable {
     /// durable with one fdatasync per segment, however many there are: the ingest loop
     /// writes every submission that arrived together, commits once, then acknowledges.
     public struct Batch: Sendable {
-        public fileprivate(set) var entries: [SpoolEntry] = []
-        fileprivate var writes: [(writer: SpoolSegmentWriter, end: Int)] = []
+        /// Each record written: where it went, and the end of its segment after it.
+        fileprivate var writes: [(entry: SpoolEntry, writer: SpoolSegmentWriter, end: Int)] = []
         public init() {}
-        public var isEmpty: Bool { entries.isEmpty }
+        public var entries: [SpoolEntry] { writes.map(\.entry) }
+        public var isEmpty: Bool { writes.isEmpty }
     }
 
     /// Writes a notification into `batch`. Nothing may be acknowledged before `commit`.
@@ -151,8 +152,7 @@ public final class Spool: Sendable {
         guard reserved else { throw Full() }
         do {
             let (writer, entry, end) = try writeRecord(notification.json)
-            batch.entries.append(entry)
-            batch.writes.append((writer, end))
+            batch.writes.append((entry, writer, end))
         } catch {
             size.withLock { $0 -= 1 }  // not acknowledged: the submitter is told it failed
             throw error
@@ -165,13 +165,13 @@ public final class Spool: Sendable {
         var furthest: [ObjectIdentifier: (writer: SpoolSegmentWriter, end: Int)] = [:]
         for write in batch.writes {
             let key = ObjectIdentifier(write.writer)
-            if write.end > furthest[key]?.end ?? 0 { furthest[key] = write }
+            if write.end > furthest[key]?.end ?? 0 { furthest[key] = (write.writer, write.end) }
         }
         do {
             for (writer, end) in furthest.values { try writer.synchronize(through: end) }
         } catch {
-            for entry in batch.entries { _ = markDone(entry) }
-            size.withLock { $0 -= batch.entries.count }
+            for write in batch.writes { _ = markDone(write.entry) }
+            size.withLock { $0 -= batch.writes.count }
             throw error
         }
     }
