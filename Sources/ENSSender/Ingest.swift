@@ -19,6 +19,8 @@ public final class Ingest: @unchecked Sendable {
     // @unchecked: everything but `stopping` and the poller belongs to the thread in `run`.
     public static let maximumConnections = 256
     static let idleMilliseconds: UInt64 = 30_000
+    static let acceptedKey = MetricsText.key("ens_apns_notifications_total", [("outcome", "accepted")])
+    static let refusedKey = MetricsText.key("ens_apns_notifications_total", [("outcome", "refused")])
 
     private struct Client {
         var decoder = FrameDecoder()
@@ -218,6 +220,7 @@ public final class Ingest: @unchecked Sendable {
             }
         }
         var answered: Set<Int32> = []
+        var accepted = 0
         for (fd, answer) in answers {
             let frame: Frame
             switch answer {
@@ -228,11 +231,14 @@ public final class Ingest: @unchecked Sendable {
             case .refused(let reason):
                 frame = Frame(kind: .refused, payload: Array(reason.utf8))
             }
-            metrics.add(MetricsText.key("ens_apns_notifications_total", [("outcome", frame.kind == .accepted ? "accepted" : "refused")]))
+            if frame.kind == .accepted { accepted += 1 }
             guard clients[fd] != nil else { continue }
             clients[fd]!.unsent += frame.encoded
             answered.insert(fd)
         }
+        // Counted once a turn: the metric's key is a string built per call.
+        if accepted > 0 { metrics.add(Self.acceptedKey, Double(accepted)) }
+        if answers.count > accepted { metrics.add(Self.refusedKey, Double(answers.count - accepted)) }
         for fd in answered { flush(fd) }
     }
 
