@@ -71,7 +71,7 @@ public final class Poller: @unchecked Sendable {
         guard count > 0 else { return [] }
         var events: [Event] = []
         events.reserveCapacity(Int(count))
-        let readableMask = EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue
+        let readableMask = EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue
         for event in raw[0..<Int(count)] {
             if event.data.fd == wakeFD {
                 var value: UInt64 = 0
