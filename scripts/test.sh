@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # make test: unit and integration tests. Starts a private stack (var/test, port 18443)
 # from the debug build, runs `swift test`, and always tears the stack down.
+# ENS_TEST_FILTER=REGEX runs only the matching tests (swift test --filter) and skips the
+# simulator self-tests, Schemathesis and the secret scan: for working on one area; a
+# full run is the only verdict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ENS_VAR=$PWD/var/test ENS_PORT=${ENS_TEST_PORT:-18443} ENS_BIN=$PWD/.build/debug
@@ -17,6 +20,10 @@ trap 'scripts/stack.sh down' EXIT
 scripts/stack.sh up
 export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
 set +e
+if [ -n "${ENS_TEST_FILTER:-}" ]; then
+  swift test --skip-build --no-parallel --filter "$ENS_TEST_FILTER" 2>&1 | tee "$ENS_VAR/swift-test.out"
+  exit "${PIPESTATUS[0]}"
+fi
 swift test --skip-build --no-parallel 2>&1 | tee "$ENS_VAR/swift-test.out"
 status=${PIPESTATUS[0]}
 # The simulators the integration tests trust are themselves checked (strictness,
