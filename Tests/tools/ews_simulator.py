@@ -182,10 +182,21 @@ EWS (POST https://<any host>/EWS/Exchange.asmx, path case-insensitive; other met
   GetFolder: m:GetFolder holds exactly m:FolderShape (as ItemShape) then m:FolderIds
   with 1+ of t:DistinguishedFolderId Id="inbox" (other Ids -> ErrorSchemaValidation) or
   t:FolderId Id=<the inbox's id> (another Id -> response message ErrorFolderNotFound).
+  A DistinguishedFolderId may hold one t:Mailbox with one t:EmailAddress (any other
+  child -> ErrorSchemaValidation): the authenticated mailbox's own address (any case),
+  or any address of a redirect-addr domain whose target it is (a proxy address), opens it; another existing mailbox's -> response message ErrorAccessDenied (no
+  delegation is simulated); an unknown address -> ErrorNonExistentMailbox.
   Success: m:Folders/t:Folder with t:FolderId Id ChangeKey, then for Default/AllProperties
   (for IdOnly: the folder:* FieldURIs named) t:DisplayName Inbox, t:TotalCount,
   t:ChildFolderCount 0, t:UnreadCount. "unread" starts at the mailbox's value; TotalCount
   starts equal to it; each new mail adds one to both.
+
+HOSTILE EWS: a domain in mode "hostile" plays an attacker's own Exchange. EWS requests to
+  that domain or any host under it accept any credentials (none needed) and answer every
+  well-formed Subscribe with a new subscription id and watermark and every GetFolder with
+  an Inbox of 0 unread, for any mailbox named; nothing is delivered from it. Its requests
+  are recorded like any others (operation, auth, host), so a test can tell whether ENS
+  ever sent it a Subscribe.
 
 FAILURE INJECTION: POST /fail {"operation": "Subscribe"|"GetItem"|"GetFolder"|
   "Autodiscover", "status"?: 400..599, "responseCode"?: s, "delayMs"?: n,
@@ -328,9 +339,9 @@ DEFAULT_VERSIONS = ["Exchange2007_SP1", "Exchange2010", "Exchange2010_SP1", "Exc
 AD_VERSIONS = {"Exchange2010", "Exchange2010_SP1", "Exchange2010_SP2", "Exchange2013",
                "Exchange2013_SP1"}
 DEFAULT_DOMAINS = ("example.test,pox.test,soap.test,redirect.test,addr.test,loop.test,"
-                   "nowhere.test,bench.test")
+                   "nowhere.test,bench.test,evil.test")
 MODES = {"pox-root", "pox-autodiscover", "soap", "http-redirect", "redirect-addr",
-         "redirect-loop", "none"}
+         "redirect-loop", "none", "hostile"}
 EVENT_TYPES = {"NewMailEvent", "CreatedEvent", "DeletedEvent", "ModifiedEvent", "MovedEvent",
                "CopiedEvent", "FreeBusyChangedEvent"}
 SHAPES = {"IdOnly", "Default", "AllProperties"}
@@ -905,6 +916,10 @@ class Simulator:
     def ews(self, h, body, rec):
         kind, mailbox = self.authenticate(h.headers, h.fingerprint)
         rec["auth"] = kind
+        hostile = self.domains.get(self.site_of(rec["host"])[0], ("none", None))[0] == "hostile"
+        if hostile:
+            mailbox = Mailbox("victim@hostile.invalid")
+            mailbox.versions = set(KNOWN_VERSIONS)
         if mailbox is None:
             raise Bad(401, headers=AUTH_CHALLENGE)
         mt, params = media_type(h.headers.get("Content-Type"))
@@ -955,12 +970,14 @@ class Simulator:
         if version not in mailbox.versions:
             raise fault("ErrorInvalidServerVersion")
         try:
+            if hostile and name == "Subscribe":
+                return self.hostile_subscribe(op)
             if name == "Subscribe":
                 return self.subscribe(op, rec, mailbox, version)
             if name == "GetItem":
                 return self.get_item(op, mailbox)
             if name == "GetFolder":
-                return self.get_folder(op, mailbox)
+                return self.get_folder(op, mailbox, hostile=hostile)
         except SchemaError as e:
             raise fault("ErrorSchemaValidation", f"The request failed schema validation: {e}")
         raise fault("ErrorInvalidRequest", f"The request is invalid: {name} is not supported"
@@ -1117,7 +1134,37 @@ class Simulator:
                             '</t:Message></m:Items></m:GetItemResponseMessage>')
         return 200, ews_answer("GetItem", messages), XML_CT
 
-    def get_folder(self, op, mailbox):
+    @staticmethod
+    def hostile_subscribe(op):
+        if not len(op) or op[0].tag != f"{{{NS_M}}}PushSubscriptionRequest":
+            raise SchemaError("m:Subscribe must hold exactly one m:PushSubscriptionRequest")
+        message = ('<m:SubscribeResponseMessage ResponseClass="Success"><m:ResponseCode>NoError'
+                   f'</m:ResponseCode><m:SubscriptionId>{rand_b64(24)}</m:SubscriptionId>'
+                   f'<m:Watermark>{rand_b64(30)}</m:Watermark></m:SubscribeResponseMessage>')
+        return 200, ews_answer("Subscribe", [message]), XML_CT
+
+    def mailbox_access(self, folder, mailbox, hostile):
+        """None when a DistinguishedFolderId's optional t:Mailbox is one the credentials
+        may open, else the EWS error code."""
+        boxes = children(folder)
+        if not boxes:
+            return None
+        addresses = children(boxes[0]) if len(boxes) == 1 and boxes[0].tag == f"{{{NS_T}}}Mailbox" else []
+        if len(addresses) != 1 or addresses[0].tag != f"{{{NS_T}}}EmailAddress":
+            raise SchemaError("t:DistinguishedFolderId may hold one t:Mailbox with one t:EmailAddress")
+        address = (addresses[0].text or "").strip().lower()
+        # Every address of a redirect-addr domain is a proxy address of its target's
+        # mailbox (as Autodiscover there says), and Exchange resolves proxy addresses.
+        mode, target = self.domains.get(address.rpartition("@")[2], ("none", None))
+        if mode == "redirect-addr" and target:
+            address = target.lower()
+        if hostile or address == mailbox.email:
+            return None
+        with self.lock:
+            known = address in self.mailboxes
+        return "ErrorAccessDenied" if known else "ErrorNonExistentMailbox"
+
+    def get_folder(self, op, mailbox, hostile=False):
         kids = children(op)
         if [k.tag for k in kids] != [f"{{{NS_M}}}FolderShape", f"{{{NS_M}}}FolderIds"]:
             raise SchemaError("m:GetFolder must hold m:FolderShape and m:FolderIds")
@@ -1127,8 +1174,8 @@ class Simulator:
             raise SchemaError("m:FolderIds is empty")
         found = []
         for f in ids:
-            if f.tag == f"{{{NS_T}}}DistinguishedFolderId" and f.get("Id") == "inbox" and not len(f):
-                found.append(True)
+            if f.tag == f"{{{NS_T}}}DistinguishedFolderId" and f.get("Id") == "inbox":
+                found.append(self.mailbox_access(f, mailbox, hostile) or True)
             elif f.tag == f"{{{NS_T}}}FolderId" and f.get("Id"):
                 found.append(f.get("Id") == mailbox.inbox_id)
             else:
@@ -1150,9 +1197,10 @@ class Simulator:
         folder = ('<m:GetFolderResponseMessage ResponseClass="Success"><m:ResponseCode>NoError'
                   f'</m:ResponseCode><m:Folders><t:Folder>{"".join(parts)}</t:Folder></m:Folders>'
                   '</m:GetFolderResponseMessage>')
-        missing = error_message("GetFolderResponseMessage", "ErrorFolderNotFound",
-                                extra="<m:Folders />")
-        return 200, ews_answer("GetFolder", [folder if ok else missing for ok in found]), XML_CT
+        def refused(code):
+            return error_message("GetFolderResponseMessage", code, extra="<m:Folders />")
+        return 200, ews_answer("GetFolder", [folder if ok is True else refused(ok or "ErrorFolderNotFound")
+                                             for ok in found]), XML_CT
 
     # -- plain HTTP (Autodiscover redirect method) -----------------------------------
     def handle_http(self, h, body, rec):

@@ -602,6 +602,34 @@ def scenario(tls_dir, rx, port, http_port, control_port, log_path):
     inbox_id = folder.find(f"{{{T}}}FolderId").get("Id")
     check(inbox_id and folder.find(f"{{{T}}}FolderId").get("ChangeKey"), "FolderId Id/ChangeKey")
     sock = conn.sock
+    # An explicit t:Mailbox opens only the authenticated mailbox (no delegation).
+    def inbox_of(address):
+        return GET_FOLDER.replace('<t:DistinguishedFolderId Id="inbox"/>',
+                                  '<t:DistinguishedFolderId Id="inbox"><t:Mailbox><t:EmailAddress>'
+                                  f'{address}</t:EmailAddress></t:Mailbox></t:DistinguishedFolderId>')
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(inbox_of("ALICE@example.test")), ALICE)
+    check(st == 200 and [response_code(m) for m in messages(body, "GetFolder")] == ["NoError"],
+          "GetFolder of the authenticated mailbox by address")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(inbox_of("max@example.test")), ALICE)
+    check([response_code(m) for m in messages(body, "GetFolder")] == ["ErrorAccessDenied"],
+          "GetFolder of another mailbox -> ErrorAccessDenied")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(inbox_of("ghost@example.test")), ALICE)
+    check([response_code(m) for m in messages(body, "GetFolder")] == ["ErrorNonExistentMailbox"],
+          "GetFolder of an unknown mailbox -> ErrorNonExistentMailbox")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(inbox_of("x").replace(
+        "<t:EmailAddress>x</t:EmailAddress>", "<t:Name>x</t:Name>")), ALICE)
+    check(fault_code(body) == "ErrorSchemaValidation", "t:Mailbox without t:EmailAddress -> schema fault")
+    # A hostile domain plays an attacker's EWS: any credentials, any mailbox, Subscribe OK.
+    sim.ok("/domains", {"domain": "evil.test", "mode": "hostile"})
+    st, _, body, _ = sim.post("mail.evil.test", EWS, envelope(inbox_of("max@example.test")),
+                              {"Authorization": basic("junk", "junk")})
+    check(st == 200 and [response_code(m) for m in messages(body, "GetFolder")] == ["NoError"],
+          "hostile EWS answers GetFolder for anyone")
+    st, _, body, _ = sim.post("mail.evil.test", EWS, envelope(subscribe_op("https://127.0.0.1/ews/x")), {})
+    check(st == 200 and [response_code(m) for m in messages(body, "Subscribe")] == ["NoError"],
+          "hostile EWS answers Subscribe without credentials")
+    st, _, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER), {"Authorization": basic("junk", "junk")})
+    check(st == 401, "a hostile domain changes nothing for other hosts")
     st, _, body, conn = sim.post("mail.example.test", EWS, envelope(
         GET_FOLDER.replace('<t:DistinguishedFolderId Id="inbox"/>', f'<t:FolderId Id="{inbox_id}"/>'
                            '<t:FolderId Id="AAAA"/>')), ALICE)
