@@ -89,6 +89,11 @@ public struct ENSConfiguration: Sendable {
     public var exchangeAutodiscoverCacheHours = 24
     /// How long APNs should keep trying to deliver a new-mail notification.
     public var exchangeNotificationTTLSeconds = 86400
+    /// Failed proofs of possession (credentials Exchange refused, or an EWS endpoint
+    /// that is not the mailbox's) a record takes per window before registrations for it
+    /// are answered 429 without contacting Exchange: ENS is no password-guessing oracle.
+    public var exchangeProofFailureLimit = 5
+    public var exchangeProofWindowSeconds = 900
 
     // SEG policy service
     /// Empty: no policy service, every device may receive mail.
@@ -162,6 +167,8 @@ public struct ENSConfiguration: Sendable {
         "exchange.timeout_ms": { config, key, value throws(ConfigError) in config.exchangeTimeoutMilliseconds = try integer(key, value, 500...120_000) },
         "exchange.item_timeout_ms": { config, key, value throws(ConfigError) in config.exchangeItemTimeoutMilliseconds = try integer(key, value, 100...60000) },
         "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheHours = try integer(key, value, 0...720) },
+        "exchange.proof_failure_limit": { config, key, value throws(ConfigError) in config.exchangeProofFailureLimit = try integer(key, value, 1...1000) },
+        "exchange.proof_window_seconds": { config, key, value throws(ConfigError) in config.exchangeProofWindowSeconds = try integer(key, value, 10...86400) },
         "exchange.notification_ttl_seconds": { config, key, value throws(ConfigError) in config.exchangeNotificationTTLSeconds = try integer(key, value, 0...2_592_000) },
         "policy.url": { config, key, value throws(ConfigError) in config.policyURL = value.isEmpty ? "" : try httpURL(key, value) },
         "policy.ca_file": { config, key, value throws(ConfigError) in config.policyCAFile = value.isEmpty ? nil : try path(key, value) },

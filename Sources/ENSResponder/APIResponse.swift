@@ -23,6 +23,7 @@ public enum ResponseCode: String, Sendable {
     case methodNotAllowed = "MethodNotAllowed"
     case payloadTooLarge = "PayloadTooLarge"
     case unsupportedMediaType = "UnsupportedMediaType"
+    case tooManyRequests = "TooManyRequests"
     case serviceUnavailable = "ServiceUnavailable"
     case internalError = "InternalError"
 }
@@ -76,6 +77,7 @@ public struct APIResponse: Sendable {
         case 405: "Method Not Allowed"
         case 413: "Payload Too Large"
         case 415: "Unsupported Media Type"
+        case 429: "Too Many Requests"
         case 503: "Service Unavailable"
         default: "Internal Server Error"
         }

@@ -218,12 +218,19 @@ public final class EWSClient {
         return summaries
     }
 
-    /// The Inbox's unread count (GetFolder), for badges.
-    public func inboxUnreadCount(ewsURL: String, credentials: EWSCredentials, version: EWSVersion, timeoutMilliseconds: Int) throws(EWSError) -> Int {
+    /// The Inbox's unread count (GetFolder), for badges. With `mailbox`, the Inbox of
+    /// that address: Exchange answers only if the credentials may open that mailbox
+    /// (ErrorAccessDenied or ErrorNonExistentMailbox otherwise), which is how a
+    /// registration proves its credentials belong to the mailbox it names.
+    public func inboxUnreadCount(ewsURL: String, credentials: EWSCredentials, version: EWSVersion, mailbox: String? = nil,
+                                 timeoutMilliseconds: Int) throws(EWSError) -> Int {
+        let folder = mailbox.map {
+            "<t:DistinguishedFolderId Id=\"inbox\"><t:Mailbox><t:EmailAddress>\(SOAP.escape($0))</t:EmailAddress></t:Mailbox></t:DistinguishedFolderId>"
+        } ?? "<t:DistinguishedFolderId Id=\"inbox\"/>"
         let body = """
             <m:GetFolder><m:FolderShape><t:BaseShape>IdOnly</t:BaseShape><t:AdditionalProperties>\
             <t:FieldURI FieldURI="folder:UnreadCount"/></t:AdditionalProperties></m:FolderShape>\
-            <m:FolderIds><t:DistinguishedFolderId Id="inbox"/></m:FolderIds></m:GetFolder>
+            <m:FolderIds>\(folder)</m:FolderIds></m:GetFolder>
             """
         let response = try call(ewsURL, credentials, version, operation: "GetFolder", body: body, timeoutMilliseconds: timeoutMilliseconds)
         guard let first = Self.messages(response, "GetFolderResponseMessage").first else { throw .malformed("no GetFolderResponseMessage") }

@@ -17,10 +17,15 @@ struct DeviceAPITests {
 
     // MARK: helpers
 
-    /// Pretends Exchange subscribed this user and last called back `callbackAge` seconds ago.
-    func markSubscribed(_ user: TestUser, callbackAge: Int = 0) throws {
+    /// Pretends Exchange subscribed this user at the simulator's mail.example.test and
+    /// last called back `callbackAge` seconds ago. The simulator gets a mailbox for the
+    /// address with these credentials, so a device that joins proves itself for real.
+    func markSubscribed(_ user: TestUser, callbackAge: Int = 0, password: String = "hunter2-secret", oauthToken: String? = nil) throws {
+        TestSecrets.remember(password)
+        try ExchangeSimulator.mailbox(user.email, userName: user.email, password: password, oauthToken: oauthToken)
         try database.execute("""
             UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 'sub-test',
+              ews_url = 'https://mail.example.test/EWS/Exchange.asmx', ews_version = 'Exchange2010_SP2',
               last_callback_at = NOW(3) - INTERVAL \(callbackAge) SECOND, status_frequency_minutes = 30
             WHERE userid = \(user.userID)
             """)
@@ -28,7 +33,7 @@ struct DeviceAPITests {
 
     func register(_ user: TestUser, token: String, headers: [(String, String)] = [], extra: [String: String] = [:], password: String = "hunter2-secret") throws -> HTTPResponse {
         TestSecrets.remember(password)
-        let creds = try user.sealJSON(["apnsToken": token, "userName": "someone", "password": password])
+        let creds = try user.sealJSON(["apnsToken": token, "userName": user.email, "password": password])
         var parameters = ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "com.example.mail", "exchVersion": "15", "force": "0"]
         parameters.merge(extra) { _, new in new }
         return try api.call("/registerdevicev2", parameters, headers: headers)
@@ -149,15 +154,15 @@ struct DeviceAPITests {
 
     @Test func multiChunkSealedParametersOpen() throws {
         let user = try api.newUser()
-        try markSubscribed(user)
         let longPassword = String(repeating: "correct-horse-battery-staple-", count: 25)  // ~725 bytes: 4 chunks
+        try markSubscribed(user, password: longPassword, oauthToken: "oauth-secret-token-value")
         let response = try register(user, token: TestSecrets.apnsToken(), password: longPassword)
         #expect(response.json["responseCode"] == "UserUpdated")
         // Padding damage from form encoding ("+" read as space) is tolerated.
         let creds = try user.sealJSON(["apnsToken": TestSecrets.apnsToken(), "oauthAccessToken": "oauth-secret-token-value"])
         TestSecrets.remember("oauth-secret-token-value")
         let damaged = creds.replacingOccurrences(of: "+", with: " ").replacingOccurrences(of: "=", with: "")
-        let form = try api.call("/registerdevicev2", ["userid": user.userID, "creds": damaged, "bundleid": "b"], form: true)
+        let form = try api.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": damaged, "bundleid": "b"], form: true)
         #expect(form.json["responseCode"] == "UserUpdated")
     }
 
@@ -192,7 +197,7 @@ struct DeviceAPITests {
 
     @Test func concurrentRegistrationsOfOneTokenMakeOneRow() throws {
         let user = try api.newUser()
-        try markSubscribed(user)
+        try markSubscribed(user, oauthToken: "concurrent-oauth-token")
         let token = TestSecrets.apnsToken()
         let creds = try user.sealJSON(["apnsToken": token, "oauthAccessToken": "concurrent-oauth-token"])
         TestSecrets.remember("concurrent-oauth-token")
@@ -202,7 +207,7 @@ struct DeviceAPITests {
             let apiToken = api.token
             threads.append(try OSThread.start(stackSize: 1 << 20) {
                 let client = try? DeviceClient(token: apiToken)
-                let response = try? client?.call("/registerdevicev2", ["userid": user.userID, "creds": creds, "bundleid": "b"])
+                let response = try? client?.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "b"])
                 results.append(response?.status ?? -1)
             })
         }

@@ -134,9 +134,12 @@ struct FoundationTests {
     }
 }
 
-final class SynchronizedStatuses: @unchecked Sendable {
+/// Values collected from concurrent requests.
+final class SynchronizedValues<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
-    private var storage: [Int] = []
-    func append(_ value: Int) { lock.withLock { storage.append(value) } }
-    var values: [Int] { lock.withLock { storage } }
+    private var storage: [Value] = []
+    func append(_ value: Value) { lock.withLock { storage.append(value) } }
+    var values: [Value] { lock.withLock { storage } }
 }
+
+typealias SynchronizedStatuses = SynchronizedValues<Int>

@@ -17,6 +17,11 @@ public struct ExchangeStore {
         public let id: Int64
         public let userID: String
         public let generation: Int64
+        /// The highest generation a registration attempt has taken, and when the newest
+        /// attempt started: a callback URL above `generation` but not above this belongs
+        /// to an attempt that may still be between Subscribe and its commit.
+        public let pendingGeneration: Int64
+        public let pendingStartedAt: Timestamp?
         public let subscriptionID: String?
         public let watermark: String?
         public let ewsURL: String?
@@ -27,42 +32,106 @@ public struct ExchangeStore {
 
     // MARK: Registration
 
-    /// Starts a (re)registration: a new generation, which retires every callback URL
-    /// of earlier ones (their next callback is answered Unsubscribe), and the record
-    /// counts as not subscribed until `completeRegistration`. Returns the generation
-    /// and the record's key material for sealing the new callback URL.
-    public func beginRegistration(recordID: Int64) throws -> (generation: Int64, keyMaterial: [UInt8])? {
-        try database.execute("""
-            UPDATE EnsSubscriptionInfo SET generation = generation + 1, registered = 0, ews_subscription_id = NULL
-            WHERE id = \(recordID)
-            """)
-        guard let row = try database.queryOne("SELECT generation, private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(recordID)") else {
-            return nil
-        }
-        return (try row.int(0), try row.blob(1))
+    /// What a registration needs to know of its record's current subscription.
+    public struct SubscriptionState: Sendable {
+        public let generation: Int64
+        public let registered: Bool
+        public let subscriptionID: String?
+        public let ewsURL: String?
+        public let ewsVersion: String?
+
+        /// A subscription Exchange holds for this record: the one a device must prove
+        /// itself against, and the one a forced registration may only replace with proof.
+        public var isLive: Bool { registered && subscriptionID != nil && ewsURL != nil }
     }
 
-    /// Records the new subscription, unless a later registration already replaced
-    /// this generation. The subscription counts as heard from now.
+    public func subscriptionState(recordID: Int64) throws -> SubscriptionState? {
+        try database.queryOne("""
+            SELECT generation, registered, ews_subscription_id, ews_url, ews_version FROM EnsSubscriptionInfo WHERE id = \(recordID)
+            """).map { row in
+            SubscriptionState(generation: try row.int(0), registered: try row.int(1) != 0, subscriptionID: try row.optionalText(2),
+                              ewsURL: try row.optionalText(3), ewsVersion: try row.optionalText(4))
+        }
+    }
+
+    /// Starts a (re)registration attempt without touching the live subscription: the
+    /// attempt gets a generation higher than any handed out before (for its callback
+    /// URL) while `generation`, `registered` and the subscription columns stay as they
+    /// are, so the current subscription keeps delivering whatever this attempt meets.
+    /// Returns the attempt's generation and the record's key material for sealing the
+    /// new callback URL; nil if the record is gone.
+    public func beginRegistration(recordID: Int64, now: Timestamp) throws -> (generation: Int64, keyMaterial: [UInt8])? {
+        try database.transaction {
+            // The row lock taken by the UPDATE holds until COMMIT, so the SELECT reads
+            // this attempt's number even when another attempt runs at the same time.
+            try database.execute("""
+                UPDATE EnsSubscriptionInfo SET pending_generation = GREATEST(pending_generation, generation) + 1,
+                    pending_started_at = \(now.databaseString)
+                WHERE id = \(recordID)
+                """)
+            guard let row = try database.queryOne("SELECT pending_generation, private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(recordID)") else {
+                return nil
+            }
+            return (try row.int(0), try row.blob(1))
+        }
+    }
+
+    /// Makes an attempt's subscription the live one, unless an attempt with a later
+    /// generation already did (then this one's callbacks are answered Unsubscribe and
+    /// the later one stays: concurrent registrations end with exactly one winner).
+    /// The subscription counts as heard from now.
     public func completeRegistration(recordID: Int64, generation: Int64, ewsURL: String, subscriptionID: String, watermark: String,
                                      version: String, statusFrequencyMinutes: Int, now: Timestamp) throws -> Bool {
         try database.execute("""
-            UPDATE EnsSubscriptionInfo SET registered = 1, ews_url = \(ewsURL), ews_subscription_id = \(subscriptionID),
-                ews_watermark = \(watermark), ews_version = \(version), status_frequency_minutes = \(statusFrequencyMinutes),
-                last_callback_at = \(now.databaseString)
-            WHERE id = \(recordID) AND generation = \(generation)
+            UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, ews_url = \(ewsURL),
+                ews_subscription_id = \(subscriptionID), ews_watermark = \(watermark), ews_version = \(version),
+                status_frequency_minutes = \(statusFrequencyMinutes), last_callback_at = \(now.databaseString),
+                pending_started_at = IF(pending_generation = \(generation), NULL, pending_started_at)
+            WHERE id = \(recordID) AND generation < \(generation)
             """).affectedRows > 0
+    }
+
+    // MARK: Proof of possession throttle
+
+    /// Whether another proof may be tried for the record: fewer than `limit` failures
+    /// in the current window of `windowSeconds`.
+    public func proofAllowed(recordID: Int64, limit: Int, windowSeconds: Int64, now: Timestamp) throws -> Bool {
+        guard let row = try database.queryOne("""
+            SELECT proof_failures, proof_window_started_at FROM EnsSubscriptionInfo WHERE id = \(recordID)
+            """) else { return true }
+        guard let started = try row.optionalText(1).flatMap(Timestamp.init(databaseString:)),
+              started.adding(seconds: windowSeconds) > now else { return true }
+        return try row.int(0) < Int64(limit)
+    }
+
+    /// Counts a failed proof: the first failure after a window ended opens a new one.
+    public func recordProofFailure(recordID: Int64, windowSeconds: Int64, now: Timestamp) throws {
+        let windowStart = now.adding(seconds: -windowSeconds).databaseString
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET
+                proof_failures = IF(proof_window_started_at IS NULL OR proof_window_started_at <= \(windowStart), 1, proof_failures + 1),
+                proof_window_started_at = IF(proof_window_started_at IS NULL OR proof_window_started_at <= \(windowStart),
+                                             \(now.databaseString), proof_window_started_at)
+            WHERE id = \(recordID)
+            """)
+    }
+
+    /// A proof succeeded: earlier failures (a mistyped password) no longer count.
+    public func clearProofFailures(recordID: Int64) throws {
+        try database.execute("UPDATE EnsSubscriptionInfo SET proof_failures = 0, proof_window_started_at = NULL WHERE id = \(recordID) AND proof_failures > 0")
     }
 
     // MARK: Callbacks
 
     public func callbackRecord(id: Int64) throws -> CallbackRecord? {
         guard let row = try database.queryOne("""
-            SELECT id, userid, generation, ews_subscription_id, ews_watermark, ews_url, ews_version, private_key_sealed
+            SELECT id, userid, generation, ews_subscription_id, ews_watermark, ews_url, ews_version, private_key_sealed,
+                pending_generation, pending_started_at
             FROM EnsSubscriptionInfo WHERE id = \(id)
             """) else { return nil }
         return CallbackRecord(
-            id: try row.int(0), userID: try row.text(1), generation: try row.int(2), subscriptionID: try row.optionalText(3),
+            id: try row.int(0), userID: try row.text(1), generation: try row.int(2), pendingGeneration: try row.int(8),
+            pendingStartedAt: try row.optionalText(9).flatMap(Timestamp.init(databaseString:)), subscriptionID: try row.optionalText(3),
             watermark: try row.optionalText(4), ewsURL: try row.optionalText(5), ewsVersion: try row.optionalText(6), keyMaterial: try row.blob(7)
         )
     }

@@ -53,26 +53,45 @@ enum DeviceAPI {
             bundleID: bundleID, defaultSound: nonEmpty(parameters["defaultSound"]), ewsDeviceID: nonEmpty(parameters["ewsDeviceId"]),
             badge: request.badge, development: request.development
         )
-        let now = Timestamp.now()
-        if record.registered && record.ewsSubscriptionID != nil && !force {
-            let outcome = try store.register(recordID: record.id, token: token, settings: settings, now: now)
-            return .ok(outcome == .unchanged ? .userAlreadySubscribed : .userUpdated)
+        guard let mailbox = mailboxAddress(parameters["email"], credentials: credentials, userID: userID) else {
+            throw APIError.invalidRequest("Parameter 'email' is required: the mailbox the credentials must open.")
         }
-        let outcome = try context.services.exchange.subscribe(
-            ExchangeSubscriptionRequest(record: record, email: parameters["email"], credentials: credentials, exchangeVersion: exchangeVersion),
-            context: context
-        )
+        let exchange = context.services.exchange
+        let request = ExchangeSubscriptionRequest(record: record, mailbox: mailbox, credentials: credentials, exchangeVersion: exchangeVersion)
+        // A device joins a subscribed record only by proving, at that record's Exchange,
+        // that its credentials open the mailbox; `force` subscribes anew, and the live
+        // subscription stays until the new one exists.
+        let joinsLiveSubscription = record.registered && record.ewsSubscriptionID != nil && !force
+        let outcome = joinsLiveSubscription ? try exchange.proveAccess(request, context: context) : try exchange.subscribe(request, context: context)
         switch outcome {
+        case .proven:
+            let registration = try store.register(recordID: record.id, token: token, settings: settings, now: .now())
+            return .ok(registration == .unchanged ? .userAlreadySubscribed : .userUpdated)
         case .subscribed:
-            _ = try store.register(recordID: record.id, token: token, settings: settings, now: now)
+            _ = try store.register(recordID: record.id, token: token, settings: settings, now: .now())
             return .ok(.userSubscribed)
         case .autodiscoverFailed:
             return .ok(.autodiscoverFailed, [("message", "The Exchange server for this address could not be discovered.")])
         case .authenticationFailed:
-            return .ok(.exchangeAuthFailed, [("message", "Exchange refused the credentials.")])
+            return .ok(.exchangeAuthFailed, [("message", "Exchange refused the credentials for this mailbox.")])
+        case .endpointNotTrusted:
+            return .ok(.exchangeAuthFailed, [("message", "ewsUrl is not this mailbox's Exchange server.")])
+        case .throttled:
+            var throttled = APIResponse.error(429, .tooManyRequests, "Too many failed attempts for this user; retry later.")
+            throttled.extraHeaders = [("Retry-After", "\(context.configuration.exchangeProofWindowSeconds)")]
+            return throttled
         case .failed:
             return .ok(.exchangeError, [("message", "Exchange could not be subscribed to; try again later.")])
         }
+    }
+
+    /// The mailbox a registration must prove: `email`, or a basic-auth user name that is
+    /// the address itself (its hash is the userid), as some older clients send only that.
+    private static func mailboxAddress(_ email: String?, credentials: ExchangeCredentials, userID: String) -> String? {
+        if let email, !email.isEmpty { return email }
+        guard case .basic(let userName, _) = credentials.method, userName.contains("@"),
+              Digest.constantTimeEqual(Array(Hex.encode(Digest.sha256(userName.lowercased())).utf8), Array(userID.utf8)) else { return nil }
+        return userName
     }
 
     /// Exactly one authentication method: OAuth, user name and password, or a client

@@ -1,14 +1,23 @@
 public import ENSCore
 
-/// What /registerdevicev2 needs from Exchange: autodiscover the EWS URL, subscribe to
-/// Inbox push notifications with a sealed callback URL, and store the subscription.
+/// What /registerdevicev2 needs from Exchange. Both operations first prove that the
+/// sealed credentials open the named mailbox at its Exchange; neither changes anything
+/// a user can notice unless that proof holds (docs/security.md, "Proof of possession").
 public protocol ExchangeRegistering: Sendable {
+    /// Finds the EWS URL, proves the credentials there, and subscribes the Inbox with a
+    /// sealed callback URL; the record's live subscription (if any) stays live until
+    /// the new one is recorded, and is replaced only by the mailbox's own Exchange.
     func subscribe(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome
+    /// Proves the credentials against the record's live subscription's EWS URL without
+    /// subscribing: how a device joins an already subscribed record.
+    func proveAccess(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome
 }
 
 public struct ExchangeSubscriptionRequest: Sendable {
     public let record: UserRecord
-    public let email: String?
+    /// The mailbox's SMTP address, whose hash is the record's userid: Autodiscover's
+    /// input and the mailbox the proof of possession opens.
+    public let mailbox: String
     public let credentials: ExchangeCredentials
     public let exchangeVersion: Int?
 }
@@ -27,7 +36,15 @@ public struct ExchangeCredentials: Sendable {
 
 public enum ExchangeOutcome: Sendable, Equatable {
     case subscribed
+    /// The credentials open the mailbox at the live subscription's Exchange.
+    case proven
     case autodiscoverFailed
     case authenticationFailed
+    /// A forced registration named an EWS endpoint that is neither the live
+    /// subscription's Exchange, nor what Autodiscover finds for the address, nor on the
+    /// operator's list.
+    case endpointNotTrusted
+    /// Too many failed proofs for this record lately; Exchange was not contacted.
+    case throttled
     case failed
 }

@@ -19,6 +19,10 @@ enum ExchangeCallback {
     static let prefix = "/ews/"
     /// SendNotification bodies are small; MoreEvents splits large batches.
     static let maximumBodyBytes = 1_048_576
+    /// How long a registration attempt may sit between Subscribe and its commit before
+    /// callbacks of its generation stop being asked to retry (a responder that died
+    /// there leaves an orphan subscription, which Unsubscribe then ends).
+    static let pendingRegistrationSeconds = 120
 
     static let route = Route(methods: ["POST"], requiresAPIToken: false, body: .xml(limit: maximumBodyBytes)) { request, context in
         let vault = context.services.vault
@@ -55,12 +59,17 @@ enum ExchangeCallback {
                 logger.info("callback for a deleted record: unsubscribing", metadata: ["record": "\(record)"])
                 return answer(unsubscribe: true)
             }
+            if token.generation > row.generation && token.generation <= row.pendingGeneration,
+               let started = row.pendingStartedAt, started.adding(seconds: Int64(pendingRegistrationSeconds)) > .now() {
+                // A registration between its Subscribe and its commit: Exchange retries
+                // this batch, by then the subscription is recorded (or lost its race).
+                logger.info("callback for a registration not yet recorded: asking Exchange to retry", metadata: ["record": "\(record)"])
+                return APIResponse.error(503, .serviceUnavailable, "The service is temporarily unavailable; retry later.")
+            }
             guard row.generation == token.generation else {
                 logger.info("callback from a superseded subscription: unsubscribing", metadata: ["record": "\(record)", "generation": "\(token.generation)"])
                 return answer(unsubscribe: true)
             }
-            // The stored id is empty only while a registration is between Subscribe and
-            // its commit; the generation already proves the URL is current.
             if let current = row.subscriptionID, message.notifications.contains(where: { $0.subscriptionID != current }) {
                 logger.info("callback from a stale subscription: unsubscribing", metadata: ["record": "\(record)"])
                 return answer(unsubscribe: true)

@@ -4,9 +4,14 @@ internal import Logging
 internal import OpenSSL
 
 /// /registerdevicev2's Exchange work: find the EWS URL (given, cached, or by
-/// Autodiscover), seal the credentials into a callback URL, subscribe the Inbox to
-/// push notifications, and record the subscription. Credentials exist only for the
-/// duration of this call and inside the sealed URL Exchange keeps.
+/// Autodiscover), prove that the credentials open the named mailbox there, seal the
+/// credentials into a callback URL, subscribe the Inbox to push notifications, and
+/// record the subscription. Credentials exist only for the duration of this call and
+/// inside the sealed URL Exchange keeps.
+///
+/// Nothing a user can notice changes before Exchange has said yes: an attempt works
+/// under a pending generation, and the record's live subscription keeps delivering
+/// until the new one is recorded (ExchangeStore.beginRegistration).
 public struct ExchangeRegistrar: ExchangeRegistering {
     /// Exchange refuses callback URLs of 2,083 characters or more
     /// (ErrorInvalidPushSubscriptionUrl).
@@ -14,15 +19,32 @@ public struct ExchangeRegistrar: ExchangeRegistering {
 
     public init() {}
 
+    public func proveAccess(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
+        let attempt = Attempt(request: request, context: context)
+        guard let state = try attempt.store.subscriptionState(recordID: request.record.id), state.isLive, let ewsURL = state.ewsURL else {
+            return .failed
+        }
+        guard try attempt.proofAllowed() else { return .throttled }
+        guard let credentials = try attempt.credentials() else { return .authenticationFailed }
+        let version = state.ewsVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
+        switch try attempt.prove(ewsURL: ewsURL, credentials: credentials, version: version) {
+        case .proven: return .proven
+        case .refused(let outcome): return outcome
+        }
+    }
+
     public func subscribe(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
         let configuration = context.configuration
         guard !configuration.exchangeCallbackURL.isEmpty else {
             context.logger.error("exchange.callback_url is not set; cannot subscribe with Exchange")
             return .failed
         }
-        guard let credentials = ewsCredentials(request, logger: context.logger) else { return .authenticationFailed }
+        let attempt = Attempt(request: request, context: context)
+        let store = attempt.store
+        guard let state = try store.subscriptionState(recordID: request.record.id) else { return .failed }
+        guard try attempt.proofAllowed() else { return .throttled }
+        guard let credentials = try attempt.credentials() else { return .authenticationFailed }
         let client = try context.ewsClient()
-        let store = ExchangeStore(database: context.database, vault: context.services.vault)
         let now = Timestamp.now()
 
         // 1. Where the mailbox's EWS lives.
@@ -34,19 +56,30 @@ public struct ExchangeRegistrar: ExchangeRegistering {
                 return .failed
             }
             ewsURL = given
+            // 2. A live subscription is replaced only by the mailbox's own Exchange:
+            // otherwise anyone with the app and an address could point the record at
+            // an EWS of their own that pushes whatever it likes to the user's devices.
+            if state.isLive, let current = state.ewsURL, Endpoint(given) != Endpoint(current) {
+                guard try attempt.isMailboxExchange(given, credentials: credentials, client: client, now: now) else {
+                    context.logger.warning("forced registration refused: ewsUrl is not this mailbox's Exchange", metadata: ["record": "\(request.record.id)"])
+                    try attempt.recordProofFailure()
+                    return .endpointNotTrusted
+                }
+            }
         } else {
-            guard let email = request.email, let domain = Autodiscover.domain(of: email) else { return .autodiscoverFailed }
+            guard let domain = Autodiscover.domain(of: request.mailbox) else { return .autodiscoverFailed }
             if let cached = try store.cachedEWSURL(domain: domain, now: now) {
                 ewsURL = cached
                 cachedDomain = domain
             } else {
-                switch Autodiscover(client: client).discover(email: email, credentials: credentials) {
+                switch Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) {
                 case .found(let url):
                     ewsURL = url
                     let hours = Int64(configuration.exchangeAutodiscoverCacheHours)
                     if hours > 0 { try store.cacheEWSURL(domain: domain, ewsURL: url, expiresAt: now.adding(seconds: hours * 3600)) }
                 case .unauthorized:
                     context.logger.info("autodiscover: credentials refused")
+                    try attempt.recordProofFailure()
                     return .authenticationFailed
                 case .notFound:
                     context.logger.info("autodiscover found no EWS endpoint")
@@ -55,8 +88,19 @@ public struct ExchangeRegistrar: ExchangeRegistering {
             }
         }
 
-        // 2. A new generation and the callback URL that carries the sealed credentials.
-        guard let (generation, keyMaterial) = try store.beginRegistration(recordID: request.record.id) else { return .failed }
+        // 3. The credentials open this mailbox there (and the server's schema version).
+        let version: EWSVersion
+        switch try attempt.prove(ewsURL: ewsURL, credentials: credentials, version: EWSVersion(exchVersion: request.exchangeVersion)) {
+        case .proven(let accepted):
+            version = accepted
+        case .refused(let outcome):
+            // A cached URL that no longer answers is forgotten; the next try rediscovers.
+            if outcome == .failed, let cachedDomain { try? store.forgetEWSURL(domain: cachedDomain) }
+            return outcome
+        }
+
+        // 4. The attempt's generation and the callback URL that carries the credentials.
+        guard let (generation, keyMaterial) = try store.beginRegistration(recordID: request.record.id, now: now) else { return .failed }
         let token = try CallbackToken.make(payload: CallbackPayload(credentials: credentials).encoded, recordID: request.record.id,
                                            generation: generation, recordKeyMaterial: keyMaterial, vault: context.services.vault)
         let callbackURL = configuration.exchangeCallbackURL + token
@@ -65,47 +109,145 @@ public struct ExchangeRegistrar: ExchangeRegistering {
             return .failed
         }
 
-        // 3. Subscribe, falling back to older schema versions if the server wants them.
+        // 5. Subscribe, in the version the proof found the server accepts.
         let subscription: PushSubscription
         do {
             subscription = try client.subscribe(
-                ewsURL: ewsURL, credentials: credentials, version: EWSVersion(exchVersion: request.exchangeVersion),
+                ewsURL: ewsURL, credentials: credentials, version: version,
                 callbackURL: callbackURL, statusFrequencyMinutes: configuration.exchangeStatusFrequencyMinutes
             )
         } catch .unauthorized(let status) {
             context.logger.info("subscribe: Exchange refused the credentials", metadata: ["http.status": "\(status)"])
+            try attempt.recordProofFailure()
             return .authenticationFailed
         } catch {
             context.logger.warning("subscribe failed", metadata: ["error": "\(error)"])
-            // A cached URL that no longer answers is forgotten; the next try rediscovers.
             if let cachedDomain { try? store.forgetEWSURL(domain: cachedDomain) }
             return .failed
         }
-        _ = try store.completeRegistration(
+        let won = try store.completeRegistration(
             recordID: request.record.id, generation: generation, ewsURL: ewsURL, subscriptionID: subscription.id,
             watermark: subscription.watermark, version: subscription.version.rawValue,
             statusFrequencyMinutes: configuration.exchangeStatusFrequencyMinutes, now: now
         )
-        context.logger.info("subscribed", metadata: ["record": "\(request.record.id)", "generation": "\(generation)",
-                                                      "ews.version": "\(subscription.version.rawValue)"])
+        // Lost to a later concurrent registration: that one's subscription stays, this
+        // one's first callback is answered Unsubscribe. The proof held either way.
+        context.logger.info(won ? "subscribed" : "subscribed, but a later registration of the record won", metadata: [
+            "record": "\(request.record.id)", "generation": "\(generation)", "ews.version": "\(subscription.version.rawValue)",
+        ])
         return .subscribed
     }
+}
 
-    /// The request's credentials in EWS form; nil (auth failure) for a PKCS#12 bundle
+/// One registration's Exchange conversation: the proof throttle, the credentials in
+/// EWS form, and the proof itself.
+private struct Attempt {
+    let request: ExchangeSubscriptionRequest
+    let context: RequestContext
+    let store: ExchangeStore
+
+    init(request: ExchangeSubscriptionRequest, context: RequestContext) {
+        self.request = request
+        self.context = context
+        store = ExchangeStore(database: context.database, vault: context.services.vault)
+    }
+
+    var configuration: ENSConfiguration { context.configuration }
+
+    func proofAllowed() throws -> Bool {
+        let allowed = try store.proofAllowed(recordID: request.record.id, limit: configuration.exchangeProofFailureLimit,
+                                             windowSeconds: Int64(configuration.exchangeProofWindowSeconds), now: .now())
+        if !allowed { context.logger.warning("registration throttled: too many failed proofs", metadata: ["record": "\(request.record.id)"]) }
+        return allowed
+    }
+
+    func recordProofFailure() throws {
+        try store.recordProofFailure(recordID: request.record.id, windowSeconds: Int64(configuration.exchangeProofWindowSeconds), now: .now())
+    }
+
+    /// The request's credentials in EWS form; nil (a failed proof) for a PKCS#12 bundle
     /// that does not open with its password.
-    private func ewsCredentials(_ request: ExchangeSubscriptionRequest, logger: Logger) -> EWSCredentials? {
+    func credentials() throws -> EWSCredentials? {
         switch request.credentials.method {
         case .basic(let userName, let password):
-            return EWSCredentials(method: .basic(userName: userName, password: password), mailbox: request.email)
+            return EWSCredentials(method: .basic(userName: userName, password: password), mailbox: request.mailbox)
         case .oauth(let accessToken):
-            return EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: request.email)
+            return EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: request.mailbox)
         case .certificate(let pkcs12, let password):
             do {
-                return EWSCredentials(method: .certificate(try ClientIdentity(pkcs12: pkcs12, password: password)), mailbox: request.email)
+                return EWSCredentials(method: .certificate(try ClientIdentity(pkcs12: pkcs12, password: password)), mailbox: request.mailbox)
             } catch {
-                logger.info("registration: the client certificate bundle does not open", metadata: ["error": "\(error.operation)"])
+                context.logger.info("registration: the client certificate bundle does not open", metadata: ["error": "\(error.operation)"])
+                try recordProofFailure()
                 return nil
             }
         }
+    }
+
+    /// Opens the named mailbox's Inbox (GetFolder) at `ewsURL` with the credentials,
+    /// stepping down schema versions while the server refuses them. Success carries
+    /// the version the server accepted; a refusal counts against the record.
+    func prove(ewsURL: String, credentials: EWSCredentials, version start: EWSVersion) throws -> Proof {
+        let client = try context.ewsClient()
+        var version = start
+        while true {
+            do {
+                _ = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, mailbox: request.mailbox,
+                                                timeoutMilliseconds: configuration.exchangeTimeoutMilliseconds)
+            } catch where error.isInvalidServerVersion {
+                guard let older = version.older else { return .refused(.failed) }
+                version = older
+                continue
+            } catch .unauthorized(let status) {
+                context.logger.info("proof of possession: Exchange refused the credentials", metadata: ["http.status": "\(status)"])
+                try recordProofFailure()
+                return .refused(.authenticationFailed)
+            } catch .responseError(let code) where Self.mailboxRefusals.contains(code) {
+                // Valid credentials, but not for this mailbox: someone else's account.
+                context.logger.warning("proof of possession: the credentials do not open this mailbox", metadata: ["ews.code": "\(code)"])
+                try recordProofFailure()
+                return .refused(.authenticationFailed)
+            } catch {
+                context.logger.warning("proof of possession failed", metadata: ["error": "\(error)"])
+                return .refused(.failed)
+            }
+            try store.clearProofFailures(recordID: request.record.id)
+            return .proven(version)
+        }
+    }
+
+    /// What Exchange answers when the credentials are good but not for the mailbox named.
+    static let mailboxRefusals: Set<String> = ["ErrorAccessDenied", "ErrorNonExistentMailbox", "ErrorMailboxNotFound", "ErrorFolderNotFound"]
+
+    /// Whether `candidate` may replace a live subscription's endpoint: it is the host
+    /// Autodiscover finds for the address (from the cache, else asked now).
+    func isMailboxExchange(_ candidate: String, credentials: EWSCredentials, client: EWSClient, now: Timestamp) throws -> Bool {
+        guard let domain = Autodiscover.domain(of: request.mailbox) else { return false }
+        if let cached = try store.cachedEWSURL(domain: domain, now: now), Endpoint(cached) == Endpoint(candidate) { return true }
+        guard case .found(let discovered) = Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) else {
+            return false
+        }
+        return Endpoint(discovered) == Endpoint(candidate)
+    }
+}
+
+/// What a proof of possession found: the schema version the server accepted, or the
+/// outcome the API answers.
+enum Proof {
+    case proven(EWSVersion)
+    case refused(ExchangeOutcome)
+}
+
+/// An https URL's scheme-less authority, lowercased, with the default port made
+/// explicit: two EWS URLs name the same Exchange when these are equal.
+struct Endpoint: Equatable {
+    let authority: String
+
+    init(_ url: String) {
+        let lowered = url.lowercased()
+        let rest = lowered.hasPrefix("https://") ? lowered.dropFirst(8) : lowered[...]
+        var authority = String(rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" })
+        if let at = authority.lastIndex(of: "@") { authority = String(authority[authority.index(after: at)...]) }
+        if !authority.hasSuffix("]"), authority.contains(":") { self.authority = authority } else { self.authority = authority + ":443" }
     }
 }

@@ -1,0 +1,248 @@
+import Curl
+import Foundation
+import MariaDB
+import Testing
+
+/// /registerdevicev2 as an attacker holding the app's ApiToken (it ships in every
+/// install) and a victim's address would use it, and as a user whose re-registration
+/// fails would meet it: nothing joins a mailbox or replaces its subscription without
+/// credentials that open that mailbox at its own Exchange, and a failed attempt
+/// changes nothing the user can notice. Through nginx, against the Exchange simulator
+/// (whose "hostile" domains play an attacker's own EWS).
+@Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
+struct RegistrationTrustTests {
+    let api: DeviceClient
+    let database: Connection
+
+    init() throws {
+        api = try DeviceClient(token: try TestStack.newToken("trust-tests"))
+        database = try TestStack.serviceConnection()
+        try ExchangeSimulator.reset()
+        try ExchangeSimulator.domain("pox.test", mode: "pox-root")
+    }
+
+    struct Victim {
+        let user: TestUser
+        let password: String
+        let token: String
+    }
+
+    /// A mailbox on pox.test, registered and subscribed from one device.
+    func subscribedVictim() throws -> Victim {
+        let email = "v\(UUID().uuidString.prefix(8).lowercased())@pox.test"
+        let password = "Pa55-\(UUID().uuidString.prefix(8))"
+        TestSecrets.remember(password)
+        try ExchangeSimulator.mailbox(email, userName: email, password: password)
+        let victim = Victim(user: try api.newUser(email: email), password: password, token: TestSecrets.apnsToken())
+        #expect(try register(victim.user, creds: creds(victim.user.email, victim.password, token: victim.token)).json["responseCode"] == "UserSubscribed")
+        return victim
+    }
+
+    func creds(_ userName: String, _ password: String, token: String, ewsURL: String? = nil) -> [String: Any] {
+        var creds: [String: Any] = ["apnsToken": token, "userName": userName, "password": password]
+        if let ewsURL { creds["ewsUrl"] = ewsURL }
+        return creds
+    }
+
+    func register(_ user: TestUser, creds: [String: Any], force: Bool = false) throws -> HTTPResponseSummary {
+        let response = try api.call("/registerdevicev2", [
+            "userid": user.userID, "email": user.email, "creds": try user.sealJSON(creds), "bundleid": "com.example.mail",
+            "exchVersion": "3", "force": force ? "1" : "0",
+        ])
+        return HTTPResponseSummary(status: response.status, json: response.json, retryAfter: response.header("Retry-After"))
+    }
+
+    struct HTTPResponseSummary {
+        let status: Int
+        let json: [String: String]
+        let retryAfter: String?
+    }
+
+    /// generation, registered, subscription id, EWS URL.
+    func subscriptionColumns(_ user: TestUser) throws -> [String?] {
+        let row = try #require(try database.queryOne("""
+            SELECT generation, registered, ews_subscription_id, ews_url FROM EnsSubscriptionInfo WHERE userid = \(user.userID)
+            """))
+        return [String(try row.int(0)), String(try row.int(1)), try row.optionalText(2), try row.optionalText(3)]
+    }
+
+    func deviceCount(_ user: TestUser) throws -> Int64 {
+        try database.queryOne("""
+            SELECT COUNT(*) FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)
+            """)?.int(0) ?? -1
+    }
+
+    /// New mail for the victim still reaches the victim's device.
+    func expectMailStillDelivered(_ victim: Victim, subject: String) throws {
+        let callbacks = try ExchangeSimulator.newMail(victim.user.email, subject: subject, fromName: "Ann Example")
+        #expect(callbacks.contains { $0["subscriptionStatus"] as? String == "OK" }, "\(callbacks)")
+        #expect(TestStack.eventually(within: 20) {
+            APNsSimulator.accepted().contains { push in
+                push.token == victim.token && ((push.payload["aps"] as? [String: Any])?["alert"] as? [String: String])?["body"] == subject
+            }
+        })
+    }
+
+    func operations(to host: String) throws -> [String] {
+        try ExchangeSimulator.requests().filter { ($0["host"] as? String) == host }.compactMap { $0["operation"] as? String }
+    }
+
+    // MARK: A failed re-registration changes nothing
+
+    @Test func forcedReRegistrationWithAWrongPasswordKeepsTheSubscriptionDelivering() throws {
+        let victim = try subscribedVictim()
+        let before = try subscriptionColumns(victim.user)
+        let answer = try register(victim.user, creds: creds(victim.user.email, "wrong-password", token: victim.token), force: true)
+        #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
+        #expect(try subscriptionColumns(victim.user) == before)
+        // Exchange keeps pushing to the old URL, and it is still the live one.
+        try expectMailStillDelivered(victim, subject: "After a wrong password")
+    }
+
+    @Test func exchangeFailingDuringAForcedReRegistrationKeepsTheSubscriptionDelivering() throws {
+        let victim = try subscribedVictim()
+        let before = try subscriptionColumns(victim.user)
+        try ExchangeSimulator.fail("Subscribe", status: 500, count: 1)
+        let answer = try register(victim.user, creds: creds(victim.user.email, victim.password, token: victim.token), force: true)
+        #expect(answer.json["responseCode"] == "ExchangeError")
+        #expect(try subscriptionColumns(victim.user) == before)
+        try expectMailStillDelivered(victim, subject: "After an Exchange outage")
+    }
+
+    @Test func aSuccessfulForcedReRegistrationRetiresTheOldSubscription() throws {
+        let victim = try subscribedVictim()
+        let before = try subscriptionColumns(victim.user)
+        #expect(try register(victim.user, creds: creds(victim.user.email, victim.password, token: victim.token), force: true).json["responseCode"] == "UserSubscribed")
+        let after = try subscriptionColumns(victim.user)
+        #expect(after[0] != before[0] && after[2] != before[2])
+        let outcomes = try ExchangeSimulator.heartbeat(victim.user.email).compactMap { $0["subscriptionStatus"] as? String }
+        #expect(outcomes.sorted() == ["OK", "Unsubscribe"])
+    }
+
+    // MARK: Joining a subscribed record needs proof
+
+    @Test func aDeviceCannotJoinASubscribedRecordWithoutTheMailboxPassword() throws {
+        let victim = try subscribedVictim()
+        let attackerToken = TestSecrets.apnsToken()
+        let answer = try register(victim.user, creds: creds(victim.user.email, "guessed", token: attackerToken))
+        #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
+        #expect(try deviceCount(victim.user) == 1)
+        try expectMailStillDelivered(victim, subject: "Not for the attacker")
+        #expect(!APNsSimulator.accepted().contains { $0.token == attackerToken })
+    }
+
+    @Test func anotherAccountsValidCredentialsDoNotOpenTheVictimsMailbox() throws {
+        // The attacker has a real mailbox on the same Exchange (a colleague, say).
+        let victim = try subscribedVictim()
+        let attacker = "a\(UUID().uuidString.prefix(8).lowercased())@pox.test"
+        try ExchangeSimulator.mailbox(attacker, userName: attacker, password: "attacker-pw-1")
+        TestSecrets.remember("attacker-pw-1")
+        let joined = try register(victim.user, creds: creds(attacker, "attacker-pw-1", token: TestSecrets.apnsToken()))
+        #expect(joined.json["responseCode"] == "ExchangeAuthFailed")
+        #expect(try deviceCount(victim.user) == 1)
+        // Nor can they re-subscribe the victim's record to their own mailbox.
+        let before = try subscriptionColumns(victim.user)
+        let forced = try register(victim.user, creds: creds(attacker, "attacker-pw-1", token: TestSecrets.apnsToken()), force: true)
+        #expect(forced.json["responseCode"] == "ExchangeAuthFailed")
+        #expect(try subscriptionColumns(victim.user) == before)
+        #expect(try ExchangeSimulator.subscriptions(of: attacker).isEmpty)
+    }
+
+    @Test func theOwnersSecondDeviceJoinsWithProof() throws {
+        let victim = try subscribedVictim()
+        let subscriptionsBefore = try ExchangeSimulator.subscriptions(of: victim.user.email).count
+        let second = TestSecrets.apnsToken()
+        #expect(try register(victim.user, creds: creds(victim.user.email, victim.password, token: second)).json["responseCode"] == "UserUpdated")
+        #expect(try deviceCount(victim.user) == 2)
+        #expect(try ExchangeSimulator.subscriptions(of: victim.user.email).count == subscriptionsBefore)
+        let proofs = try ExchangeSimulator.requests().filter { ($0["operation"] as? String) == "GetFolder" && ($0["status"] as? Int) == 200 }
+        #expect(!proofs.isEmpty)
+    }
+
+    // MARK: An attacker's own EWS
+
+    @Test func aForcedRegistrationCannotPointTheRecordAtAnAttackersEWS() throws {
+        let victim = try subscribedVictim()
+        try ExchangeSimulator.domain("evil.test", mode: "hostile")
+        let before = try subscriptionColumns(victim.user)
+        let answer = try register(victim.user, creds: creds("junk", "junk", token: TestSecrets.apnsToken(),
+                                                            ewsURL: "https://mail.evil.test/EWS/Exchange.asmx"), force: true)
+        #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
+        #expect(answer.json["message"]?.contains("ewsUrl") == true)
+        #expect(try subscriptionColumns(victim.user) == before)
+        #expect(try !operations(to: "mail.evil.test").contains("Subscribe"))
+        try expectMailStillDelivered(victim, subject: "Still from the real Exchange")
+    }
+
+    @Test func theMailboxsOwnExchangeMayBeNamedExplicitly() throws {
+        let victim = try subscribedVictim()
+        let answer = try register(victim.user, creds: creds(victim.user.email, victim.password, token: victim.token,
+                                                            ewsURL: "https://mail.pox.test/EWS/Exchange.asmx"), force: true)
+        #expect(answer.json["responseCode"] == "UserSubscribed")
+    }
+
+    // MARK: Concurrency and throttling
+
+    @Test func concurrentForcedRegistrationsEndWithExactlyOneLiveSubscription() throws {
+        let victim = try subscribedVictim()
+        let user = victim.user
+        let sealedCreds = try (0..<4).map { _ in try user.sealJSON(creds(user.email, victim.password, token: victim.token)) }
+        let apiToken = api.token
+        let results = SynchronizedValues<String>()
+        DispatchQueue.concurrentPerform(iterations: 4) { index in
+            let client = try? DeviceClient(token: apiToken)
+            let answer = try? client?.call("/registerdevicev2", [
+                "userid": user.userID, "email": user.email, "bundleid": "com.example.mail", "force": "1", "creds": sealedCreds[index],
+            ])
+            results.append(answer?.json["responseCode"] ?? "none")
+        }
+        #expect(results.values == Array(repeating: "UserSubscribed", count: 4))
+        // Five subscriptions exist at the simulator; exactly one is live, and it is the
+        // one the record names.
+        let outcomes = try ExchangeSimulator.heartbeat(victim.user.email).compactMap { $0["subscriptionStatus"] as? String }
+        #expect(outcomes.count == 5)
+        #expect(outcomes.filter { $0 == "OK" }.count == 1)
+        let live = try #require(try subscriptionColumns(victim.user)[2])
+        let okSubscription = try ExchangeSimulator.subscriptions(of: victim.user.email).filter { ($0["id"] as? String) == live }
+        #expect(okSubscription.count == 1)
+    }
+
+    @Test func failedProofsAreThrottledPerRecordWithoutAskingExchange() throws {
+        let victim = try subscribedVictim()
+        for attempt in 0..<5 {
+            let answer = try register(victim.user, creds: creds(victim.user.email, "guess-\(attempt)", token: TestSecrets.apnsToken()))
+            #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
+        }
+        let asked = try ExchangeSimulator.requests().count
+        let throttled = try register(victim.user, creds: creds(victim.user.email, victim.password, token: TestSecrets.apnsToken()))
+        #expect(throttled.status == 429)
+        #expect(throttled.json["responseCode"] == "TooManyRequests")
+        #expect(throttled.retryAfter != nil)
+        #expect(try ExchangeSimulator.requests().count == asked)
+        // Another record is not affected.
+        _ = try subscribedVictim()
+    }
+
+    // MARK: Callbacks while a registration is in flight
+
+    @Test func aCallbackForARegistrationNotYetRecordedIsRetriedNotLost() throws {
+        let victim = try subscribedVictim()
+        // The state between Subscribe and its commit: the simulator's subscription
+        // carries a generation the record has handed out but not yet made live.
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET pending_generation = generation, generation = generation - 1,
+                pending_started_at = NOW(3) WHERE userid = \(victim.user.userID)
+            """)
+        let pending = try ExchangeSimulator.heartbeat(victim.user.email)
+        #expect(pending.first?["httpStatus"] as? Int == 503, "\(pending)")
+        // An attempt that never committed (its responder died) is not kept alive forever.
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET pending_started_at = NOW(3) - INTERVAL 1 HOUR WHERE userid = \(victim.user.userID)
+            """)
+        // (The simulator's retry of the refused heartbeat may be the one that hears it.)
+        #expect(try TestStack.eventually(within: 10) {
+            let answer = try ExchangeSimulator.heartbeat(victim.user.email).first
+            return answer?["subscriptionStatus"] as? String == "Unsubscribe" || (answer?["error"] as? String)?.contains("unsubscribed") == true
+        })
+    }
+}

@@ -1,0 +1,15 @@
+-- ENS schema, version 4: registration that never breaks a working subscription.
+--
+-- A (re)registration no longer advances `generation` before Exchange has answered.
+-- It takes a *pending* generation (pending_generation, one higher than any handed out
+-- so far) for its callback URL, and only a successful Subscribe makes it the live
+-- generation, and only if no later registration already won. A failed attempt leaves
+-- generation, registered and the subscription columns as they were.
+-- proof_failures counts failed proofs of possession (credentials Exchange refused, or
+-- an EWS endpoint that is not the mailbox's) in a window, to throttle guessing.
+-- Idempotent (ADD COLUMN IF NOT EXISTS), like every migration.
+ALTER TABLE EnsSubscriptionInfo
+  ADD COLUMN IF NOT EXISTS pending_generation INT UNSIGNED NOT NULL DEFAULT 0 AFTER generation,
+  ADD COLUMN IF NOT EXISTS pending_started_at DATETIME(3) NULL AFTER pending_generation,
+  ADD COLUMN IF NOT EXISTS proof_failures INT UNSIGNED NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS proof_window_started_at DATETIME(3) NULL;
