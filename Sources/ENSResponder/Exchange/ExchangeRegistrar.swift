@@ -22,7 +22,9 @@ public struct ExchangeRegistrar: ExchangeRegistering {
     public func proveAccess(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
         let attempt = Attempt(request: request, context: context)
         guard let state = try attempt.store.subscriptionState(recordID: request.record.id), state.isLive, let ewsURL = state.ewsURL else {
-            return .failed
+            // No live subscription to prove against (it ended meanwhile): subscribe,
+            // which proves the credentials on its way.
+            return try subscribe(request, context: context)
         }
         guard try attempt.proofAllowed() else { return .throttled }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
