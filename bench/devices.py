@@ -63,11 +63,17 @@ def b2_setup(count, out_path):
         status, answer = post(conn, "/getpublickey", {"email": email})
         assert status == 200, (status, answer)
         userid, pem = answer["userid"], answer["pubKey"]
+        # Subscribed as a registration leaves it; the device joins with a real proof of
+        # possession (GetFolder at the simulator) with the mailbox's own OAuth token.
+        oauth = f"bench-oauth-{secrets.token_hex(8)}"
+        simulator("/mailboxes", {"email": email, "oauthToken": oauth})
         sql(f"UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 'bench', "
+            f"ews_url = 'https://mail.example.test/EWS/Exchange.asmx', ews_version = 'Exchange2010_SP2', "
             f"last_callback_at = NOW(3) WHERE userid = '{userid}'")
         token = secrets.token_hex(32)
-        creds = seal(pem, json.dumps({"apnsToken": token, "oauthAccessToken": "bench-oauth"}))
-        status, answer = post(conn, "/registerdevicev2", {"userid": userid, "creds": creds, "bundleid": "com.example.mail"})
+        creds = seal(pem, json.dumps({"apnsToken": token, "oauthAccessToken": oauth}))
+        status, answer = post(conn, "/registerdevicev2", {"userid": userid, "email": email, "creds": creds,
+                                                          "bundleid": "com.example.mail"})
         assert answer.get("responseCode") == "UserUpdated", answer
         payload = seal(pem, json.dumps({"pushToken": token, "lastMessageDate": "01/01/2020 00:00:00.000",
                                         "ignoreLastMessageDate": 1}))

@@ -17,18 +17,10 @@ struct DeviceAPITests {
 
     // MARK: helpers
 
-    /// Pretends Exchange subscribed this user at the simulator's mail.example.test and
-    /// last called back `callbackAge` seconds ago. The simulator gets a mailbox for the
-    /// address with these credentials, so a device that joins proves itself for real.
+    /// Pretends Exchange subscribed this user and last called back `callbackAge` seconds
+    /// ago; `register` below proves itself with these credentials.
     func markSubscribed(_ user: TestUser, callbackAge: Int = 0, password: String = "hunter2-secret", oauthToken: String? = nil) throws {
-        TestSecrets.remember(password)
-        try ExchangeSimulator.mailbox(user.email, userName: user.email, password: password, oauthToken: oauthToken)
-        try database.execute("""
-            UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 'sub-test',
-              ews_url = 'https://mail.example.test/EWS/Exchange.asmx', ews_version = 'Exchange2010_SP2',
-              last_callback_at = NOW(3) - INTERVAL \(callbackAge) SECOND, status_frequency_minutes = 30
-            WHERE userid = \(user.userID)
-            """)
+        try user.pretendSubscribed(database: database, password: password, oauthToken: oauthToken, callbackAge: callbackAge)
     }
 
     func register(_ user: TestUser, token: String, headers: [(String, String)] = [], extra: [String: String] = [:], password: String = "hunter2-secret") throws -> HTTPResponse {

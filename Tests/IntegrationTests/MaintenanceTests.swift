@@ -25,10 +25,9 @@ struct MaintenanceTests {
 
     func subscribedUserWithDevice(_ token: String) throws -> (TestUser, Int64) {
         let user = try api.newUser()
-        try database.execute("UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 's', last_callback_at = NOW(3), status_frequency_minutes = 30 WHERE userid = \(user.userID)")
+        try user.pretendSubscribed(database: database, oauthToken: "maintenance-oauth")
         let creds = try user.sealJSON(["apnsToken": token, "oauthAccessToken": "maintenance-oauth"])
-        TestSecrets.remember("maintenance-oauth")
-        let answer = try api.call("/registerdevicev2", ["userid": user.userID, "creds": creds, "bundleid": "com.example.mail"])
+        let answer = try api.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "com.example.mail"])
         #expect(answer.json["responseCode"] == "UserUpdated")
         let row = try #require(try database.queryOne("SELECT d.id FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)")?.int(0))
         return (user, row)

@@ -180,11 +180,10 @@ struct SenderTests {
         let api = try DeviceClient(token: try TestStack.newToken("sender-tests"))
         let user = try api.newUser()
         let database = try TestStack.serviceConnection()
-        try database.execute("UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 's', last_callback_at = NOW(3) WHERE userid = \(user.userID)")
+        try user.pretendSubscribed(database: database, oauthToken: "sender-test-oauth")
         let token = TestSecrets.apnsToken()
         let creds = try user.sealJSON(["apnsToken": token, "oauthAccessToken": "sender-test-oauth"])
-        TestSecrets.remember("sender-test-oauth")
-        let register = { try api.call("/registerdevicev2", ["userid": user.userID, "creds": creds, "bundleid": "com.example.mail"]) }
+        let register = { try api.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "com.example.mail"]) }
         #expect(try register().json["responseCode"] == "UserUpdated")
         let row = try #require(try database.queryOne("SELECT d.id FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)")?.int(0))
 
