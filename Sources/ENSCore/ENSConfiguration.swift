@@ -45,9 +45,9 @@ public struct ENSConfiguration: Sendable {
     public var keyCacheSize = 1000
 
     // Processes around the responders
-    public var apnsSocket = "/run/ens/apns.sock"
-    public var apnsSpoolDirectory = "/var/lib/ens/spool"
-    public var apnsSpoolCapacity = 100_000
+    public var pushSocket = "/run/ens/apns.sock"
+    public var pushSpoolDirectory = "/var/lib/ens/spool"
+    public var pushSpoolCapacity = 100_000
     public var apnsProductionURL = "https://api.push.apple.com"
     public var apnsSandboxURL = "https://api.sandbox.push.apple.com"
     /// PEM CA bundle for the APNs hosts; empty uses the system store.
@@ -60,8 +60,8 @@ public struct ENSConfiguration: Sendable {
     /// with an optional password file) or a PEM file with certificate and key. Topics
     /// without a certificate use token authentication.
     public var apnsCertificates: [String: APNsCertificateFiles] = [:]
-    public var apnsMaximumInFlight = 500
-    public var apnsConnectionsPerHost = 2
+    public var pushMaximumInFlight = 500
+    public var pushConnectionsPerHost = 2
     public var lockFile = "/run/ens/ens-cron.lock"
 
     // Maintenance (ens-cron)
@@ -137,17 +137,17 @@ public struct ENSConfiguration: Sendable {
         "subscription.grace_seconds": { config, key, value throws(ConfigError) in config.subscriptionGraceSeconds = try integer(key, value, 0...86400) },
         "keys.cache_size": { config, key, value throws(ConfigError) in config.keyCacheSize = try integer(key, value, 0...100_000) },
         "keys.pool_size": { config, key, value throws(ConfigError) in config.keyPoolSize = try integer(key, value, 0...100_000) },
-        "apns.spool_dir": { config, key, value throws(ConfigError) in config.apnsSpoolDirectory = try path(key, value) },
-        "apns.spool_max": { config, key, value throws(ConfigError) in config.apnsSpoolCapacity = try integer(key, value, 1...10_000_000) },
+        "push.spool_dir": { config, key, value throws(ConfigError) in config.pushSpoolDirectory = try path(key, value) },
+        "push.spool_max": { config, key, value throws(ConfigError) in config.pushSpoolCapacity = try integer(key, value, 1...10_000_000) },
         "apns.production_url": { config, key, value throws(ConfigError) in config.apnsProductionURL = try httpsURL(key, value) },
         "apns.sandbox_url": { config, key, value throws(ConfigError) in config.apnsSandboxURL = try httpsURL(key, value) },
         "apns.ca_file": { config, key, value throws(ConfigError) in config.apnsCAFile = value.isEmpty ? nil : try path(key, value) },
         "apns.key_file": { config, key, value throws(ConfigError) in config.apnsKeyFile = try path(key, value) },
         "apns.key_id": { config, key, value throws(ConfigError) in config.apnsKeyID = try appleIdentifier(key, value) },
         "apns.team_id": { config, key, value throws(ConfigError) in config.apnsTeamID = try appleIdentifier(key, value) },
-        "apns.max_in_flight": { config, key, value throws(ConfigError) in config.apnsMaximumInFlight = try integer(key, value, 1...10_000) },
-        "apns.connections": { config, key, value throws(ConfigError) in config.apnsConnectionsPerHost = try integer(key, value, 1...16) },
-        "apns.socket": { config, key, value throws(ConfigError) in config.apnsSocket = try path(key, value) },
+        "push.max_in_flight": { config, key, value throws(ConfigError) in config.pushMaximumInFlight = try integer(key, value, 1...10_000) },
+        "push.connections": { config, key, value throws(ConfigError) in config.pushConnectionsPerHost = try integer(key, value, 1...16) },
+        "push.socket": { config, key, value throws(ConfigError) in config.pushSocket = try path(key, value) },
         "reap.device_days": { config, key, value throws(ConfigError) in config.reapDeviceDays = try integer(key, value, 1...3650) },
         "reap.disabled_days": { config, key, value throws(ConfigError) in config.reapDisabledDays = try integer(key, value, 0...3650) },
         "reap.empty_record_days": { config, key, value throws(ConfigError) in config.reapEmptyRecordDays = try integer(key, value, 0...3650) },
@@ -188,6 +188,20 @@ public struct ENSConfiguration: Sendable {
 
     public static var knownKeys: [String] { keys.keys.sorted() }
 
+    /// Keys renamed when the sender stopped being APNs-only: the old name still works,
+    /// as the new one, and start-up logs that it is deprecated. Setting both is an error.
+    public static let deprecatedKeys: [String: String] = [
+        "apns.socket": "push.socket",
+        "apns.spool_dir": "push.spool_dir",
+        "apns.spool_max": "push.spool_max",
+        "apns.max_in_flight": "push.max_in_flight",
+        "apns.connections": "push.connections",
+    ]
+
+    /// The deprecated keys this configuration was read with (old name, new name), for
+    /// each program to log once it has a logger.
+    public private(set) var deprecatedKeysUsed: [(old: String, new: String)] = []
+
     /// Keys that name a bundle id after their prefix: `apns.certificate.<bundle id>`
     /// and `apns.certificate_password_file.<bundle id>`.
     public static let bundleKeyPrefixes = ["apns.certificate.", "apns.certificate_password_file."]
@@ -204,7 +218,15 @@ public struct ENSConfiguration: Sendable {
                 }
                 continue
             }
-            guard let apply = Self.keys[key] else {
+            var name = key
+            if let renamed = Self.deprecatedKeys[key] {
+                guard file.values[renamed] == nil else {
+                    throw ConfigError(key: key, line: file.lines[key], problem: "is the old name of \(renamed), which is set too (line \(file.lines[renamed] ?? 0)); keep only \(renamed)")
+                }
+                deprecatedKeysUsed.append((key, renamed))
+                name = renamed
+            }
+            guard let apply = Self.keys[name] else {
                 throw ConfigError(key: key, line: file.lines[key], problem: "is not a known setting")
             }
             do {

@@ -19,8 +19,8 @@ public final class Ingest: @unchecked Sendable {
     // @unchecked: everything but `stopping` and the poller belongs to the thread in `run`.
     public static let maximumConnections = 256
     static let idleMilliseconds: UInt64 = 30_000
-    static let acceptedKey = MetricsText.key("ens_apns_notifications_total", [("outcome", "accepted")])
-    static let refusedKey = MetricsText.key("ens_apns_notifications_total", [("outcome", "refused")])
+    static let acceptedKey = MetricsText.key("ens_push_intake_total", [("outcome", "accepted")])
+    static let refusedKey = MetricsText.key("ens_push_intake_total", [("outcome", "refused")])
 
     private struct Client {
         var decoder = FrameDecoder()

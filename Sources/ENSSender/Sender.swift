@@ -6,34 +6,21 @@ public import OpenSSL
 internal import POSIX
 import Synchronization
 
-/// How ens-apns authenticates to APNs, per topic (bundle id): a client certificate if
-/// one is configured for the topic, else the shared provider token (JWT); a topic with
-/// neither cannot be delivered.
-public struct APNsCredentials: Sendable {
-    public let token: ProviderToken?
-    public let certificates: [String: ClientIdentity]
-
-    public init(token: ProviderToken?, certificates: [String: ClientIdentity]) {
-        self.token = token
-        self.certificates = certificates
-    }
-}
-
 /// ens-apns: takes notifications on a Unix socket, spools them durably, and delivers
-/// them to APNs over multiplexed HTTP/2 connections.
+/// them over multiplexed HTTP/2 connections, each through the `PushProvider` of its
+/// device token (APNs today). The spool, the retry queue and the multiplexer do not
+/// know which provider a notification goes to.
 public final class Sender: @unchecked Sendable {
-    // @unchecked: `deliveryState` is touched only by the delivery thread; everything
-    // shared is behind a mutex or an atomic.
+    // @unchecked: the providers and the delivery queue are touched only by the delivery
+    // thread; everything shared is behind a mutex or an atomic.
     public struct Settings: Sendable {
-        public var productionURL: String
-        public var sandboxURL: String
+        /// PEM CA bundle for the push services; nil uses the system store.
         public var caBundlePath: String?
         public var maximumInFlight: Int
+        /// Connections per push-service host and credential.
         public var connectionsPerHost: Int
 
-        public init(productionURL: String, sandboxURL: String, caBundlePath: String?, maximumInFlight: Int, connectionsPerHost: Int) {
-            self.productionURL = productionURL
-            self.sandboxURL = sandboxURL
+        public init(caBundlePath: String?, maximumInFlight: Int, connectionsPerHost: Int) {
             self.caBundlePath = caBundlePath
             self.maximumInFlight = maximumInFlight
             self.connectionsPerHost = connectionsPerHost
@@ -86,9 +73,7 @@ public final class Sender: @unchecked Sendable {
     }
 
     private let spool: Spool
-    private let credentials: APNsCredentials
-    /// The certificates in the PEM form libcurl takes, made once.
-    private let certificateBlobs: [String: ClientCertificate]
+    private let providers: [DeviceToken.Provider: any PushProvider]
     private let settings: Settings
     private let database: MariaDBConfiguration
     private let logger: Logger
@@ -97,13 +82,10 @@ public final class Sender: @unchecked Sendable {
     private let inFlightCount = Atomic<Int>(0)
     private let metrics: MetricsRecorder
 
-    public init(spool: Spool, credentials: APNsCredentials, settings: Settings, database: MariaDBConfiguration, metrics: MetricsRecorder, logger: Logger) {
+    public init(spool: Spool, providers: [any PushProvider], settings: Settings, database: MariaDBConfiguration, metrics: MetricsRecorder, logger: Logger) {
         self.spool = spool
         self.metrics = metrics
-        self.credentials = credentials
-        certificateBlobs = credentials.certificates.mapValues {
-            ClientCertificate(certificatePEM: $0.certificatePEM, privateKeyPEM: $0.privateKeyPEM)
-        }
+        self.providers = Dictionary(providers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
         self.settings = settings
         self.database = database
         self.logger = logger
@@ -115,12 +97,12 @@ public final class Sender: @unchecked Sendable {
 
     /// Sets the gauges (spool depth, requests in flight) before a metrics write.
     public func refreshGauges() {
-        metrics.set("ens_apns_spool_depth", Double(spool.count))
-        metrics.set("ens_apns_in_flight", Double(inFlightCount.load(ordering: .relaxed)))
+        metrics.set("ens_push_spool_depth", Double(spool.count))
+        metrics.set("ens_push_in_flight", Double(inFlightCount.load(ordering: .relaxed)))
     }
 
-    private func count(_ outcome: String) {
-        metrics.add(MetricsText.key("ens_apns_notifications_total", [("outcome", outcome)]))
+    private func count(_ outcome: String, _ provider: DeviceToken.Provider) {
+        metrics.add(MetricsText.key("ens_push_notifications_total", [("provider", provider.rawValue), ("outcome", outcome)]))
     }
 
     /// Queues what `Ingest` made durable for delivery, in arrival order.
@@ -140,8 +122,8 @@ public final class Sender: @unchecked Sendable {
         queue.ready = replay.map { Pending(entry: $0, attempts: 0, notBefore: 0) }
         let multiplexer: HTTP2Multiplexer
         do {
-            // Each credential (the token, each certificate) gets its own connections.
-            let credentialCount = certificateBlobs.count + (credentials.token == nil ? 0 : 1)
+            // Each credential (APNs: the token, each certificate) gets its own connections.
+            let credentialCount = providers.values.reduce(0) { $0 + $1.credentialCount }
             multiplexer = try HTTP2Multiplexer(configuration: .init(caBundlePath: settings.caBundlePath,
                                                                     connectionsPerHost: settings.connectionsPerHost * max(credentialCount, 1)))
         } catch {
@@ -184,27 +166,32 @@ public final class Sender: @unchecked Sendable {
                         spool.remove(pending.entry)
                         continue
                     }
+                    let kind = notification.deviceToken.provider
                     if notification.expiration * 1000 < now {
                         logger.warning("notification expired before delivery", metadata: ["notification.id": "\(notification.id)", "attempts": "\(pending.attempts)"])
                         spool.remove(pending.entry)
-                        count("expired")
+                        count("expired", kind)
+                        continue
+                    }
+                    let request: PushRequest
+                    do {
+                        guard let provider = providers[kind] else { throw PushRequestError.credentials("no \(kind.rawValue) provider is configured") }
+                        request = try provider.request(for: notification)
+                    } catch {
+                        logger.error("cannot build a push request; dropping the notification", metadata: [
+                            "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)", "notification.id": "\(notification.id)", "error": "\(error)",
+                        ])
+                        spool.remove(pending.entry)
+                        count("dropped", kind)
                         continue
                     }
                     nextTag += 1
-                    let certificate = certificateBlobs[notification.topic]
-                    guard certificate != nil || credentials.token != nil else {
-                        logger.error("no APNs credentials for this topic; dropping the notification",
-                                     metadata: ["apns.topic": "\(notification.topic)", "notification.id": "\(notification.id)"])
-                        spool.remove(pending.entry)
-                        count("dropped")
-                        continue
-                    }
                     do {
-                        try multiplexer.post(tag: nextTag, url: url(for: notification), headers: try headers(for: notification, certificate: certificate != nil),
-                                             body: notification.payload, clientCertificate: certificate)
+                        try multiplexer.post(tag: nextTag, url: request.url, headers: request.headers, body: request.body,
+                                             clientCertificate: request.clientCertificate)
                         inFlight[nextTag] = (pending, notification)
                     } catch {
-                        logger.error("cannot start an APNs request", metadata: ["error": "\(error)"])
+                        logger.error("cannot start a push request", metadata: ["push.provider": "\(kind.rawValue)", "error": "\(error)"])
                         queue.delayed.append(Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1, notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts))))
                     }
                 }
@@ -234,33 +221,34 @@ public final class Sender: @unchecked Sendable {
     }
 
     private func handle(_ completion: HTTP2Multiplexer.Completion, pending: Pending, notification: PushNotification, feedback: DeviceFeedback) -> Pending? {
-        var status: Int?
-        var reason: String?
-        var timestamp: Int64?
+        let kind = notification.deviceToken.provider
+        guard let provider = providers[kind] else { return nil }
+        let answer: PushAnswer
         switch completion.result {
         case .success(let response):
-            status = response.status
-            if let body = try? JSONParser.parse(response.body) {
-                reason = body["reason"]?.stringValue
-                if case .number(let text)? = body["timestamp"] { timestamp = Int64(text) }
-            }
+            answer = PushAnswer(status: response.status, body: response.body)
         case .failure(let error):
-            logger.debug("APNs request failed", metadata: ["error": "\(error)"])
+            logger.debug("push request failed", metadata: ["push.provider": "\(kind.rawValue)", "error": "\(error)"])
+            answer = PushAnswer(status: nil, body: [])
         }
-        metrics.add(MetricsText.key("ens_apns_responses_total", [("status", String(status ?? 0)), ("reason", Self.reasonLabel(reason))]))
-        let action = DeliveryPolicy.action(status: status, reason: reason, timestamp: timestamp)
+        let verdict = provider.verdict(for: answer)
+        let status = answer.status
+        metrics.add(MetricsText.key("ens_push_responses_total", [
+            ("provider", kind.rawValue), ("status", String(status ?? 0)), ("reason", verdict.reason),
+        ]))
         let now = WallClock.milliseconds()
-        switch action {
+        switch verdict.action {
         case .delivered:
             spool.remove(pending.entry)
-            count("delivered")
+            count("delivered", kind)
             if let row = notification.deviceRowID { feedback.delivered(deviceRowID: row, at: .now()) }
             return nil
         case .disableToken(let timestamp):
             spool.remove(pending.entry)
-            count("disabled")
-            logger.info("APNs rejected a device token; disabling it", metadata: [
-                "apns.status": "\(status ?? 0)", "apns.reason": "\(reason ?? "")", "device.row": "\(notification.deviceRowID ?? 0)",
+            count("disabled", kind)
+            logger.info("the push service rejected a device token; disabling it", metadata: [
+                "push.provider": "\(kind.rawValue)", "push.status": "\(status ?? 0)", "push.reason": "\(verdict.reason)",
+                "device.row": "\(notification.deviceRowID ?? 0)",
             ])
             if let row = notification.deviceRowID {
                 do {
@@ -270,50 +258,27 @@ public final class Sender: @unchecked Sendable {
                 }
             }
             return nil
-        case .refreshProviderTokenAndRetry:
-            do { try credentials.token?.expired() } catch { logger.error("cannot mint a provider token", metadata: ["error": "\(error)"]) }
-            // Backed off like any retry: if APNs keeps saying "expired" (a skewed clock,
-            // say) while the token is too young to re-mint, this must not spin.
+        case .refreshCredentialsAndRetry:
+            do { try provider.refreshCredentials() } catch {
+                logger.error("cannot refresh push credentials", metadata: ["push.provider": "\(kind.rawValue)", "error": "\(error)"])
+            }
+            // Backed off like any retry: if the provider keeps saying "expired" (a skewed
+            // clock, say) while the credential is too young to renew, this must not spin.
             return Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1,
                            notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts)))
         case .retry:
             let delay = DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts), capMilliseconds: status == nil ? 30_000 : 15 * 60 * 1000)
-            logger.debug("APNs delivery will be retried", metadata: ["apns.status": "\(status ?? 0)", "retry.delay_ms": "\(delay)"])
+            logger.debug("push delivery will be retried", metadata: [
+                "push.provider": "\(kind.rawValue)", "push.status": "\(status ?? 0)", "retry.delay_ms": "\(delay)",
+            ])
             return Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1, notBefore: now + delay)
         case .drop(let why):
             spool.remove(pending.entry)
-            count("dropped")
-            logger.warning("APNs refused a notification; dropping it", metadata: ["apns.answer": "\(why)", "notification.id": "\(notification.id)"])
+            count("dropped", kind)
+            logger.warning("the push service refused a notification; dropping it", metadata: [
+                "push.provider": "\(kind.rawValue)", "push.answer": "\(why)", "notification.id": "\(notification.id)",
+            ])
             return nil
         }
-    }
-
-    /// Apple's reason strings are a short fixed vocabulary; anything else (a broken
-    /// answer) is folded into "other" so a label cannot grow without bound.
-    static func reasonLabel(_ reason: String?) -> String {
-        guard let reason, !reason.isEmpty else { return "" }
-        guard reason.utf8.count <= 40, reason.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) }) else { return "other" }
-        return reason
-    }
-
-    private func url(for notification: PushNotification) -> String {
-        (notification.environment == .production ? settings.productionURL : settings.sandboxURL) + "/3/device/" + notification.deviceToken.hex
-    }
-
-    /// Apple's headers; `authorization` only for token auth (a certificate
-    /// authenticates the connection instead).
-    private func headers(for notification: PushNotification, certificate: Bool) throws -> [(String, String)] {
-        var headers: [(String, String)] = []
-        if !certificate, let token = credentials.token {
-            headers.append(("authorization", "bearer " + (try token.token())))
-        }
-        return headers + [
-            ("apns-topic", notification.topic),
-            ("apns-push-type", notification.pushType.rawValue),
-            ("apns-priority", String(notification.priority)),
-            ("apns-expiration", String(notification.expiration)),
-            ("apns-collapse-id", notification.id),
-            ("content-type", "application/json"),
-        ]
     }
 }

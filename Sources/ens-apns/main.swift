@@ -5,14 +5,14 @@ import Logging
 import OpenSSL
 import POSIX
 
-/// ens-apns: the APNs sender.
+/// ens-apns: the push sender (named for its first provider, APNs).
 struct ENSAPNs: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ens-apns",
-        abstract: "ENS APNs sender: takes notifications from the responders on apns.socket, spools them durably and delivers them to APNs over HTTP/2.",
+        abstract: "ENS push sender: takes notifications from the responders on push.socket, spools them durably and delivers them to APNs over HTTP/2.",
         discussion: """
             A notification is acknowledged only once it is appended to the spool log in \
-            apns.spool_dir and fdatasynced; after a crash or restart the spool is replayed. SIGTERM stops \
+            push.spool_dir and fdatasynced; after a crash or restart the spool is replayed. SIGTERM stops \
             taking notifications, lets requests in flight finish, and exits 0.
 
             Exit status: 0 after a clean stop or a good --check, 1 on a configuration or start-up error.
@@ -44,6 +44,7 @@ struct ENSAPNs: ParsableCommand {
         }
         LogfmtLogHandler.bootstrap(label: "ens-apns", level: settings.logLevel)
         let logger = Logger(label: "ens-apns")
+        settings.logDeprecatedKeys(logger)
         Signals.ignoreBrokenPipe()
         Signals.block(Signals.shutdownSignals)
 
@@ -54,13 +55,13 @@ struct ENSAPNs: ParsableCommand {
         do {
             // Refuses to start over a live sender (UnixSocket.listen connects first);
             // taken before the spool is opened, since opening it tidies up segments.
-            listener = try UnixSocket.listen(path: settings.apnsSocket, mode: 0o660, backlog: 512)
+            listener = try UnixSocket.listen(path: settings.pushSocket, mode: 0o660, backlog: 512)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
         do {
-            let spool = try Spool(directory: settings.apnsSpoolDirectory, masterKey: masterKey, capacity: settings.apnsSpoolCapacity)
+            let spool = try Spool(directory: settings.pushSpoolDirectory, masterKey: masterKey, capacity: settings.pushSpoolCapacity)
             let recovery = spool.recovery
             if recovery.tornSegments > 0 || recovery.imported > 0 {
                 logger.notice("spool recovered", metadata: [
@@ -69,9 +70,9 @@ struct ENSAPNs: ParsableCommand {
             }
             sender = Sender(
                 spool: spool,
-                credentials: credentials,
-                settings: .init(productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL, caBundlePath: settings.apnsCAFile,
-                                maximumInFlight: settings.apnsMaximumInFlight, connectionsPerHost: settings.apnsConnectionsPerHost),
+                providers: [APNsProvider(credentials: credentials, productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL)],
+                settings: .init(caBundlePath: settings.apnsCAFile, maximumInFlight: settings.pushMaximumInFlight,
+                                connectionsPerHost: settings.pushConnectionsPerHost),
                 database: try settings.serviceDatabase(),
                 metrics: metrics,
                 logger: logger
@@ -79,11 +80,11 @@ struct ENSAPNs: ParsableCommand {
             ingest = try Ingest(listener: listener.fd, spool: spool, metrics: metrics, logger: logger, handOff: sender.enqueue)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
-            UnixSocket.unlinkIfOurs(path: settings.apnsSocket, inode: listener.inode)
+            UnixSocket.unlinkIfOurs(path: settings.pushSocket, inode: listener.inode)
             throw ExitCode(1)
         }
         logger.info("sender started", metadata: [
-            "socket": "\(settings.apnsSocket)", "spool.dir": "\(settings.apnsSpoolDirectory)",
+            "socket": "\(settings.pushSocket)", "spool.dir": "\(settings.pushSpoolDirectory)",
             "auth.token": "\(credentials.token != nil)", "auth.certificates": "\(credentials.certificates.keys.sorted().joined(separator: ","))",
         ])
 
@@ -96,7 +97,7 @@ struct ENSAPNs: ParsableCommand {
         logger.info("sender stopping", metadata: ["signal": "\(Signals.name(signal))"])
         ingest.stop()
         intake.join()
-        UnixSocket.unlinkIfOurs(path: settings.apnsSocket, inode: listener.inode)
+        UnixSocket.unlinkIfOurs(path: settings.pushSocket, inode: listener.inode)
         sender.stop()
         delivery.join()
         metrics.stop()

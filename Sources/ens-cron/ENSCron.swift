@@ -38,6 +38,7 @@ struct CommonOptions: ParsableArguments {
         do {
             let settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
             LogfmtLogHandler.bootstrap(label: "ens-cron", level: settings.logLevel)
+            settings.logDeprecatedKeys(Logger(label: "ens-cron"))
             return settings
         } catch {
             printError("ens-cron \(command): \(error)")
@@ -257,7 +258,7 @@ struct Jobs {
     }
 
     func renew() throws {
-        let counts = try maintenance.renew(vault: Vault(masterKey: try settings.masterKey()), sender: SenderClient(socketPath: settings.apnsSocket))
+        let counts = try maintenance.renew(vault: Vault(masterKey: try settings.masterKey()), sender: SenderClient(socketPath: settings.pushSocket))
         logger.info("renew done", metadata: [
             "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
         ])

@@ -52,6 +52,7 @@ struct ENSFastCGI: ParsableCommand {
         }
         LogfmtLogHandler.bootstrap(label: worker ? "ens-fcgi-worker" : "ens-fcgi", level: settings.logLevel)
         let logger = Logger(label: "ens-fcgi")
+        if !worker { settings.logDeprecatedKeys(logger) }
         if worker {
             throw ExitCode(Worker(configuration: settings, listenFD: 0, slot: slot, logger: logger).run())
         }

@@ -30,6 +30,46 @@ import Testing
         }
     }
 
+    /// An operator's ens.conf from before the sender became provider-neutral keeps
+    /// starting: the old keys work as the new ones and are reported as deprecated.
+    @Test func renamedSenderKeysStillWorkAndAreReported() throws {
+        let old = try ENSConfiguration(file: ConfigFile(parsing: """
+            apns.socket = /run/ens/old.sock
+            apns.spool_dir = /var/lib/ens/old-spool
+            apns.spool_max = 77
+            apns.max_in_flight = 33
+            apns.connections = 3
+            """))
+        #expect(old.pushSocket == "/run/ens/old.sock")
+        #expect(old.pushSpoolDirectory == "/var/lib/ens/old-spool")
+        #expect(old.pushSpoolCapacity == 77)
+        #expect(old.pushMaximumInFlight == 33)
+        #expect(old.pushConnectionsPerHost == 3)
+        #expect(old.deprecatedKeysUsed.map(\.old).sorted() == ENSConfiguration.deprecatedKeys.keys.sorted())
+        #expect(old.deprecatedKeysUsed.allSatisfy { ENSConfiguration.deprecatedKeys[$0.old] == $0.new })
+
+        let new = try ENSConfiguration(file: ConfigFile(parsing: "push.socket = /run/ens/push.sock\npush.connections = 4\n"))
+        #expect(new.pushSocket == "/run/ens/push.sock" && new.pushConnectionsPerHost == 4)
+        #expect(new.deprecatedKeysUsed.isEmpty)
+
+        // A bad value under the old name is reported under the name the file used.
+        #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "apns.connections = 99\n")) }
+        do {
+            _ = try ENSConfiguration(file: ConfigFile(parsing: "apns.connections = 99\n"))
+        } catch {
+            #expect(error.key == "apns.connections")
+        }
+        // Both names at once is a mistake, named with both lines.
+        do {
+            _ = try ENSConfiguration(file: ConfigFile(parsing: "push.socket = /a.sock\napns.socket = /b.sock\n"))
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.key == "apns.socket")
+            #expect(error.description.contains("push.socket"))
+            #expect(error.description.contains("line 1"))
+        }
+    }
+
     @Test func rejectsGarbage() {
         #expect(throws: ConfigError.self) { try ConfigFile(parsing: "just words\n") }
         #expect(throws: ConfigError.self) { try ConfigFile(parsing: "= value\n") }
@@ -84,7 +124,7 @@ import Testing
         #expect(parsed.dbName == defaults.dbName)
         #expect(parsed.keyPoolSize == defaults.keyPoolSize)
         #expect(parsed.keyCacheSize == defaults.keyCacheSize)
-        #expect(parsed.apnsSpoolCapacity == defaults.apnsSpoolCapacity)
+        #expect(parsed.pushSpoolCapacity == defaults.pushSpoolCapacity)
         #expect(parsed.apnsProductionURL == defaults.apnsProductionURL)
         #expect(parsed.apiTokenRefreshSeconds == defaults.apiTokenRefreshSeconds)
         // Every setting is documented.

@@ -3,7 +3,7 @@ import Testing
 
 @Suite struct DeliveryPolicyTests {
     static func action(_ status: Int?, _ reason: String? = nil, timestamp: Int64? = nil) -> DeliveryAction {
-        DeliveryPolicy.action(status: status, reason: reason, timestamp: timestamp)
+        APNsProvider.action(status: status, reason: reason, timestamp: timestamp)
     }
 
     static func isDrop(_ action: DeliveryAction) -> Bool {
@@ -33,7 +33,7 @@ import Testing
     }
 
     @Test func expiredProviderTokenRefreshes() {
-        #expect(Self.action(403, "ExpiredProviderToken") == .refreshProviderTokenAndRetry)
+        #expect(Self.action(403, "ExpiredProviderToken") == .refreshCredentialsAndRetry)
     }
 
     @Test func temporaryTroubleIsRetried() {

@@ -35,14 +35,14 @@ import Testing
             let b = MetricsRecorder(file: directory.appendingPathComponent("apns.prom").path)
             a.add("ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}", 3)
             b.add("ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}", 4)
-            b.set("ens_apns_spool_depth", 7)
+            b.set("ens_push_spool_depth", 7)
             try a.write()
             try b.write()
-            try directory.appendingPathComponent("notes.txt").write("ens_apns_spool_depth 1000\n")  // not a .prom file
+            try directory.appendingPathComponent("notes.txt").write("ens_push_spool_depth 1000\n")  // not a .prom file
             let (values, sources) = MetricsText.collect(directory: directory.path)
             #expect(sources == 2)
             #expect(values["ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}"] == 7)
-            #expect(values["ens_apns_spool_depth"] == 7)
+            #expect(values["ens_push_spool_depth"] == 7)
             // A replacement process continues from its predecessor's file.
             let again = MetricsRecorder(file: directory.appendingPathComponent("fcgi-0.prom").path)
             again.add("ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}")
@@ -61,8 +61,8 @@ import Testing
         counters.record(label: "/ews/", status: 200, seconds: 0.02)
         let recorder = MetricsRecorder(file: nil)
         recorder.publish([counters], baseline: [:])
-        recorder.add(MetricsText.key("ens_apns_responses_total", [("status", "410"), ("reason", "Unregistered")]))
-        recorder.set("ens_apns_spool_depth", 3)
+        recorder.add(MetricsText.key("ens_push_responses_total", [("provider", "apns"), ("status", "410"), ("reason", "Unregistered")]))
+        recorder.set("ens_push_spool_depth", 3)
         let text = MetricsText.render(recorder.snapshot)
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("m.txt")
@@ -74,8 +74,8 @@ import Testing
                 print(" ".join(names))
                 """, [file.path])
             #expect(families.contains("ens_http_request_duration_seconds:histogram"))
-            #expect(families.contains("ens_apns_responses:counter"))
-            #expect(families.contains("ens_apns_spool_depth:gauge"))
+            #expect(families.contains("ens_push_responses:counter"))
+            #expect(families.contains("ens_push_spool_depth:gauge"))
         }
     }
 

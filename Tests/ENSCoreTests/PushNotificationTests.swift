@@ -85,7 +85,7 @@ import Testing
             Issue.record("not an object")
             return
         }
-        #expect(Set(members.keys) == ["id", "token", "topic", "environment", "pushType", "expiration", "device", "payload"])
+        #expect(Set(members.keys) == ["id", "provider", "token", "topic", "environment", "pushType", "expiration", "device", "payload"])
         #expect(members["expiration"] == .number("1900000000"))
         #expect(members["device"] == .number("42"))
         #expect(members["token"] == .string(Self.tokenHex))
@@ -319,5 +319,31 @@ import Testing
         let b = try JSONParser.parse(Array(#"{ "a" : "s", "b" : { "x" : [ 2 , { "c" : 1 , "d" : 0 } ] , "y" : 1 } }"#.utf8))
         #expect(a.encoded == b.encoded)
         #expect(a.encoded == Array(#"{"a":"s","b":{"x":[2,{"c":1,"d":0}],"y":1}}"#.utf8))
+    }
+
+    // MARK: Provider
+
+    @Test func theTokensProviderTravelsWithTheNotification() throws {
+        let notification = try Self.alert()
+        #expect(notification.deviceToken.provider == .apns)
+        let json = try JSONParser.parse(notification.json)
+        #expect(json["provider"]?.stringValue == "apns")
+        #expect(try PushNotification(json: notification.json) == notification)
+    }
+
+    /// Spool records and frames written before tokens carried a provider are APNs's.
+    @Test func aRecordWithoutAProviderIsAPNs() throws {
+        var members = Self.members()
+        members["provider"] = nil
+        #expect(try Self.parse(members).deviceToken.provider == .apns)
+        members["provider"] = .string("apns")
+        #expect(try Self.parse(members).deviceToken.provider == .apns)
+    }
+
+    @Test(arguments: [JSONValue.string("fcm"), .string("APNS"), .string(""), .number("1"), .null])
+    func anUnknownProviderIsRefused(provider: JSONValue) {
+        var members = Self.members()
+        members["provider"] = provider
+        #expect(throws: PushNotification.Invalid.self) { try Self.parse(members) }
     }
 }

@@ -25,7 +25,7 @@ struct MetricsEndpointTests {
         })
         #expect(text.contains("# TYPE ens_http_request_duration_seconds histogram"))
         #expect(text.contains(#"ens_http_request_duration_seconds_bucket{endpoint="/alive",le="+Inf"}"#))
-        #expect(value(text, "ens_apns_spool_depth") != nil)
+        #expect(value(text, "ens_push_spool_depth") != nil)
         #expect(value(text, #"ens_subscriptions{state="healthy"}"#) != nil)
         #expect(value(text, #"ens_devices{state="enabled"}"#) != nil)
         // Two responder processes and ens-apns.

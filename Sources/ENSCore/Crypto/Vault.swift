@@ -70,14 +70,22 @@ public struct Vault: Sendable {
     }
 }
 
-/// An APNs device token: 8–100 bytes, written as hex (any case on input, lowercase kept).
+/// A device's push token and the push service it belongs to. APNs tokens are 8–100
+/// bytes, written as hex (any case on input, lowercase kept).
 public struct DeviceToken: Sendable, Equatable, Hashable {
+    /// The push services ENS can deliver to; a token is delivered by its own.
+    public enum Provider: String, Sendable, CaseIterable {
+        case apns
+    }
+
+    public let provider: Provider
     public let hex: String
 
     public init?(hex text: String) {
         let lower = text.lowercased()
         guard lower.utf8.count >= 16, lower.utf8.count <= 200, lower.utf8.count % 2 == 0,
               lower.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
+        provider = .apns
         hex = lower
     }
 }

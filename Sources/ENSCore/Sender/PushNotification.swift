@@ -1,19 +1,20 @@
-/// One push for one device, as responders hand it to ens-apns and as the spool keeps it.
+/// One push for one device, as responders hand it to the sender and as the spool keeps
+/// it. Which push service delivers it is the device token's provider.
 public struct PushNotification: Sendable, Equatable {
     public enum Environment: String, Sendable { case production, sandbox }
     public enum PushType: String, Sendable { case alert, background }
 
-    /// Identity of the notification (32 hex characters); also its apns-collapse-id, so a
-    /// replay after a crash replaces rather than duplicates on the device.
+    /// Identity of the notification (32 hex characters); also its collapse id (APNs'
+    /// apns-collapse-id), so a replay after a crash replaces rather than duplicates.
     public var id: String
     public var deviceToken: DeviceToken
-    /// The app's bundle id (apns-topic).
+    /// The app the push is for (APNs: the bundle id, sent as apns-topic).
     public var topic: String
     public var environment: Environment
     public var pushType: PushType
     /// Seconds since the epoch after which APNs should not deliver it (and we stop retrying).
     public var expiration: Int64
-    /// The APNs JSON payload, at most 4096 bytes.
+    /// The provider's JSON payload (APNs: with `aps`), at most 4096 bytes.
     public var payload: [UInt8]
     /// The Devices row, for recording delivery and disabling rejected tokens.
     public var deviceRowID: Int64?
@@ -38,6 +39,7 @@ public struct PushNotification: Sendable, Equatable {
     public var json: [UInt8] {
         var writer = JSONObjectWriter()
         writer.add("id", id)
+        writer.add("provider", deviceToken.provider.rawValue)
         writer.add("token", deviceToken.hex)
         writer.add("topic", topic)
         writer.add("environment", environment.rawValue)
@@ -75,16 +77,21 @@ public struct PushNotification: Sendable, Equatable {
         guard id.utf8.count == 32, id.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else {
             throw Invalid(problem: "'id' must be 32 lowercase hex characters")
         }
-        guard let token = DeviceToken(hex: try string("token")) else { throw Invalid(problem: "'token' is not a device token") }
+        // Records spooled before tokens carried their provider are all APNs's.
+        let provider = try members["provider"].map { member throws(Invalid) -> DeviceToken.Provider in
+            guard let name = member.stringValue, let provider = DeviceToken.Provider(rawValue: name) else { throw Invalid(problem: "unknown 'provider'") }
+            return provider
+        } ?? .apns
+        guard provider == .apns, let token = DeviceToken(hex: try string("token")) else { throw Invalid(problem: "'token' is not a device token") }
         let topic = try string("topic")
         guard topic.utf8.count <= 255, !topic.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else { throw Invalid(problem: "'topic' is not a bundle id") }
         guard let environment = Environment(rawValue: try string("environment")) else { throw Invalid(problem: "bad 'environment'") }
         guard let pushType = PushType(rawValue: try string("pushType")) else { throw Invalid(problem: "bad 'pushType'") }
         guard let expiration = try integer("expiration") else { throw Invalid(problem: "missing 'expiration'") }
-        guard case .object(let apnsPayload)? = members["payload"], case .object? = apnsPayload["aps"] else {
+        guard case .object(let payloadMembers)? = members["payload"], case .object? = payloadMembers["aps"] else {
             throw Invalid(problem: "'payload' must be an object with 'aps'")
         }
-        let payload = JSONValue.object(apnsPayload).encoded
+        let payload = JSONValue.object(payloadMembers).encoded
         guard payload.count <= Self.maximumPayload else { throw Invalid(problem: "payload over \(Self.maximumPayload) bytes") }
         self.init(id: id, deviceToken: token, topic: topic, environment: environment, pushType: pushType,
                   expiration: expiration, payload: payload, deviceRowID: try integer("device"))

@@ -132,7 +132,7 @@ enum ExchangeCallback {
                 }
             }
 
-            let sender = SenderClient(socketPath: configuration.apnsSocket)
+            let sender = SenderClient(socketPath: configuration.pushSocket)
             let policy = try context.policyClient()
             for target in devices {
                 if let deviceID = target.device.ewsDeviceID, let policy {
