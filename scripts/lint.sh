@@ -17,7 +17,11 @@ done
 traps=$(grep -rnE 'fatalError\(|try!' Sources || true)
 if [ -n "$traps" ]; then echo "lint: fatalError/try! in Sources:"; echo "$traps"; fail=1; fi
 
-# 3. Shell scripts.
+# 3. One route table: the router, nginx's locations, the OpenAPI document and the
+# OpenAPI validator's endpoint list name the same endpoints with the same methods.
+python3 scripts/check_routes.py || fail=1
+
+# 4. Shell scripts.
 if command -v shellcheck >/dev/null; then
   shellcheck -S warning scripts/*.sh bench/*.sh .ci/run || fail=1
 else
