@@ -48,25 +48,11 @@ public final class ProviderToken: @unchecked Sendable {
         var claims = JSONObjectWriter()
         claims.add("iss", teamID)
         claims.add("iat", Int(issuedAt))
-        let signingInput = Base64URL.encode(header.finished()) + "." + Base64URL.encode(claims.finished())
+        let signingInput = Base64.encodeURLSafe(header.finished()) + "." + Base64.encodeURLSafe(claims.finished())
         let signature = try key.signES256(Array(signingInput.utf8))
-        let token = signingInput + "." + Base64URL.encode(signature)
+        let token = signingInput + "." + Base64.encodeURLSafe(signature)
         current = (token, issuedAt)
         mintCount += 1
         return token
-    }
-}
-
-/// base64url without padding (JWS).
-enum Base64URL {
-    static func encode(_ bytes: [UInt8]) -> String {
-        String(Base64.encode(bytes).compactMap { character -> Character? in
-            switch character {
-            case "+": "-"
-            case "/": "_"
-            case "=": nil
-            default: character
-            }
-        })
     }
 }

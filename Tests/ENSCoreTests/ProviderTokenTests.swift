@@ -1,3 +1,4 @@
+import ENSCore
 import OpenSSL
 import Testing
 @testable import ENSSender
@@ -155,7 +156,7 @@ final class ManualClock: @unchecked Sendable {
         #expect(try Self.verify(token, key: try ECSigningKey.generate()) == ["invalid-signature"])
         // Swap in other claims, keeping the signature.
         let parts = token.split(separator: ".").map(String.init)
-        let otherClaims = Base64URL.encode(Array(#"{"iss":"DEF123GHIJ","iat":1700000001}"#.utf8))
+        let otherClaims = Base64.encodeURLSafe(Array(#"{"iss":"DEF123GHIJ","iat":1700000001}"#.utf8))
         #expect(try Self.verify([parts[0], otherClaims, parts[2]].joined(separator: ".")) == ["invalid-signature"])
     }
 
@@ -171,11 +172,11 @@ final class ManualClock: @unchecked Sendable {
     }
 
     @Test func base64URLEncoding() {
-        #expect(Base64URL.encode([]) == "")
-        #expect(Base64URL.encode([0xFB, 0xFF]) == "-_8")
-        #expect(Base64URL.encode([0xFF]) == "_w")
-        #expect(Base64URL.encode(Array("ab".utf8)) == "YWI")
-        #expect(Base64URL.encode(Array("abc".utf8)) == "YWJj")
-        #expect(Base64URL.encode([0x3E, 0x3F]) == "Pj8")
+        #expect(Base64.encodeURLSafe([]) == "")
+        #expect(Base64.encodeURLSafe([0xFB, 0xFF]) == "-_8")
+        #expect(Base64.encodeURLSafe([0xFF]) == "_w")
+        #expect(Base64.encodeURLSafe(Array("ab".utf8)) == "YWI")
+        #expect(Base64.encodeURLSafe(Array("abc".utf8)) == "YWJj")
+        #expect(Base64.encodeURLSafe([0x3E, 0x3F]) == "Pj8")
     }
 }
