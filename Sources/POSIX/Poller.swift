@@ -2,17 +2,23 @@ internal import CLinux
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 
-/// Readiness of many descriptors at once (epoll), for a thread that serves them all,
-/// plus an eventfd so another thread can wake it (to stop, say).
+/// Readiness of many descriptors at once (epoll), for one thread that serves them all
+/// or for several that take turns (one-shot interest), plus an eventfd so another
+/// thread can wake a waiter, or every waiter for good (`shutDown`).
 public final class Poller: @unchecked Sendable {
-    // @unchecked: the descriptors are set once; epoll and eventfd calls are thread-safe.
+    // @unchecked: the descriptors are set once; epoll and eventfd calls are thread-safe,
+    // and the shutdown flag is atomic.
 
     public struct Interest: OptionSet, Sendable {
         public let rawValue: UInt32
         public init(rawValue: UInt32) { self.rawValue = rawValue }
         public static let readable = Interest(rawValue: EPOLLIN.rawValue)
         public static let writable = Interest(rawValue: EPOLLOUT.rawValue)
+        /// Reported to one waiter once, then disarmed until `modify` re-arms it: how
+        /// several threads share one set without two taking the same descriptor.
+        public static let oneShot = Interest(rawValue: EPOLLONESHOT.rawValue)
     }
 
     public struct Event: Sendable {
@@ -24,6 +30,7 @@ public final class Poller: @unchecked Sendable {
 
     private let epollFD: Int32
     private let wakeFD: Int32
+    private let shutdownFlag = Atomic<Bool>(false)
 
     public init() throws(SystemError) {
         epollFD = try syscall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
@@ -63,6 +70,15 @@ public final class Poller: @unchecked Sendable {
         _ = Glibc.write(wakeFD, &one, 8)
     }
 
+    /// Makes every current and later `wait` return at once, for good: the eventfd is
+    /// left readable, so each waiting thread sees it.
+    public func shutDown() {
+        shutdownFlag.store(true, ordering: .releasing)
+        wake()
+    }
+
+    public var isShutDown: Bool { shutdownFlag.load(ordering: .acquiring) }
+
     /// Waits up to `timeoutMilliseconds` (-1: no limit) for descriptors to become ready;
     /// empty after a timeout, an interrupted wait or a `wake()`.
     public func wait(timeoutMilliseconds: Int32, maximum: Int = 256) -> [Event] {
@@ -74,8 +90,10 @@ public final class Poller: @unchecked Sendable {
         let readableMask = EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue
         for event in raw[0..<Int(count)] {
             if event.data.fd == wakeFD {
-                var value: UInt64 = 0
-                _ = Glibc.read(wakeFD, &value, 8)
+                if !isShutDown {
+                    var value: UInt64 = 0
+                    _ = Glibc.read(wakeFD, &value, 8)
+                }
                 continue
             }
             events.append(Event(fd: event.data.fd, readable: event.events & readableMask != 0,
@@ -105,11 +123,13 @@ extension FileDescriptor {
         try syscall("fcntl") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
     }
 
-    /// Accepts a pending connection, non-blocking and close-on-exec; nil when none is waiting.
-    public static func acceptPending(_ listener: Int32) throws(SystemError) -> Int32? {
+    /// Accepts a pending connection, close-on-exec and (unless a blocking library such
+    /// as libfcgi will own it) non-blocking; nil when none is waiting.
+    public static func acceptPending(_ listener: Int32, nonBlocking: Bool = true) throws(SystemError) -> Int32? {
         let fd = Glibc.accept(listener, nil, nil)
         if fd >= 0 {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            guard nonBlocking else { return fd }
             do throws(SystemError) {
                 try setNonBlocking(fd)
             } catch {
