@@ -15,14 +15,15 @@ import Synchronization
 /// A connection that does not read its answers is not read from until it does, so a
 /// stuck responder holds at most the answers to what it sent in one read. Connections
 /// idle for 30 s are closed; beyond 256 connections a new one is refused with `busy`.
-public final class Ingest: @unchecked Sendable {
-    // @unchecked: everything but `stopping` and the poller belongs to the thread in `run`.
+public final class Ingest: Sendable {
+    // The connections and counters live in an `IntakeLoop` that `run` makes on its own
+    // thread and keeps there: confined by construction, nothing to take on trust.
     public static let maximumConnections = 256
     static let idleMilliseconds: UInt64 = 30_000
     static let acceptedKey = MetricsText.key("ens_push_intake_total", [("outcome", "accepted")])
     static let refusedKey = MetricsText.key("ens_push_intake_total", [("outcome", "refused")])
 
-    private struct Client {
+    fileprivate struct Client {
         var decoder = FrameDecoder()
         var unsent: [UInt8] = []
         var lastActive: UInt64
@@ -33,24 +34,18 @@ public final class Ingest: @unchecked Sendable {
     }
 
     /// What a submission gets, in arrival order; `spooled` answers wait for the commit.
-    private enum Answer {
+    fileprivate enum Answer {
         case spooled(id: String)
         case refused(String)
     }
 
-    private let listener: Int32
-    private let spool: Spool
-    private let metrics: MetricsRecorder
-    private let logger: Logger
-    private let handOff: @Sendable ([SpoolEntry]) -> Void
-    private let poller: Poller
+    fileprivate let listener: Int32
+    fileprivate let spool: Spool
+    fileprivate let metrics: MetricsRecorder
+    fileprivate let logger: Logger
+    fileprivate let handOff: @Sendable ([SpoolEntry]) -> Void
+    fileprivate let poller: Poller
     private let stopping = Atomic<Bool>(false)
-    private var clients: [Int32: Client] = [:]
-    /// Refusals for a full spool since the last log line about them: a full spool under
-    /// load refuses thousands a second, and one line every 10 s says as much.
-    private var spoolFullRefusals = 0
-    private var spoolFullLogged: UInt64 = 0
-    private var acceptFailureLogged: UInt64 = 0
 
     /// Serves `listener` (made non-blocking here); `handOff` receives what each commit
     /// made durable, in arrival order, before anyone is told it was accepted.
@@ -72,10 +67,47 @@ public final class Ingest: @unchecked Sendable {
         poller.wake()
     }
 
+    fileprivate var isStopping: Bool { stopping.load(ordering: .acquiring) }
+
     /// Serves the socket until `stop()`; run it on a thread of its own.
     public func run() {
+        IntakeLoop(self).run()
+    }
+}
+
+/// The intake thread's state and work: the responder connections, their frames and
+/// answers, and the log-once counters.
+private final class IntakeLoop {
+    typealias Client = Ingest.Client
+    typealias Answer = Ingest.Answer
+
+    private let ingest: Ingest
+    private let listener: Int32
+    private let spool: Spool
+    private let metrics: MetricsRecorder
+    private let logger: Logger
+    private let handOff: @Sendable ([SpoolEntry]) -> Void
+    private let poller: Poller
+    private var clients: [Int32: Client] = [:]
+    /// Refusals for a full spool since the last log line about them: a full spool under
+    /// load refuses thousands a second, and one line every 10 s says as much.
+    private var spoolFullRefusals = 0
+    private var spoolFullLogged: UInt64 = 0
+    private var acceptFailureLogged: UInt64 = 0
+
+    init(_ ingest: Ingest) {
+        self.ingest = ingest
+        listener = ingest.listener
+        spool = ingest.spool
+        metrics = ingest.metrics
+        logger = ingest.logger
+        handOff = ingest.handOff
+        poller = ingest.poller
+    }
+
+    func run() {
         var lastSweep = MonotonicClock.milliseconds()
-        while !stopping.load(ordering: .acquiring) {
+        while !ingest.isStopping {
             let events = poller.wait(timeoutMilliseconds: 1000)
             let now = MonotonicClock.milliseconds()
             var batch = Spool.Batch()
@@ -98,7 +130,7 @@ public final class Ingest: @unchecked Sendable {
             if acceptPending { acceptConnections(now: now) }
             if now - lastSweep >= 1000 {
                 lastSweep = now
-                for (fd, client) in clients where now - client.lastActive > Self.idleMilliseconds { close(fd) }
+                for (fd, client) in clients where now - client.lastActive > Ingest.idleMilliseconds { close(fd) }
             }
             if spoolFullRefusals > 0 && (spoolFullLogged == 0 || now - spoolFullLogged >= 10_000) {
                 logger.warning("spool full; refusing notifications", metadata: ["spool.size": "\(spool.count)", "refused": "\(spoolFullRefusals)"])
@@ -127,7 +159,7 @@ public final class Ingest: @unchecked Sendable {
                 sleepMilliseconds(10)
                 return
             }
-            guard clients.count < Self.maximumConnections else {
+            guard clients.count < Ingest.maximumConnections else {
                 _ = try? FileDescriptor.writeAvailable(fd, Frame(kind: .refused, payload: Array("busy".utf8)).encoded[...])
                 FileDescriptor.close(fd)
                 continue
@@ -237,8 +269,8 @@ public final class Ingest: @unchecked Sendable {
             answered.insert(fd)
         }
         // Counted once a turn: the metric's key is a string built per call.
-        if accepted > 0 { metrics.add(Self.acceptedKey, Double(accepted)) }
-        if answers.count > accepted { metrics.add(Self.refusedKey, Double(answers.count - accepted)) }
+        if accepted > 0 { metrics.add(Ingest.acceptedKey, Double(accepted)) }
+        if answers.count > accepted { metrics.add(Ingest.refusedKey, Double(answers.count - accepted)) }
         for fd in answered { flush(fd) }
     }
 

@@ -6,21 +6,22 @@ internal import POSIX
 /// by every request and connection; re-minted after 50 minutes (Apple: no more often
 /// than every 20, no less often than every 60) or when APNs answers
 /// ExpiredProviderToken. Never minted per request.
-public final class ProviderToken: @unchecked Sendable {
-    // @unchecked: used only by the delivery thread.
+public final class ProviderToken: Sendable {
     private let key: ECSigningKey
     private let keyID: String
     private let teamID: String
-    private let now: () -> Int64
-    private var current: (token: String, issuedAt: Int64)?
-    public private(set) var mintCount = 0
+    private let now: @Sendable () -> Int64
+    /// The token in use and how many were minted: the delivery thread's alone.
+    private let state = ThreadConfined<(current: (token: String, issuedAt: Int64)?, mintCount: Int)>((nil, 0))
+
+    public var mintCount: Int { state.withValue { $0.mintCount } }
 
     public static func wallClockSeconds() -> Int64 { WallClock.milliseconds() / 1000 }
 
     public static let refreshAfterSeconds: Int64 = 50 * 60
     public static let minimumAgeSeconds: Int64 = 20 * 60
 
-    public init(key: ECSigningKey, keyID: String, teamID: String, now: @escaping () -> Int64 = ProviderToken.wallClockSeconds) {
+    public init(key: ECSigningKey, keyID: String, teamID: String, now: @escaping @Sendable () -> Int64 = ProviderToken.wallClockSeconds) {
         self.key = key
         self.keyID = keyID
         self.teamID = teamID
@@ -29,14 +30,14 @@ public final class ProviderToken: @unchecked Sendable {
 
     /// The token to send now.
     public func token() throws -> String {
-        if let current, now() - current.issuedAt < Self.refreshAfterSeconds { return current.token }
+        if let current = state.withValue({ $0.current }), now() - current.issuedAt < Self.refreshAfterSeconds { return current.token }
         return try mint()
     }
 
     /// APNs said the token expired: mint a new one, unless the current one is younger
     /// than 20 minutes (then re-minting would earn TooManyProviderTokenUpdates).
     public func expired() throws {
-        if let current, now() - current.issuedAt < Self.minimumAgeSeconds { return }
+        if let current = state.withValue({ $0.current }), now() - current.issuedAt < Self.minimumAgeSeconds { return }
         _ = try mint()
     }
 
@@ -51,8 +52,10 @@ public final class ProviderToken: @unchecked Sendable {
         let signingInput = Base64.encodeURLSafe(header.finished()) + "." + Base64.encodeURLSafe(claims.finished())
         let signature = try key.signES256(Array(signingInput.utf8))
         let token = signingInput + "." + Base64.encodeURLSafe(signature)
-        current = (token, issuedAt)
-        mintCount += 1
+        state.withValue { state in
+            state.current = (token, issuedAt)
+            state.mintCount += 1
+        }
         return token
     }
 }

@@ -10,9 +10,9 @@ import Synchronization
 /// them over multiplexed HTTP/2 connections, each through the `PushProvider` of its
 /// device token (APNs today). The spool, the retry queue and the multiplexer do not
 /// know which provider a notification goes to.
-public final class Sender: @unchecked Sendable {
-    // @unchecked: the providers and the delivery queue are touched only by the delivery
-    // thread; everything shared is behind a mutex or an atomic.
+public final class Sender: Sendable {
+    // The providers belong to the delivery thread (checked in debug builds), the queue
+    // is local to `deliver`; everything shared is behind a mutex or an atomic.
     public struct Settings: Sendable {
         /// PEM CA bundle for the push services; nil uses the system store.
         public var caBundlePath: String?
@@ -73,7 +73,7 @@ public final class Sender: @unchecked Sendable {
     }
 
     private let spool: Spool
-    private let providers: [DeviceToken.Provider: any PushProvider]
+    private let providers: ThreadConfined<[DeviceToken.Provider: any PushProvider]>
     private let settings: Settings
     private let database: MariaDBConfiguration
     private let logger: Logger
@@ -85,7 +85,7 @@ public final class Sender: @unchecked Sendable {
     public init(spool: Spool, providers: [any PushProvider], settings: Settings, database: MariaDBConfiguration, metrics: MetricsRecorder, logger: Logger) {
         self.spool = spool
         self.metrics = metrics
-        self.providers = Dictionary(providers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        self.providers = ThreadConfined(Dictionary(providers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first }))
         self.settings = settings
         self.database = database
         self.logger = logger
@@ -117,6 +117,7 @@ public final class Sender: @unchecked Sendable {
         // New notifications wait in arrival order (a FIFO read from `head`); retries wait
         // in `delayed` until their time. Neither is ever searched or shifted as a whole.
         var queue = DeliveryQueue()
+        let providers = self.providers.withValue { $0 }
         let replay = spool.pending()
         if !replay.isEmpty { logger.info("replaying spooled notifications", metadata: ["spool.size": "\(replay.count)"]) }
         queue.ready = replay.map { Pending(entry: $0, attempts: 0, notBefore: 0) }
@@ -203,7 +204,8 @@ public final class Sender: @unchecked Sendable {
             }
             for completion in multiplexer.poll(timeoutMilliseconds: 20) {
                 guard let (pending, notification) = inFlight.removeValue(forKey: completion.tag) else { continue }
-                if let retry = handle(completion, pending: pending, notification: notification, feedback: feedback) {
+                guard let provider = providers[notification.deviceToken.provider] else { continue }
+                if let retry = handle(completion, pending: pending, notification: notification, provider: provider, feedback: feedback) {
                     queue.delayed.append(retry)
                 }
             }
@@ -220,9 +222,9 @@ public final class Sender: @unchecked Sendable {
         logger.info("delivery stopped", metadata: ["spool.size": "\(spool.count)"])
     }
 
-    private func handle(_ completion: HTTP2Multiplexer.Completion, pending: Pending, notification: PushNotification, feedback: DeviceFeedback) -> Pending? {
+    private func handle(_ completion: HTTP2Multiplexer.Completion, pending: Pending, notification: PushNotification,
+                        provider: any PushProvider, feedback: DeviceFeedback) -> Pending? {
         let kind = notification.deviceToken.provider
-        guard let provider = providers[kind] else { return nil }
         let answer: PushAnswer
         switch completion.result {
         case .success(let response):
