@@ -36,7 +36,8 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
         self.serverMessage = serverMessage
     }
 
-    static func misuse(_ what: String) -> MariaDBError {
+    /// A column or call used the wrong way (also for decoders outside this module).
+    public static func misuse(_ what: String) -> MariaDBError {
         MariaDBError(kind: .misuse, code: 0, sqlState: "HY000", operation: what, serverMessage: what)
     }
 

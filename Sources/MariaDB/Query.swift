@@ -147,3 +147,61 @@ public struct ExecuteResult: Sendable {
     public let affectedRows: Int
     public let lastInsertID: Int64
 }
+
+/// A Swift type a result column decodes to (`Row.decode`).
+public protocol SQLDecodable {
+    init(column: Int, of row: Row) throws(MariaDBError)
+}
+
+extension Int64: SQLDecodable {
+    public init(column: Int, of row: Row) throws(MariaDBError) { self = try row.int(column) }
+}
+
+extension Int: SQLDecodable {
+    public init(column: Int, of row: Row) throws(MariaDBError) {
+        let wide = try row.int(column)
+        guard let value = Int(exactly: wide) else { throw .misuse("column \(column) does not fit an Int") }
+        self = value
+    }
+}
+
+extension Bool: SQLDecodable {
+    public init(column: Int, of row: Row) throws(MariaDBError) { self = try row.int(column) != 0 }
+}
+
+extension String: SQLDecodable {
+    public init(column: Int, of row: Row) throws(MariaDBError) { self = try row.text(column) }
+}
+
+extension [UInt8]: SQLDecodable {
+    public init(column: Int, of row: Row) throws(MariaDBError) { self = try row.blob(column) }
+}
+
+extension Optional: SQLDecodable where Wrapped: SQLDecodable {
+    public init(column: Int, of row: Row) throws(MariaDBError) {
+        if case .null = row.values[column] {
+            self = .none
+        } else {
+            self = .some(try Wrapped(column: column, of: row))
+        }
+    }
+}
+
+extension Row {
+    /// The row's columns as the given types, in order: a query's column list and the
+    /// types that read it sit side by side, and a count that differs is an error
+    /// rather than a shifted index.
+    ///
+    ///     let (id, url) = try row.decode(Int64.self, String?.self)
+    public func decode<each Column: SQLDecodable>(_ types: repeat (each Column).Type) throws(MariaDBError) -> (repeat each Column) {
+        var count = 0
+        for _ in repeat (each types) { count += 1 }
+        guard count == values.count else { throw .misuse("the query returned \(values.count) columns, \(count) were decoded") }
+        var index = 0
+        func next<Value: SQLDecodable>(_ type: Value.Type) throws(MariaDBError) -> Value {
+            defer { index += 1 }
+            return try Value(column: index, of: self)
+        }
+        return (repeat try next((each types)))
+    }
+}

@@ -123,4 +123,24 @@ import Testing
         #expect(try row.optionalBlob(4) == nil)
         #expect(row[5] == .double(1.5))
     }
+
+    // MARK: Rows decoded by type
+
+    @Test func rowsDecodeByTypeInColumnOrder() throws {
+        let row = Row(values: [.int(7), .text("https://mail.example.test/"), .null, .blob([1, 2]), .int(1), .text("42")])
+        let (id, url, missing, bytes, flag, number) = try row.decode(Int64.self, String?.self, String?.self, [UInt8].self, Bool.self, Int.self)
+        #expect(id == 7 && url == "https://mail.example.test/" && missing == nil && bytes == [1, 2] && flag && number == 42)
+    }
+
+    @Test func aColumnCountThatDiffersIsAnErrorNotAShift() {
+        let row = Row(values: [.int(7), .text("x")])
+        #expect(throws: MariaDBError.self) { try row.decode(Int64.self) }
+        #expect(throws: MariaDBError.self) { try row.decode(Int64.self, String.self, String.self) }
+    }
+
+    @Test func aColumnOfTheWrongKindIsAnError() {
+        #expect(throws: MariaDBError.self) { try Row(values: [.text("seven")]).decode(Int64.self) }
+        #expect(throws: MariaDBError.self) { try Row(values: [.null]).decode(String.self) }
+        #expect(throws: MariaDBError.self) { try Row(values: [.double(1.5)]).decode([UInt8].self) }
+    }
 }

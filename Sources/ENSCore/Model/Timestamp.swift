@@ -1,3 +1,4 @@
+public import MariaDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -130,5 +131,13 @@ public struct Timestamp: Sendable, Comparable, Hashable {
         let day = dayOfYear - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
+
+extension Timestamp: SQLDecodable {
+    /// A DATETIME(3) column.
+    public init(column: Int, of row: Row) throws(MariaDBError) {
+        guard let timestamp = Timestamp(databaseString: try row.text(column)) else { throw .misuse("column \(column) is not a DATETIME") }
+        self = timestamp
     }
 }

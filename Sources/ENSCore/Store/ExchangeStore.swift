@@ -49,8 +49,8 @@ public struct ExchangeStore {
         try database.queryOne("""
             SELECT generation, registered, ews_subscription_id, ews_url, ews_version FROM EnsSubscriptionInfo WHERE id = \(recordID)
             """).map { row in
-            SubscriptionState(generation: try row.int(0), registered: try row.int(1) != 0, subscriptionID: try row.optionalText(2),
-                              ewsURL: try row.optionalText(3), ewsVersion: try row.optionalText(4))
+            let (generation, registered, subscriptionID, ewsURL, ewsVersion) = try row.decode(Int64.self, Bool.self, String?.self, String?.self, String?.self)
+            return SubscriptionState(generation: generation, registered: registered, subscriptionID: subscriptionID, ewsURL: ewsURL, ewsVersion: ewsVersion)
         }
     }
 
@@ -72,7 +72,8 @@ public struct ExchangeStore {
             guard let row = try database.queryOne("SELECT pending_generation, private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(recordID)") else {
                 return nil
             }
-            return (try row.int(0), try row.blob(1))
+            let (generation, keyMaterial) = try row.decode(Int64.self, [UInt8].self)
+            return (generation, keyMaterial)
         }
     }
 
@@ -99,9 +100,9 @@ public struct ExchangeStore {
         guard let row = try database.queryOne("""
             SELECT proof_failures, proof_window_started_at FROM EnsSubscriptionInfo WHERE id = \(recordID)
             """) else { return true }
-        guard let started = try row.optionalText(1).flatMap(Timestamp.init(databaseString:)),
-              started.adding(seconds: windowSeconds) > now else { return true }
-        return try row.int(0) < Int64(limit)
+        let (failures, windowStarted) = try row.decode(Int.self, Timestamp?.self)
+        guard let windowStarted, windowStarted.adding(seconds: windowSeconds) > now else { return true }
+        return failures < limit
     }
 
     /// Counts a failed proof: the first failure after a window ended opens a new one.
@@ -125,14 +126,16 @@ public struct ExchangeStore {
 
     public func callbackRecord(id: Int64) throws -> CallbackRecord? {
         guard let row = try database.queryOne("""
-            SELECT id, userid, generation, ews_subscription_id, ews_watermark, ews_url, ews_version, private_key_sealed,
-                pending_generation, pending_started_at
+            SELECT id, userid, generation, pending_generation, pending_started_at, ews_subscription_id, ews_watermark, ews_url,
+                ews_version, private_key_sealed
             FROM EnsSubscriptionInfo WHERE id = \(id)
             """) else { return nil }
+        let (recordID, userID, generation, pendingGeneration, pendingStartedAt, subscriptionID, watermark, ewsURL, ewsVersion, keyMaterial)
+            = try row.decode(Int64.self, String.self, Int64.self, Int64.self, Timestamp?.self, String?.self, String?.self, String?.self,
+                             String?.self, [UInt8].self)
         return CallbackRecord(
-            id: try row.int(0), userID: try row.text(1), generation: try row.int(2), pendingGeneration: try row.int(8),
-            pendingStartedAt: try row.optionalText(9).flatMap(Timestamp.init(databaseString:)), subscriptionID: try row.optionalText(3),
-            watermark: try row.optionalText(4), ewsURL: try row.optionalText(5), ewsVersion: try row.optionalText(6), keyMaterial: try row.blob(7)
+            id: recordID, userID: userID, generation: generation, pendingGeneration: pendingGeneration, pendingStartedAt: pendingStartedAt,
+            subscriptionID: subscriptionID, watermark: watermark, ewsURL: ewsURL, ewsVersion: ewsVersion, keyMaterial: keyMaterial
         )
     }
 
@@ -180,7 +183,7 @@ public struct ExchangeStore {
     // MARK: Autodiscover cache
 
     public func cachedEWSURL(domain: String, now: Timestamp) throws -> String? {
-        try database.queryOne("SELECT ews_url FROM EWSUrlCache WHERE domain = \(domain) AND expires_at > \(now.databaseString)").map { try $0.text(0) }
+        try database.queryOne("SELECT ews_url FROM EWSUrlCache WHERE domain = \(domain) AND expires_at > \(now.databaseString)").map { try $0.decode(String.self) }
     }
 
     public func cacheEWSURL(domain: String, ewsURL: String, expiresAt: Timestamp) throws {
