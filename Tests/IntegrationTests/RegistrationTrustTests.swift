@@ -21,41 +21,12 @@ struct RegistrationTrustTests {
         try ExchangeSimulator.domain("pox.test", mode: "pox-root")
     }
 
-    struct Victim {
-        let user: TestUser
-        let password: String
-        let token: String
-    }
+    func subscribedVictim() throws -> RegisteredUser { try RegisteredUser.register(with: api) }
 
-    /// A mailbox on pox.test, registered and subscribed from one device.
-    func subscribedVictim() throws -> Victim {
-        let email = "v\(UUID().uuidString.prefix(8).lowercased())@pox.test"
-        let password = "Pa55-\(UUID().uuidString.prefix(8))"
-        TestSecrets.remember(password)
-        try ExchangeSimulator.mailbox(email, userName: email, password: password)
-        let victim = Victim(user: try api.newUser(email: email), password: password, token: TestSecrets.apnsToken())
-        #expect(try register(victim.user, creds: creds(victim.user.email, victim.password, token: victim.token)).json["responseCode"] == "UserSubscribed")
-        return victim
-    }
-
-    func creds(_ userName: String, _ password: String, token: String, ewsURL: String? = nil) -> [String: Any] {
-        var creds: [String: Any] = ["apnsToken": token, "userName": userName, "password": password]
-        if let ewsURL { creds["ewsUrl"] = ewsURL }
-        return creds
-    }
-
-    func register(_ user: TestUser, creds: [String: Any], force: Bool = false) throws -> HTTPResponseSummary {
-        let response = try api.call("/registerdevicev2", [
-            "userid": user.userID, "email": user.email, "creds": try user.sealJSON(creds), "bundleid": "com.example.mail",
-            "exchVersion": "3", "force": force ? "1" : "0",
-        ])
-        return HTTPResponseSummary(status: response.status, json: response.json, retryAfter: response.header("Retry-After"))
-    }
-
-    struct HTTPResponseSummary {
-        let status: Int
-        let json: [String: String]
-        let retryAfter: String?
+    /// The answer to a registration for `victim`'s record with `creds`.
+    func register(_ victim: RegisteredUser, creds: [String: Any], force: Bool = false) throws -> (status: Int, json: [String: String], retryAfter: String?) {
+        let response = try victim.register(with: api, token: "", creds: creds, force: force)
+        return (response.status, response.json, response.header("Retry-After"))
     }
 
     /// generation, registered, subscription id, EWS URL.
@@ -73,14 +44,8 @@ struct RegistrationTrustTests {
     }
 
     /// New mail for the victim still reaches the victim's device.
-    func expectMailStillDelivered(_ victim: Victim, subject: String) throws {
-        let callbacks = try ExchangeSimulator.newMail(victim.user.email, subject: subject, fromName: "Ann Example")
-        #expect(callbacks.contains { $0["subscriptionStatus"] as? String == "OK" }, "\(callbacks)")
-        #expect(TestStack.eventually(within: 20) {
-            APNsSimulator.accepted().contains { push in
-                push.token == victim.token && ((push.payload["aps"] as? [String: Any])?["alert"] as? [String: String])?["body"] == subject
-            }
-        })
+    func expectMailStillDelivered(_ victim: RegisteredUser, subject: String) throws {
+        #expect(try victim.mailReaches(victim.token, subject: subject))
     }
 
     func operations(to host: String) throws -> [String] {
@@ -92,7 +57,7 @@ struct RegistrationTrustTests {
     @Test func forcedReRegistrationWithAWrongPasswordKeepsTheSubscriptionDelivering() throws {
         let victim = try subscribedVictim()
         let before = try subscriptionColumns(victim.user)
-        let answer = try register(victim.user, creds: creds(victim.user.email, "wrong-password", token: victim.token), force: true)
+        let answer = try register(victim, creds: victim.creds(token: victim.token, password: "wrong-password"), force: true)
         #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
         #expect(try subscriptionColumns(victim.user) == before)
         // Exchange keeps pushing to the old URL, and it is still the live one.
@@ -103,7 +68,7 @@ struct RegistrationTrustTests {
         let victim = try subscribedVictim()
         let before = try subscriptionColumns(victim.user)
         try ExchangeSimulator.fail("Subscribe", status: 500, count: 1)
-        let answer = try register(victim.user, creds: creds(victim.user.email, victim.password, token: victim.token), force: true)
+        let answer = try register(victim, creds: victim.creds(token: victim.token), force: true)
         #expect(answer.json["responseCode"] == "ExchangeError")
         #expect(try subscriptionColumns(victim.user) == before)
         try expectMailStillDelivered(victim, subject: "After an Exchange outage")
@@ -112,7 +77,7 @@ struct RegistrationTrustTests {
     @Test func aSuccessfulForcedReRegistrationRetiresTheOldSubscription() throws {
         let victim = try subscribedVictim()
         let before = try subscriptionColumns(victim.user)
-        #expect(try register(victim.user, creds: creds(victim.user.email, victim.password, token: victim.token), force: true).json["responseCode"] == "UserSubscribed")
+        #expect(try register(victim, creds: victim.creds(token: victim.token), force: true).json["responseCode"] == "UserSubscribed")
         let after = try subscriptionColumns(victim.user)
         #expect(after[0] != before[0] && after[2] != before[2])
         let outcomes = try ExchangeSimulator.heartbeat(victim.user.email).compactMap { $0["subscriptionStatus"] as? String }
@@ -124,7 +89,7 @@ struct RegistrationTrustTests {
     @Test func aDeviceCannotJoinASubscribedRecordWithoutTheMailboxPassword() throws {
         let victim = try subscribedVictim()
         let attackerToken = TestSecrets.apnsToken()
-        let answer = try register(victim.user, creds: creds(victim.user.email, "guessed", token: attackerToken))
+        let answer = try register(victim, creds: victim.creds(token: attackerToken, password: "guessed"))
         #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
         #expect(try deviceCount(victim.user) == 1)
         try expectMailStillDelivered(victim, subject: "Not for the attacker")
@@ -137,12 +102,12 @@ struct RegistrationTrustTests {
         let attacker = "a\(UUID().uuidString.prefix(8).lowercased())@pox.test"
         try ExchangeSimulator.mailbox(attacker, userName: attacker, password: "attacker-pw-1")
         TestSecrets.remember("attacker-pw-1")
-        let joined = try register(victim.user, creds: creds(attacker, "attacker-pw-1", token: TestSecrets.apnsToken()))
+        let joined = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), userName: attacker, password: "attacker-pw-1"))
         #expect(joined.json["responseCode"] == "ExchangeAuthFailed")
         #expect(try deviceCount(victim.user) == 1)
         // Nor can they re-subscribe the victim's record to their own mailbox.
         let before = try subscriptionColumns(victim.user)
-        let forced = try register(victim.user, creds: creds(attacker, "attacker-pw-1", token: TestSecrets.apnsToken()), force: true)
+        let forced = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), userName: attacker, password: "attacker-pw-1"), force: true)
         #expect(forced.json["responseCode"] == "ExchangeAuthFailed")
         #expect(try subscriptionColumns(victim.user) == before)
         #expect(try ExchangeSimulator.subscriptions(of: attacker).isEmpty)
@@ -152,7 +117,7 @@ struct RegistrationTrustTests {
         let victim = try subscribedVictim()
         let subscriptionsBefore = try ExchangeSimulator.subscriptions(of: victim.user.email).count
         let second = TestSecrets.apnsToken()
-        #expect(try register(victim.user, creds: creds(victim.user.email, victim.password, token: second)).json["responseCode"] == "UserUpdated")
+        #expect(try register(victim, creds: victim.creds(token: second)).json["responseCode"] == "UserUpdated")
         #expect(try deviceCount(victim.user) == 2)
         #expect(try ExchangeSimulator.subscriptions(of: victim.user.email).count == subscriptionsBefore)
         let proofs = try ExchangeSimulator.requests().filter { ($0["operation"] as? String) == "GetFolder" && ($0["status"] as? Int) == 200 }
@@ -165,8 +130,7 @@ struct RegistrationTrustTests {
         let victim = try subscribedVictim()
         try ExchangeSimulator.domain("evil.test", mode: "hostile")
         let before = try subscriptionColumns(victim.user)
-        let answer = try register(victim.user, creds: creds("junk", "junk", token: TestSecrets.apnsToken(),
-                                                            ewsURL: "https://mail.evil.test/EWS/Exchange.asmx"), force: true)
+        let answer = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), userName: "junk", password: "junk", ewsURL: "https://mail.evil.test/EWS/Exchange.asmx"), force: true)
         #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
         #expect(answer.json["message"]?.contains("ewsUrl") == true)
         #expect(try subscriptionColumns(victim.user) == before)
@@ -176,8 +140,7 @@ struct RegistrationTrustTests {
 
     @Test func theMailboxsOwnExchangeMayBeNamedExplicitly() throws {
         let victim = try subscribedVictim()
-        let answer = try register(victim.user, creds: creds(victim.user.email, victim.password, token: victim.token,
-                                                            ewsURL: "https://mail.pox.test/EWS/Exchange.asmx"), force: true)
+        let answer = try register(victim, creds: victim.creds(token: victim.token, ewsURL: "https://mail.pox.test/EWS/Exchange.asmx"), force: true)
         #expect(answer.json["responseCode"] == "UserSubscribed")
     }
 
@@ -186,7 +149,7 @@ struct RegistrationTrustTests {
     @Test func concurrentForcedRegistrationsEndWithExactlyOneLiveSubscription() throws {
         let victim = try subscribedVictim()
         let user = victim.user
-        let sealedCreds = try (0..<4).map { _ in try user.sealJSON(creds(user.email, victim.password, token: victim.token)) }
+        let sealedCreds = try (0..<4).map { _ in try user.sealJSON(victim.creds(token: victim.token)) }
         let apiToken = api.token
         let results = SynchronizedValues<String>()
         DispatchQueue.concurrentPerform(iterations: 4) { index in
@@ -210,11 +173,11 @@ struct RegistrationTrustTests {
     @Test func failedProofsAreThrottledPerRecordWithoutAskingExchange() throws {
         let victim = try subscribedVictim()
         for attempt in 0..<5 {
-            let answer = try register(victim.user, creds: creds(victim.user.email, "guess-\(attempt)", token: TestSecrets.apnsToken()))
+            let answer = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), password: "guess-\(attempt)"))
             #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
         }
         let asked = try ExchangeSimulator.requests().count
-        let throttled = try register(victim.user, creds: creds(victim.user.email, victim.password, token: TestSecrets.apnsToken()))
+        let throttled = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken()))
         #expect(throttled.status == 429)
         #expect(throttled.json["responseCode"] == "TooManyRequests")
         #expect(throttled.retryAfter != nil)

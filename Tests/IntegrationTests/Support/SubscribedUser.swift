@@ -1,3 +1,6 @@
+import Curl
+import Foundation
+import Testing
 import MariaDB
 
 extension TestUser {
@@ -16,5 +19,52 @@ extension TestUser {
               last_callback_at = NOW(3) - INTERVAL \(callbackAge) SECOND, status_frequency_minutes = 30
             WHERE userid = \(userID)
             """)
+    }
+}
+
+/// A user registered end to end through /registerdevicev2 against the Exchange
+/// simulator's pox.test (Autodiscover, proof, Subscribe), with one device.
+struct RegisteredUser {
+    let user: TestUser
+    let password: String
+    let token: String
+
+    static func register(with api: DeviceClient) throws -> RegisteredUser {
+        try ExchangeSimulator.domain("pox.test", mode: "pox-root")
+        let email = "v\(UUID().uuidString.prefix(8).lowercased())@pox.test"
+        let password = "Pa55-\(UUID().uuidString.prefix(8))"
+        TestSecrets.remember(password)
+        try ExchangeSimulator.mailbox(email, userName: email, password: password)
+        let registered = RegisteredUser(user: try api.newUser(email: email), password: password, token: TestSecrets.apnsToken())
+        let answer = try registered.register(with: api, token: registered.token)
+        try #require(answer.json["responseCode"] == "UserSubscribed", "\(answer.status) \(answer.bodyText)")
+        return registered
+    }
+
+    /// Basic-auth `creds` for this user's mailbox (or other credentials).
+    func creds(token: String, userName: String? = nil, password: String? = nil, ewsURL: String? = nil) -> [String: Any] {
+        var creds: [String: Any] = ["apnsToken": token, "userName": userName ?? user.email, "password": password ?? self.password]
+        if let ewsURL { creds["ewsUrl"] = ewsURL }
+        return creds
+    }
+
+    func register(with api: DeviceClient, token: String, creds: [String: Any]? = nil, force: Bool = false,
+                  headers: [(String, String)] = []) throws -> HTTPResponse {
+        try api.call("/registerdevicev2", [
+            "userid": user.userID, "email": user.email, "creds": try user.sealJSON(creds ?? self.creds(token: token)),
+            "bundleid": "com.example.mail", "exchVersion": "3", "force": force ? "1" : "0",
+        ], headers: headers)
+    }
+
+    /// New mail for this user; true once a push with `subject` reached `token`.
+    func mailReaches(_ token: String, subject: String, within seconds: Double = 20) throws -> Bool {
+        _ = try ExchangeSimulator.newMail(user.email, subject: subject, fromName: "Ann Example")
+        return TestStack.eventually(within: seconds) { !pushes(to: token, subject: subject).isEmpty }
+    }
+
+    func pushes(to token: String, subject: String) -> [APNsSimulator.Accepted] {
+        APNsSimulator.accepted().filter { push in
+            push.token == token && ((push.payload["aps"] as? [String: Any])?["alert"] as? [String: String])?["body"] == subject
+        }
     }
 }
