@@ -182,6 +182,20 @@ public struct SubscriptionStore {
         try database.transaction {
             guard let oldDevice = try device(recordID: recordID, token: old, forUpdate: true) else { return false }
             if old == new { return true }
+            // The sync key is sealed bound to the token's hash: it moves with the device,
+            // sealed anew to the new token's (an unexpired one only; one that no longer
+            // opens is dropped rather than left to fail every callback).
+            let newHash = vault.tokenHash(new)
+            var syncKey: (sealed: [UInt8], expiresAt: String)?
+            if let row = try database.queryOne("""
+                SELECT sync_key_sealed, sync_key_expires_at FROM Devices
+                WHERE id = \(oldDevice.id) AND sync_key_sealed IS NOT NULL AND sync_key_expires_at > \(now.databaseString)
+                """) {
+                let (sealed, expiresAt) = try row.decode([UInt8].self, String.self)
+                if let key = try? vault.openSyncKey(sealed, tokenHash: oldDevice.tokenHash) {
+                    syncKey = (try vault.sealSyncKey(key, tokenHash: newHash), expiresAt)
+                }
+            }
             if let newDevice = try device(recordID: recordID, token: new, forUpdate: true) {
                 try database.execute("""
                     UPDATE Devices SET bundle_id = \(oldDevice.bundleID), default_sound = \(oldDevice.defaultSound),
@@ -190,10 +204,16 @@ public struct SubscriptionStore {
                     WHERE id = \(newDevice.id)
                     """)
                 try database.execute("DELETE FROM Devices WHERE id = \(oldDevice.id)")
+                if let syncKey {
+                    try database.execute("""
+                        UPDATE Devices SET sync_key_sealed = \(syncKey.sealed), sync_key_expires_at = \(syncKey.expiresAt) WHERE id = \(newDevice.id)
+                        """)
+                }
             } else {
                 try database.execute("""
-                    UPDATE Devices SET token_hash = \(vault.tokenHash(new)), token_sealed = \(try vault.sealToken(new)),
-                        registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString)
+                    UPDATE Devices SET token_hash = \(newHash), token_sealed = \(try vault.sealToken(new)),
+                        registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString),
+                        sync_key_sealed = \(syncKey?.sealed), sync_key_expires_at = \(syncKey?.expiresAt)
                     WHERE id = \(oldDevice.id)
                     """)
             }
