@@ -12,6 +12,9 @@ public final class Connection {
     private let configuration: MariaDBConfiguration
     private var handle: UnsafeMutablePointer<MYSQL>?
     private var statements: [String: PreparedStatement] = [:]
+    /// Inside `transaction`: a lost connection then means the server rolled back the
+    /// work so far, so no statement may be retried on its own.
+    private var inTransaction = false
 
     public init(configuration: MariaDBConfiguration) {
         MariaDBLibrary.initializeOnce()
@@ -84,16 +87,33 @@ public final class Connection {
     /// Runs `body` inside a transaction; commits if it returns, rolls back if it throws.
     /// A deadlock or lock wait timeout rolls the work back and runs it again (up to four
     /// times, after a short random pause), so callers see conflicts only when they persist.
+    /// A connection lost before COMMIT took the whole transaction with it (the server
+    /// rolls back): it runs again whole, once, on a new connection. One lost during
+    /// COMMIT may or may not have committed, so it is thrown, never run twice. Either way
+    /// no statement of the body ever runs outside the transaction. A transaction inside
+    /// another joins it.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
-        try retryingConflicts {
-            try execute("START TRANSACTION")
-            do {
-                let result = try body()
-                try execute("COMMIT")
-                return result
-            } catch {
-                _ = try? execute("ROLLBACK")
-                throw error
+        if inTransaction { return try body() }
+        return try retryingConflicts {
+            var lostConnections = 0
+            while true {
+                try execute("START TRANSACTION")
+                inTransaction = true
+                var committing = false
+                do {
+                    let result = try body()
+                    committing = true
+                    try execute("COMMIT")
+                    inTransaction = false
+                    return result
+                } catch let error as MariaDBError where error.kind == .connectionLost && !committing && lostConnections == 0 {
+                    inTransaction = false
+                    lostConnections += 1
+                } catch {
+                    inTransaction = false
+                    if isConnected { _ = try? execute("ROLLBACK") }
+                    throw error
+                }
             }
         }
     }
@@ -130,10 +150,11 @@ public final class Connection {
         let wasConnected = handle != nil
         do {
             return try runOnce(query, body)
-        } catch where wasConnected && error.isStaleConnection {
+        } catch where wasConnected && error.isStaleConnection && !inTransaction {
             // The server restarted or dropped us while the connection sat idle. "Server
             // gone" is reported before the statement reaches the server, so nothing ran:
-            // reconnect and try once more.
+            // reconnect and try once more. (Not inside a transaction: there the server
+            // dropped the earlier statements too, and `transaction` decides.)
             return try runOnce(query, body)
         }
     }
