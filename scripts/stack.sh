@@ -136,6 +136,7 @@ exchange.ca_file = $VAR/ews-sim/ca.pem
 exchange.connect_to = :443:127.0.0.1:$EWS_PORT, :80:127.0.0.1:$EWS_HTTP_PORT
 exchange.status_frequency_minutes = ${ENS_STATUS_FREQUENCY:-30}
 exchange.item_timeout_ms = ${ENS_ITEM_TIMEOUT_MS:-5000}
+exchange.max_notifications_per_minute = ${ENS_MAX_NOTIFICATIONS_PER_MINUTE:-120}
 policy.url = ${ENS_POLICY_URL:-}
 log.level = ${ENS_LOG_LEVEL:-info}
 CONF

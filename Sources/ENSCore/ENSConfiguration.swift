@@ -94,6 +94,15 @@ public struct ENSConfiguration: Sendable {
     /// are answered 429 without contacting Exchange: ENS is no password-guessing oracle.
     public var exchangeProofFailureLimit = 5
     public var exchangeProofWindowSeconds = 900
+    /// A callback with more new items than this gets one "N new messages" alert per
+    /// device (and no GetItem) instead of one alert per item.
+    public var exchangeMaximumItemsPerCallback = 50
+    /// Pushes one record's callbacks may make per minute; past it a batch is
+    /// summarized, and past that dropped (logged). Bounds what one mailbox can put in
+    /// the shared spool.
+    public var exchangeMaximumNotificationsPerMinute = 120
+    /// Devices per user record: registering one more evicts the least recently active.
+    public var maximumDevicesPerRecord = 20
 
     // SEG policy service
     /// Empty: no policy service, every device may receive mail.
@@ -167,6 +176,9 @@ public struct ENSConfiguration: Sendable {
         "exchange.timeout_ms": { config, key, value throws(ConfigError) in config.exchangeTimeoutMilliseconds = try integer(key, value, 500...120_000) },
         "exchange.item_timeout_ms": { config, key, value throws(ConfigError) in config.exchangeItemTimeoutMilliseconds = try integer(key, value, 100...60000) },
         "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheHours = try integer(key, value, 0...720) },
+        "exchange.max_items_per_callback": { config, key, value throws(ConfigError) in config.exchangeMaximumItemsPerCallback = try integer(key, value, 1...1000) },
+        "exchange.max_notifications_per_minute": { config, key, value throws(ConfigError) in config.exchangeMaximumNotificationsPerMinute = try integer(key, value, 1...100_000) },
+        "devices.max_per_record": { config, key, value throws(ConfigError) in config.maximumDevicesPerRecord = try integer(key, value, 1...1000) },
         "exchange.proof_failure_limit": { config, key, value throws(ConfigError) in config.exchangeProofFailureLimit = try integer(key, value, 1...1000) },
         "exchange.proof_window_seconds": { config, key, value throws(ConfigError) in config.exchangeProofWindowSeconds = try integer(key, value, 10...86400) },
         "exchange.notification_ttl_seconds": { config, key, value throws(ConfigError) in config.exchangeNotificationTTLSeconds = try integer(key, value, 0...2_592_000) },

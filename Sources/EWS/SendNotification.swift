@@ -15,9 +15,15 @@ public struct EWSNotification: Sendable, Equatable {
 /// A parsed SendNotification message (docs/exchange.md, "Callbacks").
 public struct SendNotification: Sendable, Equatable {
     public let notifications: [EWSNotification]
-    /// Response messages with ResponseClass="Error" (e.g. ErrorReadEventsFailed: the
-    /// subscription is gone on the server side).
-    public let errorCodes: [String]
+    /// A response message with ResponseClass="Error" (e.g. ErrorReadEventsFailed: the
+    /// subscription is gone on the server side), and the subscription it names.
+    public struct Failure: Sendable, Equatable {
+        public let code: String
+        public let subscriptionID: String?
+    }
+
+    public let failures: [Failure]
+    public var errorCodes: [String] { failures.map(\.code) }
 
     public enum Invalid: Error, Sendable, Equatable, CustomStringConvertible {
         case xml(XMLTreeError)
@@ -45,11 +51,13 @@ public struct SendNotification: Sendable, Equatable {
             throw .notSendNotification("no m:SendNotification/m:ResponseMessages")
         }
         var notifications: [EWSNotification] = []
-        var errors: [String] = []
+        var errors: [Failure] = []
         let t = Namespace.types
         for message in messages.children(Namespace.messages, "SendNotificationResponseMessage") {
             if message.attributes["ResponseClass"] == "Error" {
-                errors.append(message.child(Namespace.messages, "ResponseCode")?.trimmedText ?? "unknown")
+                let subscriptionID = message.child(Namespace.messages, "Notification")?.child(t, "SubscriptionId")?.trimmedText
+                errors.append(Failure(code: message.child(Namespace.messages, "ResponseCode")?.trimmedText ?? "unknown",
+                                      subscriptionID: subscriptionID?.isEmpty == false ? subscriptionID : nil))
                 continue
             }
             guard let notification = message.child(Namespace.messages, "Notification") else { continue }
@@ -79,6 +87,6 @@ public struct SendNotification: Sendable, Equatable {
         }
         guard !notifications.isEmpty || !errors.isEmpty else { throw .notSendNotification("no response messages") }
         self.notifications = notifications
-        self.errorCodes = errors
+        self.failures = errors
     }
 }

@@ -79,7 +79,11 @@ import Testing
             .replacingOccurrences(of: "<m:ResponseCode>NoError", with: "<m:ResponseCode>ErrorReadEventsFailed")
         let message = try SendNotification(xml: Array(text.utf8))
         #expect(message.errorCodes == ["ErrorReadEventsFailed"])
+        #expect(message.failures.first?.subscriptionID != nil)
         #expect(message.notifications.isEmpty)
+        // An error message that does not say which subscription it concerns.
+        let anonymous = text.replacingOccurrences(of: #"<t:SubscriptionId>[^<]*</t:SubscriptionId>"#, with: "", options: .regularExpression)
+        #expect(try SendNotification(xml: Array(anonymous.utf8)).failures.map(\.subscriptionID) == [nil])
     }
 
     @Test func refusesTheWrongNamespaces() {

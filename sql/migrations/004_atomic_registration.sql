@@ -7,9 +7,13 @@
 -- generation, registered and the subscription columns as they were.
 -- proof_failures counts failed proofs of possession (credentials Exchange refused, or
 -- an EWS endpoint that is not the mailbox's) in a window, to throttle guessing.
+-- notify_count counts the pushes a record's callbacks made in the current minute, for
+-- exchange.max_notifications_per_minute.
 -- Idempotent (ADD COLUMN IF NOT EXISTS), like every migration.
 ALTER TABLE EnsSubscriptionInfo
   ADD COLUMN IF NOT EXISTS pending_generation INT UNSIGNED NOT NULL DEFAULT 0 AFTER generation,
   ADD COLUMN IF NOT EXISTS pending_started_at DATETIME(3) NULL AFTER pending_generation,
   ADD COLUMN IF NOT EXISTS proof_failures INT UNSIGNED NOT NULL DEFAULT 0,
-  ADD COLUMN IF NOT EXISTS proof_window_started_at DATETIME(3) NULL;
+  ADD COLUMN IF NOT EXISTS proof_window_started_at DATETIME(3) NULL,
+  ADD COLUMN IF NOT EXISTS notify_count INT UNSIGNED NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS notify_window_started_at DATETIME(3) NULL;

@@ -163,11 +163,12 @@ public struct ExchangeStore {
         public let syncKey: (key: String, expiresAt: Timestamp)?
     }
 
-    /// The record's enabled devices (tokens APNs rejected are left out).
-    public func notifiableDevices(recordID: Int64, now: Timestamp) throws -> [NotifiableDevice] {
+    /// The record's enabled devices (tokens APNs rejected are left out), at most
+    /// `limit`, the most recently active first.
+    public func notifiableDevices(recordID: Int64, now: Timestamp, limit: Int) throws -> [NotifiableDevice] {
         let rows = try database.query("""
             SELECT \(unsafe: SubscriptionStore.deviceColumns), token_sealed, sync_key_sealed, sync_key_expires_at
-            FROM Devices WHERE subscription_row = \(recordID) AND disabled_at IS NULL ORDER BY id LIMIT 1000
+            FROM Devices WHERE subscription_row = \(recordID) AND disabled_at IS NULL ORDER BY last_checkin_at DESC, id LIMIT \(limit)
             """)
         return try rows.compactMap { row in
             let device = try SubscriptionStore.device(from: Row(values: Array(row.values[0..<9])))
@@ -177,6 +178,30 @@ public struct ExchangeStore {
                 syncKey = (try vault.openSyncKey(sealed, tokenHash: device.tokenHash), expiry)
             }
             return NotifiableDevice(device: device, token: token, syncKey: syncKey)
+        }
+    }
+
+    // MARK: Notification rate
+
+    /// Reserves pushes against the record's per-minute cap: `preferring` if that many
+    /// still fit in the current minute, else `orElse`, else nothing (nil). One locked
+    /// read and write, so concurrent callbacks of one record cannot both take the rest.
+    public func reserveNotifications(recordID: Int64, preferring: Int, orElse: Int, limit: Int, now: Timestamp) throws -> Int? {
+        try database.transaction {
+            guard let row = try database.queryOne("""
+                SELECT notify_count, notify_window_started_at FROM EnsSubscriptionInfo WHERE id = \(recordID) FOR UPDATE
+                """) else { return nil }
+            let (count, windowStarted) = try row.decode(Int.self, Timestamp?.self)
+            // The current minute's window, if one is open; else a new one starts now.
+            let openWindow = windowStarted.flatMap { $0.adding(seconds: 60) > now ? $0 : nil }
+            let used = openWindow == nil ? 0 : count
+            guard let reserved = [preferring, orElse].first(where: { used + $0 <= limit }) else { return nil }
+            try database.execute("""
+                UPDATE EnsSubscriptionInfo SET notify_count = \(used + reserved),
+                    notify_window_started_at = \((openWindow ?? now).databaseString)
+                WHERE id = \(recordID)
+                """)
+            return reserved
         }
     }
 

@@ -8,12 +8,15 @@ public struct SubscriptionStore {
     public let vault: Vault
     public let keyCache: PrivateKeyCache?
     public let checkIns: CheckInRecorder?
+    /// Devices a record keeps (`devices.max_per_record`).
+    public let maximumDevices: Int
 
-    public init(database: Connection, vault: Vault, keyCache: PrivateKeyCache? = nil, checkIns: CheckInRecorder? = nil) {
+    public init(database: Connection, vault: Vault, keyCache: PrivateKeyCache? = nil, checkIns: CheckInRecorder? = nil, maximumDevices: Int = 20) {
         self.database = database
         self.vault = vault
         self.keyCache = keyCache
         self.checkIns = checkIns
+        self.maximumDevices = maximumDevices
     }
 
     // The key columns are left out: they are read only when a key is not in the cache.
@@ -152,7 +155,22 @@ public struct SubscriptionStore {
                     registered_at = VALUES(registered_at), disabled_at = NULL, last_checkin_at = VALUES(last_checkin_at)
                 """)
         }
+        try evictBeyondDeviceLimit(recordID: recordID, keeping: vault.tokenHash(token))
         return .addedOrUpdated
+    }
+
+    /// Keeps a record at `maximumDevices`: the least recently active devices beyond it go
+    /// (never the one just registered), so one user cannot fan a callback out without
+    /// bound while a new phone still registers when old ones were never unregistered.
+    private func evictBeyondDeviceLimit(recordID: Int64, keeping tokenHash: [UInt8]) throws {
+        let devices = try database.query("""
+            SELECT id, token_hash FROM Devices WHERE subscription_row = \(recordID) ORDER BY last_checkin_at DESC, id DESC
+            """)
+        guard devices.count > maximumDevices else { return }
+        let others = try devices.map { try $0.decode(Int64.self, [UInt8].self) }.filter { !Digest.constantTimeEqual($0.1, tokenHash) }
+        for (id, _) in others.dropFirst(maximumDevices - 1) {
+            try database.execute("DELETE FROM Devices WHERE id = \(id)")
+        }
     }
 
     /// Refreshes the `badge`/`development` flags a later request carried.

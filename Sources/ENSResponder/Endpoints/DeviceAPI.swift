@@ -6,7 +6,8 @@ internal import OpenSSL
 /// its sealed parameters with the user's key, and answers one of the contract's codes.
 enum DeviceAPI {
     static func store(_ context: RequestContext) -> SubscriptionStore {
-        SubscriptionStore(database: context.database, vault: context.services.vault, keyCache: context.services.privateKeys, checkIns: context.services.checkIns)
+        SubscriptionStore(database: context.database, vault: context.services.vault, keyCache: context.services.privateKeys,
+                          checkIns: context.services.checkIns, maximumDevices: context.configuration.maximumDevicesPerRecord)
     }
 
     // MARK: /getpublickey

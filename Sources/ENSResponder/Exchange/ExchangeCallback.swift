@@ -74,9 +74,19 @@ enum ExchangeCallback {
                 logger.info("callback from a stale subscription: unsubscribing", metadata: ["record": "\(record)"])
                 return answer(unsubscribe: true)
             }
-            if !message.errorCodes.isEmpty {
-                logger.warning("Exchange reports the subscription failed", metadata: ["record": "\(record)", "ews.codes": "\(message.errorCodes.joined(separator: ","))"])
-                try store.markUnsubscribed(recordID: row.id, generation: row.generation)
+            if !message.failures.isEmpty {
+                // Only an error that names this record's live subscription ends it; one
+                // that names none says nothing about which subscription failed.
+                let named = message.failures.compactMap(\.subscriptionID)
+                guard !named.isEmpty || !message.notifications.isEmpty else {
+                    logger.warning("callback refused: an error message without a subscription id", metadata: ["record": "\(record)"])
+                    return APIResponse.error(400, .invalidRequest, "The request is not a SendNotification message.")
+                }
+                let concernsLive = row.subscriptionID.map { named.contains($0) } ?? true
+                logger.warning("Exchange reports a subscription failed", metadata: [
+                    "record": "\(record)", "ews.codes": "\(message.errorCodes.joined(separator: ","))", "live": "\(concernsLive)",
+                ])
+                if concernsLive { try store.markUnsubscribed(recordID: row.id, generation: row.generation) }
                 return answer(unsubscribe: true)
             }
             let now = Timestamp.now()
@@ -106,16 +116,39 @@ enum ExchangeCallback {
         /// False when ens-apns did not take them all (the caller answers 503).
         private func deliver(items: [String], row: ExchangeStore.CallbackRecord, credentials: EWSCredentials,
                              store: ExchangeStore, now: Timestamp) throws -> Bool {
-            let devices = try store.notifiableDevices(recordID: row.id, now: now)
-            guard !devices.isEmpty else { return true }
             let configuration = context.configuration
+            let devices = try store.notifiableDevices(recordID: row.id, now: now, limit: configuration.maximumDevicesPerRecord)
+            guard !devices.isEmpty else { return true }
+            // Caps (docs/exchange.md, "Limits"): a batch of more items than
+            // exchange.max_items_per_callback, or one that would take the record past
+            // exchange.max_notifications_per_minute, becomes one "N new messages" alert
+            // per device; past the rate cap even that, the batch is dropped and said so.
+            let perItem = items.count <= configuration.exchangeMaximumItemsPerCallback
+            guard let reserved = try store.reserveNotifications(
+                recordID: row.id, preferring: perItem ? items.count * devices.count : devices.count, orElse: devices.count,
+                limit: configuration.exchangeMaximumNotificationsPerMinute, now: now
+            ) else {
+                logger.warning("notification rate cap reached for the record; this batch is not pushed", metadata: [
+                    "record": "\(row.id)", "items": "\(items.count)", "devices": "\(devices.count)",
+                ])
+                return true
+            }
+            let summarized = !perItem || reserved < items.count * devices.count
+            if summarized {
+                logger.info("new mail summarized: over a per-callback or per-minute cap", metadata: ["record": "\(row.id)", "items": "\(items.count)"])
+            }
             let budget = configuration.exchangeItemTimeoutMilliseconds
             let version = row.ewsVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
             let client = try context.ewsClient()
 
             // Sender and subject; if Exchange is slow or fails, a generic alert still goes.
-            var summaries = items.map { MailSummary(itemID: $0, subject: "", senderName: "New mail") }
-            if let ewsURL = row.ewsURL {
+            // A summary's id is derived from the batch, so Exchange's redelivery of it
+            // collapses on the device like any other.
+            var summaries = summarized
+                ? [MailSummary(itemID: "summary:\(items.first ?? ""):\(items.last ?? ""):\(items.count)",
+                               subject: "\(items.count) new messages", senderName: "New mail")]
+                : items.map { MailSummary(itemID: $0, subject: "", senderName: "New mail") }
+            if !summarized, let ewsURL = row.ewsURL {
                 do {
                     let found = try client.messages(ewsURL: ewsURL, credentials: credentials, version: version, itemIDs: items, timeoutMilliseconds: budget)
                     summaries = summaries.map { generic in found.first { $0.itemID == generic.itemID } ?? generic }
@@ -162,12 +195,14 @@ enum ExchangeCallback {
                         switch try sender.submit(notification) {
                         case .accepted:
                             continue
-                        case .refused(let reason) where reason == "spool-full":
-                            logger.error("ens-apns spool full; Exchange will retry", metadata: ["record": "\(row.id)"])
-                            return false
-                        case .refused(let reason):
+                        case .refused(let reason) where reason == "bad-notification" || reason == "bad-frame":
                             // A notification ens-apns will never take: retrying cannot help.
-                            logger.error("ens-apns refused a notification", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
+                            logger.error("ens-apns refused a malformed notification", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
+                        case .refused(let reason):
+                            // spool-full, io-error, busy: not acknowledged, so not ours to
+                            // lose. Exchange redelivers the batch after a 503.
+                            logger.error("ens-apns did not take a notification; Exchange will retry", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
+                            return false
                         }
                     } catch {
                         logger.error("ens-apns unreachable; Exchange will retry", metadata: ["record": "\(row.id)", "error": "\(error)"])

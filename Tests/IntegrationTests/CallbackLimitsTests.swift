@@ -1,0 +1,135 @@
+import Curl
+import Foundation
+import MariaDB
+import POSIX
+import Testing
+import ENSSender
+
+/// What one mailbox's callbacks can do to everyone else, and what ENS answers Exchange
+/// when it could not take a batch: caps on items, devices and pushes per record, and a
+/// 503 (Exchange redelivers) for every ens-apns refusal but a malformed notification.
+/// The test stack caps pushes at 40 per record per minute (scripts/test.sh).
+@Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
+struct CallbackLimitsTests {
+    let api: DeviceClient
+    let database: Connection
+
+    init() throws {
+        api = try DeviceClient(token: try TestStack.newToken("callback-limits-tests"))
+        database = try TestStack.serviceConnection()
+        try ExchangeSimulator.reset()
+    }
+
+    func alerts(to token: String) -> [String] {
+        APNsSimulator.accepted().filter { $0.token == token }.compactMap {
+            ((($0.payload["aps"] as? [String: Any])?["alert"]) as? [String: String])?["body"]
+        }
+    }
+
+    @Test func aBusySenderMeansExchangeRetriesAndTheMailStillArrives() throws {
+        let registered = try RegisteredUser.register(with: api)
+        // Every intake connection taken: ens-apns answers "busy" to the responder.
+        let socket = TestStack.directory + "/run/apns.sock"
+        var held: [Int32] = []
+        defer { held.forEach(FileDescriptor.close) }
+        for _ in 0..<Ingest.maximumConnections { held.append(try UnixSocket.connect(path: socket)) }
+        let callbacks = try ExchangeSimulator.newMail(registered.user.email, subject: "While busy", fromName: "Ann")
+        #expect(callbacks.first?["httpStatus"] as? Int == 503, "\(callbacks)")
+        held.forEach(FileDescriptor.close)
+        held = []
+        // Exchange's retry (20x faster in tests) brings it through.
+        #expect(TestStack.eventually(within: 30) { !registered.pushes(to: registered.token, subject: "While busy").isEmpty })
+    }
+
+    @Test func aBatchOverTheItemCapBecomesOneSummaryPerDevice() throws {
+        let registered = try RegisteredUser.register(with: api)
+        let callbacks = try ExchangeSimulator.newMail(registered.user.email, subject: "Flood", fromName: "Spammer", count: 51)
+        #expect(callbacks.first?["subscriptionStatus"] as? String == "OK")
+        #expect(TestStack.eventually(within: 20) { alerts(to: registered.token).contains("51 new messages") })
+        #expect(alerts(to: registered.token).filter { $0 == "Flood" }.isEmpty)
+    }
+
+    @Test func pushesPerRecordPerMinuteAreCappedSummarizedThenDropped() throws {
+        let registered = try RegisteredUser.register(with: api)
+        let email = registered.user.email
+        // 30 of the 40 allowed this minute.
+        _ = try ExchangeSimulator.newMail(email, subject: "First thirty", fromName: "Ann", count: 30)
+        #expect(TestStack.eventually(within: 20) { alerts(to: registered.token).filter { $0 == "First thirty" }.count == 30 })
+        // 30 more do not fit: one summary instead (31).
+        _ = try ExchangeSimulator.newMail(email, subject: "Next thirty", fromName: "Ann", count: 30)
+        #expect(TestStack.eventually(within: 20) { alerts(to: registered.token).contains("30 new messages") })
+        #expect(alerts(to: registered.token).filter { $0 == "Next thirty" }.isEmpty)
+        // Nine single mails fill the minute (40); the tenth is answered OK and not pushed.
+        for index in 0..<9 { _ = try ExchangeSimulator.newMail(email, subject: "Single \(index)", fromName: "Ann") }
+        let over = try ExchangeSimulator.newMail(email, subject: "Over the cap", fromName: "Ann")
+        #expect(over.first?["subscriptionStatus"] as? String == "OK")
+        #expect(TestStack.eventually(within: 20) { alerts(to: registered.token).contains("Single 8") })
+        Thread.sleep(forTimeInterval: 1)
+        #expect(!alerts(to: registered.token).contains("Over the cap"))
+        // Another user is not affected.
+        let other = try RegisteredUser.register(with: api)
+        #expect(try other.mailReaches(other.token, subject: "Someone else's mail"))
+    }
+
+    @Test func aRecordKeepsAtMostTwentyDevicesDroppingTheLeastRecentlyActive() throws {
+        let registered = try RegisteredUser.register(with: api)
+        try database.execute("""
+            UPDATE Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row SET d.last_checkin_at = NOW(3) - INTERVAL 1 DAY
+            WHERE s.userid = \(registered.user.userID)
+            """)
+        var tokens: [String] = []
+        for _ in 0..<20 {
+            let token = TestSecrets.apnsToken()
+            tokens.append(token)
+            #expect(try registered.register(with: api, token: token).json["responseCode"] == "UserUpdated")
+        }
+        let count = try database.queryOne("""
+            SELECT COUNT(*) FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(registered.user.userID)
+            """)?.int(0)
+        #expect(count == 20)
+        // The first device, silent for a day, made room; the newest all hear new mail.
+        #expect(try registered.mailReaches(tokens[19], subject: "To twenty devices"))
+        #expect(TestStack.eventually(within: 10) { tokens.allSatisfy { !registered.pushes(to: $0, subject: "To twenty devices").isEmpty } })
+        #expect(registered.pushes(to: registered.token, subject: "To twenty devices").isEmpty)
+    }
+
+    // MARK: Error-only callbacks
+
+    func callbackURL(_ registered: RegisteredUser) throws -> (url: String, subscriptionID: String) {
+        let subscription = try #require(try ExchangeSimulator.subscriptions(of: registered.user.email).last)
+        return (try #require(subscription["url"] as? String), try #require(subscription["id"] as? String))
+    }
+
+    func postError(to url: String, subscriptionID: String?) throws -> HTTPResponse {
+        let notification = subscriptionID.map { "<m:Notification><t:SubscriptionId>\($0)</t:SubscriptionId></m:Notification>" } ?? ""
+        let body = """
+            <?xml version="1.0" encoding="utf-8"?><soap11:Envelope xmlns:soap11="http://schemas.xmlsoap.org/soap/envelope/">\
+            <soap11:Body><m:SendNotification xmlns:m="http://schemas.microsoft.com/exchange/services/2006/messages" \
+            xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types"><m:ResponseMessages>\
+            <m:SendNotificationResponseMessage ResponseClass="Error"><m:MessageText>gone</m:MessageText>\
+            <m:ResponseCode>ErrorReadEventsFailed</m:ResponseCode>\(notification)</m:SendNotificationResponseMessage>\
+            </m:ResponseMessages></m:SendNotification></soap11:Body></soap11:Envelope>
+            """
+        let path = String(url.dropFirst("https://localhost:\(TestStack.port)".count))
+        return try TestStack.post(path, body: Array(body.utf8), contentType: "text/xml; charset=utf-8")
+    }
+
+    func registeredFlag(_ registered: RegisteredUser) throws -> Int64? {
+        try database.queryOne("SELECT registered FROM EnsSubscriptionInfo WHERE userid = \(registered.user.userID)")?.int(0)
+    }
+
+    @Test func anErrorOnlyCallbackMustNameTheSubscriptionItEnds() throws {
+        let registered = try RegisteredUser.register(with: api)
+        let (url, subscriptionID) = try callbackURL(registered)
+        // No subscription id: refused, nothing changes.
+        #expect(try postError(to: url, subscriptionID: nil).status == 400)
+        #expect(try registeredFlag(registered) == 1)
+        // Another subscription's: that one is told to stop, the live one stays.
+        let other = try postError(to: url, subscriptionID: "c29tZW9uZS1lbHNl")
+        #expect(other.status == 200 && other.bodyText.contains("Unsubscribe"))
+        #expect(try registeredFlag(registered) == 1)
+        // The live one's: the record is no longer subscribed (devices re-register).
+        #expect(try postError(to: url, subscriptionID: subscriptionID).status == 200)
+        #expect(try registeredFlag(registered) == 0)
+    }
+}
