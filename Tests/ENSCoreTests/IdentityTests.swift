@@ -96,4 +96,23 @@ import Testing
         let reason = refusal(["email": "secret.person@example.com", "userid": String(repeating: "0", count: 64)])
         #expect(reason?.contains("secret.person") == false)
     }
+
+    /// `email` becomes Autodiscover's input and the X-AnchorMailbox header: anything
+    /// that is not an address, header injection above all, is refused up front.
+    @Test(arguments: [
+        "no-at-sign", "two@@example.com", "a@b@example.com", "@example.com", "user@", "user@localhost",
+        "user@example..com", "user@-example.com", "user@example.com.", ".user@example.com",
+        "us er@example.com", "user@exa mple.com", "user\r\nX-Evil: 1@example.com", "user@example.com\r\nX-Evil: 1",
+        "user\u{0}@example.com", "user@example.com\n", "<user@example.com>", "user@[127.0.0.1]",
+        String(repeating: "a", count: 65) + "@example.com", "a@" + String(repeating: "b", count: 64) + ".com",
+    ])
+    func refusesWhatIsNotAnAddress(email: String) {
+        #expect(refusal(["email": email]) == "Parameter 'email' must be an email address.")
+    }
+
+    @Test func acceptsOrdinaryAndInternationalAddresses() throws {
+        for email in ["ann@example.com", "first.last+tag@mail.example.co.uk", "o'brien@example.ie", "zoë@école.fr", "x@xn--cole-9oa.fr"] {
+            #expect(try userID(["email": email]).utf8.count == 64, "\(email)")
+        }
+    }
 }

@@ -59,4 +59,75 @@ struct DeviceLifecycleTests {
         let push = try #require(registered.pushes(to: newToken, subject: "After a merge").first)
         #expect(push.payload["backgroundSyncKey"] as? String == key)
     }
+
+    /// APNs rejected the token: the device hears it must register again (it used to
+    /// hear UserSubscribed until the reaper removed it), and registering re-enables it.
+    @Test func aDeviceWhoseTokenAPNsRejectedIsToldToRegisterAgain() throws {
+        let registered = try RegisteredUser.register(with: api)
+        let checkIn = { () throws -> String? in
+            let payload = try registered.user.sealJSON(["pushToken": registered.token, "ignoreLastMessageDate": 1])
+            return try api.call("/getsubscriptionstatusv2", ["userid": registered.user.userID, "subscriptionPayload": payload]).json["responseCode"]
+        }
+        let checkInV1 = { () throws -> String? in
+            try api.call("/getsubscriptionstatus", ["userid": registered.user.userID]).json["responseCode"]
+        }
+        #expect(try checkIn() == "UserSubscribed")
+        try APNsSimulator.fail(token: registered.token, status: 410, reason: "Unregistered", count: 1)
+        _ = try ExchangeSimulator.newMail(registered.user.email, subject: "To a dead token", fromName: "Ann")
+        #expect(try TestStack.eventually(within: 20) {
+            try database.queryOne("""
+                SELECT d.disabled_at IS NOT NULL FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+                WHERE s.userid = \(registered.user.userID)
+                """)?.int(0) == 1
+        })
+        #expect(try checkIn() == "UserRecordPresentNotSubscribed")
+        #expect(try checkInV1() == "UserRecordPresentNotSubscribed")
+        #expect(try registered.register(with: api, token: registered.token).json["responseCode"] == "UserUpdated")
+        #expect(try checkIn() == "UserSubscribed")
+        #expect(try checkInV1() == "UserSubscribed")
+    }
+
+    /// The original contract's /updatedevice: a bare sealed token confirms it.
+    @Test func aBareSealedTokenConfirmsTheDevice() throws {
+        let registered = try RegisteredUser.register(with: api)
+        let bare = try registered.user.seal(registered.token)
+        #expect(try api.call("/updatedevice", ["userid": registered.user.userID, "token": bare], headers: [("badge", "1")]).json["responseCode"] == "UpdateSuccess")
+        let badge = try database.queryOne("""
+            SELECT d.badge FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(registered.user.userID)
+            """)?.int(0)
+        #expect(badge == 1)
+        let unknown = try registered.user.seal(TestSecrets.apnsToken())
+        #expect(try api.call("/updatedevice", ["userid": registered.user.userID, "token": unknown]).json["responseCode"] == "UpdateFail")
+        let garbage = try registered.user.seal("not a token")
+        #expect(try api.call("/updatedevice", ["userid": registered.user.userID, "token": garbage]).status == 400)
+    }
+
+    /// A token as iOS's NSData.description prints it is the same device as its hex.
+    @Test func aTokenInAngleBracketsWithSpacesIsTheSameDevice() throws {
+        let registered = try RegisteredUser.register(with: api)
+        let hex = TestSecrets.apnsToken()
+        var spaced = ""
+        for (index, character) in hex.uppercased().enumerated() {
+            if index > 0 && index % 8 == 0 { spaced.append(" ") }
+            spaced.append(character)
+        }
+        #expect(try registered.register(with: api, token: "<\(spaced)>").json["responseCode"] == "UserUpdated")
+        #expect(try registered.register(with: api, token: hex).json["responseCode"] == "UserAlreadySubscribed")
+        #expect(try registered.mailReaches(hex, subject: "To the bracketed token"))
+        let sealed = try registered.user.seal(hex)
+        #expect(try api.call("/unregister", ["userid": registered.user.userID, "token": sealed]).json["responseCode"] == "DeviceUnregistered")
+    }
+
+    /// /getpublickey with `userid` alone, as the original contract's clients send it.
+    @Test func theUseridAloneGetsTheKey() throws {
+        let registered = try RegisteredUser.register(with: api)
+        let answer = try api.call("/getpublickey", ["userid": registered.user.userID])
+        #expect(answer.status == 200)
+        #expect(answer.json["pubKey"] == registered.user.publicKeyPEM)
+        #expect(answer.json["responseCode"] == "UserAlreadySubscribed")
+        let fresh = String(repeating: "0123456789abcdef", count: 4)
+        let created = try api.call("/getpublickey", ["userid": fresh])
+        #expect(created.status == 200 && created.json["userid"] == fresh && created.json["pubKey"]?.hasPrefix("-----BEGIN PUBLIC KEY-----") == true)
+        #expect(try api.call("/getpublickey", ["email": "not an address"]).status == 400)
+    }
 }

@@ -71,7 +71,9 @@ public struct Vault: Sendable {
 }
 
 /// A device's push token and the push service it belongs to. APNs tokens are 8–100
-/// bytes, written as hex (any case on input, lowercase kept).
+/// bytes, written as hex (any case on input, lowercase kept). iOS apps that send
+/// `NSData.description` write them as `<a1b2c3d4 e5f60718 …>`: the angle brackets and
+/// spaces are dropped.
 public struct DeviceToken: Sendable, Equatable, Hashable {
     /// The push services ENS can deliver to; a token is delivered by its own.
     public enum Provider: String, Sendable, CaseIterable {
@@ -82,7 +84,9 @@ public struct DeviceToken: Sendable, Equatable, Hashable {
     public let hex: String
 
     public init?(hex text: String) {
-        let lower = text.lowercased()
+        var form = Substring(text)
+        if form.hasPrefix("<") && form.hasSuffix(">") { form = form.dropFirst().dropLast() }
+        let lower = form.filter { $0 != " " }.lowercased()
         guard lower.utf8.count >= 16, lower.utf8.count <= 200, lower.utf8.count % 2 == 0,
               lower.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
         provider = .apns

@@ -13,7 +13,9 @@ enum DeviceAPI {
     // MARK: /getpublickey
 
     static let getPublicKey = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
-        let userID = try Identity.userID(request.parameters, emailRequired: true)
+        // The original contract's clients send `userid` alone as well as with `email`;
+        // neither is stored (the userid is the address's hash).
+        let userID = try Identity.userID(request.parameters)
         let store = store(context)
         let record: UserRecord
         if let existing = try store.record(userID: userID) {
@@ -137,10 +139,21 @@ enum DeviceAPI {
         let sealedToken = try request.parameters.required("token")
         let store = store(context)
         guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
-        let payload = try SealedPayload(key: try store.privateKey(of: record)).object(sealedToken)
-        let old = try payload.sealedToken("oldApnsToken")
-        let new = try payload.sealedToken("apnsToken")
-        guard try store.replaceToken(recordID: record.id, old: old, new: new, now: .now()) else { return .ok(.updateFail) }
+        let new: DeviceToken
+        switch try SealedPayload(key: try store.privateKey(of: record)).objectOrText(sealedToken) {
+        case .object(let payload):
+            let old = try payload.sealedToken("oldApnsToken")
+            new = try payload.sealedToken("apnsToken")
+            guard try store.replaceToken(recordID: record.id, old: old, new: new, now: .now()) else { return .ok(.updateFail) }
+        case .text(let bare):
+            // The original contract's form: the device's current token alone. There is no
+            // old token to replace, so it confirms the device: flags refreshed, a
+            // check-in; UpdateFail when the token is not registered (register it).
+            guard let token = DeviceToken(hex: bare) else { throw APIError.sealedParameterRejected }
+            new = token
+            guard let device = try store.device(recordID: record.id, token: token) else { return .ok(.updateFail) }
+            try store.checkIn(deviceID: device.id, now: .now())
+        }
         if let device = try store.device(recordID: record.id, token: new) {
             try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
         }
@@ -163,8 +176,11 @@ enum DeviceAPI {
         let now = Timestamp.now()
         try store.checkIn(recordID: record.id, now: now)
         // v1 does not say which device is asking: any notification after the client's
-        // last message means it missed something.
-        let lastNotified = try store.devices(recordID: record.id).compactMap(\.lastNotifiedAt).max()
+        // last message means it missed something, and a user whose every token APNs
+        // rejected must register again.
+        let devices = try store.devices(recordID: record.id)
+        if !devices.isEmpty && devices.allSatisfy({ $0.disabledAt != nil }) { return .ok(.userRecordPresentNotSubscribed) }
+        let lastNotified = devices.compactMap(\.lastNotifiedAt).max()
         return .ok(status(record, lastNotified: lastNotified, lastMessageDate: lastMessageDate, now: now, context: context))
     }
 
@@ -181,6 +197,9 @@ enum DeviceAPI {
         guard let device = devices.first(where: { Digest.constantTimeEqual($0.tokenHash, tokenHash) }) else {
             return .ok(.userSubscriptionNotFound)
         }
+        // APNs said this token is dead: the device must register again (with the token
+        // it has now), which is what re-enables it; until then it is not "subscribed".
+        if device.disabledAt != nil { return .ok(.userRecordPresentNotSubscribed) }
         let now = Timestamp.now()
         try store.checkIn(deviceID: device.id, now: now)
         try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)

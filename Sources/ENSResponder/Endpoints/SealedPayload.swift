@@ -16,6 +16,23 @@ struct SealedPayload {
         return members
     }
 
+    /// What a sealed parameter that may be either form holds (/updatedevice's token).
+    enum Plaintext {
+        case object([String: JSONValue])
+        case text(String)
+    }
+
+    /// A sealed JSON object or, failing that, a bare string: one opening and one parse
+    /// either way, so the two forms cost the same.
+    func objectOrText(_ sealed: String) throws(APIError) -> Plaintext {
+        let (plaintext, valid) = SealedParameter.open(sealed, with: key)
+        let parsed = try? JSONParser.parse(plaintext)
+        guard valid else { throw .sealedParameterRejected }
+        if case .object(let members)? = parsed { return .object(members) }
+        guard let text = String(validating: plaintext, as: UTF8.self) else { throw .sealedParameterRejected }
+        return .text(text.trimmingCharacters(in: " \t\r\n"))
+    }
+
     /// A sealed bare string (the /unregister token).
     func text(_ sealed: String) throws(APIError) -> String {
         let (plaintext, valid) = SealedParameter.open(sealed, with: key)
