@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "FastCGI", dependencies: ["CFastCGI", "POSIX"], swiftSettings: swiftSettings),
         .target(name: "MariaDB", dependencies: ["CMariaDB"], swiftSettings: swiftSettings),
         .target(name: "OpenSSL", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
-        .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: swiftSettings),
+        .target(name: "Curl", dependencies: ["CCurl", "POSIX"], swiftSettings: swiftSettings),
 
         // MARK: Pure Swift
         .systemLibrary(name: "CLinux"),
@@ -55,7 +55,7 @@ let package = Package(
         // libcurl; XML parsed with FoundationXML, DTDs refused).
         .target(
             name: "EWS",
-            dependencies: ["ENSCore", "Curl", "OpenSSL"],
+            dependencies: ["ENSCore", "Curl", "OpenSSL", "POSIX"],
             swiftSettings: swiftSettings
         ),
         .target(

@@ -134,9 +134,12 @@ metrics.dir = $VAR/run/metrics
 exchange.callback_url = https://localhost:$PORT/ews/
 exchange.ca_file = $VAR/ews-sim/ca.pem
 exchange.connect_to = :443:127.0.0.1:$EWS_PORT, :80:127.0.0.1:$EWS_HTTP_PORT
+# The simulators live on loopback, which ENS otherwise refuses to reach for Exchange.
+exchange.allowed_networks = 127.0.0.0/8, ::1/128
 exchange.status_frequency_minutes = ${ENS_STATUS_FREQUENCY:-30}
 exchange.item_timeout_ms = ${ENS_ITEM_TIMEOUT_MS:-5000}
 exchange.max_notifications_per_minute = ${ENS_MAX_NOTIFICATIONS_PER_MINUTE:-120}
+exchange.registration_budget_ms = ${ENS_REGISTRATION_BUDGET_MS:-20000}
 policy.url = ${ENS_POLICY_URL:-}
 log.level = ${ENS_LOG_LEVEL:-info}
 CONF

@@ -14,6 +14,8 @@ export ENS_TOKEN_REFRESH=2 ENS_HEALTH_CACHE_MS=200 ENS_KEY_POOL=20
 export ENS_ITEM_TIMEOUT_MS=2000 ENS_EWS_RETRY_SCALE=0.05
 # A per-record push cap small enough for CallbackLimitsTests to reach within a minute.
 export ENS_MAX_NOTIFICATIONS_PER_MINUTE=40
+# A registration budget short enough for the tarpit test to wait out.
+export ENS_REGISTRATION_BUDGET_MS=4000
 export ENS_POLICY_URL=http://127.0.0.1:$((ENS_PORT + 4))/policy/check
 # A previous run that was interrupted may have left its stack up.
 [ -d "$ENS_VAR/run" ] && scripts/stack.sh down || true

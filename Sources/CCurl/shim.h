@@ -38,6 +38,7 @@ static inline CURLcode ccurl_global_init_default(void) { return curl_global_init
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <string.h>
 typedef int (*ccurl_sockopt_callback)(void *_Nullable clientp, curl_socket_t fd, curlsocktype purpose);
 static inline CURLcode ccurl_easy_setopt_sockopt_callback(CURL *_Nonnull h, ccurl_sockopt_callback _Nullable cb) {
     return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, cb);
@@ -52,3 +53,29 @@ static inline int ccurl_socket_cork(curl_socket_t fd, int on) {
     return setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
 }
 static inline int ccurl_socket_close(curl_socket_t fd) { return close(fd); }
+
+// Outbound address checks (CURLOPT_OPENSOCKETFUNCTION): libcurl asks for a socket for
+// the exact address it is about to connect to, after DNS and CONNECT_TO. The Curl module
+// decides from the address's bytes and either opens the socket or refuses.
+typedef curl_socket_t (*ccurl_opensocket_callback)(void *_Nullable clientp, curlsocktype purpose, struct curl_sockaddr *_Nonnull address);
+static inline CURLcode ccurl_easy_setopt_opensocket_callback(CURL *_Nonnull h, ccurl_opensocket_callback _Nullable cb) {
+    return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, cb);
+}
+// The address's family (AF_INET, AF_INET6, or 0 for anything else) and its 4 or 16
+// bytes in `out`.
+static inline int ccurl_sockaddr_bytes(const struct curl_sockaddr *_Nonnull address, unsigned char *_Nonnull out) {
+    if (address->family == AF_INET && address->addrlen >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&address->addr;
+        memcpy(out, &in->sin_addr, 4);
+        return AF_INET;
+    }
+    if (address->family == AF_INET6 && address->addrlen >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&address->addr;
+        memcpy(out, &in6->sin6_addr, 16);
+        return AF_INET6;
+    }
+    return 0;
+}
+static inline curl_socket_t ccurl_open_socket(const struct curl_sockaddr *_Nonnull address) {
+    return socket(address->family, address->socktype, address->protocol);
+}

@@ -5,11 +5,23 @@ internal import CCurl
 public struct CurlError: Error, CustomStringConvertible, Sendable {
     public enum Kind: Sendable, Equatable {
         case couldNotConnect, timedOut, tlsFailure, other
+        /// Refused before any I/O or before connecting: a destination the
+        /// `DestinationPolicy` does not permit, a header with control characters, a
+        /// budget already spent.
+        case destinationRefused, invalidRequest, budgetExhausted
+        /// The response body grew past the limit while downloading; the transfer was cut.
+        case responseTooLarge
     }
 
     public let kind: Kind
     public let code: Int32
     public let detail: String
+
+    init(_ kind: Kind, detail: String) {
+        self.kind = kind
+        code = Int32(CURLE_ABORTED_BY_CALLBACK.rawValue)
+        self.detail = detail
+    }
 
     init(code: CURLcode, detail: String) {
         self.code = Int32(code.rawValue)
@@ -31,6 +43,13 @@ public struct CurlError: Error, CustomStringConvertible, Sendable {
     public var isRetriable: Bool { kind == .couldNotConnect || kind == .timedOut }
 
     public var description: String {
+        switch kind {
+        case .destinationRefused: return "destination not allowed: \(detail)"
+        case .invalidRequest: return "request refused: \(detail)"
+        case .budgetExhausted: return "time budget spent: \(detail)"
+        case .responseTooLarge: return "response too large: \(detail)"
+        default: break
+        }
         let text = String(cString: curl_easy_strerror(CURLcode(UInt32(code))))
         return detail.isEmpty ? "curl error \(code): \(text)" : "curl error \(code): \(text) (\(detail))"
     }

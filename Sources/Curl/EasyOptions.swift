@@ -67,6 +67,18 @@ struct EasyOptions {
         set(CURLOPT_CLOSESOCKETDATA, pointer: pointer)
     }
 
+    /// Has `guard` decide on every socket this handle opens (its address, after DNS and
+    /// CONNECT_TO); `guard` must outlive the transfer.
+    mutating func guardConnections(with guard: ConnectGuard) {
+        if result == CURLE_OK {
+            result = ccurl_easy_setopt_opensocket_callback(handle) { context, _, address in
+                guard let context else { return CURL_SOCKET_BAD }
+                return Unmanaged<ConnectGuard>.fromOpaque(context).takeUnretainedValue().socket(for: address)
+            }
+        }
+        set(CURLOPT_OPENSOCKETDATA, pointer: Unmanaged.passUnretained(`guard`).toOpaque())
+    }
+
     /// A request body; COPYPOSTFIELDS makes libcurl keep its own copy, so `body` may go.
     mutating func postBody(_ body: [UInt8]) {
         set(CURLOPT_POSTFIELDSIZE, body.count)
@@ -79,6 +91,12 @@ struct EasyOptions {
         if result == CURLE_OK {
             result = ccurl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, user in
                 let collector = Unmanaged<ResponseCollector>.fromOpaque(user!).takeUnretainedValue()
+                // Past the limit: a short count makes libcurl stop the transfer now,
+                // rather than after the whole body has been taken in.
+                guard collector.body.count + size * count <= collector.limit else {
+                    collector.overflowed = true
+                    return 0
+                }
                 collector.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
                 return size * count
             }
@@ -99,6 +117,12 @@ struct EasyOptions {
 final class ResponseCollector {
     var body: [UInt8] = []
     var headers: [(String, String)] = []
+    let limit: Int
+    var overflowed = false
+
+    init(limit: Int = Int.max) {
+        self.limit = limit
+    }
 
     func addHeaderLine(_ line: [UInt8]) {
         // A new status line (after a redirect or 100-continue) starts a new header block.

@@ -1,4 +1,8 @@
 internal import CCurl
+public import POSIX
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An HTTP request for `HTTPClient`.
 public struct HTTPRequest: Sendable {
@@ -10,13 +14,18 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]?
     /// A TLS client certificate and key (PEM) to present, held in memory only.
     public var clientCertificate: ClientCertificate?
+    /// Who the request speaks for (a digest of its credentials). A connection opened for
+    /// one key is never reused for a request with another: see `HTTPClient.send`.
+    public var connectionKey: [UInt8]?
 
-    public init(method: Method, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, clientCertificate: ClientCertificate? = nil) {
+    public init(method: Method, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
+                clientCertificate: ClientCertificate? = nil, connectionKey: [UInt8]? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.clientCertificate = clientCertificate
+        self.connectionKey = connectionKey
     }
 }
 
@@ -59,14 +68,31 @@ public struct HTTPClientConfiguration: Sendable {
     /// elsewhere while TLS still verifies the original host name. Tests use it to send
     /// every Exchange host name to the local simulator.
     public var connectTo: [String]
+    /// Where this client may connect; nil: anywhere (APNs, the policy service, tests).
+    /// With a policy, URLs must be http(s) without user info, name a permitted host on
+    /// its scheme's default port (or one the policy lists), and every address libcurl
+    /// connects to must be permitted.
+    public var destinationPolicy: DestinationPolicy?
+    /// The largest response body taken; a longer one is cut off while it downloads.
+    public var maximumResponseBytes: Int
+    /// A transfer slower than this many bytes per second for `lowSpeedSeconds` is
+    /// abandoned (0: no limit): a peer that dribbles cannot hold a thread for the whole
+    /// timeout on its own.
+    public var lowSpeedBytesPerSecond: Int
+    public var lowSpeedSeconds: Int
 
     public init(caBundlePath: String? = nil, connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10000,
-                preferHTTP2: Bool = true, connectTo: [String] = []) {
+                preferHTTP2: Bool = true, connectTo: [String] = [], destinationPolicy: DestinationPolicy? = nil,
+                maximumResponseBytes: Int = 16 << 20, lowSpeedBytesPerSecond: Int = 0, lowSpeedSeconds: Int = 0) {
         self.caBundlePath = caBundlePath
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
         self.preferHTTP2 = preferHTTP2
         self.connectTo = connectTo
+        self.destinationPolicy = destinationPolicy
+        self.maximumResponseBytes = maximumResponseBytes
+        self.lowSpeedBytesPerSecond = lowSpeedBytesPerSecond
+        self.lowSpeedSeconds = lowSpeedSeconds
     }
 }
 
@@ -75,6 +101,9 @@ public struct HTTPClientConfiguration: Sendable {
 public final class HTTPClient {
     private let handle: UnsafeMutableRawPointer
     private let configuration: HTTPClientConfiguration
+    private let connectGuard: ConnectGuard?
+    /// The connection key of the last request: the one the cached connection serves.
+    private var lastConnectionKey: [UInt8]?
 
     public init(configuration: HTTPClientConfiguration = HTTPClientConfiguration()) throws(CurlError) {
         guard CurlLibrary.initialized, let handle = curl_easy_init() else {
@@ -82,6 +111,7 @@ public final class HTTPClient {
         }
         self.handle = handle
         self.configuration = configuration
+        connectGuard = configuration.destinationPolicy.map(ConnectGuard.init)
     }
 
     deinit {
@@ -90,10 +120,27 @@ public final class HTTPClient {
 
     /// Sends `request` and waits for the whole response. Redirects are not followed:
     /// callers that want them check the target first. `totalTimeoutMilliseconds`
-    /// overrides the configured limit for this request.
-    public func send(_ request: HTTPRequest, totalTimeoutMilliseconds: Int? = nil) throws(CurlError) -> HTTPResponse {
+    /// overrides the configured limit for this request; `deadline` bounds it further
+    /// (the time left of a caller's budget).
+    ///
+    /// Refused before any I/O: a header name or value with control characters (CR/LF
+    /// would let a value such as an OAuth token add headers of its own), a spent
+    /// deadline, and with a destination policy a URL it does not permit.
+    public func send(_ request: HTTPRequest, totalTimeoutMilliseconds: Int? = nil, deadline: Deadline? = nil) throws(CurlError) -> HTTPResponse {
+        for (name, value) in request.headers {
+            guard !name.isEmpty, Self.isHeaderSafe(name), Self.isHeaderSafe(value), !name.contains(":") else {
+                throw CurlError(.invalidRequest, detail: "a header name or value contains control characters")
+            }
+        }
+        var timeout = totalTimeoutMilliseconds ?? configuration.totalTimeoutMilliseconds
+        if let deadline {
+            let left = deadline.remainingMilliseconds
+            guard left > 0 else { throw CurlError(.budgetExhausted, detail: "no time left for this request") }
+            timeout = min(timeout, left)
+        }
+        if let policy = configuration.destinationPolicy { try Self.check(request.url, against: policy) }
         curl_easy_reset(handle)
-        let collector = ResponseCollector()
+        let collector = ResponseCollector(limit: configuration.maximumResponseBytes)
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE))
         var headerList: UnsafeMutablePointer<curl_slist>?
         // The header list must outlive the transfer; it is freed after perform returns.
@@ -117,8 +164,21 @@ public final class HTTPClient {
             options.set(CURLOPT_ERRORBUFFER, pointer: errorPointer.baseAddress)
             options.set(CURLOPT_NOSIGNAL, 1)
             options.set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS))
-            options.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
-            options.set(CURLOPT_TIMEOUT_MS, totalTimeoutMilliseconds ?? configuration.totalTimeoutMilliseconds)
+            options.set(CURLOPT_CONNECTTIMEOUT_MS, min(configuration.connectTimeoutMilliseconds, timeout))
+            options.set(CURLOPT_TIMEOUT_MS, timeout)
+            options.set(CURLOPT_MAXFILESIZE, configuration.maximumResponseBytes)
+            if configuration.lowSpeedBytesPerSecond > 0 {
+                options.set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedBytesPerSecond)
+                options.set(CURLOPT_LOW_SPEED_TIME, configuration.lowSpeedSeconds)
+            }
+            if let connectGuard { options.guardConnections(with: connectGuard) }
+            if request.connectionKey != nil {
+                // One cached connection per handle, and a new one whenever the request
+                // speaks for someone else than the last: a connection is never shared
+                // across credentials (client-certificate TLS, server-side auth state).
+                options.set(CURLOPT_MAXCONNECTS, 1)
+                if request.connectionKey != lastConnectionKey { options.set(CURLOPT_FRESH_CONNECT, 1) }
+            }
             if connectToList != nil { options.set(CURLOPT_CONNECT_TO, pointer: UnsafeRawPointer(connectToList)) }
             if let certificate = request.clientCertificate { options.clientCertificate(certificate) }
             options.set(CURLOPT_HTTP_VERSION, configuration.preferHTTP2 ? Int(CURL_HTTP_VERSION_2TLS) : Int(CURL_HTTP_VERSION_1_1))
@@ -138,10 +198,140 @@ public final class HTTPClient {
             _ = ccurl_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, nil)
             return performed
         }
+        lastConnectionKey = request.connectionKey
+        if let refused = connectGuard?.takeRefusal() {
+            throw CurlError(.destinationRefused, detail: "\(refused) is not a permitted address")
+        }
+        if collector.overflowed || code == CURLE_FILESIZE_EXCEEDED {
+            throw CurlError(.responseTooLarge, detail: "over \(configuration.maximumResponseBytes) bytes")
+        }
         guard code == CURLE_OK else {
             let detail = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
             throw CurlError(code: code, detail: detail)
         }
         return collector.response(handle: handle)
+    }
+
+    /// No C0 control character but horizontal tab, and no DEL.
+    static func isHeaderSafe(_ text: String) -> Bool {
+        text.utf8.allSatisfy { ($0 >= 0x20 && $0 != 0x7F) || $0 == 0x09 }
+    }
+
+    /// The URL-level half of a destination policy (the address half runs as libcurl
+    /// connects): http(s), no user info, a permitted host, its scheme's default port
+    /// unless the policy lists the host.
+    static func check(_ url: String, against policy: DestinationPolicy) throws(CurlError) {
+        guard let parts = URLParts(url) else { throw CurlError(.destinationRefused, detail: "not an http(s) URL") }
+        guard !parts.hasUserInfo else { throw CurlError(.destinationRefused, detail: "a URL with user info") }
+        guard policy.permits(host: parts.host) else { throw CurlError(.destinationRefused, detail: "a host not on the allowed list") }
+        if let port = parts.port, port != parts.defaultPort, !policy.lists(host: parts.host) {
+            throw CurlError(.destinationRefused, detail: "port \(port)")
+        }
+    }
+}
+
+/// The pieces of an http(s) URL the destination policy looks at.
+struct URLParts {
+    let scheme: String
+    let host: String
+    let port: Int?
+    let hasUserInfo: Bool
+
+    var defaultPort: Int { scheme == "https" ? 443 : 80 }
+
+    init?(_ url: String) {
+        let lowered = url.lowercased()
+        if lowered.hasPrefix("https://") {
+            scheme = "https"
+        } else if lowered.hasPrefix("http://") {
+            scheme = "http"
+        } else {
+            return nil
+        }
+        let rest = lowered.dropFirst(scheme.count + 3)
+        var authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        hasUserInfo = authority.contains("@")
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            host = String(authority[authority.index(after: authority.startIndex)..<close])
+            let after = authority[authority.index(after: close)...]
+            if after.isEmpty { port = nil } else {
+                guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { return nil }
+                port = number
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = String(authority[..<colon])
+            guard let number = Int(authority[authority.index(after: colon)...]) else { return nil }
+            port = number
+        } else {
+            host = String(authority)
+            port = nil
+        }
+        guard !host.isEmpty else { return nil }
+    }
+}
+
+/// A point in monotonic time by which a caller's work must be done: one budget for a
+/// registration's Autodiscover hops and Subscribe attempts together, or a callback's
+/// Exchange lookups.
+public struct Deadline: Sendable {
+    private let milliseconds: UInt64
+
+    public static func after(milliseconds: Int) -> Deadline {
+        Deadline(milliseconds: now() + UInt64(max(0, milliseconds)))
+    }
+
+    /// Milliseconds left (0 once passed).
+    public var remainingMilliseconds: Int {
+        let current = Self.now()
+        return current >= milliseconds ? 0 : Int(milliseconds - current)
+    }
+
+    private static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1000 + UInt64(time.tv_nsec) / 1_000_000
+    }
+}
+
+/// The address half of a destination policy: libcurl asks it for each socket, with the
+/// address it will connect to; a refused address gets no socket, and the refusal is
+/// kept for `send` to report.
+final class ConnectGuard {
+    let policy: DestinationPolicy
+    private var refused: IPAddress?
+    /// Set while the callback runs: the address family was neither IPv4 nor IPv6.
+    private var unknownFamily = false
+
+    init(policy: DestinationPolicy) {
+        self.policy = policy
+    }
+
+    func socket(for address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let family = ccurl_sockaddr_bytes(address, &bytes)
+        let candidate: IPAddress?
+        switch family {
+        case AF_INET: candidate = IPAddress(bytes: Array(bytes.prefix(4)))
+        case AF_INET6: candidate = IPAddress(bytes: bytes)
+        default: candidate = nil
+        }
+        guard let candidate, policy.permits(candidate) else {
+            refused = candidate ?? refused
+            if candidate == nil { unknownFamily = true }
+            return CURL_SOCKET_BAD
+        }
+        return ccurl_open_socket(address)
+    }
+
+    /// The address refused during the last transfer, if any (and forgets it).
+    func takeRefusal() -> String? {
+        defer {
+            refused = nil
+            unknownFamily = false
+        }
+        if let refused { return "\(refused)" }
+        return unknownFamily ? "an address of an unknown family" : nil
     }
 }

@@ -1,6 +1,6 @@
 public import MariaDB
 public import OpenSSL
-internal import POSIX
+public import POSIX
 
 /// Every setting ENS reads, with its default. The defaults are those of a Debian host
 /// installed per the README; `make run` writes a config that points into `var/`.
@@ -84,8 +84,23 @@ public struct ENSConfiguration: Sendable {
     /// subscription is noticed after it plus subscription.grace_seconds.
     public var exchangeStatusFrequencyMinutes = 30
     public var exchangeTimeoutMilliseconds = 10000
-    /// Budget for GetItem/GetFolder during a callback; past it devices get a generic alert.
+    /// Budget for a callback's GetItem and GetFolder together; past it devices get a
+    /// generic alert.
     public var exchangeItemTimeoutMilliseconds = 5000
+    /// One wall-clock budget for a registration's Exchange work: every Autodiscover hop,
+    /// the proof and the Subscribe attempts together.
+    public var exchangeRegistrationBudgetMilliseconds = 20000
+    /// Networks Exchange traffic may reach although they are special (loopback, private,
+    /// link-local, ...); nothing by default.
+    public var exchangeAllowedNetworks: [IPNetwork] = []
+    /// When set, the only Exchange host names (and their subdomains) ENS contacts; a
+    /// listed host may also use a non-default port, and counts as the mailbox's
+    /// Exchange for a forced re-registration.
+    public var exchangeAllowedHosts: [String] = []
+    /// Responder threads per process that may do a registration's Exchange work at
+    /// once, and a callback's lookups: the rest keep answering whatever Exchange does.
+    public var exchangeMaximumConcurrentRegistrations = 1
+    public var exchangeMaximumConcurrentCallbacks = 2
     public var exchangeAutodiscoverCacheHours = 24
     /// How long APNs should keep trying to deliver a new-mail notification.
     public var exchangeNotificationTTLSeconds = 86400
@@ -170,11 +185,30 @@ public struct ENSConfiguration: Sendable {
         },
         "exchange.ca_file": { config, key, value throws(ConfigError) in config.exchangeCAFile = value.isEmpty ? nil : try path(key, value) },
         "exchange.connect_to": { config, key, value throws(ConfigError) in
-            config.exchangeConnectTo = value.split(separator: ",").map { $0.trimmingCharacters(in: " ") }.filter { !$0.isEmpty }
+            config.exchangeConnectTo = list(value)
         },
         "exchange.status_frequency_minutes": { config, key, value throws(ConfigError) in config.exchangeStatusFrequencyMinutes = try integer(key, value, 1...1440) },
         "exchange.timeout_ms": { config, key, value throws(ConfigError) in config.exchangeTimeoutMilliseconds = try integer(key, value, 500...120_000) },
         "exchange.item_timeout_ms": { config, key, value throws(ConfigError) in config.exchangeItemTimeoutMilliseconds = try integer(key, value, 100...60000) },
+        "exchange.registration_budget_ms": { config, key, value throws(ConfigError) in config.exchangeRegistrationBudgetMilliseconds = try integer(key, value, 1000...120_000) },
+        "exchange.allowed_networks": { config, key, value throws(ConfigError) in
+            config.exchangeAllowedNetworks = try list(value).map { text throws(ConfigError) in
+                guard let network = IPNetwork(text) else { throw ConfigError(key: key, problem: "must list networks in CIDR form (e.g. 10.1.0.0/16, fd00::/8), got '\(text)'") }
+                return network
+            }
+        },
+        "exchange.allowed_hosts": { config, key, value throws(ConfigError) in
+            config.exchangeAllowedHosts = try list(value).map { text throws(ConfigError) in
+                let host = text.lowercased()
+                guard host.utf8.count <= 253, !host.hasPrefix("."), !host.hasSuffix("."), host.contains("."),
+                      host.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x2E }) else {
+                    throw ConfigError(key: key, problem: "must list host names (e.g. mail.example.com, example.org), got '\(text)'")
+                }
+                return host
+            }
+        },
+        "exchange.max_concurrent_registrations": { config, key, value throws(ConfigError) in config.exchangeMaximumConcurrentRegistrations = try integer(key, value, 1...512) },
+        "exchange.max_concurrent_callbacks": { config, key, value throws(ConfigError) in config.exchangeMaximumConcurrentCallbacks = try integer(key, value, 1...512) },
         "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheHours = try integer(key, value, 0...720) },
         "exchange.max_items_per_callback": { config, key, value throws(ConfigError) in config.exchangeMaximumItemsPerCallback = try integer(key, value, 1...1000) },
         "exchange.max_notifications_per_minute": { config, key, value throws(ConfigError) in config.exchangeMaximumNotificationsPerMinute = try integer(key, value, 1...100_000) },
@@ -334,6 +368,11 @@ public struct ENSConfiguration: Sendable {
     }
 
     // MARK: Value parsers
+
+    /// A comma-separated list, entries trimmed, empty ones dropped.
+    private static func list(_ value: String) -> [String] {
+        value.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
+    }
 
     private static func integer(_ key: String, _ value: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int {
         guard let number = Int(value), range.contains(number) else {

@@ -69,7 +69,9 @@ public final class RequestContext {
         if let ewsClientStorage { return ewsClientStorage }
         let client = try EWSClient(configuration: EWSClientConfiguration(
             caBundlePath: configuration.exchangeCAFile, connectTo: configuration.exchangeConnectTo,
-            totalTimeoutMilliseconds: configuration.exchangeTimeoutMilliseconds
+            totalTimeoutMilliseconds: configuration.exchangeTimeoutMilliseconds,
+            destinationPolicy: DestinationPolicy(allowedNetworks: configuration.exchangeAllowedNetworks,
+                                                 allowedHostSuffixes: configuration.exchangeAllowedHosts)
         ))
         ewsClientStorage = client
         return client
@@ -99,12 +101,19 @@ public final class SharedServices: Sendable {
     public let privateKeys: PrivateKeyCache
     public let checkIns: CheckInRecorder
     public let exchange: any ExchangeRegistering
+    /// Threads of this process doing a registration's Exchange work, and a callback's
+    /// lookups, at once (exchange.max_concurrent_registrations / _callbacks).
+    public let registrationGate: ConcurrencyGate
+    public let callbackGate: ConcurrencyGate
 
-    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, exchange: any ExchangeRegistering) {
+    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, exchange: any ExchangeRegistering,
+                registrationGate: ConcurrencyGate = ConcurrencyGate(capacity: 1), callbackGate: ConcurrencyGate = ConcurrencyGate(capacity: 2)) {
         self.vault = vault
         self.apiTokens = apiTokens
         self.privateKeys = privateKeys
         self.checkIns = checkIns
         self.exchange = exchange
+        self.registrationGate = registrationGate
+        self.callbackGate = callbackGate
     }
 }

@@ -1,8 +1,11 @@
 internal import Curl
+internal import POSIX
 
 /// What Autodiscover found for an address.
 public enum AutodiscoverResult: Sendable, Equatable {
-    case found(ewsURL: String)
+    /// `trusted`: found over https without the plain-HTTP redirect step (or at a host
+    /// the operator lists): fit to cache for the domain and to vouch for an endpoint.
+    case found(ewsURL: String, trusted: Bool)
     /// Every server that answered refused the credentials (and none gave settings).
     case unauthorized
     case notFound
@@ -39,6 +42,9 @@ public struct Autodiscover {
         var seenAddresses: Set<String> = [email.lowercased()]
         var seenURLs: Set<String> = []
         var refused = false
+        // Whether every step so far was https: the plain-HTTP redirect can be forged by
+        // anyone on the path, so what it leads to is used once, never cached or trusted.
+        var overHTTPSOnly = true
 
         addresses: while true {
             guard let domain = Self.domain(of: address) else { return .notFound }
@@ -58,6 +64,7 @@ public struct Autodiscover {
                     guard let target = httpRedirectTarget(domain: domain), redirects < Self.maximumRedirects,
                           !seenURLs.contains(target) else { break addresses }
                     redirects += 1
+                    overHTTPSOnly = false
                     candidates.append((target, .pox))
                     continue
                 }
@@ -65,7 +72,8 @@ public struct Autodiscover {
                 seenURLs.insert(url)
                 switch ask(url, kind, address: address, credentials: credentials, redirects: &redirects, seenURLs: &seenURLs) {
                 case .settings(let ewsURL):
-                    return .found(ewsURL: ewsURL)
+                    let listed = URLHost.of(ewsURL).map { client.configuration.destinationPolicy.lists(host: $0) } ?? false
+                    return .found(ewsURL: ewsURL, trusted: overHTTPSOnly || listed)
                 case .redirectAddress(let next):
                     guard redirects < Self.maximumRedirects, seenAddresses.insert(next.lowercased()).inserted else { return .notFound }
                     redirects += 1
@@ -208,5 +216,17 @@ public struct Autodiscover {
         guard !domain.isEmpty, domain.utf8.count <= 253, !domain.hasPrefix("."), !domain.hasSuffix("."), !domain.contains(".."),
               domain.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x2E }) else { return nil }
         return domain
+    }
+}
+
+/// The lowercased host of an http(s) URL, without port or user info.
+enum URLHost {
+    static func of(_ url: String) -> String? {
+        let lowered = url.lowercased()
+        guard let start = ["https://", "http://"].first(where: lowered.hasPrefix) else { return nil }
+        var authority = lowered.dropFirst(start.count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") { return String(authority[authority.index(after: authority.startIndex)..<close]) }
+        return String(authority.prefix { $0 != ":" })
     }
 }

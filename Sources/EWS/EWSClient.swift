@@ -1,5 +1,6 @@
 public import Curl
 internal import OpenSSL
+public import POSIX
 
 /// Where and how ENS reaches Exchange servers.
 public struct EWSClientConfiguration: Sendable {
@@ -9,12 +10,19 @@ public struct EWSClientConfiguration: Sendable {
     public var connectTo: [String]
     public var connectTimeoutMilliseconds: Int
     public var totalTimeoutMilliseconds: Int
+    /// Where Exchange traffic may go (docs/security.md, "Outbound requests").
+    public var destinationPolicy: DestinationPolicy
 
-    public init(caBundlePath: String? = nil, connectTo: [String] = [], connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10000) {
+    /// EWS and Autodiscover answers are small; a larger one is cut off as it arrives.
+    public static let maximumResponseBytes = 1 << 20
+
+    public init(caBundlePath: String? = nil, connectTo: [String] = [], connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10000,
+                destinationPolicy: DestinationPolicy = DestinationPolicy()) {
         self.caBundlePath = caBundlePath
         self.connectTo = connectTo
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
+        self.destinationPolicy = destinationPolicy
     }
 }
 
@@ -25,6 +33,9 @@ public enum EWSError: Error, Sendable, Equatable, CustomStringConvertible {
     case unauthorized(status: Int)
     /// No HTTP answer: DNS, connect, TLS or timeout (libcurl's reason).
     case transport(String)
+    /// Not sent, or cut off: a destination the policy refuses, the budget spent, an
+    /// answer over the size limit, a header with control characters.
+    case refused(String)
     /// An HTTP status other than 200 and the ones above.
     case httpStatus(Int)
     /// A SOAP Fault, by its EWS ResponseCode.
@@ -38,6 +49,7 @@ public enum EWSError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .unauthorized(let status): "Exchange refused the credentials (HTTP \(status))"
         case .transport(let reason): "Exchange unreachable: \(reason)"
+        case .refused(let reason): "Exchange request refused: \(reason)"
         case .httpStatus(let status): "Exchange answered HTTP \(status)"
         case .fault(let code): "Exchange SOAP fault \(code)"
         case .responseError(let code): "Exchange error \(code)"
@@ -75,15 +87,47 @@ public struct MailSummary: Sendable, Equatable {
 /// at a time, like the `HTTPClient` it owns; each responder thread has its own.
 public final class EWSClient {
     private let http: HTTPClient
+    public let configuration: EWSClientConfiguration
+    /// The budget of the operation under way (`withDeadline`): every request it makes
+    /// gets at most the time left.
+    private var deadline: Deadline?
 
     public init(configuration: EWSClientConfiguration) throws(CurlError) {
+        self.configuration = configuration
         http = try HTTPClient(configuration: HTTPClientConfiguration(
             caBundlePath: configuration.caBundlePath,
             connectTimeoutMilliseconds: configuration.connectTimeoutMilliseconds,
             totalTimeoutMilliseconds: configuration.totalTimeoutMilliseconds,
             preferHTTP2: false,
-            connectTo: configuration.connectTo
+            connectTo: configuration.connectTo,
+            destinationPolicy: configuration.destinationPolicy,
+            maximumResponseBytes: EWSClientConfiguration.maximumResponseBytes,
+            // A peer that dribbles (a tarpit) is dropped after 8 s under 64 bytes/s,
+            // whatever time the budget still has.
+            lowSpeedBytesPerSecond: 64, lowSpeedSeconds: 8
         ))
+    }
+
+    /// Runs `body` with every request it makes bounded by one wall-clock budget of
+    /// `milliseconds` in all (a registration's Autodiscover hops and Subscribe
+    /// attempts; a callback's GetItem and GetFolder).
+    public func withDeadline<T, E: Error>(milliseconds: Int, _ body: () throws(E) -> T) throws(E) -> T {
+        let outer = deadline
+        let mine = Deadline.after(milliseconds: milliseconds)
+        deadline = outer.map { $0.remainingMilliseconds < milliseconds ? $0 : mine } ?? mine
+        defer { deadline = outer }
+        return try body()
+    }
+
+    /// A digest of the credentials a request speaks for: connections are kept per
+    /// credential, never shared (HTTPRequest.connectionKey).
+    static func connectionKey(_ credentials: EWSCredentials?) -> [UInt8] {
+        guard let credentials else { return [0] }
+        switch credentials.method {
+        case .basic(let userName, let password): return Digest.sha256("basic\u{0}\(userName)\u{0}\(password)")
+        case .oauth(let token): return Digest.sha256("bearer\u{0}\(token)\u{0}\(credentials.mailbox ?? "")")
+        case .certificate(let identity): return Digest.sha256(identity.certificateDER)
+        }
     }
 
     // MARK: Transport
@@ -101,10 +145,11 @@ public final class EWSClient {
         }
         let response: HTTPResponse
         do {
-            response = try http.send(HTTPRequest(method: .post, url: url, headers: headers, body: body, clientCertificate: certificate),
-                                     totalTimeoutMilliseconds: timeoutMilliseconds)
+            response = try http.send(HTTPRequest(method: .post, url: url, headers: headers, body: body, clientCertificate: certificate,
+                                                 connectionKey: Self.connectionKey(credentials)),
+                                     totalTimeoutMilliseconds: timeoutMilliseconds, deadline: deadline)
         } catch {
-            throw .transport(error.description)
+            throw Self.error(error)
         }
         if response.status == 401 || response.status == 403 { throw .unauthorized(status: response.status) }
         return response
@@ -114,9 +159,17 @@ public final class EWSClient {
     /// HTTP-redirect step: never send credentials over plain HTTP).
     func getWithoutCredentials(_ url: String) throws(EWSError) -> HTTPResponse {
         do {
-            return try http.send(HTTPRequest(method: .get, url: url, headers: [("User-Agent", "ENS/1")]))
+            return try http.send(HTTPRequest(method: .get, url: url, headers: [("User-Agent", "ENS/1")], connectionKey: Self.connectionKey(nil)),
+                                 deadline: deadline)
         } catch {
-            throw .transport(error.description)
+            throw Self.error(error)
+        }
+    }
+
+    private static func error(_ error: CurlError) -> EWSError {
+        switch error.kind {
+        case .destinationRefused, .invalidRequest, .budgetExhausted, .responseTooLarge: .refused(error.description)
+        default: .transport(error.description)
         }
     }
 

@@ -208,4 +208,48 @@ struct RegistrationTrustTests {
             return answer?["subscriptionStatus"] as? String == "Unsubscribe" || (answer?["error"] as? String)?.contains("unsubscribed") == true
         })
     }
+
+    // MARK: Connections and headers
+
+    /// Two users' requests never share a connection: what a connection carried for one
+    /// (a client certificate's TLS session, server-side auth state) cannot serve another.
+    @Test func twoUsersNeverShareAnExchangeConnection() throws {
+        let first = try subscribedVictim()
+        let second = try subscribedVictim()
+        // Registrations and proofs of both, interleaved, from the same responder pool.
+        for _ in 0..<3 {
+            #expect(try register(first, creds: first.creds(token: first.token)).json["responseCode"] == "UserAlreadySubscribed")
+            #expect(try register(second, creds: second.creds(token: second.token)).json["responseCode"] == "UserAlreadySubscribed")
+        }
+        // The simulator records the connection and the mailbox of every request.
+        let mine: Set = [first.user.email.lowercased(), second.user.email.lowercased()]
+        let proofs = try ExchangeSimulator.requests().filter {
+            ($0["operation"] as? String) == "GetFolder" && mine.contains(($0["mailbox"] as? String) ?? "")
+        }
+        #expect(proofs.count >= 6)
+        var mailboxesByConnection: [String: Set<String>] = [:]
+        for request in proofs {
+            guard let connection = request["connection"] as? String, let mailbox = request["mailbox"] as? String else {
+                Issue.record("a request without connection or mailbox: \(request)")
+                continue
+            }
+            mailboxesByConnection[connection, default: []].insert(mailbox)
+        }
+        #expect(Set(mailboxesByConnection.values.flatMap { $0 }) == mine)
+        for (connection, mailboxes) in mailboxesByConnection {
+            #expect(mailboxes.count == 1, "\(connection) served \(mailboxes)")
+        }
+    }
+
+    /// An OAuth token with CR/LF in it would have added headers of its own to a request
+    /// on a connection other users' requests share. It is refused before anything is sent.
+    @Test func aTokenWithLineBreaksCannotInjectHeaders() throws {
+        let victim = try subscribedVictim()
+        let before = try ExchangeSimulator.requests().count
+        var creds: [String: Any] = ["apnsToken": TestSecrets.apnsToken(), "oauthAccessToken": "token\r\nX-Injected: 1"]
+        creds["ewsUrl"] = "https://mail.pox.test/EWS/Exchange.asmx"
+        let answer = try register(victim, creds: creds, force: true)
+        #expect(answer.json["responseCode"] == "ExchangeError")
+        #expect(try ExchangeSimulator.requests().count == before)
+    }
 }

@@ -198,6 +198,15 @@ HOSTILE EWS: a domain in mode "hostile" plays an attacker's own Exchange. EWS re
   are recorded like any others (operation, auth, host), so a test can tell whether ENS
   ever sent it a Subscribe.
 
+Every recorded request names its "connection" (the client's address and port), and an
+authenticated EWS request its "mailbox", so a test can tell whose requests shared a
+connection.
+
+TARPIT: a domain in mode "tarpit" plays a server that accepts and never finishes: every
+  HTTPS request to that domain or a host under it (after its body is read) gets the
+  bytes of "HTTP/1.1 200 OK" one per second for up to 60 s, then the connection is
+  closed. Recorded with operation "tarpit".
+
 FAILURE INJECTION: POST /fail {"operation": "Subscribe"|"GetItem"|"GetFolder"|
   "Autodiscover", "status"?: 400..599, "responseCode"?: s, "delayMs"?: n,
   "backOffMs"?: n, "count"?: N}. The next N requests for that operation (0/absent: all
@@ -339,9 +348,9 @@ DEFAULT_VERSIONS = ["Exchange2007_SP1", "Exchange2010", "Exchange2010_SP1", "Exc
 AD_VERSIONS = {"Exchange2010", "Exchange2010_SP1", "Exchange2010_SP2", "Exchange2013",
                "Exchange2013_SP1"}
 DEFAULT_DOMAINS = ("example.test,pox.test,soap.test,redirect.test,addr.test,loop.test,"
-                   "nowhere.test,bench.test,evil.test")
+                   "nowhere.test,bench.test,evil.test,tarpit.test")
 MODES = {"pox-root", "pox-autodiscover", "soap", "http-redirect", "redirect-addr",
-         "redirect-loop", "none", "hostile"}
+         "redirect-loop", "none", "hostile", "tarpit"}
 EVENT_TYPES = {"NewMailEvent", "CreatedEvent", "DeletedEvent", "ModifiedEvent", "MovedEvent",
                "CopiedEvent", "FreeBusyChangedEvent"}
 SHAPES = {"IdOnly", "Default", "AllProperties"}
@@ -922,6 +931,7 @@ class Simulator:
             mailbox.versions = set(KNOWN_VERSIONS)
         if mailbox is None:
             raise Bad(401, headers=AUTH_CHALLENGE)
+        rec["mailbox"] = mailbox.email
         mt, params = media_type(h.headers.get("Content-Type"))
         if mt != "text/xml" or params.get("charset") != "utf-8":
             raise Bad(415)
@@ -1584,7 +1594,8 @@ def make_handler(sim, scheme):
         def dispatch(self):
             rec = {"time": now_ms(), "scheme": scheme, "host": host_of(self.headers.get("Host")),
                    "path": self.path, "method": self.command, "operation": None, "auth": None,
-                   "version": None, "status": None, "subscribeUrl": None}
+                   "version": None, "status": None, "subscribeUrl": None,
+                   "connection": f"{self.client_address[0]}:{self.client_address[1]}"}
             length = self.headers.get("Content-Length")
             body = b""
             try:
@@ -1601,6 +1612,19 @@ def make_handler(sim, scheme):
                     body = self.rfile.read(int(length))
                 elif self.command == "POST":
                     raise Bad(411)
+                if scheme == "https" and sim.domains.get(sim.site_of(rec["host"])[0], ("none", None))[0] == "tarpit":
+                    rec["operation"] = "tarpit"
+                    with sim.lock:
+                        sim.requests.append(rec)
+                    self.close_connection = True
+                    for byte in b"HTTP/1.1 200 OK\r\n"[:60]:
+                        try:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                        except OSError:
+                            break
+                        time.sleep(1)
+                    return
                 if scheme == "https":
                     status, out, ctype = sim.handle_https(self, body, rec)
                 else:

@@ -83,6 +83,10 @@ enum DeviceAPI {
             var throttled = APIResponse.error(429, .tooManyRequests, "Too many failed attempts for this user; retry later.")
             throttled.extraHeaders = [("Retry-After", "\(context.configuration.exchangeProofWindowSeconds)")]
             return throttled
+        case .busy:
+            var busy = APIResponse.error(503, .serviceUnavailable, "The service is busy; retry shortly.")
+            busy.extraHeaders = [("Retry-After", "5")]
+            return busy
         case .failed:
             return .ok(.exchangeError, [("message", "Exchange could not be subscribed to; try again later.")])
         }

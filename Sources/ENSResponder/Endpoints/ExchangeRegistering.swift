@@ -46,5 +46,8 @@ public enum ExchangeOutcome: Sendable, Equatable {
     case endpointNotTrusted
     /// Too many failed proofs for this record lately; Exchange was not contacted.
     case throttled
+    /// Every registration place of this responder process is taken (slow Exchange
+    /// servers): try again shortly; Exchange was not contacted.
+    case busy
     case failed
 }

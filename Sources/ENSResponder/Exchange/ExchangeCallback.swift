@@ -100,7 +100,13 @@ enum ExchangeCallback {
                     logger.warning("callback credentials do not open: unsubscribing", metadata: ["record": "\(record)"])
                     return answer(unsubscribe: true)
                 }
-                guard try deliver(items: items, row: row, credentials: credentials, store: store, now: now) else {
+                // Lookups at Exchange hold a thread for up to exchange.item_timeout_ms: a
+                // bounded number at once, so a slow Exchange cannot take every thread.
+                let delivered = try context.services.callbackGate.ifAvailable { () throws -> Bool in
+                    try deliver(items: items, row: row, credentials: credentials, store: store, now: now)
+                }
+                if delivered == nil { logger.warning("callback lookups at capacity; Exchange will retry", metadata: ["record": "\(record)"]) }
+                guard delivered == true else {
                     return APIResponse.error(503, .serviceUnavailable, "The service is temporarily unavailable; retry later.")
                 }
             }
@@ -148,20 +154,23 @@ enum ExchangeCallback {
                 ? [MailSummary(itemID: "summary:\(items.first ?? ""):\(items.last ?? ""):\(items.count)",
                                subject: "\(items.count) new messages", senderName: "New mail")]
                 : items.map { MailSummary(itemID: $0, subject: "", senderName: "New mail") }
-            if !summarized, let ewsURL = row.ewsURL {
-                do {
-                    let found = try client.messages(ewsURL: ewsURL, credentials: credentials, version: version, itemIDs: items, timeoutMilliseconds: budget)
-                    summaries = summaries.map { generic in found.first { $0.itemID == generic.itemID } ?? generic }
-                } catch {
-                    logger.warning("GetItem failed; sending generic alerts", metadata: ["record": "\(row.id)", "error": "\(error)"])
-                }
-            }
+            // One budget for both lookups together.
             var unread: Int?
-            if devices.contains(where: \.device.badge), let ewsURL = row.ewsURL {
-                do {
-                    unread = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, timeoutMilliseconds: budget)
-                } catch {
-                    logger.warning("GetFolder failed; no badge", metadata: ["record": "\(row.id)", "error": "\(error)"])
+            client.withDeadline(milliseconds: budget) {
+                if !summarized, let ewsURL = row.ewsURL {
+                    do {
+                        let found = try client.messages(ewsURL: ewsURL, credentials: credentials, version: version, itemIDs: items, timeoutMilliseconds: budget)
+                        summaries = summaries.map { generic in found.first { $0.itemID == generic.itemID } ?? generic }
+                    } catch {
+                        logger.warning("GetItem failed; sending generic alerts", metadata: ["record": "\(row.id)", "error": "\(error)"])
+                    }
+                }
+                if devices.contains(where: \.device.badge), let ewsURL = row.ewsURL {
+                    do {
+                        unread = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, timeoutMilliseconds: budget)
+                    } catch {
+                        logger.warning("GetFolder failed; no badge", metadata: ["record": "\(row.id)", "error": "\(error)"])
+                    }
                 }
             }
 

@@ -2,6 +2,7 @@ internal import ENSCore
 internal import EWS
 internal import Logging
 internal import OpenSSL
+internal import POSIX
 
 /// /registerdevicev2's Exchange work: find the EWS URL (given, cached, or by
 /// Autodiscover), prove that the credentials open the named mailbox there, seal the
@@ -20,11 +21,36 @@ public struct ExchangeRegistrar: ExchangeRegistering {
     public init() {}
 
     public func proveAccess(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
+        try withinLimits(context) { client throws in try proveAccess(request, client: client, context: context) }
+    }
+
+    public func subscribe(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
+        try withinLimits(context) { client throws in try subscribe(request, client: client, context: context) }
+    }
+
+    /// A registration's Exchange work holds one of this process's registration places
+    /// (none free: `.busy`, at once) and runs within one budget, every Autodiscover hop,
+    /// the proof and the Subscribe attempts together.
+    private func withinLimits(_ context: RequestContext, _ body: (EWSClient) throws -> ExchangeOutcome) throws -> ExchangeOutcome {
+        let client = try context.ewsClient()
+        let outcome = try context.services.registrationGate.ifAvailable { () throws -> ExchangeOutcome in
+            try client.withDeadline(milliseconds: context.configuration.exchangeRegistrationBudgetMilliseconds) { () throws -> ExchangeOutcome in
+                try body(client)
+            }
+        }
+        guard let outcome else {
+            context.logger.warning("registration refused: this process's Exchange registration places are all taken")
+            return .busy
+        }
+        return outcome
+    }
+
+    private func proveAccess(_ request: ExchangeSubscriptionRequest, client: EWSClient, context: RequestContext) throws -> ExchangeOutcome {
         let attempt = Attempt(request: request, context: context)
         guard let state = try attempt.store.subscriptionState(recordID: request.record.id), state.isLive, let ewsURL = state.ewsURL else {
             // No live subscription to prove against (it ended meanwhile): subscribe,
             // which proves the credentials on its way.
-            return try subscribe(request, context: context)
+            return try subscribe(request, client: client, context: context)
         }
         guard try attempt.proofAllowed() else { return .throttled }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
@@ -35,7 +61,7 @@ public struct ExchangeRegistrar: ExchangeRegistering {
         }
     }
 
-    public func subscribe(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
+    private func subscribe(_ request: ExchangeSubscriptionRequest, client: EWSClient, context: RequestContext) throws -> ExchangeOutcome {
         let configuration = context.configuration
         guard !configuration.exchangeCallbackURL.isEmpty else {
             context.logger.error("exchange.callback_url is not set; cannot subscribe with Exchange")
@@ -46,7 +72,6 @@ public struct ExchangeRegistrar: ExchangeRegistering {
         guard let state = try store.subscriptionState(recordID: request.record.id) else { return .failed }
         guard try attempt.proofAllowed() else { return .throttled }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
-        let client = try context.ewsClient()
         let now = Timestamp.now()
 
         // 1. Where the mailbox's EWS lives.
@@ -75,10 +100,11 @@ public struct ExchangeRegistrar: ExchangeRegistering {
                 cachedDomain = domain
             } else {
                 switch Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) {
-                case .found(let url):
+                case .found(let url, let trusted):
                     ewsURL = url
+                    // What the plain-HTTP redirect step led to is used this once only.
                     let hours = Int64(configuration.exchangeAutodiscoverCacheHours)
-                    if hours > 0 { try store.cacheEWSURL(domain: domain, ewsURL: url, expiresAt: now.adding(seconds: hours * 3600)) }
+                    if hours > 0 && trusted { try store.cacheEWSURL(domain: domain, ewsURL: url, expiresAt: now.adding(seconds: hours * 3600)) }
                 case .unauthorized:
                     context.logger.info("autodiscover: credentials refused")
                     try attempt.recordProofFailure()
@@ -221,12 +247,14 @@ private struct Attempt {
     /// What Exchange answers when the credentials are good but not for the mailbox named.
     static let mailboxRefusals: Set<String> = ["ErrorAccessDenied", "ErrorNonExistentMailbox", "ErrorMailboxNotFound", "ErrorFolderNotFound"]
 
-    /// Whether `candidate` may replace a live subscription's endpoint: it is the host
-    /// Autodiscover finds for the address (from the cache, else asked now).
+    /// Whether `candidate` may replace a live subscription's endpoint: a host the
+    /// operator lists (exchange.allowed_hosts), or the host Autodiscover finds for the
+    /// address over https (from the cache, else asked now).
     func isMailboxExchange(_ candidate: String, credentials: EWSCredentials, client: EWSClient, now: Timestamp) throws -> Bool {
+        if let host = Endpoint(candidate).host, client.configuration.destinationPolicy.lists(host: host) { return true }
         guard let domain = Autodiscover.domain(of: request.mailbox) else { return false }
         if let cached = try store.cachedEWSURL(domain: domain, now: now), Endpoint(cached) == Endpoint(candidate) { return true }
-        guard case .found(let discovered) = Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) else {
+        guard case .found(let discovered, trusted: true) = Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) else {
             return false
         }
         return Endpoint(discovered) == Endpoint(candidate)
@@ -244,6 +272,13 @@ enum Proof {
 /// explicit: two EWS URLs name the same Exchange when these are equal.
 struct Endpoint: Equatable {
     let authority: String
+
+    /// The host part (an IPv6 literal keeps its brackets).
+    var host: String? {
+        guard let colon = authority.lastIndex(of: ":") else { return nil }
+        let host = String(authority[..<colon])
+        return host.isEmpty ? nil : host
+    }
 
     init(_ url: String) {
         let lowered = url.lowercased()

@@ -52,7 +52,9 @@ public struct Worker {
                 apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkIntervalSeconds: configuration.apiTokenRefreshSeconds),
                 privateKeys: PrivateKeyCache(capacity: configuration.keyCacheSize),
                 checkIns: CheckInRecorder(),
-                exchange: ExchangeRegistrar()
+                exchange: ExchangeRegistrar(),
+                registrationGate: ConcurrencyGate(capacity: configuration.exchangeMaximumConcurrentRegistrations),
+                callbackGate: ConcurrencyGate(capacity: configuration.exchangeMaximumConcurrentCallbacks)
             )
         } catch {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
