@@ -14,8 +14,17 @@ public struct ClientIdentity: Sendable, Equatable {
         self.privateKeyDER = privateKeyDER
     }
 
+    /// The most key-derivation iterations a client's bundle may ask for, per KDF.
+    /// Windows, macOS and OpenSSL export with 2,000–10,000 (OpenSSL 3: 2,048, PBKDF2);
+    /// 100,000 PBKDF2-SHA256 rounds take about 30 ms here, so a bundle stays well under
+    /// a second, while one asking for 10^9 (minutes of CPU, in a bundle under 1 KB) is
+    /// refused before any derivation runs.
+    public static let maximumKDFIterations = 100_000
+
     /// Opens a PKCS#12 bundle with its password. Fails on a wrong password, a bundle
-    /// without a certificate or key, or anything that is not PKCS#12.
+    /// without a certificate or key, one whose key derivation asks for more than
+    /// `maximumKDFIterations` (or is not one whose cost can be read beforehand, such as
+    /// scrypt), or anything that is not PKCS#12.
     public init(pkcs12 bytes: [UInt8], password: String) throws(OpenSSLError) {
         let bundle: OpaquePointer? = bytes.withUnsafeBufferPointer { buffer in
             var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
@@ -23,6 +32,13 @@ public struct ClientIdentity: Sendable, Equatable {
         }
         guard let bundle else { throw .drain("read PKCS#12") }
         defer { PKCS12_free(bundle) }
+        let iterations = copenssl_pkcs12_max_iterations(bundle, password, Self.maximumKDFIterations)
+        guard iterations >= 0 else {
+            throw OpenSSLError(operation: "open PKCS#12", reasons: ["the bundle does not open, or uses a key derivation whose cost cannot be bounded"])
+        }
+        guard iterations <= Self.maximumKDFIterations else {
+            throw OpenSSLError(operation: "open PKCS#12", reasons: ["it asks for \(iterations) key-derivation iterations, more than \(Self.maximumKDFIterations)"])
+        }
         var key: OpaquePointer?
         var certificate: OpaquePointer?
         guard PKCS12_parse(bundle, password, &key, &certificate, nil) == 1 else { throw .drain("open PKCS#12") }
