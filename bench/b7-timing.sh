@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# B7: sealed-parameter failures in time. Interleaved requests of six kinds (a valid
-# payload and five different failures) to /getsubscriptionstatusv2 through nginx;
-# per-kind latency and pairwise Kolmogorov-Smirnov tests between the failure kinds
-# (bench/timing.py). Every failure must answer the same bytes and not differ in time.
+# B7: sealed-parameter failures in time. Interleaved requests of eight kinds (a valid
+# payload, five different single-block failures, and the prefix attack: three valid
+# blocks then a last one with bad padding, or good padding and garbage) to
+# /getsubscriptionstatusv2 through nginx; per-kind latency and pairwise
+# Kolmogorov-Smirnov tests within each group of failure kinds (bench/timing.py). Every
+# failure must answer the same bytes and not differ in time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENS_TOKEN=$(scripts/stack.sh token bench-b7)

@@ -12,8 +12,22 @@ public final class RSAPrivateKey: @unchecked Sendable {
     /// by one thread at a time, taken from and returned to this list under a lock.
     private let idleContexts = Mutex<[OpaquePointerBox]>([])
 
+    /// A secret derived from this key alone, for implicit rejection: what a sealed
+    /// block that does not decrypt is replaced by is derived from it and the block
+    /// (SealedParameter), so it is the same every time and unknowable without the key.
+    public let rejectionSecret: [UInt8]
+
     private init(takingOwnershipOf key: OpaquePointer) {
         self.key = key
+        var der: UnsafeMutablePointer<UInt8>?
+        let length = i2d_PrivateKey(key, &der)
+        var material = Array("ENS implicit rejection v1".utf8)
+        if length > 0, let der {
+            material += UnsafeBufferPointer(start: der, count: Int(length))
+            CRYPTO_clear_free(der, Int(length), "RSAPrivateKey", 0)
+        }
+        rejectionSecret = Digest.sha256(material)
+        material.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
     }
 
     deinit {

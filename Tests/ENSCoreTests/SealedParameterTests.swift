@@ -59,9 +59,10 @@ import Testing
 
     private func expectRejected(_ text: String, with key: RSAPrivateKey = TestKeys.primary,
                                 sourceLocation: SourceLocation = #_sourceLocation) {
-        let (plaintext, valid) = SealedParameter.open(text, with: key)
+        let (plaintext, valid) = SealedParameter.open(text, with: key, maximumBlocks: SealedParameter.maximumBlocks)
         #expect(!valid, sourceLocation: sourceLocation)
-        #expect(!plaintext.isEmpty, "a failure hands on a non-empty stand-in", sourceLocation: sourceLocation)
+        // The stand-in is the same for the same input: nothing to average over.
+        #expect(SealedParameter.open(text, with: key, maximumBlocks: SealedParameter.maximumBlocks).plaintext == plaintext, sourceLocation: sourceLocation)
     }
 
     // MARK: Against the openssl CLI
@@ -170,11 +171,51 @@ import Testing
         let sealed = try Self.sealWithCLI(Array("x".utf8), for: TestKeys.primary)
         let block = Base64.decodeLenient(sealed)!
         let atLimit = Array([[UInt8]](repeating: block, count: SealedParameter.maximumBlocks).joined())
-        let (opened, valid) = SealedParameter.open(Base64.encode(atLimit), with: TestKeys.primary)
+        let (opened, valid) = SealedParameter.open(Base64.encode(atLimit), with: TestKeys.primary, maximumBlocks: SealedParameter.maximumBlocks)
         #expect(valid)
         #expect(opened == [UInt8](repeating: UInt8(ascii: "x"), count: SealedParameter.maximumBlocks))
 
         expectRejected(Base64.encode(atLimit + block))
+        // Every parameter but `creds` has the small limit.
+        let small = Array([[UInt8]](repeating: block, count: SealedParameter.maximumBlocksSmall).joined())
+        #expect(SealedParameter.open(Base64.encode(small), with: TestKeys.primary).valid)
+        #expect(!SealedParameter.open(Base64.encode(small + block), with: TestKeys.primary).valid)
+    }
+
+    // MARK: Implicit rejection per block
+
+    /// A tampered last block after valid ones: the valid blocks' plaintext is handed on
+    /// as it is, and only the failed block is replaced, by a stand-in derived from it.
+    /// Whether the tampered block's padding happened to be valid or not, a parser then
+    /// walks the same prefix: the prefix attack learns nothing.
+    @Test func aFailedBlockIsReplacedAloneAndTheValidPrefixStays() throws {
+        let prefix = Array(String(repeating: "p", count: 245).utf8)
+        let sealed = try #require(Base64.decodeLenient(try Self.sealWithCLI(prefix + Array("tail".utf8), for: TestKeys.primary)))
+        #expect(sealed.count == 2 * Self.k)
+        var tampered = sealed
+        tampered[Self.k + 100] ^= 0x01
+        let (plaintext, valid) = SealedParameter.open(Base64.encode(tampered), with: TestKeys.primary)
+        #expect(!valid)
+        #expect(Array(plaintext.prefix(245)) == prefix)
+        let standIn = Array(plaintext.dropFirst(245))
+        #expect(standIn != Array("tail".utf8))
+        #expect(standIn == SealedParameter.syntheticMessage(for: Array(tampered[Self.k...]), secret: TestKeys.primary.rejectionSecret,
+                                                           maximumLength: Self.k - 11))
+        // Another tampering of the same block gets another stand-in; the same one the same.
+        var other = sealed
+        other[Self.k + 101] ^= 0x01
+        #expect(SealedParameter.open(Base64.encode(other), with: TestKeys.primary).plaintext.dropFirst(245) != standIn[...])
+        #expect(SealedParameter.open(Base64.encode(tampered), with: TestKeys.primary).plaintext == plaintext)
+    }
+
+    /// Stand-ins depend on the key's secret: another key makes another one of the same block.
+    @Test func standInsDependOnTheKey() throws {
+        let block = [UInt8](repeating: 7, count: Self.k)
+        let one = SealedParameter.syntheticMessage(for: block, secret: TestKeys.primary.rejectionSecret, maximumLength: 245)
+        let two = SealedParameter.syntheticMessage(for: block, secret: TestKeys.secondary.rejectionSecret, maximumLength: 245)
+        #expect(one != two)
+        #expect(one.count <= 245 && two.count <= 245)
+        #expect(TestKeys.primary.rejectionSecret != TestKeys.secondary.rejectionSecret)
     }
 
     // MARK: Hand-built encoded messages through real RSA

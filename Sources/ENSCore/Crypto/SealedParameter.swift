@@ -4,45 +4,76 @@ public import OpenSSL
 /// ciphertexts, each k bytes (k = modulus size), under the user record's key.
 ///
 /// Every failure — bad base64, a length that is not a multiple of k, a block that does
-/// not decrypt, bad padding — returns nil after the same work as a success: one RSA
-/// private-key operation per k bytes of input, and (as in TLS's implicit rejection) a
-/// random stand-in plaintext handed on to the caller's parser, which then fails like it
-/// would on a real but unparsable plaintext. Padding is checked in constant time, in
-/// Swift, because OpenSSL 3.0 reports PKCS#1 failures through its error queue.
+/// not decrypt, bad padding — costs the same work as a success: one RSA private-key
+/// operation per k bytes of input. And, as in TLS's and OpenSSL 3.2's implicit
+/// rejection, a block that fails is replaced by its own *synthetic* plaintext, derived
+/// from that block and a secret of the key (`syntheticMessage`), while the blocks that
+/// opened keep theirs. So an attacker who seals a long valid prefix and tampers with
+/// the last block gets the same prefix parsed either way: whether the tampered block's
+/// padding happened to be valid changes nothing the caller's parser does before it
+/// fails. The caller answers every failure alike (`valid == false`). Padding is checked
+/// in constant time, in Swift, because OpenSSL 3.0 reports PKCS#1 failures through its
+/// error queue.
 public enum SealedParameter {
-    /// Upper bound on ciphertext blocks: 64 × 245 bytes ≈ 15 KiB of plaintext, room for
-    /// `creds` carrying a PKCS#12 client certificate; anything larger is refused.
+    /// Upper bound on ciphertext blocks for `creds`: 64 × 245 bytes ≈ 15 KiB of
+    /// plaintext, room for a PKCS#12 client certificate; anything larger is refused.
     public static let maximumBlocks = 64
+    /// Every other sealed parameter is a token, a date, a flag or a sync key: 4 blocks
+    /// (980 bytes) hold the largest of them (an /updatesynckey `info` with a 512-byte
+    /// key) with room to spare, and a parameter cannot make a request cost 64 RSA
+    /// operations.
+    public static let maximumBlocksSmall = 4
 
-    /// The plaintext, or a random stand-in plus `valid == false`. Callers must treat
-    /// both the same way up to the point of answering, and answer every failure with
+    /// The plaintext, and whether every block opened. When not, the plaintext holds the
+    /// synthetic stand-ins of the failed blocks; callers must treat both outcomes the
+    /// same way up to the point of answering, and answer every failure with
     /// `APIError.sealedParameterRejected`.
-    public static func open(_ text: String, with key: RSAPrivateKey) -> (plaintext: [UInt8], valid: Bool) {
+    public static func open(_ text: String, with key: RSAPrivateKey, maximumBlocks: Int = maximumBlocksSmall) -> (plaintext: [UInt8], valid: Bool) {
         let k = key.modulusByteCount
         let decoded = Base64.decodeLenient(text)
         let ciphertext = decoded ?? []
         let wellFormed = decoded != nil && !ciphertext.isEmpty && ciphertext.count % k == 0 && ciphertext.count / k <= maximumBlocks
         let blockCount = wellFormed ? ciphertext.count / k : min(max(1, (ciphertext.count + k - 1) / k), maximumBlocks)
 
-        // The stand-in is made before knowing whether it is needed, at a length that
-        // depends only on the input's size, so valid and invalid padding cost the same.
-        let standIn = (try? Digest.randomBytes(blockCount * (k - 11))) ?? [0]
         var valid: UInt8 = wellFormed ? 0xFF : 0
         var message: [UInt8] = []
         message.reserveCapacity(blockCount * (k - 11))
         for blockIndex in 0..<blockCount {
             let block = wellFormed ? Array(ciphertext[(blockIndex * k)..<((blockIndex + 1) * k)]) : dummyBlock(k)
-            guard let encoded = key.rawDecrypt(block: block) else {
-                valid = 0
-                continue
-            }
-            let (blockValid, start) = unpadType2(encoded)
+            // Made before knowing whether it is needed, so valid and invalid blocks
+            // cost the same.
+            let synthetic = syntheticMessage(for: block, secret: key.rejectionSecret, maximumLength: k - 11)
+            let decrypted = key.rawDecrypt(block: block)
+            let encoded = decrypted ?? [UInt8](repeating: 0, count: k)
+            var (blockValid, start) = unpadType2(encoded)
+            blockValid &= decrypted == nil ? 0 : 0xFF
             valid &= blockValid
-            // Copy the whole tail either way; the start offset only matters if valid.
-            message.append(contentsOf: encoded[min(start, encoded.count)...])
+            if blockValid == 0xFF {
+                message.append(contentsOf: encoded[min(start, encoded.count)...])
+            } else {
+                message.append(contentsOf: synthetic)
+            }
         }
-        if valid == 0xFF { return (message, true) }
-        return (standIn, false)
+        return (message, valid == 0xFF)
+    }
+
+    /// A failed block's stand-in: HMAC-SHA-256 keyed by the key's rejection secret over
+    /// the block gives a per-block key, from which a length (0 ... `maximumLength`) and
+    /// that many bytes are drawn (HMAC in counter mode). The same block always gets the
+    /// same stand-in, and no one without the private key can tell it from a real
+    /// plaintext. (Versioned with the secret: "ENS implicit rejection v1".)
+    static func syntheticMessage(for block: [UInt8], secret: [UInt8], maximumLength: Int) -> [UInt8] {
+        let blockKey = Digest.hmacSHA256(key: secret, message: block)
+        var stream: [UInt8] = []
+        stream.reserveCapacity(maximumLength + 34)
+        var counter: UInt32 = 0
+        while stream.count < maximumLength + 2 {
+            let label = Array("synthetic message".utf8) + [UInt8(counter >> 24), UInt8(counter >> 16 & 0xFF), UInt8(counter >> 8 & 0xFF), UInt8(counter & 0xFF)]
+            stream += Digest.hmacSHA256(key: blockKey, message: label)
+            counter += 1
+        }
+        let length = Int(UInt16(stream[0]) << 8 | UInt16(stream[1])) % (maximumLength + 1)
+        return Array(stream[2..<(2 + length)])
     }
 
     /// Checks EM = 0x00 ‖ 0x02 ‖ PS (≥ 8 non-zero bytes) ‖ 0x00 ‖ M in constant time.

@@ -49,7 +49,7 @@ enum DeviceAPI {
         let store = store(context)
         guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
 
-        let creds = try SealedPayload(key: try store.privateKey(of: record)).object(sealedCreds)
+        let creds = try SealedPayload(key: try store.privateKey(of: record), maximumBlocks: SealedParameter.maximumBlocks).object(sealedCreds)
         let token = try creds.sealedToken("apnsToken")
         let credentials = try exchangeCredentials(creds)
         let settings = DeviceSettings(

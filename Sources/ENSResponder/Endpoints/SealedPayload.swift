@@ -5,10 +5,13 @@ internal import OpenSSL
 /// becomes `APIError.sealedParameterRejected`, whatever step it happened at.
 struct SealedPayload {
     let key: RSAPrivateKey
+    /// Ciphertext blocks this parameter may have (`SealedParameter.maximumBlocks` for
+    /// `creds`, the small limit for everything else).
+    var maximumBlocks = SealedParameter.maximumBlocksSmall
 
     /// A sealed JSON object.
     func object(_ sealed: String) throws(APIError) -> [String: JSONValue] {
-        let (plaintext, valid) = SealedParameter.open(sealed, with: key)
+        let (plaintext, valid) = SealedParameter.open(sealed, with: key, maximumBlocks: maximumBlocks)
         // The stand-in plaintext of a failed opening is parsed too, so both paths do
         // the same work; it never parses as an object of the right shape.
         let parsed = try? JSONParser.parse(plaintext)
@@ -25,7 +28,7 @@ struct SealedPayload {
     /// A sealed JSON object or, failing that, a bare string: one opening and one parse
     /// either way, so the two forms cost the same.
     func objectOrText(_ sealed: String) throws(APIError) -> Plaintext {
-        let (plaintext, valid) = SealedParameter.open(sealed, with: key)
+        let (plaintext, valid) = SealedParameter.open(sealed, with: key, maximumBlocks: maximumBlocks)
         let parsed = try? JSONParser.parse(plaintext)
         guard valid else { throw .sealedParameterRejected }
         if case .object(let members)? = parsed { return .object(members) }
@@ -35,7 +38,7 @@ struct SealedPayload {
 
     /// A sealed bare string (the /unregister token).
     func text(_ sealed: String) throws(APIError) -> String {
-        let (plaintext, valid) = SealedParameter.open(sealed, with: key)
+        let (plaintext, valid) = SealedParameter.open(sealed, with: key, maximumBlocks: maximumBlocks)
         let text = String(validating: plaintext, as: UTF8.self)
         guard valid, let text else { throw .sealedParameterRejected }
         return text.trimmingCharacters(in: " \t\r\n")
