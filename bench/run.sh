@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ENS_VAR=${ENS_VAR:-$PWD/var/bench} ENS_PORT=${ENS_PORT:-8543} ENS_BIN=${ENS_BIN:-$PWD/.build/release}
+# No key refilling beside the measurements; B3 fills and empties the pool itself.
+export ENS_KEY_REFILL=0
 trap 'scripts/stack.sh down' EXIT
 scripts/stack.sh up
 for bench in ${BENCHES:-b1-alive b2-status b3-publickey b4-push b5-reap b6-callbacks b7-timing}; do

@@ -5,6 +5,7 @@
 #   scripts/stack.sh up | down | status
 #   scripts/stack.sh db-start | db-stop | fcgi-start | fcgi-stop | nginx-start | nginx-stop
 #   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop | ews-sim-start | ews-sim-stop
+#   scripts/stack.sh keys-start | keys-stop  # the key-pool refiller (`ens-cron keys` every second)
 #   scripts/stack.sh token LABEL     # create an API token and print it
 #
 # Environment: ENS_VAR (state directory, default var), ENS_PORT (HTTPS port, default
@@ -140,6 +141,7 @@ exchange.status_frequency_minutes = ${ENS_STATUS_FREQUENCY:-30}
 exchange.item_timeout_ms = ${ENS_ITEM_TIMEOUT_MS:-5000}
 exchange.max_notifications_per_minute = ${ENS_MAX_NOTIFICATIONS_PER_MINUTE:-120}
 exchange.registration_budget_ms = ${ENS_REGISTRATION_BUDGET_MS:-20000}
+quota.records_per_token_per_hour = ${ENS_RECORDS_PER_TOKEN_PER_HOUR:-5000}
 policy.url = ${ENS_POLICY_URL:-}
 log.level = ${ENS_LOG_LEVEL:-info}
 CONF
@@ -267,13 +269,26 @@ token() {
   "$BIN/ens-cron" token create --label "${1:-dev}" --config "$CONFIG"
 }
 
+# What cron's `ens-cron keys` does on a host, every second: /getpublickey takes new
+# users' keys from the pool and answers 503 when it is empty. Off with ENS_KEY_REFILL=0
+# (the benchmarks measure the service without key generation beside it).
+keys_start() {
+  [ "${ENS_KEY_REFILL:-1}" = 1 ] || return 0
+  if pid_alive "$VAR/run/keys-refill.pid"; then return 0; fi
+  # Detached from the caller's output, or a caller reading it would wait forever.
+  (while :; do "$BIN/ens-cron" keys --config "$CONFIG"; sleep 1; done) </dev/null >>"$VAR/log/ens-cron.log" 2>&1 &
+  echo $! > "$VAR/run/keys-refill.pid"
+}
+
+keys_stop() { stop_by_pidfile keys-refill 5; }
+
 up() {
   init_dirs; init_secrets; init_tls; write_config
-  db_start; db_setup; sim_start; ews_sim_start; apns_start; fcgi_start; nginx_start
+  db_start; db_setup; sim_start; ews_sim_start; apns_start; fcgi_start; nginx_start; keys_start
 }
 
 down() {
-  nginx_stop; fcgi_stop; apns_stop; ews_sim_stop; sim_stop; db_stop
+  keys_stop; nginx_stop; fcgi_stop; apns_stop; ews_sim_stop; sim_stop; db_stop
 }
 
 status() {
@@ -300,6 +315,8 @@ case "${1:-}" in
   sim-stop) sim_stop ;;
   ews-sim-start) ews_sim_start ;;
   ews-sim-stop) ews_sim_stop ;;
+  keys-start) keys_start ;;
+  keys-stop) keys_stop ;;
   token) token "${2:-dev}" ;;
   *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -118,6 +118,9 @@ public struct ENSConfiguration: Sendable {
     public var exchangeMaximumNotificationsPerMinute = 120
     /// Devices per user record: registering one more evicts the least recently active.
     public var maximumDevicesPerRecord = 20
+    /// New user records one API token may create per hour (/getpublickey); the token
+    /// ships in every install, so this bounds how fast anyone can fill the database.
+    public var recordsPerTokenPerHour = 5000
 
     // SEG policy service
     /// Empty: no policy service, every device may receive mail.
@@ -212,6 +215,7 @@ public struct ENSConfiguration: Sendable {
         "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheHours = try integer(key, value, 0...720) },
         "exchange.max_items_per_callback": { config, key, value throws(ConfigError) in config.exchangeMaximumItemsPerCallback = try integer(key, value, 1...1000) },
         "exchange.max_notifications_per_minute": { config, key, value throws(ConfigError) in config.exchangeMaximumNotificationsPerMinute = try integer(key, value, 1...100_000) },
+        "quota.records_per_token_per_hour": { config, key, value throws(ConfigError) in config.recordsPerTokenPerHour = try integer(key, value, 1...10_000_000) },
         "devices.max_per_record": { config, key, value throws(ConfigError) in config.maximumDevicesPerRecord = try integer(key, value, 1...1000) },
         "exchange.proof_failure_limit": { config, key, value throws(ConfigError) in config.exchangeProofFailureLimit = try integer(key, value, 1...1000) },
         "exchange.proof_window_seconds": { config, key, value throws(ConfigError) in config.exchangeProofWindowSeconds = try integer(key, value, 10...86400) },

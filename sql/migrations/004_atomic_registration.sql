@@ -1,4 +1,5 @@
--- ENS schema, version 4: registration that never breaks a working subscription.
+-- ENS schema, version 4: registration that never breaks a working subscription, caps
+-- per record, and a per-token quota on new records.
 --
 -- A (re)registration no longer advances `generation` before Exchange has answered.
 -- It takes a *pending* generation (pending_generation, one higher than any handed out
@@ -17,3 +18,12 @@ ALTER TABLE EnsSubscriptionInfo
   ADD COLUMN IF NOT EXISTS proof_window_started_at DATETIME(3) NULL,
   ADD COLUMN IF NOT EXISTS notify_count INT UNSIGNED NOT NULL DEFAULT 0,
   ADD COLUMN IF NOT EXISTS notify_window_started_at DATETIME(3) NULL;
+
+-- New user records per API token per hour (/getpublickey creates one for any address):
+-- one row per token, keyed by the SHA-256 of the token (the token itself is never
+-- stored), counting the records created in the current hour.
+CREATE TABLE IF NOT EXISTS RecordQuota (
+  token_hash BINARY(32) NOT NULL PRIMARY KEY,
+  window_started_at DATETIME(3) NOT NULL,
+  created INT UNSIGNED NOT NULL DEFAULT 0
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -239,6 +239,26 @@ public struct SubscriptionStore {
         }
     }
 
+    // MARK: Quota
+
+    /// Counts one new record against the token's hourly quota; false (nothing counted)
+    /// when the hour's quota is used up. One locked read and write: the responders are
+    /// several processes.
+    public func takeRecordQuota(tokenHash: [UInt8], limit: Int, now: Timestamp) throws -> Bool {
+        try database.transaction {
+            let row = try database.queryOne("SELECT window_started_at, created FROM RecordQuota WHERE token_hash = \(tokenHash) FOR UPDATE")
+            let (started, created) = try row.map { try $0.decode(Timestamp.self, Int.self) } ?? (now, 0)
+            let windowOpen = started.adding(seconds: 3600) > now
+            let used = windowOpen ? created : 0
+            guard used < limit else { return false }
+            try database.execute("""
+                INSERT INTO RecordQuota (token_hash, window_started_at, created) VALUES (\(tokenHash), \(now.databaseString), 1)
+                ON DUPLICATE KEY UPDATE window_started_at = \((windowOpen ? started : now).databaseString), created = \(used + 1)
+                """)
+            return true
+        }
+    }
+
     // MARK: Check-ins and sync keys
 
     /// v1 check-in: the user, and so all their devices, are alive. Coalesced through

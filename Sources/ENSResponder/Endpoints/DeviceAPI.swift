@@ -21,20 +21,26 @@ enum DeviceAPI {
         if let existing = try store.record(userID: userID) {
             record = existing
         } else {
-            let (pem, key) = try takeOrGenerateKey(context)
-            record = try store.createRecord(userID: userID, publicKeyPEM: pem, key: key)
+            // A new record: within the token's hourly quota, with a key from the pool.
+            // Generating one here would cost a request thread ~0.1-0.7 s of CPU, which
+            // a flood of new addresses would turn into an outage.
+            let tokenHash = Digest.sha256(request.apiToken ?? "")
+            guard try store.takeRecordQuota(tokenHash: tokenHash, limit: context.configuration.recordsPerTokenPerHour, now: .now()) else {
+                context.logger.warning("record creation quota reached for an API token")
+                var refused = APIResponse.error(429, .tooManyRequests, "Too many new users for this application; retry later.")
+                refused.extraHeaders = [("Retry-After", "3600")]
+                return refused
+            }
+            guard let pooled = try KeyPool(database: context.database, vault: context.services.vault).take() else {
+                context.logger.error("key pool empty: refusing new users until `ens-cron keys` refills it")
+                var unavailable = APIError.serviceUnavailable.response
+                unavailable.extraHeaders = [("Retry-After", "60")]
+                return unavailable
+            }
+            record = try store.createRecord(userID: userID, publicKeyPEM: pooled.publicKeyPEM, key: pooled.key)
         }
         let code: ResponseCode = record.registered && record.ewsSubscriptionID != nil ? .userAlreadySubscribed : .userRecordPresentNotSubscribed
         return .ok(code, [("pubKey", try store.publicKeyPEM(of: record)), ("userid", record.userID)])
-    }
-
-    private static func takeOrGenerateKey(_ context: RequestContext) throws -> (String, RSAPrivateKey) {
-        if let pooled = try KeyPool(database: context.database, vault: context.services.vault).take() {
-            return (pooled.publicKeyPEM, pooled.key)
-        }
-        context.logger.warning("key pool empty; generating a key on the request path (run `ens-cron keys`)")
-        let key = try RSAPrivateKey.generate()
-        return (try key.publicKeyPEM, key)
     }
 
     // MARK: /registerdevicev2
