@@ -148,11 +148,19 @@ import Testing
         "", "0", "00", String(repeating: "a", count: 14), String(repeating: "a", count: 15), String(repeating: "a", count: 17),
         String(repeating: "a", count: 199), String(repeating: "a", count: 201), String(repeating: "a", count: 202),
         String(repeating: "g", count: 64), String(repeating: "a", count: 63) + "z", String(repeating: "a", count: 62) + " a",
-        " " + String(repeating: "a", count: 63), String(repeating: "a", count: 62) + "é", "<" + String(repeating: "a", count: 62) + ">",
+        " " + String(repeating: "a", count: 63), String(repeating: "a", count: 62) + "é", "<" + String(repeating: "a", count: 63) + ">",
+        "<" + String(repeating: "a", count: 62), String(repeating: "a", count: 62) + ">", "<<" + String(repeating: "a", count: 62) + ">>",
         "0x" + String(repeating: "a", count: 62), String(repeating: "a", count: 62) + "\n\n", String(repeating: "Ａ", count: 32),
     ])
     func invalidTokensAreRefused(text: String) {
         #expect(DeviceToken(hex: text) == nil)
+    }
+
+    /// iOS's NSData.description form: angle brackets, groups of 8 hex digits, spaces.
+    @Test func tokensInNSDataDescriptionFormAreTheSameToken() {
+        let hex = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
+        #expect(DeviceToken(hex: "<A1B2C3D4 E5F60718 293A4B5C 6D7E8F90 A1B2C3D4 E5F60718 293A4B5C 6D7E8F90>")?.hex == hex)
+        #expect(DeviceToken(hex: "<\(hex)>") == DeviceToken(hex: hex))
     }
 
     @Test func tokenHexIsLowercased() {

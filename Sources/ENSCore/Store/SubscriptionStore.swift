@@ -159,12 +159,14 @@ public struct SubscriptionStore {
         return .addedOrUpdated
     }
 
-    /// Keeps a record at `maximumDevices`: the least recently active devices beyond it go
-    /// (never the one just registered), so one user cannot fan a callback out without
-    /// bound while a new phone still registers when old ones were never unregistered.
+    /// Keeps a record at `maximumDevices`: beyond it, devices whose token APNs rejected
+    /// go first, then the least recently active (never the one just registered), so one
+    /// user cannot fan a callback out without bound while a new phone still registers
+    /// when old ones were never unregistered.
     private func evictBeyondDeviceLimit(recordID: Int64, keeping tokenHash: [UInt8]) throws {
         let devices = try database.query("""
-            SELECT id, token_hash FROM Devices WHERE subscription_row = \(recordID) ORDER BY last_checkin_at DESC, id DESC
+            SELECT id, token_hash FROM Devices WHERE subscription_row = \(recordID)
+            ORDER BY disabled_at IS NULL DESC, last_checkin_at DESC, id DESC
             """)
         guard devices.count > maximumDevices else { return }
         let others = try devices.map { try $0.decode(Int64.self, [UInt8].self) }.filter { !Digest.constantTimeEqual($0.1, tokenHash) }

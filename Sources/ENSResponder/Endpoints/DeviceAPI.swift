@@ -102,7 +102,7 @@ enum DeviceAPI {
     /// the address itself (its hash is the userid), as some older clients send only that.
     private static func mailboxAddress(_ email: String?, credentials: ExchangeCredentials, userID: String) -> String? {
         if let email, !email.isEmpty { return email }
-        guard case .basic(let userName, _) = credentials.method, userName.contains("@"),
+        guard case .basic(let userName, _) = credentials.method, Identity.isEmailAddress(userName),
               Digest.constantTimeEqual(Array(Hex.encode(Digest.sha256(userName.lowercased())).utf8), Array(userID.utf8)) else { return nil }
         return userName
     }
