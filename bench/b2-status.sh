@@ -13,6 +13,7 @@ cores=$(nproc)
 ENS_TOKEN=$(scripts/stack.sh token bench-b2)
 export ENS_TOKEN
 bodies=$ENS_VAR/b2-bodies.txt
+fill_key_pool $((USERS + 10))
 python3 bench/devices.py b2-setup "$USERS" "$bodies"
 
 rsa=$(openssl speed -multi "$cores" -seconds "$SECONDS_PER_RUN" rsa2048 2>/dev/null | awk '/^rsa 2048 bits/ {print $(NF-1)}')

@@ -12,6 +12,7 @@ SECONDS_PER_RUN=${BENCH_SECONDS:-10}
 ENS_TOKEN=$(scripts/stack.sh token bench-b6)
 export ENS_TOKEN
 requests=$ENS_VAR/b6-callbacks.txt
+fill_key_pool $((USERS + 10))
 python3 bench/devices.py b6-setup "$USERS" "$requests"
 
 alive=$(wrk_rps /alive "$SECONDS_PER_RUN")

@@ -9,4 +9,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ENS_TOKEN=$(scripts/stack.sh token bench-b7)
 export ENS_TOKEN
+"$ENS_BIN/ens-cron" keys --target 10 --config "$ENS_VAR/ens.conf" >/dev/null
 timeout 600 python3 bench/timing.py "${B7_REQUESTS:-1000}"

@@ -55,3 +55,9 @@ cpu_ticks() {
   done
   echo "$total"
 }
+
+# New users take their keys from the pool, and /getpublickey answers 503 when it is
+# empty (nothing refills it during a benchmark): fill it for a setup's users first.
+fill_key_pool() {
+  "$ENS_BIN/ens-cron" keys --target "$1" --config "$ENS_VAR/ens.conf" >/dev/null
+}

@@ -98,9 +98,10 @@ public struct ENSConfiguration: Sendable {
     /// Exchange for a forced re-registration.
     public var exchangeAllowedHosts: [String] = []
     /// Responder threads per process that may do a registration's Exchange work at
-    /// once, and a callback's lookups: the rest keep answering whatever Exchange does.
+    /// once, and that a callback's lookups may hold for more than a second (a slow
+    /// Exchange): the rest keep answering whatever Exchange does.
     public var exchangeMaximumConcurrentRegistrations = 1
-    public var exchangeMaximumConcurrentCallbacks = 2
+    public var exchangeMaximumSlowCallbacks = 2
     public var exchangeAutodiscoverCacheHours = 24
     /// How long APNs should keep trying to deliver a new-mail notification.
     public var exchangeNotificationTTLSeconds = 86400
@@ -211,7 +212,7 @@ public struct ENSConfiguration: Sendable {
             }
         },
         "exchange.max_concurrent_registrations": { config, key, value throws(ConfigError) in config.exchangeMaximumConcurrentRegistrations = try integer(key, value, 1...512) },
-        "exchange.max_concurrent_callbacks": { config, key, value throws(ConfigError) in config.exchangeMaximumConcurrentCallbacks = try integer(key, value, 1...512) },
+        "exchange.max_slow_callbacks": { config, key, value throws(ConfigError) in config.exchangeMaximumSlowCallbacks = try integer(key, value, 1...512) },
         "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheHours = try integer(key, value, 0...720) },
         "exchange.max_items_per_callback": { config, key, value throws(ConfigError) in config.exchangeMaximumItemsPerCallback = try integer(key, value, 1...1000) },
         "exchange.max_notifications_per_minute": { config, key, value throws(ConfigError) in config.exchangeMaximumNotificationsPerMinute = try integer(key, value, 1...100_000) },

@@ -101,13 +101,15 @@ public final class SharedServices: Sendable {
     public let privateKeys: PrivateKeyCache
     public let checkIns: CheckInRecorder
     public let exchange: any ExchangeRegistering
-    /// Threads of this process doing a registration's Exchange work, and a callback's
-    /// lookups, at once (exchange.max_concurrent_registrations / _callbacks).
+    /// Threads of this process doing a registration's Exchange work at once
+    /// (exchange.max_concurrent_registrations), and held more than a second by a
+    /// callback's lookups (exchange.max_slow_callbacks).
     public let registrationGate: ConcurrencyGate
     public let callbackGate: ConcurrencyGate
 
     public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, exchange: any ExchangeRegistering,
-                registrationGate: ConcurrencyGate = ConcurrencyGate(capacity: 1), callbackGate: ConcurrencyGate = ConcurrencyGate(capacity: 2)) {
+                registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
+                callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000))) {
         self.vault = vault
         self.apiTokens = apiTokens
         self.privateKeys = privateKeys

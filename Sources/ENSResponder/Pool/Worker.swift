@@ -53,8 +53,8 @@ public struct Worker {
                 privateKeys: PrivateKeyCache(capacity: configuration.keyCacheSize),
                 checkIns: CheckInRecorder(),
                 exchange: ExchangeRegistrar(),
-                registrationGate: ConcurrencyGate(capacity: configuration.exchangeMaximumConcurrentRegistrations),
-                callbackGate: ConcurrencyGate(capacity: configuration.exchangeMaximumConcurrentCallbacks)
+                registrationGate: ConcurrencyGate(.concurrent(configuration.exchangeMaximumConcurrentRegistrations)),
+                callbackGate: ConcurrencyGate(.slow(configuration.exchangeMaximumSlowCallbacks, afterMilliseconds: 1000))
             )
         } catch {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
