@@ -184,25 +184,23 @@ public struct ExchangeStore {
     // MARK: Notification rate
 
     /// Reserves pushes against the record's per-minute cap: `preferring` if that many
-    /// still fit in the current minute, else `orElse`, else nothing (nil). One locked
-    /// read and write, so concurrent callbacks of one record cannot both take the rest.
+    /// still fit in the current minute, else `orElse`, else nothing (nil). Each try is
+    /// one conditional UPDATE (the row lock makes it atomic against other callbacks of
+    /// the record): under the cap, the common case, a callback pays one round trip.
     public func reserveNotifications(recordID: Int64, preferring: Int, orElse: Int, limit: Int, now: Timestamp) throws -> Int? {
-        try database.transaction {
-            guard let row = try database.queryOne("""
-                SELECT notify_count, notify_window_started_at FROM EnsSubscriptionInfo WHERE id = \(recordID) FOR UPDATE
-                """) else { return nil }
-            let (count, windowStarted) = try row.decode(Int.self, Timestamp?.self)
-            // The current minute's window, if one is open; else a new one starts now.
-            let openWindow = windowStarted.flatMap { $0.adding(seconds: 60) > now ? $0 : nil }
-            let used = openWindow == nil ? 0 : count
-            guard let reserved = [preferring, orElse].first(where: { used + $0 <= limit }) else { return nil }
-            try database.execute("""
-                UPDATE EnsSubscriptionInfo SET notify_count = \(used + reserved),
-                    notify_window_started_at = \((openWindow ?? now).databaseString)
-                WHERE id = \(recordID)
-                """)
-            return reserved
+        let windowStart = now.adding(seconds: -60).databaseString
+        for wanted in [preferring, orElse] where wanted <= limit {
+            // SET runs left to right: the count is computed while the window start is
+            // still the old one.
+            let reserved = try database.execute("""
+                UPDATE EnsSubscriptionInfo SET
+                    notify_count = IF(notify_window_started_at > \(windowStart), notify_count, 0) + \(wanted),
+                    notify_window_started_at = IF(notify_window_started_at > \(windowStart), notify_window_started_at, \(now.databaseString))
+                WHERE id = \(recordID) AND IF(notify_window_started_at > \(windowStart), notify_count, 0) + \(wanted) <= \(limit)
+                """).affectedRows > 0
+            if reserved { return wanted }
         }
+        return nil
     }
 
     // MARK: Autodiscover cache
