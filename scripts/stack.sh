@@ -142,6 +142,7 @@ exchange.item_timeout_ms = ${ENS_ITEM_TIMEOUT_MS:-5000}
 exchange.max_notifications_per_minute = ${ENS_MAX_NOTIFICATIONS_PER_MINUTE:-120}
 exchange.registration_budget_ms = ${ENS_REGISTRATION_BUDGET_MS:-20000}
 quota.records_per_token_per_hour = ${ENS_RECORDS_PER_TOKEN_PER_HOUR:-5000}
+exchange.max_concurrent_registrations = ${ENS_MAX_CONCURRENT_REGISTRATIONS:-1}
 policy.url = ${ENS_POLICY_URL:-}
 log.level = ${ENS_LOG_LEVEL:-info}
 CONF

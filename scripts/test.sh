@@ -16,6 +16,9 @@ export ENS_ITEM_TIMEOUT_MS=2000 ENS_EWS_RETRY_SCALE=0.05
 export ENS_MAX_NOTIFICATIONS_PER_MINUTE=40
 # A registration budget short enough for the tarpit test to wait out.
 export ENS_REGISTRATION_BUDGET_MS=4000
+# Two registrations at once per responder process (of four threads), so concurrent
+# registrations really overlap in the tests; the rest still answer 503.
+export ENS_MAX_CONCURRENT_REGISTRATIONS=2
 # A per-token record quota small enough for RecordCreationTests to reach.
 export ENS_RECORDS_PER_TOKEN_PER_HOUR=100
 export ENS_POLICY_URL=http://127.0.0.1:$((ENS_PORT + 4))/policy/check
