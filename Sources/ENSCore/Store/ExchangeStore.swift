@@ -166,9 +166,12 @@ public struct ExchangeStore {
     /// The record's enabled devices (tokens APNs rejected are left out), at most
     /// `limit`, the most recently active first.
     public func notifiableDevices(recordID: Int64, now: Timestamp, limit: Int) throws -> [NotifiableDevice] {
+        // The record's own rows, sorted after: with ORDER BY last_checkin_at ... LIMIT,
+        // MariaDB may walk the whole ix_device_checkin index backwards instead.
         let rows = try database.query("""
             SELECT \(unsafe: SubscriptionStore.deviceColumns), token_sealed, sync_key_sealed, sync_key_expires_at
-            FROM Devices WHERE subscription_row = \(recordID) AND disabled_at IS NULL ORDER BY last_checkin_at DESC, id LIMIT \(limit)
+            FROM Devices FORCE INDEX (uq_device_token)
+            WHERE subscription_row = \(recordID) AND disabled_at IS NULL ORDER BY last_checkin_at DESC, id LIMIT \(limit)
             """)
         return try rows.compactMap { row in
             let device = try SubscriptionStore.device(from: Row(values: Array(row.values[0..<9])))
@@ -186,8 +189,9 @@ public struct ExchangeStore {
     /// Reserves pushes against the record's per-minute cap: `preferring` if that many
     /// still fit in the current minute, else `orElse`, else nothing (nil). Each try is
     /// one conditional UPDATE (the row lock makes it atomic against other callbacks of
-    /// the record): under the cap, the common case, a callback pays one round trip.
-    public func reserveNotifications(recordID: Int64, preferring: Int, orElse: Int, limit: Int, now: Timestamp) throws -> Int? {
+    /// the record), which also records the callback as heard (`recordCallback`'s work),
+    /// so a callback with new mail writes the record once.
+    public func reserveNotifications(recordID: Int64, preferring: Int, orElse: Int, limit: Int, watermark: String?, now: Timestamp) throws -> Int? {
         let windowStart = now.adding(seconds: -60).databaseString
         for wanted in [preferring, orElse] where wanted <= limit {
             // SET runs left to right: the count is computed while the window start is
@@ -195,7 +199,8 @@ public struct ExchangeStore {
             let reserved = try database.execute("""
                 UPDATE EnsSubscriptionInfo SET
                     notify_count = IF(notify_window_started_at > \(windowStart), notify_count, 0) + \(wanted),
-                    notify_window_started_at = IF(notify_window_started_at > \(windowStart), notify_window_started_at, \(now.databaseString))
+                    notify_window_started_at = IF(notify_window_started_at > \(windowStart), notify_window_started_at, \(now.databaseString)),
+                    last_callback_at = \(now.databaseString), ews_watermark = COALESCE(\(watermark), ews_watermark)
                 WHERE id = \(recordID) AND IF(notify_window_started_at > \(windowStart), notify_count, 0) + \(wanted) <= \(limit)
                 """).affectedRows > 0
             if reserved { return wanted }

@@ -91,6 +91,9 @@ enum ExchangeCallback {
             }
             let now = Timestamp.now()
             let items = message.notifications.flatMap(\.newItemIDs)
+            // The newest watermark, if it fits its column (Exchange's are ~40-100 bytes).
+            let watermark = message.notifications.last { $0.lastWatermark != nil }?.lastWatermark.flatMap { $0.utf8.count <= 1024 ? $0 : nil }
+            var recorded = false
             if !items.isEmpty {
                 let credentials: EWSCredentials
                 do {
@@ -102,29 +105,34 @@ enum ExchangeCallback {
                 }
                 // Lookups at Exchange hold a thread for up to exchange.item_timeout_ms: a
                 // bounded number at once, so a slow Exchange cannot take every thread.
-                let delivered = try context.services.callbackGate.ifAvailable { () throws -> Bool in
-                    try deliver(items: items, row: row, credentials: credentials, store: store, now: now)
+                let outcome = try context.services.callbackGate.ifAvailable { () throws -> Delivery in
+                    try deliver(items: items, row: row, credentials: credentials, store: store, watermark: watermark, now: now)
                 }
-                if delivered == nil { logger.warning("callback lookups at capacity; Exchange will retry", metadata: ["record": "\(record)"]) }
-                guard delivered == true else {
+                if outcome == nil { logger.warning("callback lookups at capacity; Exchange will retry", metadata: ["record": "\(record)"]) }
+                guard let outcome, outcome.delivered else {
                     return APIResponse.error(503, .serviceUnavailable, "The service is temporarily unavailable; retry later.")
                 }
+                recorded = outcome.recorded
             }
-            // The newest watermark, if it fits its column (Exchange's are ~40-100 bytes).
-            let watermark = message.notifications.last { $0.lastWatermark != nil }?.lastWatermark.flatMap { $0.utf8.count <= 1024 ? $0 : nil }
-            try store.recordCallback(recordID: row.id, generation: row.generation, watermark: watermark, now: now)
+            if !recorded { try store.recordCallback(recordID: row.id, generation: row.generation, watermark: watermark, now: now) }
             logger.debug("callback answered", metadata: ["record": "\(record)", "items": "\(items.count)",
                                                          "heartbeat": "\(message.notifications.contains(where: \.heartbeat))"])
             return answer(unsubscribe: false)
         }
 
+        /// What `deliver` did: whether ens-apns took every notification (else the caller
+        /// answers 503), and whether the callback is already recorded as heard.
+        struct Delivery {
+            let delivered: Bool
+            let recorded: Bool
+        }
+
         /// Looks the items up and hands one notification per (device, item) to ens-apns.
-        /// False when ens-apns did not take them all (the caller answers 503).
         private func deliver(items: [String], row: ExchangeStore.CallbackRecord, credentials: EWSCredentials,
-                             store: ExchangeStore, now: Timestamp) throws -> Bool {
+                             store: ExchangeStore, watermark: String?, now: Timestamp) throws -> Delivery {
             let configuration = context.configuration
             let devices = try store.notifiableDevices(recordID: row.id, now: now, limit: configuration.maximumDevicesPerRecord)
-            guard !devices.isEmpty else { return true }
+            guard !devices.isEmpty else { return Delivery(delivered: true, recorded: false) }
             // Caps (docs/exchange.md, "Limits"): a batch of more items than
             // exchange.max_items_per_callback, or one that would take the record past
             // exchange.max_notifications_per_minute, becomes one "N new messages" alert
@@ -132,12 +140,12 @@ enum ExchangeCallback {
             let perItem = items.count <= configuration.exchangeMaximumItemsPerCallback
             guard let reserved = try store.reserveNotifications(
                 recordID: row.id, preferring: perItem ? items.count * devices.count : devices.count, orElse: devices.count,
-                limit: configuration.exchangeMaximumNotificationsPerMinute, now: now
+                limit: configuration.exchangeMaximumNotificationsPerMinute, watermark: watermark, now: now
             ) else {
                 logger.warning("notification rate cap reached for the record; this batch is not pushed", metadata: [
                     "record": "\(row.id)", "items": "\(items.count)", "devices": "\(devices.count)",
                 ])
-                return true
+                return Delivery(delivered: true, recorded: false)
             }
             let summarized = !perItem || reserved < items.count * devices.count
             if summarized {
@@ -211,15 +219,15 @@ enum ExchangeCallback {
                             // spool-full, io-error, busy: not acknowledged, so not ours to
                             // lose. Exchange redelivers the batch after a 503.
                             logger.error("ens-apns did not take a notification; Exchange will retry", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
-                            return false
+                            return Delivery(delivered: false, recorded: true)
                         }
                     } catch {
                         logger.error("ens-apns unreachable; Exchange will retry", metadata: ["record": "\(row.id)", "error": "\(error)"])
-                        return false
+                        return Delivery(delivered: false, recorded: true)
                     }
                 }
             }
-            return true
+            return Delivery(delivered: true, recorded: true)
         }
     }
 }
