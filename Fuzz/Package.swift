@@ -44,7 +44,7 @@ let package = Package(
         .target(name: "FastCGI", dependencies: ["CFastCGI", "POSIX"], path: "Modules/FastCGI", swiftSettings: swiftSettings),
         .target(name: "MariaDB", dependencies: ["CMariaDB"], path: "Modules/MariaDB", swiftSettings: swiftSettings),
         .target(name: "OpenSSL", dependencies: ["COpenSSL"], path: "Modules/OpenSSL", swiftSettings: swiftSettings),
-        .target(name: "Curl", dependencies: ["CCurl"], path: "Modules/Curl", swiftSettings: swiftSettings),
+        .target(name: "Curl", dependencies: ["CCurl", "POSIX"], path: "Modules/Curl", swiftSettings: swiftSettings),
         .systemLibrary(name: "CLinux", path: "Modules/CLinux"),
         .target(name: "POSIX", dependencies: ["CLinux"], path: "Modules/POSIX", swiftSettings: swiftSettings),
         .target(
@@ -53,7 +53,7 @@ let package = Package(
             path: "Modules/ENSCore",
             swiftSettings: testable
         ),
-        .target(name: "EWS", dependencies: ["ENSCore", "Curl", "OpenSSL"], path: "Modules/EWS", swiftSettings: testable),
+        .target(name: "EWS", dependencies: ["ENSCore", "Curl", "OpenSSL", "POSIX"], path: "Modules/EWS", swiftSettings: testable),
         .target(
             name: "ENSResponder",
             dependencies: [
