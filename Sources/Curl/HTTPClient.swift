@@ -230,16 +230,23 @@ public final class HTTPClient {
     }
 }
 
-/// The pieces of an http(s) URL the destination policy looks at.
-struct URLParts {
-    let scheme: String
-    let host: String
-    let port: Int?
-    let hasUserInfo: Bool
+/// The pieces of an http(s) URL the destination policy, Autodiscover and registration
+/// look at: lowercased scheme and host (an IPv6 literal without brackets), the port if
+/// one is written, and whether user info is.
+public struct URLParts: Equatable, Sendable {
+    public let scheme: String
+    public let host: String
+    public let port: Int?
+    public let hasUserInfo: Bool
 
-    var defaultPort: Int { scheme == "https" ? 443 : 80 }
+    public var defaultPort: Int { scheme == "https" ? 443 : 80 }
 
-    init?(_ url: String) {
+    /// Whether two URLs name the same server: scheme, host and port (default made explicit).
+    public func sameServer(as other: URLParts) -> Bool {
+        scheme == other.scheme && host == other.host && (port ?? defaultPort) == (other.port ?? other.defaultPort)
+    }
+
+    public init?(_ url: String) {
         let lowered = url.lowercased()
         if lowered.hasPrefix("https://") {
             scheme = "https"

@@ -72,7 +72,7 @@ public struct Autodiscover {
                 seenURLs.insert(url)
                 switch ask(url, kind, address: address, credentials: credentials, redirects: &redirects, seenURLs: &seenURLs) {
                 case .settings(let ewsURL):
-                    let listed = URLHost.of(ewsURL).map { client.configuration.destinationPolicy.lists(host: $0) } ?? false
+                    let listed = URLParts(ewsURL).map { client.configuration.destinationPolicy.lists(host: $0.host) } ?? false
                     return .found(ewsURL: ewsURL, trusted: overHTTPSOnly || listed)
                 case .redirectAddress(let next):
                     guard redirects < Self.maximumRedirects, seenAddresses.insert(next.lowercased()).inserted else { return .notFound }
@@ -216,17 +216,5 @@ public struct Autodiscover {
         guard !domain.isEmpty, domain.utf8.count <= 253, !domain.hasPrefix("."), !domain.hasSuffix("."), !domain.contains(".."),
               domain.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x2E }) else { return nil }
         return domain
-    }
-}
-
-/// The lowercased host of an http(s) URL, without port or user info.
-enum URLHost {
-    static func of(_ url: String) -> String? {
-        let lowered = url.lowercased()
-        guard let start = ["https://", "http://"].first(where: lowered.hasPrefix) else { return nil }
-        var authority = lowered.dropFirst(start.count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") { return String(authority[authority.index(after: authority.startIndex)..<close]) }
-        return String(authority.prefix { $0 != ":" })
     }
 }

@@ -1,3 +1,4 @@
+import Curl
 import Testing
 import POSIX
 
@@ -52,5 +53,18 @@ import POSIX
         #expect(!policy.permits(host: "badexample.com") && !policy.permits(host: "example.com.evil.test"))
         #expect(DestinationPolicy().permits(host: "anything.test"))
         #expect(!DestinationPolicy().lists(host: "anything.test") && policy.lists(host: "mail.example.com"))
+    }
+
+    /// Whether a forced registration's ewsUrl names the live subscription's server.
+    @Test func urlsNameTheSameServerByHostAndEffectivePort() throws {
+        let live = try #require(URLParts("https://Mail.Example.com/EWS/Exchange.asmx"))
+        #expect(live.sameServer(as: try #require(URLParts("https://mail.example.com:443/ews/other"))))
+        #expect(!live.sameServer(as: try #require(URLParts("https://mail.example.com:8443/EWS/Exchange.asmx"))))
+        #expect(!live.sameServer(as: try #require(URLParts("http://mail.example.com/EWS/Exchange.asmx"))))
+        #expect(!live.sameServer(as: try #require(URLParts("https://mail.example.com.evil.test/EWS/Exchange.asmx"))))
+        let tricky = try #require(URLParts("https://mail.example.com@evil.test/EWS"))
+        #expect(tricky.host == "evil.test" && tricky.hasUserInfo)
+        #expect(try #require(URLParts("https://[::1]:8443/x")).host == "::1")
+        #expect(URLParts("ftp://mail.example.com/") == nil && URLParts("https:///x") == nil)
     }
 }

@@ -1,3 +1,4 @@
+internal import Curl
 internal import ENSCore
 internal import EWS
 internal import Logging
@@ -19,6 +20,12 @@ public struct ExchangeRegistrar: ExchangeRegistering {
     static let maximumCallbackURLLength = 2082
 
     public init() {}
+
+    /// Whether two EWS URLs name the same Exchange server (scheme, host and port).
+    static func sameServer(_ one: String, _ other: String) -> Bool {
+        guard let one = URLParts(one), let other = URLParts(other) else { return false }
+        return one.sameServer(as: other)
+    }
 
     public func proveAccess(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
         try withinLimits(context) { client throws in try proveAccess(request, client: client, context: context) }
@@ -86,7 +93,7 @@ public struct ExchangeRegistrar: ExchangeRegistering {
             // 2. A live subscription is replaced only by the mailbox's own Exchange:
             // otherwise anyone with the app and an address could point the record at
             // an EWS of their own that pushes whatever it likes to the user's devices.
-            if state.isLive, let current = state.ewsURL, Endpoint(given) != Endpoint(current) {
+            if state.isLive, let current = state.ewsURL, !Self.sameServer(given, current) {
                 guard try attempt.isMailboxExchange(given, credentials: credentials, client: client, now: now) else {
                     context.logger.warning("forced registration refused: ewsUrl is not this mailbox's Exchange", metadata: ["record": "\(request.record.id)"])
                     try attempt.recordProofFailure()
@@ -251,13 +258,13 @@ private struct Attempt {
     /// operator lists (exchange.allowed_hosts), or the host Autodiscover finds for the
     /// address over https (from the cache, else asked now).
     func isMailboxExchange(_ candidate: String, credentials: EWSCredentials, client: EWSClient, now: Timestamp) throws -> Bool {
-        if let host = Endpoint(candidate).host, client.configuration.destinationPolicy.lists(host: host) { return true }
+        if let host = URLParts(candidate)?.host, client.configuration.destinationPolicy.lists(host: host) { return true }
         guard let domain = Autodiscover.domain(of: request.mailbox) else { return false }
-        if let cached = try store.cachedEWSURL(domain: domain, now: now), Endpoint(cached) == Endpoint(candidate) { return true }
+        if let cached = try store.cachedEWSURL(domain: domain, now: now), ExchangeRegistrar.sameServer(cached, candidate) { return true }
         guard case .found(let discovered, trusted: true) = Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) else {
             return false
         }
-        return Endpoint(discovered) == Endpoint(candidate)
+        return ExchangeRegistrar.sameServer(discovered, candidate)
     }
 }
 
@@ -266,25 +273,4 @@ private struct Attempt {
 enum Proof {
     case proven(EWSVersion)
     case refused(ExchangeOutcome)
-}
-
-/// An https URL's scheme-less authority, lowercased, with the default port made
-/// explicit: two EWS URLs name the same Exchange when these are equal.
-struct Endpoint: Equatable {
-    let authority: String
-
-    /// The host part (an IPv6 literal keeps its brackets).
-    var host: String? {
-        guard let colon = authority.lastIndex(of: ":") else { return nil }
-        let host = String(authority[..<colon])
-        return host.isEmpty ? nil : host
-    }
-
-    init(_ url: String) {
-        let lowered = url.lowercased()
-        let rest = lowered.hasPrefix("https://") ? lowered.dropFirst(8) : lowered[...]
-        var authority = String(rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" })
-        if let at = authority.lastIndex(of: "@") { authority = String(authority[authority.index(after: at)...]) }
-        if !authority.hasSuffix("]"), authority.contains(":") { self.authority = authority } else { self.authority = authority + ":443" }
-    }
 }
