@@ -58,8 +58,8 @@ def main(count):
     # possession at the Exchange simulator, with the mailbox's own OAuth token.
     oauth = f"b7-oauth-{secrets.token_hex(8)}"
     simulator("/mailboxes", {"email": email, "oauthToken": oauth})
-    sql(f"UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 'bench', "
-        f"ews_url = 'https://mail.example.test/EWS/Exchange.asmx', ews_version = 'Exchange2010_SP2', "
+    sql(f"UPDATE EnsSubscriptionInfo SET registered = 1, subscription_id = 'bench', "
+        f"backend_url = 'https://mail.example.test/EWS/Exchange.asmx', backend_version = 'Exchange2010_SP2', "
         f"last_callback_at = NOW(3) WHERE userid = '{userid}'")
     token = secrets.token_hex(32)
     status, answer = post(conn, "/registerdevicev2", {"userid": userid, "email": email, "bundleid": "com.example.mail",

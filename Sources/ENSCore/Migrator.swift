@@ -71,7 +71,7 @@ public struct Migrator {
 
     /// Splits a migration file into statements: a statement ends with `;` at the end of
     /// a line. `--` comment lines are dropped.
-    static func statements(in text: String) -> [String] {
+    public static func statements(in text: String) -> [String] {
         var statements: [String] = []
         var current = ""
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {

@@ -100,21 +100,21 @@ public final class SharedServices: Sendable {
     public let apiTokens: APITokenSet
     public let privateKeys: PrivateKeyCache
     public let checkIns: CheckInRecorder
-    public let exchange: any ExchangeRegistering
+    public let mailBackends: MailBackends
     /// Threads of this process doing a registration's Exchange work at once
     /// (exchange.max_concurrent_registrations), and held more than a second by a
     /// callback's lookups (exchange.max_slow_callbacks).
     public let registrationGate: ConcurrencyGate
     public let callbackGate: ConcurrencyGate
 
-    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, exchange: any ExchangeRegistering,
+    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, mailBackends: MailBackends,
                 registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
                 callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000))) {
         self.vault = vault
         self.apiTokens = apiTokens
         self.privateKeys = privateKeys
         self.checkIns = checkIns
-        self.exchange = exchange
+        self.mailBackends = mailBackends
         self.registrationGate = registrationGate
         self.callbackGate = callbackGate
     }

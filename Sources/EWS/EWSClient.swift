@@ -1,4 +1,5 @@
 public import Curl
+public import ENSCore
 internal import OpenSSL
 public import POSIX
 
@@ -68,19 +69,6 @@ public struct PushSubscription: Sendable, Equatable {
     public let id: String
     public let watermark: String
     public let version: EWSVersion
-}
-
-/// What a device is told about one new message.
-public struct MailSummary: Sendable, Equatable {
-    public let itemID: String
-    public let subject: String
-    public let senderName: String
-
-    public init(itemID: String, subject: String, senderName: String) {
-        self.itemID = itemID
-        self.subject = subject
-        self.senderName = senderName
-    }
 }
 
 /// EWS operations over one reused libcurl handle (kept-alive connections). One thread

@@ -258,7 +258,8 @@ struct Jobs {
     }
 
     func renew() throws {
-        let counts = try maintenance.renew(vault: Vault(masterKey: try settings.masterKey()), sender: SenderClient(socketPath: settings.pushSocket))
+        let counts = try maintenance.renew(vault: Vault(masterKey: try settings.masterKey()), sender: SenderClient(socketPath: settings.pushSocket),
+                                           keepers: [HeartbeatKeeper(backend: .ews)])
         logger.info("renew done", metadata: [
             "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
         ])

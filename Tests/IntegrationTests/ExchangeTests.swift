@@ -48,7 +48,7 @@ struct ExchangeTests {
 
     func record(_ user: TestUser) throws -> Row? {
         try database.queryOne("""
-            SELECT registered, generation, ews_subscription_id, ews_url, ews_version, last_callback_at
+            SELECT registered, generation, subscription_id, backend_url, backend_version, last_callback_at
             FROM EnsSubscriptionInfo WHERE userid = \(user.userID)
             """)
     }

@@ -32,7 +32,7 @@ struct RegistrationTrustTests {
     /// generation, registered, subscription id, EWS URL.
     func subscriptionColumns(_ user: TestUser) throws -> [String?] {
         let row = try #require(try database.queryOne("""
-            SELECT generation, registered, ews_subscription_id, ews_url FROM EnsSubscriptionInfo WHERE userid = \(user.userID)
+            SELECT generation, registered, subscription_id, backend_url FROM EnsSubscriptionInfo WHERE userid = \(user.userID)
             """))
         return [String(try row.int(0)), String(try row.int(1)), try row.optionalText(2), try row.optionalText(3)]
     }

@@ -2,6 +2,50 @@ public import MariaDB
 internal import OpenSSL
 internal import Logging
 
+/// How the cron job keeps one mail backend's subscriptions alive, or finds that they
+/// are not. Each backend has one (`ens-cron renew` runs them all, then wakes the
+/// devices of every record left unsubscribed).
+public protocol SubscriptionKeeping: Sendable {
+    var backend: MailBackend { get }
+    /// Renews what this backend lets ENS renew and marks its subscriptions that are no
+    /// longer alive `registered = 0`; returns how many it so marked.
+    func keep(_ maintenance: Maintenance) throws -> Int
+}
+
+/// Subscriptions the server keeps alive for as long as ENS answers its callbacks, and
+/// proves alive with a heartbeat every `heartbeat_minutes` (EWS push subscriptions and
+/// their StatusFrequency). There is nothing to renew: one not heard from within its
+/// heartbeat plus the grace has ended at the server.
+public struct HeartbeatKeeper: SubscriptionKeeping {
+    public let backend: MailBackend
+
+    public init(backend: MailBackend) {
+        self.backend = backend
+    }
+
+    public func keep(_ maintenance: Maintenance) throws -> Int {
+        let database = maintenance.database
+        let nowText = maintenance.now.databaseString
+        let grace = maintenance.policy.subscriptionGraceSeconds
+        var lapsed = 0
+        var lastID: Int64 = 0
+        while true {
+            let ids = try database.query("""
+                SELECT id FROM EnsSubscriptionInfo
+                WHERE id > \(lastID) AND registered = 1 AND mail_backend = \(backend)
+                  AND (last_callback_at IS NULL
+                       OR last_callback_at < \(nowText) - INTERVAL (heartbeat_minutes * 60 + \(grace)) SECOND)
+                ORDER BY id LIMIT \(Maintenance.batchSize)
+                """).map { try $0.decode(Int64.self) }
+            for recordID in ids {
+                lapsed += try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND registered = 1").affectedRows
+            }
+            guard let last = ids.last, ids.count == Maintenance.batchSize else { return lapsed }
+            lastID = last
+        }
+    }
+}
+
 extension Maintenance {
     public struct RenewCounts: Sendable, Equatable {
         public var deadSubscriptions = 0
@@ -9,30 +53,17 @@ extension Maintenance {
         public var wakeupsRefused = 0
     }
 
-    /// Finds subscriptions whose Exchange heartbeats stopped (no callback within the
-    /// status frequency plus grace), marks them not subscribed, and wakes each of their
-    /// devices with one silent background push (priority 5, at most one per device per
-    /// `wakeupIntervalMinutes`). The device then checks in, is told
-    /// UserRecordPresentNotSubscribed, and registers again with fresh credentials — so no
-    /// credentials need to be stored for this.
-    public func renew(vault: Vault, sender: SenderClient) throws -> RenewCounts {
+    /// Each backend's keeper finds the subscriptions that ended (EWS: heartbeats that
+    /// stopped) and marks them not subscribed; then each device of a record that is not
+    /// subscribed gets one silent background push (priority 5, at most one per device
+    /// per `wakeupIntervalMinutes`). The device then checks in, is told
+    /// UserRecordPresentNotSubscribed, and registers again with fresh credentials — so
+    /// no credentials need to be stored for this.
+    public func renew(vault: Vault, sender: SenderClient, keepers: [any SubscriptionKeeping] = [HeartbeatKeeper(backend: .ews)]) throws -> RenewCounts {
         var counts = RenewCounts()
         let nowText = now.databaseString
-        var lastID: Int64 = 0
-        while true {
-            let rows = try database.query("""
-                SELECT id, userid FROM EnsSubscriptionInfo
-                WHERE id > \(lastID) AND registered = 1
-                  AND (last_callback_at IS NULL
-                       OR last_callback_at < \(nowText) - INTERVAL (status_frequency_minutes * 60 + \(policy.subscriptionGraceSeconds)) SECOND)
-                ORDER BY id LIMIT \(Self.batchSize)
-                """)
-            for row in rows {
-                let recordID = try row.int(0)
-                lastID = recordID
-                counts.deadSubscriptions += try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND registered = 1").affectedRows
-            }
-            if rows.count < Self.batchSize { break }
+        for keeper in keepers {
+            counts.deadSubscriptions += try keeper.keep(self)
         }
         // Wake the devices of every record that is not subscribed, once per interval.
         let wakeCutoff = now.adding(seconds: -Int64(policy.wakeupIntervalMinutes) * 60).databaseString
@@ -46,20 +77,20 @@ extension Maintenance {
                 ORDER BY d.id LIMIT \(Self.batchSize)
                 """)
             for device in devices {
-                let deviceID = try device.int(0)
+                let (deviceID, tokenSealed, bundleID, development, userID) = try device.decode(Int64.self, [UInt8].self, String.self, Bool.self, String.self)
                 lastDevice = deviceID
-                guard let token = try vault.openToken(try device.blob(1)) else { continue }
+                guard let token = try vault.openToken(tokenSealed) else { continue }
                 var payload = JSONObjectWriter()
                 var aps = JSONObjectWriter()
                 aps.add("content-available", 1)
                 payload.add("aps", rawJSON: aps.finished())
                 var ens = JSONObjectWriter()
-                ens.add("userid", try device.text(4))
+                ens.add("userid", userID)
                 ens.add("action", "resubscribe")
                 payload.add("ens", rawJSON: ens.finished())
                 let notification = PushNotification(
                     id: Hex.encode(Array(Digest.sha256("wakeup:\(deviceID):\(now.millisecondsSinceEpoch / 60_000)").prefix(16))),
-                    deviceToken: token, topic: try device.text(2), environment: try device.int(3) != 0 ? .sandbox : .production,
+                    deviceToken: token, topic: bundleID, environment: development ? .sandbox : .production,
                     pushType: .background, expiration: now.millisecondsSinceEpoch / 1000 + 3600, payload: payload.finished(),
                     deviceRowID: deviceID
                 )

@@ -4,19 +4,37 @@ public struct UserRecord: Sendable {
     public let userID: String
     public let registered: Bool
     public let generation: Int64
-    public let ewsSubscriptionID: String?
-    public let statusFrequencyMinutes: Int64
+    /// The backend of the record's subscription (or of its last one).
+    public let backend: MailBackend
+    public let subscriptionID: String?
+    /// How often the backend promised a sign of life (EWS: StatusFrequency).
+    public let heartbeatMinutes: Int64
     public let lastCallbackAt: Timestamp?
 
-    /// Whether Exchange is known to be pushing to us: registered, subscribed, and a
-    /// callback (or the subscription itself) within its status frequency plus `grace`.
+    public init(id: Int64, userID: String, registered: Bool, generation: Int64, backend: MailBackend, subscriptionID: String?,
+                heartbeatMinutes: Int64, lastCallbackAt: Timestamp?) {
+        self.id = id
+        self.userID = userID
+        self.registered = registered
+        self.generation = generation
+        self.backend = backend
+        self.subscriptionID = subscriptionID
+        self.heartbeatMinutes = heartbeatMinutes
+        self.lastCallbackAt = lastCallbackAt
+    }
+
+    /// Whether a subscription for this record exists at its backend.
+    public var isSubscribed: Bool { registered && subscriptionID != nil }
+
+    /// Whether the backend is known to be pushing to us: subscribed, and a callback (or
+    /// the subscription itself) within its heartbeat interval plus `grace`.
     public func subscriptionIsHealthy(now: Timestamp, graceSeconds: Int64) -> Bool {
-        guard registered, ewsSubscriptionID != nil, let last = lastCallbackAt else { return false }
-        return last.adding(seconds: statusFrequencyMinutes * 60 + graceSeconds) >= now
+        guard isSubscribed, let last = lastCallbackAt else { return false }
+        return last.adding(seconds: heartbeatMinutes * 60 + graceSeconds) >= now
     }
 }
 
-/// A device's row in Devices. The APNs token itself is only in `tokenSealed`.
+/// A device's row in Devices. The push token itself is only in `token_sealed`.
 public struct DeviceRecord: Sendable, Equatable {
     public let id: Int64
     public let tokenHash: [UInt8]

@@ -20,7 +20,7 @@ public struct SubscriptionStore {
     }
 
     // The key columns are left out: they are read only when a key is not in the cache.
-    private static let recordColumns = "id, userid, registered, generation, ews_subscription_id, status_frequency_minutes, last_callback_at"
+    private static let recordColumns = "id, userid, registered, generation, mail_backend, subscription_id, heartbeat_minutes, last_callback_at"
 
     public func record(userID: String) throws -> UserRecord? {
         guard let row = try database.queryOne("SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo WHERE userid = \(userID)") else {
@@ -30,11 +30,10 @@ public struct SubscriptionStore {
     }
 
     private static func record(from row: Row) throws -> UserRecord {
-        UserRecord(
-            id: try row.int(0), userID: try row.text(1),
-            registered: try row.int(2) != 0, generation: try row.int(3), ewsSubscriptionID: try row.optionalText(4),
-            statusFrequencyMinutes: try row.int(5), lastCallbackAt: try row.optionalText(6).flatMap(Timestamp.init(databaseString:))
-        )
+        let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt)
+            = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self)
+        return UserRecord(id: id, userID: userID, registered: registered, generation: generation, backend: backend,
+                          subscriptionID: subscriptionID, heartbeatMinutes: heartbeatMinutes, lastCallbackAt: lastCallbackAt)
     }
 
     /// Creates a record with `key`; if another request created it first, returns theirs.
@@ -56,17 +55,18 @@ public struct SubscriptionStore {
     /// The record and its devices in one round trip (check-ins are the hottest path).
     public func recordWithDevices(userID: String) throws -> (UserRecord, [DeviceRecord])? {
         let rows = try database.query("""
-            SELECT s.id, s.userid, s.registered, s.generation, s.ews_subscription_id,
-                   s.status_frequency_minutes, s.last_callback_at,
+            SELECT s.id, s.userid, s.registered, s.generation, s.mail_backend, s.subscription_id,
+                   s.heartbeat_minutes, s.last_callback_at,
                    d.id, d.token_hash, d.bundle_id, d.default_sound, d.ews_device_id, d.badge, d.development, d.disabled_at, d.last_notified_at
             FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
             WHERE s.userid = \(userID) LIMIT 1000
             """)
         guard let first = rows.first else { return nil }
-        let record = try Self.record(from: first)
+        let recordColumns = 8
+        let record = try Self.record(from: Row(values: Array(first.values[..<recordColumns])))
         let devices = try rows.compactMap { row -> DeviceRecord? in
-            guard try row.optionalInt(7) != nil else { return nil }
-            return try Self.device(from: Row(values: Array(row.values[7...])))
+            guard try row.optionalInt(recordColumns) != nil else { return nil }
+            return try Self.device(from: Row(values: Array(row.values[recordColumns...])))
         }
         return (record, devices)
     }
@@ -111,14 +111,12 @@ public struct SubscriptionStore {
         try database.query("SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) ORDER BY id LIMIT 1000").map(Self.device(from:))
     }
 
-    /// A DeviceRecord from a row whose first columns are `deviceColumns`.
+    /// A DeviceRecord from a row of exactly `deviceColumns`.
     static func device(from row: Row) throws -> DeviceRecord {
-        DeviceRecord(
-            id: try row.int(0), tokenHash: try row.blob(1), bundleID: try row.text(2), defaultSound: try row.optionalText(3),
-            ewsDeviceID: try row.optionalText(4), badge: try row.int(5) != 0, development: try row.int(6) != 0,
-            disabledAt: try row.optionalText(7).flatMap(Timestamp.init(databaseString:)),
-            lastNotifiedAt: try row.optionalText(8).flatMap(Timestamp.init(databaseString:))
-        )
+        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt)
+            = try row.decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self, Timestamp?.self, Timestamp?.self)
+        return DeviceRecord(id: id, tokenHash: tokenHash, bundleID: bundleID, defaultSound: defaultSound, ewsDeviceID: ewsDeviceID,
+                            badge: badge, development: development, disabledAt: disabledAt, lastNotifiedAt: lastNotifiedAt)
     }
 
     public enum RegistrationOutcome: Sendable, Equatable {

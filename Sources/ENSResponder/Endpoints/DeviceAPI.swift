@@ -39,7 +39,7 @@ enum DeviceAPI {
             }
             record = try store.createRecord(userID: userID, publicKeyPEM: pooled.publicKeyPEM, key: pooled.key)
         }
-        let code: ResponseCode = record.registered && record.ewsSubscriptionID != nil ? .userAlreadySubscribed : .userRecordPresentNotSubscribed
+        let code: ResponseCode = record.isSubscribed ? .userAlreadySubscribed : .userRecordPresentNotSubscribed
         return .ok(code, [("pubKey", try store.publicKeyPEM(of: record)), ("userid", record.userID)])
     }
 
@@ -65,13 +65,17 @@ enum DeviceAPI {
         guard let mailbox = mailboxAddress(parameters["email"], credentials: credentials, userID: userID) else {
             throw APIError.invalidRequest("Parameter 'email' is required: the mailbox the credentials must open.")
         }
-        let exchange = context.services.exchange
-        let request = ExchangeSubscriptionRequest(record: record, mailbox: mailbox, credentials: credentials, exchangeVersion: exchangeVersion)
-        // A device joins a subscribed record only by proving, at that record's Exchange,
-        // that its credentials open the mailbox; `force` subscribes anew, and the live
-        // subscription stays until the new one exists.
-        let joinsLiveSubscription = record.registered && record.ewsSubscriptionID != nil && !force
-        let outcome = joinsLiveSubscription ? try exchange.proveAccess(request, context: context) : try exchange.subscribe(request, context: context)
+        let request = MailboxRequest(record: record, mailbox: mailbox, credentials: credentials, protocolVersion: exchangeVersion)
+        // A device joins a subscribed record only by proving, at that record's mail
+        // server, that its credentials open the mailbox; `force` subscribes anew, and
+        // the live subscription stays until the new one exists.
+        let backends = context.services.mailBackends
+        let outcome: MailboxOutcome
+        if record.isSubscribed && !force, let registrar = backends.registrar(of: record.backend) {
+            outcome = try registrar.proveAccess(request, context: context)
+        } else {
+            outcome = try backends.registrar(serving: request, context: context).subscribe(request, context: context)
+        }
         switch outcome {
         case .proven:
             let registration = try store.register(recordID: record.id, token: token, settings: settings, now: .now())
@@ -100,7 +104,7 @@ enum DeviceAPI {
 
     /// The mailbox a registration must prove: `email`, or a basic-auth user name that is
     /// the address itself (its hash is the userid), as some older clients send only that.
-    private static func mailboxAddress(_ email: String?, credentials: ExchangeCredentials, userID: String) -> String? {
+    private static func mailboxAddress(_ email: String?, credentials: MailCredentials, userID: String) -> String? {
         if let email, !email.isEmpty { return email }
         guard case .basic(let userName, _) = credentials.method, Identity.isEmailAddress(userName),
               Digest.constantTimeEqual(Array(Hex.encode(Digest.sha256(userName.lowercased())).utf8), Array(userID.utf8)) else { return nil }
@@ -109,8 +113,8 @@ enum DeviceAPI {
 
     /// Exactly one authentication method: OAuth, user name and password, or a client
     /// certificate (CBAData).
-    private static func exchangeCredentials(_ creds: [String: JSONValue]) throws(APIError) -> ExchangeCredentials {
-        var methods: [ExchangeCredentials.Method] = []
+    private static func exchangeCredentials(_ creds: [String: JSONValue]) throws(APIError) -> MailCredentials {
+        var methods: [MailCredentials.Method] = []
         if let token = creds["oauthAccessToken"]?.stringValue, !token.isEmpty {
             methods.append(.oauth(accessToken: token))
         }
@@ -124,7 +128,7 @@ enum DeviceAPI {
         }
         guard methods.count == 1, let method = methods.first else { throw .sealedParameterRejected }
         let ewsURL = creds["ewsUrl"]?.stringValue
-        return ExchangeCredentials(method: method, ewsURL: ewsURL?.isEmpty == true ? nil : ewsURL)
+        return MailCredentials(method: method, serverURL: ewsURL?.isEmpty == true ? nil : ewsURL)
     }
 
     // MARK: /unregister

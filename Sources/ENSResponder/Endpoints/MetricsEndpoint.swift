@@ -22,9 +22,9 @@ enum MetricsEndpoint {
         var values: [String: Double] = [:]
         for state in ["healthy", "stale", "unregistered"] { values[MetricsText.key("ens_subscriptions", [("state", state)])] = 0 }
         for row in try context.database.query("""
-            SELECT CASE WHEN registered = 0 OR ews_subscription_id IS NULL THEN 'unregistered'
+            SELECT CASE WHEN registered = 0 OR subscription_id IS NULL THEN 'unregistered'
                         WHEN last_callback_at IS NOT NULL
-                             AND last_callback_at + INTERVAL (status_frequency_minutes * 60 + \(grace)) SECOND >= \(now) THEN 'healthy'
+                             AND last_callback_at + INTERVAL (heartbeat_minutes * 60 + \(grace)) SECOND >= \(now) THEN 'healthy'
                         ELSE 'stale' END AS state, COUNT(*)
             FROM EnsSubscriptionInfo GROUP BY state
             """) {

@@ -1,5 +1,5 @@
 internal import Curl
-internal import ENSCore
+public import ENSCore
 internal import EWS
 internal import Logging
 internal import OpenSSL
@@ -13,13 +13,18 @@ internal import POSIX
 ///
 /// Nothing a user can notice changes before Exchange has said yes: an attempt works
 /// under a pending generation, and the record's live subscription keeps delivering
-/// until the new one is recorded (ExchangeStore.beginRegistration).
-public struct ExchangeRegistrar: ExchangeRegistering {
+/// until the new one is recorded (MailSubscriptionStore.beginRegistration).
+public struct ExchangeRegistrar: MailboxRegistering {
     /// Exchange refuses callback URLs of 2,083 characters or more
     /// (ErrorInvalidPushSubscriptionUrl).
     static let maximumCallbackURLLength = 2082
 
+    public let backend = MailBackend.ews
+
     public init() {}
+
+    /// EWS is the fallback backend: it is never asked, and serves any mailbox.
+    public func serves(_ request: MailboxRequest, context: RequestContext) throws -> Bool { true }
 
     /// Whether two EWS URLs name the same Exchange server (scheme, host and port).
     static func sameServer(_ one: String, _ other: String) -> Bool {
@@ -27,21 +32,21 @@ public struct ExchangeRegistrar: ExchangeRegistering {
         return one.sameServer(as: other)
     }
 
-    public func proveAccess(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
+    public func proveAccess(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome {
         try withinLimits(context) { client throws in try proveAccess(request, client: client, context: context) }
     }
 
-    public func subscribe(_ request: ExchangeSubscriptionRequest, context: RequestContext) throws -> ExchangeOutcome {
+    public func subscribe(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome {
         try withinLimits(context) { client throws in try subscribe(request, client: client, context: context) }
     }
 
     /// A registration's Exchange work holds one of this process's registration places
     /// (none free: `.busy`, at once) and runs within one budget, every Autodiscover hop,
     /// the proof and the Subscribe attempts together.
-    private func withinLimits(_ context: RequestContext, _ body: (EWSClient) throws -> ExchangeOutcome) throws -> ExchangeOutcome {
+    private func withinLimits(_ context: RequestContext, _ body: (EWSClient) throws -> MailboxOutcome) throws -> MailboxOutcome {
         let client = try context.ewsClient()
-        let outcome = try context.services.registrationGate.ifAvailable { () throws -> ExchangeOutcome in
-            try client.withDeadline(milliseconds: context.configuration.exchangeRegistrationBudgetMilliseconds) { () throws -> ExchangeOutcome in
+        let outcome = try context.services.registrationGate.ifAvailable { () throws -> MailboxOutcome in
+            try client.withDeadline(milliseconds: context.configuration.exchangeRegistrationBudgetMilliseconds) { () throws -> MailboxOutcome in
                 try body(client)
             }
         }
@@ -52,23 +57,23 @@ public struct ExchangeRegistrar: ExchangeRegistering {
         return outcome
     }
 
-    private func proveAccess(_ request: ExchangeSubscriptionRequest, client: EWSClient, context: RequestContext) throws -> ExchangeOutcome {
+    private func proveAccess(_ request: MailboxRequest, client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
         let attempt = Attempt(request: request, context: context)
-        guard let state = try attempt.store.subscriptionState(recordID: request.record.id), state.isLive, let ewsURL = state.ewsURL else {
+        guard let state = try attempt.store.subscriptionState(recordID: request.record.id), state.isLive, state.backend == .ews, let ewsURL = state.backendURL else {
             // No live subscription to prove against (it ended meanwhile): subscribe,
             // which proves the credentials on its way.
             return try subscribe(request, client: client, context: context)
         }
         guard try attempt.proofAllowed() else { return .throttled }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
-        let version = state.ewsVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
+        let version = state.backendVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
         switch try attempt.prove(ewsURL: ewsURL, credentials: credentials, version: version) {
         case .proven: return .proven
         case .refused(let outcome): return outcome
         }
     }
 
-    private func subscribe(_ request: ExchangeSubscriptionRequest, client: EWSClient, context: RequestContext) throws -> ExchangeOutcome {
+    private func subscribe(_ request: MailboxRequest, client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
         let configuration = context.configuration
         guard !configuration.exchangeCallbackURL.isEmpty else {
             context.logger.error("exchange.callback_url is not set; cannot subscribe with Exchange")
@@ -84,7 +89,7 @@ public struct ExchangeRegistrar: ExchangeRegistering {
         // 1. Where the mailbox's EWS lives.
         let ewsURL: String
         var cachedDomain: String?
-        if let given = request.credentials.ewsURL {
+        if let given = request.credentials.serverURL {
             guard Autodiscover.isHTTPS(given) else {
                 context.logger.info("registration refused: ewsUrl is not https")
                 return .failed
@@ -93,7 +98,7 @@ public struct ExchangeRegistrar: ExchangeRegistering {
             // 2. A live subscription is replaced only by the mailbox's own Exchange:
             // otherwise anyone with the app and an address could point the record at
             // an EWS of their own that pushes whatever it likes to the user's devices.
-            if state.isLive, let current = state.ewsURL, !Self.sameServer(given, current) {
+            if state.isLive, let current = state.backendURL, !Self.sameServer(given, current) {
                 guard try attempt.isMailboxExchange(given, credentials: credentials, client: client, now: now) else {
                     context.logger.warning("forced registration refused: ewsUrl is not this mailbox's Exchange", metadata: ["record": "\(request.record.id)"])
                     try attempt.recordProofFailure()
@@ -102,7 +107,7 @@ public struct ExchangeRegistrar: ExchangeRegistering {
             }
         } else {
             guard let domain = Autodiscover.domain(of: request.mailbox) else { return .autodiscoverFailed }
-            if let cached = try store.cachedEWSURL(domain: domain, now: now) {
+            if let cached = try attempt.autodiscoverCache.ewsURL(domain: domain, now: now) {
                 ewsURL = cached
                 cachedDomain = domain
             } else {
@@ -111,7 +116,7 @@ public struct ExchangeRegistrar: ExchangeRegistering {
                     ewsURL = url
                     // What the plain-HTTP redirect step led to is used this once only.
                     let hours = Int64(configuration.exchangeAutodiscoverCacheHours)
-                    if hours > 0 && trusted { try store.cacheEWSURL(domain: domain, ewsURL: url, expiresAt: now.adding(seconds: hours * 3600)) }
+                    if hours > 0 && trusted { try attempt.autodiscoverCache.remember(domain: domain, ewsURL: url, expiresAt: now.adding(seconds: hours * 3600)) }
                 case .unauthorized:
                     context.logger.info("autodiscover: credentials refused")
                     try attempt.recordProofFailure()
@@ -125,12 +130,12 @@ public struct ExchangeRegistrar: ExchangeRegistering {
 
         // 3. The credentials open this mailbox there (and the server's schema version).
         let version: EWSVersion
-        switch try attempt.prove(ewsURL: ewsURL, credentials: credentials, version: EWSVersion(exchVersion: request.exchangeVersion)) {
+        switch try attempt.prove(ewsURL: ewsURL, credentials: credentials, version: EWSVersion(exchVersion: request.protocolVersion)) {
         case .proven(let accepted):
             version = accepted
         case .refused(let outcome):
             // A cached URL that no longer answers is forgotten; the next try rediscovers.
-            if outcome == .failed, let cachedDomain { try? store.forgetEWSURL(domain: cachedDomain) }
+            if outcome == .failed, let cachedDomain { try? attempt.autodiscoverCache.forget(domain: cachedDomain) }
             return outcome
         }
 
@@ -157,13 +162,13 @@ public struct ExchangeRegistrar: ExchangeRegistering {
             return .authenticationFailed
         } catch {
             context.logger.warning("subscribe failed", metadata: ["error": "\(error)"])
-            if let cachedDomain { try? store.forgetEWSURL(domain: cachedDomain) }
+            if let cachedDomain { try? attempt.autodiscoverCache.forget(domain: cachedDomain) }
             return .failed
         }
         let won = try store.completeRegistration(
-            recordID: request.record.id, generation: generation, ewsURL: ewsURL, subscriptionID: subscription.id,
+            recordID: request.record.id, generation: generation, backend: .ews, backendURL: ewsURL, subscriptionID: subscription.id,
             watermark: subscription.watermark, version: subscription.version.rawValue,
-            statusFrequencyMinutes: configuration.exchangeStatusFrequencyMinutes, now: now
+            heartbeatMinutes: configuration.exchangeStatusFrequencyMinutes, now: now
         )
         // Lost to a later concurrent registration: that one's subscription stays, this
         // one's first callback is answered Unsubscribe. The proof held either way.
@@ -177,14 +182,16 @@ public struct ExchangeRegistrar: ExchangeRegistering {
 /// One registration's Exchange conversation: the proof throttle, the credentials in
 /// EWS form, and the proof itself.
 private struct Attempt {
-    let request: ExchangeSubscriptionRequest
+    let request: MailboxRequest
     let context: RequestContext
-    let store: ExchangeStore
+    let store: MailSubscriptionStore
+    let autodiscoverCache: AutodiscoverCache
 
-    init(request: ExchangeSubscriptionRequest, context: RequestContext) {
+    init(request: MailboxRequest, context: RequestContext) {
         self.request = request
         self.context = context
-        store = ExchangeStore(database: context.database, vault: context.services.vault)
+        store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
+        autodiscoverCache = AutodiscoverCache(database: context.database)
     }
 
     var configuration: ENSConfiguration { context.configuration }
@@ -260,7 +267,7 @@ private struct Attempt {
     func isMailboxExchange(_ candidate: String, credentials: EWSCredentials, client: EWSClient, now: Timestamp) throws -> Bool {
         if let host = URLParts(candidate)?.host, client.configuration.destinationPolicy.lists(host: host) { return true }
         guard let domain = Autodiscover.domain(of: request.mailbox) else { return false }
-        if let cached = try store.cachedEWSURL(domain: domain, now: now), ExchangeRegistrar.sameServer(cached, candidate) { return true }
+        if let cached = try autodiscoverCache.ewsURL(domain: domain, now: now), ExchangeRegistrar.sameServer(cached, candidate) { return true }
         guard case .found(let discovered, trusted: true) = Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) else {
             return false
         }
@@ -272,5 +279,5 @@ private struct Attempt {
 /// outcome the API answers.
 enum Proof {
     case proven(EWSVersion)
-    case refused(ExchangeOutcome)
+    case refused(MailboxOutcome)
 }

@@ -52,7 +52,7 @@ public struct Worker {
                 apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkIntervalSeconds: configuration.apiTokenRefreshSeconds),
                 privateKeys: PrivateKeyCache(capacity: configuration.keyCacheSize),
                 checkIns: CheckInRecorder(),
-                exchange: ExchangeRegistrar(),
+                mailBackends: MailBackends(fallback: ExchangeRegistrar()),
                 registrationGate: ConcurrencyGate(.concurrent(configuration.exchangeMaximumConcurrentRegistrations)),
                 callbackGate: ConcurrencyGate(.slow(configuration.exchangeMaximumSlowCallbacks, afterMilliseconds: 1000))
             )

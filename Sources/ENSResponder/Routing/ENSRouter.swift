@@ -11,7 +11,8 @@ extension Router {
         router.add("/getsubscriptionstatus", DeviceAPI.subscriptionStatusV1)
         router.add("/getsubscriptionstatusv2", DeviceAPI.subscriptionStatusV2)
         router.add("/updatesynckey", DeviceAPI.updateSyncKey)
-        router.add(prefix: ExchangeCallback.prefix, ExchangeCallback.route)
+        let ews = EWSNotifications()
+        router.add(prefix: ews.pathPrefix, MailCallback.route(ews))
         router.add("/metrics", MetricsEndpoint.route)
         return router
     }

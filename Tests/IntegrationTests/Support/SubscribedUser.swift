@@ -14,9 +14,9 @@ extension TestUser {
         if let oauthToken { TestSecrets.remember(oauthToken) }
         try ExchangeSimulator.mailbox(email, userName: password == nil ? nil : email, password: password, oauthToken: oauthToken)
         try database.execute("""
-            UPDATE EnsSubscriptionInfo SET registered = 1, ews_subscription_id = 'sub-test',
-              ews_url = 'https://mail.example.test/EWS/Exchange.asmx', ews_version = 'Exchange2010_SP2',
-              last_callback_at = NOW(3) - INTERVAL \(callbackAge) SECOND, status_frequency_minutes = 30
+            UPDATE EnsSubscriptionInfo SET registered = 1, subscription_id = 'sub-test',
+              backend_url = 'https://mail.example.test/EWS/Exchange.asmx', backend_version = 'Exchange2010_SP2',
+              last_callback_at = NOW(3) - INTERVAL \(callbackAge) SECOND, heartbeat_minutes = 30
             WHERE userid = \(userID)
             """)
     }

@@ -91,3 +91,11 @@ extension HTTPResponse {
         (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: String]) ?? [:]
     }
 }
+
+extension TestStack {
+    /// A connection as the database administrator (root over the Unix socket, as
+    /// `scripts/stack.sh db-setup` connects), for tests that need their own schema.
+    static func administratorConnection(database: String? = nil) -> Connection {
+        Connection(configuration: MariaDBConfiguration(unixSocket: directory + "/run/mysqld.sock", user: "root", password: "", database: database))
+    }
+}

@@ -1,9 +1,10 @@
 public import MariaDB
 
-/// The SQL behind Exchange registration and callbacks: subscription state per record,
-/// the devices a new-mail callback notifies, and the Autodiscover cache. Credentials
-/// never pass through here: they live only in the sealed callback URL.
-public struct ExchangeStore {
+/// The SQL behind every mail backend's registrations and callbacks: a record's
+/// subscription (which backend, its generations, its heartbeat), the proof throttle,
+/// the devices a new-mail callback notifies and the per-minute push cap. Credentials
+/// never pass through here.
+public struct MailSubscriptionStore {
     public let database: Connection
     public let vault: Vault
 
@@ -22,10 +23,13 @@ public struct ExchangeStore {
         /// to an attempt that may still be between Subscribe and its commit.
         public let pendingGeneration: Int64
         public let pendingStartedAt: Timestamp?
+        public let backend: MailBackend
         public let subscriptionID: String?
         public let watermark: String?
-        public let ewsURL: String?
-        public let ewsVersion: String?
+        /// Where the backend is reached for this mailbox, and the protocol version the
+        /// server accepted (EWS: the EWS URL and its RequestServerVersion).
+        public let backendURL: String?
+        public let backendVersion: String?
         /// The record's sealed private key: the per-record input of the callback key.
         public let keyMaterial: [UInt8]
     }
@@ -36,21 +40,24 @@ public struct ExchangeStore {
     public struct SubscriptionState: Sendable {
         public let generation: Int64
         public let registered: Bool
+        public let backend: MailBackend
         public let subscriptionID: String?
-        public let ewsURL: String?
-        public let ewsVersion: String?
+        public let backendURL: String?
+        public let backendVersion: String?
 
-        /// A subscription Exchange holds for this record: the one a device must prove
+        /// A subscription the backend holds for this record: the one a device must prove
         /// itself against, and the one a forced registration may only replace with proof.
-        public var isLive: Bool { registered && subscriptionID != nil && ewsURL != nil }
+        public var isLive: Bool { registered && subscriptionID != nil && backendURL != nil }
     }
 
     public func subscriptionState(recordID: Int64) throws -> SubscriptionState? {
         try database.queryOne("""
-            SELECT generation, registered, ews_subscription_id, ews_url, ews_version FROM EnsSubscriptionInfo WHERE id = \(recordID)
+            SELECT generation, registered, mail_backend, subscription_id, backend_url, backend_version FROM EnsSubscriptionInfo WHERE id = \(recordID)
             """).map { row in
-            let (generation, registered, subscriptionID, ewsURL, ewsVersion) = try row.decode(Int64.self, Bool.self, String?.self, String?.self, String?.self)
-            return SubscriptionState(generation: generation, registered: registered, subscriptionID: subscriptionID, ewsURL: ewsURL, ewsVersion: ewsVersion)
+            let (generation, registered, backend, subscriptionID, backendURL, backendVersion)
+                = try row.decode(Int64.self, Bool.self, MailBackend.self, String?.self, String?.self, String?.self)
+            return SubscriptionState(generation: generation, registered: registered, backend: backend, subscriptionID: subscriptionID,
+                                     backendURL: backendURL, backendVersion: backendVersion)
         }
     }
 
@@ -81,12 +88,12 @@ public struct ExchangeStore {
     /// generation already did (then this one's callbacks are answered Unsubscribe and
     /// the later one stays: concurrent registrations end with exactly one winner).
     /// The subscription counts as heard from now.
-    public func completeRegistration(recordID: Int64, generation: Int64, ewsURL: String, subscriptionID: String, watermark: String,
-                                     version: String, statusFrequencyMinutes: Int, now: Timestamp) throws -> Bool {
+    public func completeRegistration(recordID: Int64, generation: Int64, backend: MailBackend, backendURL: String, subscriptionID: String,
+                                     watermark: String?, version: String?, heartbeatMinutes: Int, now: Timestamp) throws -> Bool {
         try database.execute("""
-            UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, ews_url = \(ewsURL),
-                ews_subscription_id = \(subscriptionID), ews_watermark = \(watermark), ews_version = \(version),
-                status_frequency_minutes = \(statusFrequencyMinutes), last_callback_at = \(now.databaseString),
+            UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, mail_backend = \(backend), backend_url = \(backendURL),
+                subscription_id = \(subscriptionID), watermark = \(watermark), backend_version = \(version),
+                heartbeat_minutes = \(heartbeatMinutes), last_callback_at = \(now.databaseString),
                 pending_started_at = IF(pending_generation = \(generation), NULL, pending_started_at)
             WHERE id = \(recordID) AND generation < \(generation)
             """).affectedRows > 0
@@ -126,16 +133,17 @@ public struct ExchangeStore {
 
     public func callbackRecord(id: Int64) throws -> CallbackRecord? {
         guard let row = try database.queryOne("""
-            SELECT id, userid, generation, pending_generation, pending_started_at, ews_subscription_id, ews_watermark, ews_url,
-                ews_version, private_key_sealed
+            SELECT id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark, backend_url,
+                backend_version, private_key_sealed
             FROM EnsSubscriptionInfo WHERE id = \(id)
             """) else { return nil }
-        let (recordID, userID, generation, pendingGeneration, pendingStartedAt, subscriptionID, watermark, ewsURL, ewsVersion, keyMaterial)
-            = try row.decode(Int64.self, String.self, Int64.self, Int64.self, Timestamp?.self, String?.self, String?.self, String?.self,
-                             String?.self, [UInt8].self)
+        let (recordID, userID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion, keyMaterial)
+            = try row.decode(Int64.self, String.self, Int64.self, Int64.self, Timestamp?.self, MailBackend.self, String?.self, String?.self,
+                             String?.self, String?.self, [UInt8].self)
         return CallbackRecord(
             id: recordID, userID: userID, generation: generation, pendingGeneration: pendingGeneration, pendingStartedAt: pendingStartedAt,
-            subscriptionID: subscriptionID, watermark: watermark, ewsURL: ewsURL, ewsVersion: ewsVersion, keyMaterial: keyMaterial
+            backend: backend, subscriptionID: subscriptionID, watermark: watermark, backendURL: backendURL, backendVersion: backendVersion,
+            keyMaterial: keyMaterial
         )
     }
 
@@ -144,18 +152,18 @@ public struct ExchangeStore {
     public func recordCallback(recordID: Int64, generation: Int64, watermark: String?, now: Timestamp) throws {
         try database.execute("""
             UPDATE EnsSubscriptionInfo SET last_callback_at = \(now.databaseString),
-                ews_watermark = COALESCE(\(watermark), ews_watermark)
+                watermark = COALESCE(\(watermark), watermark)
             WHERE id = \(recordID) AND generation = \(generation)
             """)
     }
 
-    /// Exchange said the subscription is gone (e.g. ErrorReadEventsFailed): devices will
+    /// The backend said the subscription is gone (EWS: e.g. ErrorReadEventsFailed): devices will
     /// hear UserRecordPresentNotSubscribed at their next check-in and register again.
     public func markUnsubscribed(recordID: Int64, generation: Int64) throws {
         try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND generation = \(generation)")
     }
 
-    /// A device a new-mail notification goes to: its settings, its APNs token opened
+    /// A device a new-mail notification goes to: its settings, its push token opened
     /// from the sealed column, and its sync key while unexpired.
     public struct NotifiableDevice: Sendable {
         public let device: DeviceRecord
@@ -174,10 +182,11 @@ public struct ExchangeStore {
             WHERE subscription_row = \(recordID) AND disabled_at IS NULL ORDER BY last_checkin_at DESC, id LIMIT \(limit)
             """)
         return try rows.compactMap { row in
-            let device = try SubscriptionStore.device(from: Row(values: Array(row.values[0..<9])))
-            guard let token = try vault.openToken(try row.blob(9)) else { return nil }
+            let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<9])))
+            let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[9...])).decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
+            guard let token = try vault.openToken(tokenSealed) else { return nil }
             var syncKey: (key: String, expiresAt: Timestamp)?
-            if let sealed = try row.optionalBlob(10), let expiry = try row.optionalText(11).flatMap(Timestamp.init(databaseString:)), expiry > now {
+            if let sealed = syncKeySealed, let expiry = syncKeyExpiry, expiry > now {
                 syncKey = (try vault.openSyncKey(sealed, tokenHash: device.tokenHash), expiry)
             }
             return NotifiableDevice(device: device, token: token, syncKey: syncKey)
@@ -200,28 +209,11 @@ public struct ExchangeStore {
                 UPDATE EnsSubscriptionInfo SET
                     notify_count = IF(notify_window_started_at > \(windowStart), notify_count, 0) + \(wanted),
                     notify_window_started_at = IF(notify_window_started_at > \(windowStart), notify_window_started_at, \(now.databaseString)),
-                    last_callback_at = \(now.databaseString), ews_watermark = COALESCE(\(watermark), ews_watermark)
+                    last_callback_at = \(now.databaseString), watermark = COALESCE(\(watermark), watermark)
                 WHERE id = \(recordID) AND IF(notify_window_started_at > \(windowStart), notify_count, 0) + \(wanted) <= \(limit)
                 """).affectedRows > 0
             if reserved { return wanted }
         }
         return nil
-    }
-
-    // MARK: Autodiscover cache
-
-    public func cachedEWSURL(domain: String, now: Timestamp) throws -> String? {
-        try database.queryOne("SELECT ews_url FROM EWSUrlCache WHERE domain = \(domain) AND expires_at > \(now.databaseString)").map { try $0.decode(String.self) }
-    }
-
-    public func cacheEWSURL(domain: String, ewsURL: String, expiresAt: Timestamp) throws {
-        try database.execute("""
-            INSERT INTO EWSUrlCache (domain, ews_url, expires_at) VALUES (\(domain), \(ewsURL), \(expiresAt.databaseString))
-            ON DUPLICATE KEY UPDATE ews_url = VALUES(ews_url), expires_at = VALUES(expires_at)
-            """)
-    }
-
-    public func forgetEWSURL(domain: String) throws {
-        try database.execute("DELETE FROM EWSUrlCache WHERE domain = \(domain)")
     }
 }

@@ -1,0 +1,80 @@
+internal import ENSCore
+internal import EWS
+internal import Logging
+
+/// EWS's push notifications: Exchange POSTs SendNotification documents to
+/// /ews/<record>/<generation>/<sealed>, the callback URL a registration gave it.
+///
+/// Not behind ApiToken: the URL's MAC authenticates it (`CallbackToken`), and its
+/// sealed part carries the credentials GetItem and GetFolder use. The answer is a
+/// SendNotificationResult whose SubscriptionStatus is OK or Unsubscribe. What every
+/// backend's callbacks share is `MailCallback`.
+struct EWSNotifications: MailNotificationSource {
+    let backend = MailBackend.ews
+    let pathPrefix = "/ews/"
+    /// SendNotification bodies are small; MoreEvents splits large batches.
+    let maximumBodyBytes = 1_048_576
+
+    func authenticate(_ suffix: String, vault: Vault) -> CallbackToken? {
+        CallbackToken(path: suffix, vault: vault)
+    }
+
+    func events(in body: [UInt8]) throws -> MailEvents {
+        let message = try SendNotification(xml: body)
+        return MailEvents(
+            subscriptionIDs: message.notifications.map(\.subscriptionID),
+            newItemIDs: message.notifications.flatMap(\.newItemIDs),
+            failures: message.failures.map { MailEvents.Failure(subscriptionID: $0.subscriptionID, code: $0.code) },
+            heartbeat: message.notifications.contains(where: \.heartbeat),
+            watermark: message.notifications.last { $0.lastWatermark != nil }?.lastWatermark
+        )
+    }
+
+    func answer(unsubscribe: Bool) -> APIResponse {
+        APIResponse(status: 200, body: SOAP.sendNotificationResult(unsubscribe: unsubscribe), contentType: "text/xml; charset=utf-8")
+    }
+
+    func reader(_ address: CallbackToken, record: MailSubscriptionStore.CallbackRecord, context: RequestContext) throws -> (any MailboxReader)? {
+        let credentials: EWSCredentials
+        do {
+            credentials = try CallbackPayload(encoded: address.open(recordKeyMaterial: record.keyMaterial, vault: context.services.vault)).credentials
+        } catch {
+            return nil
+        }
+        return EWSMailboxReader(client: try context.ewsClient(), credentials: credentials, ewsURL: record.backendURL,
+                                version: record.backendVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default, recordID: record.id)
+    }
+}
+
+/// GetItem (sender and subject) and GetFolder (the Inbox's unread count) at the
+/// subscription's EWS URL, with the credentials of the callback URL.
+private struct EWSMailboxReader: MailboxReader {
+    let client: EWSClient
+    let credentials: EWSCredentials
+    let ewsURL: String?
+    let version: EWSVersion
+    let recordID: Int64
+
+    func lookUp(itemIDs: [String], unreadCount: Bool, budgetMilliseconds budget: Int, logger: Logger) -> MailLookup {
+        var lookup = MailLookup()
+        guard let ewsURL else { return lookup }
+        // One budget for both lookups together.
+        client.withDeadline(milliseconds: budget) {
+            if !itemIDs.isEmpty {
+                do {
+                    lookup.summaries = try client.messages(ewsURL: ewsURL, credentials: credentials, version: version, itemIDs: itemIDs, timeoutMilliseconds: budget)
+                } catch {
+                    logger.warning("GetItem failed; sending generic alerts", metadata: ["record": "\(recordID)", "error": "\(error)"])
+                }
+            }
+            if unreadCount {
+                do {
+                    lookup.unreadCount = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, timeoutMilliseconds: budget)
+                } catch {
+                    logger.warning("GetFolder failed; no badge", metadata: ["record": "\(recordID)", "error": "\(error)"])
+                }
+            }
+        }
+        return lookup
+    }
+}

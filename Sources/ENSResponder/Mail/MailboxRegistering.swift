@@ -1,0 +1,103 @@
+public import ENSCore
+
+/// What /registerdevicev2 needs from a mail backend (EWS: `ExchangeRegistrar`). Both
+/// operations first prove that the sealed credentials open the named mailbox at its
+/// server; neither changes anything a user can notice unless that proof holds
+/// (docs/security.md, "Proof of possession").
+public protocol MailboxRegistering: Sendable {
+    var backend: MailBackend { get }
+    /// Whether this backend is the one for a new subscription of this mailbox. Asked in
+    /// order (`MailBackends.preferred`); the fallback backend is never asked.
+    func serves(_ request: MailboxRequest, context: RequestContext) throws -> Bool
+    /// Finds where the mailbox lives (EWS: Autodiscover), proves the credentials there,
+    /// and subscribes to new mail in its Inbox; the record's live subscription (if any)
+    /// stays live until the new one is recorded, and is replaced only by the mailbox's
+    /// own server.
+    func subscribe(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome
+    /// Proves the credentials against the record's live subscription without
+    /// subscribing: how a device joins an already subscribed record.
+    func proveAccess(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome
+}
+
+/// One registration's mailbox, as the device API hands it to a backend.
+public struct MailboxRequest: Sendable {
+    public let record: UserRecord
+    /// The mailbox's SMTP address, whose hash is the record's userid: what discovery
+    /// starts from and the mailbox the proof of possession opens.
+    public let mailbox: String
+    public let credentials: MailCredentials
+    /// The client's hint of the server's protocol version (`exchVersion`), if any.
+    public let protocolVersion: Int?
+
+    public init(record: UserRecord, mailbox: String, credentials: MailCredentials, protocolVersion: Int?) {
+        self.record = record
+        self.mailbox = mailbox
+        self.credentials = credentials
+        self.protocolVersion = protocolVersion
+    }
+}
+
+/// The credentials in `creds`, alive only for the duration of one request.
+public struct MailCredentials: Sendable {
+    public enum Method: Sendable {
+        case basic(userName: String, password: String)
+        case oauth(accessToken: String)
+        case certificate(pkcs12: [UInt8], password: String)
+    }
+
+    public let method: Method
+    /// A server the client names itself (`ewsUrl`), instead of discovery.
+    public let serverURL: String?
+
+    public init(method: Method, serverURL: String?) {
+        self.method = method
+        self.serverURL = serverURL
+    }
+}
+
+/// What registering with the mail backend came to; the device API answers each with
+/// one of the contract's codes.
+public enum MailboxOutcome: Sendable, Equatable {
+    case subscribed
+    /// The credentials open the mailbox at the live subscription's server.
+    case proven
+    /// Where the mailbox lives could not be found.
+    case autodiscoverFailed
+    case authenticationFailed
+    /// A forced registration named a server that is neither the live subscription's,
+    /// nor what discovery finds for the address, nor on the operator's list.
+    case endpointNotTrusted
+    /// Too many failed proofs for this record lately; the server was not contacted.
+    case throttled
+    /// Every registration place of this responder process is taken (slow servers):
+    /// try again shortly; the server was not contacted.
+    case busy
+    case failed
+}
+
+/// The mail backends this process registers mailboxes with.
+public struct MailBackends: Sendable {
+    /// Asked in order whether they serve a new subscription of a mailbox.
+    public let preferred: [any MailboxRegistering]
+    /// Takes every new subscription the preferred ones do not.
+    public let fallback: any MailboxRegistering
+
+    public init(fallback: any MailboxRegistering, preferring preferred: [any MailboxRegistering] = []) {
+        self.fallback = fallback
+        self.preferred = preferred
+    }
+
+    /// The backend of a record's live subscription: the one a joining device proves
+    /// itself at. Nil for a backend this build or configuration does not have.
+    public func registrar(of backend: MailBackend) -> (any MailboxRegistering)? {
+        (preferred + [fallback]).first { $0.backend == backend }
+    }
+
+    /// The backend a new subscription of the mailbox goes to.
+    public func registrar(serving request: MailboxRequest, context: RequestContext) throws -> any MailboxRegistering {
+        for registrar in preferred where try registrar.serves(request, context: context) {
+            return registrar
+        }
+        return fallback
+    }
+}
