@@ -108,7 +108,10 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "ENSCoreTests",
-            dependencies: ["ENSCore", "ENSResponder", "ENSSender", "EWS", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX"],
+            dependencies: [
+                "ENSCore", "ENSResponder", "ENSSender", "EWS", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -2,7 +2,8 @@
 """One route table: checks that every place naming ENS's endpoints names the same ones.
 
 The router (Sources/ENSResponder/Routing/ENSRouter.swift, with each route's methods from
-its `static let NAME = Route(methods: [...])`) is the truth. Checked against it:
+its `static let NAME = Route(methods: [...])`, or the methods of the helper that makes
+it) is the truth. Checked against it:
   - nginx/ens-locations.conf: the regex location that forwards the device API, and the
     list the JSON 405 handler treats as known paths;
   - docs/openapi.yaml: its paths and their methods;
@@ -39,9 +40,18 @@ def router():
             with open(os.path.join(directory, name), encoding="utf-8") as f:
                 text = f.read()
             owner = re.search(r'^(?:public )?(?:enum|struct|final class|class) (\w+)', text, re.M)
+            def method_set(methods):
+                return {m.strip().strip('"').lower() for m in methods.split(",") if m.strip()}
             for route, methods in re.findall(r'static let (\w+) = Route\(methods: \[([^\]]*)\]', text):
                 if owner:
-                    routes[(owner.group(1), route)] = {m.strip().strip('"').lower() for m in methods.split(",") if m.strip()}
+                    routes[(owner.group(1), route)] = method_set(methods)
+            # Routes made by a helper (`static func sealedOperation(...) -> Route {
+            # Route(methods: [...]) ...}`) take the helper's methods.
+            helpers = {name: method_set(methods) for name, methods in re.findall(
+                r'static func (\w+)\([^{]*-> Route \{\s*Route\(methods: \[([^\]]*)\]', text)}
+            for route, helper in re.findall(r'static let (\w+) = (\w+)\(', text):
+                if owner and helper in helpers:
+                    routes[(owner.group(1), route)] = helpers[helper]
     paths = {}
     problems = []
     for path, owner, route in adds:

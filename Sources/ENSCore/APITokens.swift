@@ -23,21 +23,21 @@ public enum APITokens {
     }
 
     /// Stores a new token's hash; returns the token, which is shown once and never again.
-    public static func create(label: String, database: Connection) throws -> String {
+    public static func create(label: String, database: any SQLDatabase) throws -> String {
         let token = try generate()
         try database.execute("INSERT INTO APITokens (token_hash, label) VALUES (\(hash(token)), \(label))")
         return token
     }
 
     /// Revokes by label or id; returns how many tokens were revoked.
-    public static func revoke(labelOrID: String, database: Connection) throws -> Int {
+    public static func revoke(labelOrID: String, database: any SQLDatabase) throws -> Int {
         if let id = Int64(labelOrID) {
             return try database.execute("UPDATE APITokens SET revoked_at = CURRENT_TIMESTAMP(3) WHERE id = \(id) AND revoked_at IS NULL").affectedRows
         }
         return try database.execute("UPDATE APITokens SET revoked_at = CURRENT_TIMESTAMP(3) WHERE label = \(labelOrID) AND revoked_at IS NULL").affectedRows
     }
 
-    public static func list(database: Connection) throws -> [Listing] {
+    public static func list(database: any SQLDatabase) throws -> [Listing] {
         try database.query("SELECT id, label, created_at, revoked_at FROM APITokens ORDER BY id LIMIT 10000").map { row in
             Listing(id: try row.int(0), label: try row.text(1), createdAt: try row.text(2), revokedAt: try row.optionalText(3))
         }
@@ -46,7 +46,7 @@ public enum APITokens {
     /// Writes the hashes of all live tokens to `path`, atomically, one hex hash a line.
     /// Returns how many were written.
     @discardableResult
-    public static func writeCache(path: String, database: Connection) throws -> Int {
+    public static func writeCache(path: String, database: any SQLDatabase) throws -> Int {
         var hashes: [String] = []
         var lastID: Int64 = 0
         // Bounded batches, never the whole table at once.

@@ -9,7 +9,7 @@ internal import POSIX
 public final class RequestContext {
     public let configuration: ENSConfiguration
     public let services: SharedServices
-    public let database: Connection
+    public let database: any SQLDatabase
     public var logger: Logger
     /// This thread's request counters (nil: metrics off).
     public let requestCounters: RequestCounters?
@@ -21,7 +21,7 @@ public final class RequestContext {
     private var ewsClientStorage: EWSClient?
     private var policyClientStorage: DevicePolicyClient?
 
-    public init(configuration: ENSConfiguration, services: SharedServices, database: Connection, logger: Logger,
+    public init(configuration: ENSConfiguration, services: SharedServices, database: any SQLDatabase, logger: Logger,
                 requestCounters: RequestCounters? = nil) {
         self.configuration = configuration
         self.services = services

@@ -118,20 +118,6 @@ public final class Connection {
         }
     }
 
-    /// Runs `body` again when the server reports a deadlock or lock wait timeout.
-    @discardableResult
-    public func retryingConflicts<T>(_ body: () throws -> T) throws -> T {
-        var attempt = 0
-        while true {
-            do {
-                return try body()
-            } catch let error as MariaDBError where error.kind == .conflict && attempt < 4 {
-                attempt += 1
-                usleep(UInt32.random(in: 1000...(5000 * UInt32(attempt))))
-            }
-        }
-    }
-
     /// Runs SQL text that takes no parameters, through the text protocol. Used for
     /// migrations (DDL); never for statements that carry values.
     public func executeScript(unsafeSQL sql: String) throws(MariaDBError) {
@@ -186,5 +172,34 @@ enum MariaDBLibrary {
 
     static func initializeOnce() {
         _ = initialized
+    }
+}
+
+/// What ENS's stores need of a database: prepared statements and transactions, with
+/// `Connection`'s guarantees (a transaction is retried whole or fails whole). A
+/// `Connection` is the one ENS runs on; tests put one behind a wrapper that fails on cue.
+public protocol SQLDatabase: AnyObject {
+    func query(_ query: Query) throws(MariaDBError) -> [Row]
+    func queryOne(_ query: Query) throws(MariaDBError) -> Row?
+    @discardableResult
+    func execute(_ query: Query) throws(MariaDBError) -> ExecuteResult
+    func transaction<T>(_ body: () throws -> T) throws -> T
+}
+
+extension Connection: SQLDatabase {}
+
+extension SQLDatabase {
+    /// Runs `body` again when the server reports a deadlock or lock wait timeout.
+    @discardableResult
+    public func retryingConflicts<T>(_ body: () throws -> T) throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try body()
+            } catch let error as MariaDBError where error.kind == .conflict && attempt < 4 {
+                attempt += 1
+                usleep(UInt32.random(in: 1000...(5000 * UInt32(attempt))))
+            }
+        }
     }
 }

@@ -41,6 +41,12 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
         MariaDBError(kind: .misuse, code: 0, sqlState: "HY000", operation: what, serverMessage: what)
     }
 
+    /// The connection broke during `operation`: what a stand-in for a connection
+    /// (a test's fault injector) throws to act out a server that went away.
+    public static func connectionLost(during operation: String) -> MariaDBError {
+        MariaDBError(kind: .connectionLost, code: 2013, sqlState: "HY000", operation: operation, serverMessage: "Lost connection to server during query")
+    }
+
     /// Reads the error state of a connection.
     static func from(connection: UnsafeMutablePointer<MYSQL>, operation: String) -> MariaDBError {
         let code = mysql_errno(connection)

@@ -29,12 +29,12 @@ public struct Maintenance {
 
     public static let batchSize = 1000
 
-    public let database: Connection
+    public let database: any SQLDatabase
     public let policy: Policy
     public let now: Timestamp
     public let logger: Logger
 
-    public init(database: Connection, policy: Policy, now: Timestamp, logger: Logger) {
+    public init(database: any SQLDatabase, policy: Policy, now: Timestamp, logger: Logger) {
         self.database = database
         self.policy = policy
         self.now = now

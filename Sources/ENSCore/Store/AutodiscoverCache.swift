@@ -3,9 +3,9 @@ public import MariaDB
 /// Autodiscover's answers per email domain (EWS only): the EWS URL a domain's
 /// mailboxes were found at, for `exchange.autodiscover_cache_hours`.
 public struct AutodiscoverCache {
-    public let database: Connection
+    public let database: any SQLDatabase
 
-    public init(database: Connection) {
+    public init(database: any SQLDatabase) {
         self.database = database
     }
 

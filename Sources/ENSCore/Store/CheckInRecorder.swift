@@ -36,7 +36,7 @@ public final class CheckInRecorder: Sendable {
 
     /// Writes what is pending. Returns how many ids were written.
     @discardableResult
-    public func flush(database: Connection, now: Timestamp = .now()) throws -> Int {
+    public func flush(database: any SQLDatabase, now: Timestamp = .now()) throws -> Int {
         let batch = pending.withLock { state -> Pending in
             let taken = state
             state = Pending()

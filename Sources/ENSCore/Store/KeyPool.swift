@@ -6,10 +6,10 @@ internal import POSIX
 /// Pre-generated RSA-2048 key pairs (table KeyPool), so /getpublickey never generates a
 /// key on the request path. `ens-cron keys` refills it.
 public struct KeyPool {
-    public let database: Connection
+    public let database: any SQLDatabase
     public let vault: Vault
 
-    public init(database: Connection, vault: Vault) {
+    public init(database: any SQLDatabase, vault: Vault) {
         self.database = database
         self.vault = vault
     }

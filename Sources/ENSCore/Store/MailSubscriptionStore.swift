@@ -5,10 +5,10 @@ public import MariaDB
 /// the devices a new-mail callback notifies and the per-minute push cap. Credentials
 /// never pass through here.
 public struct MailSubscriptionStore {
-    public let database: Connection
+    public let database: any SQLDatabase
     public let vault: Vault
 
-    public init(database: Connection, vault: Vault) {
+    public init(database: any SQLDatabase, vault: Vault) {
         self.database = database
         self.vault = vault
     }

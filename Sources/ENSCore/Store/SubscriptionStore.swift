@@ -4,14 +4,14 @@ public import OpenSSL
 /// The SQL behind the device API: user records and their devices. Every statement is
 /// bound (`Query` interpolation); every lookup uses a key or an index.
 public struct SubscriptionStore {
-    public let database: Connection
+    public let database: any SQLDatabase
     public let vault: Vault
     public let keyCache: PrivateKeyCache?
     public let checkIns: CheckInRecorder?
     /// Devices a record keeps (`devices.max_per_record`).
     public let maximumDevices: Int
 
-    public init(database: Connection, vault: Vault, keyCache: PrivateKeyCache? = nil, checkIns: CheckInRecorder? = nil, maximumDevices: Int = 20) {
+    public init(database: any SQLDatabase, vault: Vault, keyCache: PrivateKeyCache? = nil, checkIns: CheckInRecorder? = nil, maximumDevices: Int = 20) {
         self.database = database
         self.vault = vault
         self.keyCache = keyCache

@@ -133,14 +133,9 @@ enum DeviceAPI {
 
     // MARK: /unregister
 
-    static let unregister = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
-        let userID = try Identity.userID(request.parameters)
-        let sealedToken = try request.parameters.required("token")
-        let store = store(context)
-        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
-        let text = try SealedPayload(key: try store.privateKey(of: record)).text(sealedToken)
-        guard let token = DeviceToken(hex: text) else { throw APIError.sealedParameterRejected }
-        if try store.unregister(recordID: record.id, token: token) {
+    static let unregister = sealedOperation(parameter: "token") { operation, request, context in
+        guard let token = DeviceToken(hex: try operation.text()) else { throw APIError.sealedParameterRejected }
+        if try operation.store.unregister(recordID: operation.record.id, token: token) {
             context.logger.info("last device unregistered; user record deleted")
         }
         return .ok(.deviceUnregistered)
@@ -148,13 +143,10 @@ enum DeviceAPI {
 
     // MARK: /updatedevice
 
-    static let updateDevice = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
-        let userID = try Identity.userID(request.parameters)
-        let sealedToken = try request.parameters.required("token")
-        let store = store(context)
-        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
+    static let updateDevice = sealedOperation(parameter: "token") { operation, request, context in
+        let (store, record) = (operation.store, operation.record)
         let new: DeviceToken
-        switch try SealedPayload(key: try store.privateKey(of: record)).objectOrText(sealedToken) {
+        switch try operation.objectOrText() {
         case .object(let payload):
             let old = try payload.sealedToken("oldApnsToken")
             new = try payload.sealedToken("apnsToken")
@@ -198,26 +190,22 @@ enum DeviceAPI {
         return .ok(status(record, lastNotified: lastNotified, lastMessageDate: lastMessageDate, now: now, context: context))
     }
 
-    static let subscriptionStatusV2 = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
-        let userID = try Identity.userID(request.parameters)
-        let sealed = try request.parameters.required("subscriptionPayload")
-        let store = store(context)
-        guard let (record, devices) = try store.recordWithDevices(userID: userID) else { return .ok(.userSubscriptionNotFound) }
-        let payload = try SealedPayload(key: try store.privateKey(of: record)).object(sealed)
+    static let subscriptionStatusV2 = sealedOperation(parameter: "subscriptionPayload", withDevices: true) { operation, request, context in
+        let payload = try operation.object()
         let token = try payload.sealedToken("pushToken")
         let ignoreLastMessageDate = try payload.sealedFlag("ignoreLastMessageDate")
         let lastMessageDate = ignoreLastMessageDate ? nil : try payload.sealedTimestamp("lastMessageDate")
         let tokenHash = context.services.vault.tokenHash(token)
-        guard let device = devices.first(where: { Digest.constantTimeEqual($0.tokenHash, tokenHash) }) else {
+        guard let device = operation.devices.first(where: { Digest.constantTimeEqual($0.tokenHash, tokenHash) }) else {
             return .ok(.userSubscriptionNotFound)
         }
         // APNs said this token is dead: the device must register again (with the token
         // it has now), which is what re-enables it; until then it is not "subscribed".
         if device.disabledAt != nil { return .ok(.userRecordPresentNotSubscribed) }
         let now = Timestamp.now()
-        try store.checkIn(deviceID: device.id, now: now)
-        try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
-        return .ok(status(record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context))
+        try operation.store.checkIn(deviceID: device.id, now: now)
+        try operation.store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
+        return .ok(status(operation.record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context))
     }
 
     private static func status(_ record: UserRecord, lastNotified: Timestamp?, lastMessageDate: Timestamp?, now: Timestamp, context: RequestContext) -> ResponseCode {
@@ -232,21 +220,60 @@ enum DeviceAPI {
 
     // MARK: /updatesynckey
 
-    static let updateSyncKey = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
-        let userID = try Identity.userID(request.parameters)
-        let sealed = try request.parameters.required("info")
-        let store = store(context)
-        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
-        let payload = try SealedPayload(key: try store.privateKey(of: record)).object(sealed)
+    static let updateSyncKey = sealedOperation(parameter: "info") { operation, request, context in
+        let payload = try operation.object()
         let token = try payload.sealedToken("apnsToken")
         let syncKey = try payload.sealedString("backgroundSyncKey")
         let expiry = try payload.sealedTimestamp("syncKeyExpirationTime")
-        guard syncKey.utf8.count <= 512, let device = try store.device(recordID: record.id, token: token), expiry > .now() else {
+        let store = operation.store
+        guard syncKey.utf8.count <= 512, let device = try store.device(recordID: operation.record.id, token: token), expiry > .now() else {
             return .ok(.updateFail)
         }
         try store.storeSyncKey(deviceID: device.id, tokenHash: device.tokenHash, syncKey: syncKey, expiresAt: expiry)
         try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
         return .ok(.updateSuccess)
+    }
+
+    // MARK: The sealed operations' shared start
+
+    /// A device operation that carries one sealed parameter, after the start every such
+    /// operation shares: the user from `userid`, the parameter present, the user's
+    /// record (and its devices, when asked), and the record's key to open it with.
+    struct SealedOperation {
+        let store: SubscriptionStore
+        let record: UserRecord
+        /// The record's devices; empty unless the route asked for them.
+        let devices: [DeviceRecord]
+        /// The sealed parameter, and the record's key that opens it.
+        let sealed: String
+        let opener: SealedPayload
+
+        /// The sealed parameter as a JSON object.
+        func object() throws(APIError) -> [String: JSONValue] { try opener.object(sealed) }
+        /// The sealed parameter as a bare string.
+        func text() throws(APIError) -> String { try opener.text(sealed) }
+        /// The sealed parameter as whichever of the two it is.
+        func objectOrText() throws(APIError) -> SealedPayload.Plaintext { try opener.objectOrText(sealed) }
+    }
+
+    /// A route for a sealed device operation: 400 for a missing `userid` or sealed
+    /// parameter, UserSubscriptionNotFound for an unknown user, then `body`.
+    static func sealedOperation(parameter: String, withDevices: Bool = false,
+                                _ body: @escaping @Sendable (SealedOperation, Request, RequestContext) throws -> APIResponse) -> Route {
+        Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+            let userID = try Identity.userID(request.parameters)
+            let sealed = try request.parameters.required(parameter)
+            let store = store(context)
+            let found: (record: UserRecord, devices: [DeviceRecord])?
+            if withDevices {
+                found = try store.recordWithDevices(userID: userID)
+            } else {
+                found = try store.record(userID: userID).map { ($0, []) }
+            }
+            guard let (record, devices) = found else { return .ok(.userSubscriptionNotFound) }
+            let opener = SealedPayload(key: try store.privateKey(of: record))
+            return try body(SealedOperation(store: store, record: record, devices: devices, sealed: sealed, opener: opener), request, context)
+        }
     }
 
     private static func nonEmpty(_ text: String?) -> String? {

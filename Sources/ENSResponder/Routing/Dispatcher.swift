@@ -1,26 +1,31 @@
 internal import ENSCore
-internal import FastCGI
 internal import Logging
 internal import MariaDB
 internal import POSIX
 
-/// Turns one FastCGI request into one answer: the checks every endpoint shares, in a
+/// Turns one request into one answer: the checks every endpoint shares, in a
 /// fixed order (404, 405, 401, 413, 415, 400), then the endpoint's handler.
 /// Nothing a client sends can make this trap; every failure is a JSON answer.
-struct Dispatcher: Sendable {
+public struct Dispatcher: Sendable {
     let router: Router
     let maxBodyBytes: Int
     let tokenCheck: @Sendable (String?) -> Bool
 
-    func respond(to fcgi: FastCGIRequest, context: RequestContext) {
+    public init(router: Router, maxBodyBytes: Int, tokenCheck: @escaping @Sendable (String?) -> Bool) {
+        self.router = router
+        self.maxBodyBytes = maxBodyBytes
+        self.tokenCheck = tokenCheck
+    }
+
+    public func respond(to channel: some RequestChannel, context: RequestContext) {
         let started = MonotonicClock.nanoseconds()
-        let method = String(decoding: fcgi.parameter("REQUEST_METHOD") ?? [], as: UTF8.self)
-        let pathBytes = fcgi.parameter("DOCUMENT_URI") ?? fcgi.parameter("SCRIPT_NAME") ?? []
+        let method = String(decoding: channel.parameter("REQUEST_METHOD") ?? [], as: UTF8.self)
+        let pathBytes = channel.parameter("DOCUMENT_URI") ?? channel.parameter("SCRIPT_NAME") ?? []
         let path = String(validating: pathBytes, as: UTF8.self)
         let match = router.match(path)
         let response: APIResponse
         do {
-            response = try handle(fcgi, method: method, path: path ?? "", route: match.route, context: context)
+            response = try handle(channel, method: method, path: path ?? "", route: match.route, context: context)
         } catch let error as APIError {
             if error.response.status == 400 {
                 context.logger.debug("invalid request", metadata: ["reason": "\(error.reason)"])
@@ -35,39 +40,39 @@ struct Dispatcher: Sendable {
             context.logger.error("request failed", metadata: ["error": "\(error)"])
             response = APIError.internalError.response
         }
-        fcgi.write(response.cgiBytes(includeBody: method != "HEAD"))
+        channel.write(response.cgiBytes(includeBody: method != "HEAD"))
         // The label is the route, never the path: callback paths carry sealed tokens.
         context.requestCounters?.record(label: match.label, status: response.status,
                                         seconds: Double(MonotonicClock.nanoseconds() &- started) / 1e9)
     }
 
-    private func handle(_ fcgi: FastCGIRequest, method: String, path: String, route: Route?, context: RequestContext) throws -> APIResponse {
+    private func handle(_ channel: some RequestChannel, method: String, path: String, route: Route?, context: RequestContext) throws -> APIResponse {
         guard let route else { throw APIError.notFound }
         guard route.allows(method) else { throw APIError.methodNotAllowed(route.methods) }
 
-        let apiToken = try header(fcgi, "HTTP_APITOKEN")
+        let apiToken = try header(channel, "HTTP_APITOKEN")
         if route.requiresAPIToken && !tokenCheck(apiToken) { throw APIError.unauthorized }
 
         var parameters = Parameters()
         var body: [UInt8] = []
         if method == "POST" {
             switch route.body {
-            case .parameters: parameters = try readParameters(fcgi)
-            case .xml(let limit): body = try readXML(fcgi, limit: limit)
+            case .parameters: parameters = try readParameters(channel)
+            case .xml(let limit): body = try readXML(channel, limit: limit)
             }
         }
         let request = Request(
             method: method, path: path, apiToken: apiToken,
-            badge: try flagHeader(fcgi, "HTTP_BADGE"),
-            development: try flagHeader(fcgi, "HTTP_DEVELOPMENT"),
+            badge: try flagHeader(channel, "HTTP_BADGE"),
+            development: try flagHeader(channel, "HTTP_DEVELOPMENT"),
             parameters: parameters, body: body
         )
         return try route.handler(request, context)
     }
 
     /// The declared body length, refused before reading when over `limit`.
-    private func contentLength(_ fcgi: FastCGIRequest, limit: Int) throws(APIError) -> Int {
-        let lengthText = String(decoding: fcgi.parameter("CONTENT_LENGTH") ?? [], as: UTF8.self)
+    private func contentLength(_ channel: some RequestChannel, limit: Int) throws(APIError) -> Int {
+        let lengthText = String(decoding: channel.parameter("CONTENT_LENGTH") ?? [], as: UTF8.self)
         let length = lengthText.isEmpty ? 0 : Int(lengthText) ?? -1
         guard length >= 0 else { throw .invalidRequest("Invalid Content-Length.") }
         guard length <= limit else { throw .payloadTooLarge(limit: limit) }
@@ -75,37 +80,37 @@ struct Dispatcher: Sendable {
     }
 
     /// Reads an XML body (text/xml or application/xml) whole.
-    private func readXML(_ fcgi: FastCGIRequest, limit: Int) throws(APIError) -> [UInt8] {
-        let length = try contentLength(fcgi, limit: limit)
-        guard MediaType(fcgi.parameter("CONTENT_TYPE") ?? []) == .xml else { throw .unsupportedXMLMediaType }
-        let body = fcgi.readBody(limit: length)
+    private func readXML(_ channel: some RequestChannel, limit: Int) throws(APIError) -> [UInt8] {
+        let length = try contentLength(channel, limit: limit)
+        guard MediaType(channel.parameter("CONTENT_TYPE") ?? []) == .xml else { throw .unsupportedXMLMediaType }
+        let body = channel.readBody(limit: length)
         guard body.count == length, length > 0 else { throw .invalidRequest("The request body is missing or ended early.") }
         return body
     }
 
     /// Reads and decodes the body, refusing oversize bodies before reading them.
-    private func readParameters(_ fcgi: FastCGIRequest) throws(APIError) -> Parameters {
-        let length = try contentLength(fcgi, limit: maxBodyBytes)
+    private func readParameters(_ channel: some RequestChannel) throws(APIError) -> Parameters {
+        let length = try contentLength(channel, limit: maxBodyBytes)
 
-        let contentType = MediaType(fcgi.parameter("CONTENT_TYPE") ?? [])
+        let contentType = MediaType(channel.parameter("CONTENT_TYPE") ?? [])
         if length == 0 && contentType == .absent { return Parameters() }
         guard contentType == .json || contentType == .form else { throw .unsupportedMediaType }
 
-        let body = fcgi.readBody(limit: length)
+        let body = channel.readBody(limit: length)
         guard body.count == length else { throw .invalidRequest("The request body ended early.") }
         return try ParameterDecoder.decode(body, json: contentType == .json)
     }
 
-    private func header(_ fcgi: FastCGIRequest, _ name: String) throws(APIError) -> String? {
-        guard let bytes = fcgi.parameter(name) else { return nil }
+    private func header(_ channel: some RequestChannel, _ name: String) throws(APIError) -> String? {
+        guard let bytes = channel.parameter(name) else { return nil }
         guard let text = String(validating: bytes, as: UTF8.self), !text.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
             throw .invalidRequest("A header is not valid text.")
         }
         return text
     }
 
-    private func flagHeader(_ fcgi: FastCGIRequest, _ name: String) throws(APIError) -> Bool? {
-        guard let value = try header(fcgi, name) else { return nil }
+    private func flagHeader(_ channel: some RequestChannel, _ name: String) throws(APIError) -> Bool? {
+        guard let value = try header(channel, name) else { return nil }
         switch value.trimmingCharacters(in: " ") {
         case "1", "true": return true
         case "0", "false", "": return false
