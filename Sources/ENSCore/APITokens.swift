@@ -39,7 +39,8 @@ public enum APITokens {
 
     public static func list(database: any SQLDatabase) throws -> [Listing] {
         try database.query("SELECT id, label, created_at, revoked_at FROM APITokens ORDER BY id LIMIT 10000").map { row in
-            Listing(id: try row.int(0), label: try row.text(1), createdAt: try row.text(2), revokedAt: try row.optionalText(3))
+            let (id, label, createdAt, revokedAt) = try row.decode(Int64.self, String.self, String.self, String?.self)
+            return Listing(id: id, label: label, createdAt: createdAt, revokedAt: revokedAt)
         }
     }
 
@@ -53,8 +54,9 @@ public enum APITokens {
         while true {
             let rows = try database.query("SELECT id, token_hash FROM APITokens WHERE revoked_at IS NULL AND id > \(lastID) ORDER BY id LIMIT 1000")
             for row in rows {
-                lastID = try row.int(0)
-                hashes.append(Hex.encode(try row.blob(1)))
+                let (id, hash) = try row.decode(Int64.self, [UInt8].self)
+                lastID = id
+                hashes.append(Hex.encode(hash))
             }
             if rows.count < 1000 { break }
         }

@@ -47,7 +47,7 @@ public struct Migrator {
               applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
             """)
-        let applied = Set(try database.query("SELECT version FROM schema_migrations").map { try $0.int(0) })
+        let applied = Set(try database.query("SELECT version FROM schema_migrations").map { row -> Int64 in try row.decode(Int64.self) })
         var done: [String] = []
         for (version, name) in try available() where !applied.contains(Int64(version)) {
             let bytes: [UInt8]

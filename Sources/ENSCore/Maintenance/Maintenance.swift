@@ -78,7 +78,7 @@ public struct Maintenance {
                 WHERE s.id > \(lastID) AND d.id IS NULL AND COALESCE(s.last_checkin_at, s.created_at) < \(cutoff)
                 ORDER BY s.id LIMIT \(limit)
                 """)
-            let ids = try rows.map { try $0.int(0) }
+            let ids = try rows.map { try $0.decode(Int64.self) }
             if let last = ids.last { lastID = last }
             if !ids.isEmpty {
                 // Re-checked inside the DELETE: a device registered meanwhile keeps its record.

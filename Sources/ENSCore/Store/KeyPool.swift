@@ -21,14 +21,14 @@ public struct KeyPool {
             guard let row = try database.queryOne("SELECT id, public_key_pem, private_key_sealed FROM KeyPool ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED") else {
                 return nil
             }
-            let id = try row.int(0)
+            let (id, publicKeyPEM, sealed) = try row.decode(Int64.self, String.self, [UInt8].self)
             try database.execute("DELETE FROM KeyPool WHERE id = \(id)")
-            return (try row.text(1), try vault.openPoolKey(try row.blob(2)))
+            return (publicKeyPEM, try vault.openPoolKey(sealed))
         }
     }
 
     public func count() throws -> Int {
-        Int(try database.queryOne("SELECT COUNT(*) FROM KeyPool")?.int(0) ?? 0)
+        try database.queryOne("SELECT COUNT(*) FROM KeyPool")?.decode(Int.self) ?? 0
     }
 
     /// Generates keys until the pool holds `target`, using `threads` threads for the

@@ -78,7 +78,7 @@ public struct SubscriptionStore {
             guard let row = try database.queryOne("SELECT private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
                 throw StoreError.recordVanished
             }
-            return try vault.openUserKey(try row.blob(0), userID: record.userID)
+            return try vault.openUserKey(try row.decode([UInt8].self), userID: record.userID)
         }
         guard let keyCache else { return try open() }
         return try keyCache.key(recordID: record.id, open: open)
@@ -88,7 +88,7 @@ public struct SubscriptionStore {
         guard let row = try database.queryOne("SELECT public_key_pem FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
             throw StoreError.recordVanished
         }
-        return try row.text(0)
+        return try row.decode(String.self)
     }
 
     public func deleteRecord(id: Int64) throws {
@@ -185,7 +185,7 @@ public struct SubscriptionStore {
     public func unregister(recordID: Int64, token: DeviceToken) throws -> Bool {
         try database.transaction {
             try database.execute("DELETE FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(vault.tokenHash(token))")
-            let remaining = try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID)")?.int(0) ?? 0
+            let remaining = try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID)")?.decode(Int.self) ?? 0
             if remaining == 0 {
                 try database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(recordID)")
                 return true
@@ -298,8 +298,9 @@ public struct SubscriptionStore {
         guard let row = try database.queryOne("""
             SELECT token_hash, sync_key_sealed, sync_key_expires_at FROM Devices
             WHERE id = \(deviceID) AND sync_key_sealed IS NOT NULL AND sync_key_expires_at > \(now.databaseString)
-            """), let expiry = Timestamp(databaseString: try row.text(2)) else { return nil }
-        return (try vault.openSyncKey(try row.blob(1), tokenHash: try row.blob(0)), expiry)
+            """) else { return nil }
+        let (tokenHash, sealed, expiry) = try row.decode([UInt8].self, [UInt8].self, Timestamp.self)
+        return (try vault.openSyncKey(sealed, tokenHash: tokenHash), expiry)
     }
 }
 

@@ -28,14 +28,16 @@ enum MetricsEndpoint {
                         ELSE 'stale' END AS state, COUNT(*)
             FROM EnsSubscriptionInfo GROUP BY state
             """) {
-            values[MetricsText.key("ens_subscriptions", [("state", try row.text(0))])] = Double(try row.int(1))
+            let (state, count) = try row.decode(String.self, Int64.self)
+            values[MetricsText.key("ens_subscriptions", [("state", state)])] = Double(count)
         }
         values[MetricsText.key("ens_devices", [("state", "enabled")])] = 0
         values[MetricsText.key("ens_devices", [("state", "disabled")])] = 0
         for row in try context.database.query("""
             SELECT IF(disabled_at IS NULL, 'enabled', 'disabled') AS state, COUNT(*) FROM Devices GROUP BY state
             """) {
-            values[MetricsText.key("ens_devices", [("state", try row.text(0))])] = Double(try row.int(1))
+            let (state, count) = try row.decode(String.self, Int64.self)
+            values[MetricsText.key("ens_devices", [("state", state)])] = Double(count)
         }
         return values
     }
