@@ -1,4 +1,5 @@
 internal import CCurl
+internal import POSIX
 
 /// Many concurrent HTTP/2 requests over a few long-lived connections, with libcurl's
 /// multi interface (CURLPIPE_MULTIPLEX): requests to one host share a connection as
@@ -9,19 +10,19 @@ public final class HTTP2Multiplexer {
         public var caBundlePath: String?
         /// Connections per host; streams are multiplexed over them.
         public var connectionsPerHost: Int
-        public var connectTimeoutMilliseconds: Int
-        public var requestTimeoutMilliseconds: Int
-        /// Seconds a connection may sit idle before libcurl checks it with an HTTP/2 PING
-        /// (CURLOPT_UPKEEP_INTERVAL_MS, driven by `upkeep()`).
-        public var pingIntervalMilliseconds: Int
+        public var connectTimeout: Duration
+        public var requestTimeout: Duration
+        /// How long a connection may sit idle before libcurl checks it with an HTTP/2
+        /// PING (CURLOPT_UPKEEP_INTERVAL_MS, driven by `upkeep()`).
+        public var pingInterval: Duration
 
-        public init(caBundlePath: String? = nil, connectionsPerHost: Int = 2, connectTimeoutMilliseconds: Int = 5000,
-                    requestTimeoutMilliseconds: Int = 15000, pingIntervalMilliseconds: Int = 60000) {
+        public init(caBundlePath: String? = nil, connectionsPerHost: Int = 2, connectTimeout: Duration = .seconds(5),
+                    requestTimeout: Duration = .seconds(15), pingInterval: Duration = .seconds(60)) {
             self.caBundlePath = caBundlePath
             self.connectionsPerHost = connectionsPerHost
-            self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
-            self.requestTimeoutMilliseconds = requestTimeoutMilliseconds
-            self.pingIntervalMilliseconds = pingIntervalMilliseconds
+            self.connectTimeout = connectTimeout
+            self.requestTimeout = requestTimeout
+            self.pingInterval = pingInterval
         }
     }
 
@@ -90,9 +91,9 @@ public final class HTTP2Multiplexer {
         options.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         // Wait for an existing connection to multiplex on rather than opening another.
         options.set(CURLOPT_PIPEWAIT, 1)
-        options.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
-        options.set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds)
-        options.set(CURLOPT_UPKEEP_INTERVAL_MS, configuration.pingIntervalMilliseconds)
+        options.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.wholeMilliseconds)
+        options.set(CURLOPT_TIMEOUT_MS, configuration.requestTimeout.wholeMilliseconds)
+        options.set(CURLOPT_UPKEEP_INTERVAL_MS, configuration.pingInterval.wholeMilliseconds)
         // libcurl before 8.10 sends HTTP/2 PINGs (curl_easy_upkeep) only through a
         // handle on the connection, and idle multi connections have none. TCP
         // keepalive keeps idle connections known to NATs and firewalls, and finds
@@ -102,7 +103,7 @@ public final class HTTP2Multiplexer {
         options.set(CURLOPT_BUFFERSIZE, 4096)
         options.set(CURLOPT_UPLOAD_BUFFERSIZE, 16384)
         options.set(CURLOPT_TCP_KEEPALIVE, 1)
-        options.set(CURLOPT_TCP_KEEPIDLE, max(10, configuration.pingIntervalMilliseconds / 1000))
+        options.set(CURLOPT_TCP_KEEPIDLE, max(10, Int(configuration.pingInterval.wholeSeconds)))
         options.set(CURLOPT_TCP_KEEPINTVL, 15)
         options.verifyTLS(caBundlePath: configuration.caBundlePath)
         if let clientCertificate { options.clientCertificate(clientCertificate) }

@@ -60,8 +60,8 @@ public struct HTTPResponse: Sendable {
 public struct HTTPClientConfiguration: Sendable {
     /// PEM bundle of trusted CAs; nil uses the system store.
     public var caBundlePath: String?
-    public var connectTimeoutMilliseconds: Int
-    public var totalTimeoutMilliseconds: Int
+    public var connectTimeout: Duration
+    public var totalTimeout: Duration
     /// Offer HTTP/2 over TLS (ALPN); servers that do not speak it get HTTP/1.1.
     public var preferHTTP2: Bool
     /// libcurl CONNECT_TO entries ("HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT"): connect
@@ -75,24 +75,24 @@ public struct HTTPClientConfiguration: Sendable {
     public var destinationPolicy: DestinationPolicy?
     /// The largest response body taken; a longer one is cut off while it downloads.
     public var maximumResponseBytes: Int
-    /// A transfer slower than this many bytes per second for `lowSpeedSeconds` is
-    /// abandoned (0: no limit): a peer that dribbles cannot hold a thread for the whole
-    /// timeout on its own.
+    /// A transfer slower than this many bytes per second for `lowSpeedTime` (whole
+    /// seconds) is abandoned (0: no limit): a peer that dribbles cannot hold a thread
+    /// for the whole timeout on its own.
     public var lowSpeedBytesPerSecond: Int
-    public var lowSpeedSeconds: Int
+    public var lowSpeedTime: Duration
 
-    public init(caBundlePath: String? = nil, connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10000,
+    public init(caBundlePath: String? = nil, connectTimeout: Duration = .seconds(3), totalTimeout: Duration = .seconds(10),
                 preferHTTP2: Bool = true, connectTo: [String] = [], destinationPolicy: DestinationPolicy? = nil,
-                maximumResponseBytes: Int = 16 << 20, lowSpeedBytesPerSecond: Int = 0, lowSpeedSeconds: Int = 0) {
+                maximumResponseBytes: Int = 16 << 20, lowSpeedBytesPerSecond: Int = 0, lowSpeedTime: Duration = .zero) {
         self.caBundlePath = caBundlePath
-        self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
-        self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
+        self.connectTimeout = connectTimeout
+        self.totalTimeout = totalTimeout
         self.preferHTTP2 = preferHTTP2
         self.connectTo = connectTo
         self.destinationPolicy = destinationPolicy
         self.maximumResponseBytes = maximumResponseBytes
         self.lowSpeedBytesPerSecond = lowSpeedBytesPerSecond
-        self.lowSpeedSeconds = lowSpeedSeconds
+        self.lowSpeedTime = lowSpeedTime
     }
 }
 
@@ -119,20 +119,20 @@ public final class HTTPClient {
     }
 
     /// Sends `request` and waits for the whole response. Redirects are not followed:
-    /// callers that want them check the target first. `totalTimeoutMilliseconds`
+    /// callers that want them check the target first. `totalTimeout`
     /// overrides the configured limit for this request; `deadline` bounds it further
     /// (the time left of a caller's budget).
     ///
     /// Refused before any I/O: a header name or value with control characters (CR/LF
     /// would let a value such as an OAuth token add headers of its own), a spent
     /// deadline, and with a destination policy a URL it does not permit.
-    public func send(_ request: HTTPRequest, totalTimeoutMilliseconds: Int? = nil, deadline: Deadline? = nil) throws(CurlError) -> HTTPResponse {
+    public func send(_ request: HTTPRequest, totalTimeout: Duration? = nil, deadline: Deadline? = nil) throws(CurlError) -> HTTPResponse {
         for (name, value) in request.headers {
             guard !name.isEmpty, Self.isHeaderSafe(name), Self.isHeaderSafe(value), !name.contains(":") else {
                 throw CurlError(.invalidRequest, detail: "a header name or value contains control characters")
             }
         }
-        var timeout = totalTimeoutMilliseconds ?? configuration.totalTimeoutMilliseconds
+        var timeout = (totalTimeout ?? configuration.totalTimeout).wholeMilliseconds
         if let deadline {
             let left = deadline.remainingMilliseconds
             guard left > 0 else { throw CurlError(.budgetExhausted, detail: "no time left for this request") }
@@ -164,12 +164,12 @@ public final class HTTPClient {
             options.set(CURLOPT_ERRORBUFFER, pointer: errorPointer.baseAddress)
             options.set(CURLOPT_NOSIGNAL, 1)
             options.set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS))
-            options.set(CURLOPT_CONNECTTIMEOUT_MS, min(configuration.connectTimeoutMilliseconds, timeout))
+            options.set(CURLOPT_CONNECTTIMEOUT_MS, min(configuration.connectTimeout.wholeMilliseconds, timeout))
             options.set(CURLOPT_TIMEOUT_MS, timeout)
             options.set(CURLOPT_MAXFILESIZE, configuration.maximumResponseBytes)
             if configuration.lowSpeedBytesPerSecond > 0 {
                 options.set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedBytesPerSecond)
-                options.set(CURLOPT_LOW_SPEED_TIME, configuration.lowSpeedSeconds)
+                options.set(CURLOPT_LOW_SPEED_TIME, Int(configuration.lowSpeedTime.wholeSeconds))
             }
             if let connectGuard { options.guardConnections(with: connectGuard) }
             if request.connectionKey != nil {
@@ -285,8 +285,8 @@ public struct URLParts: Equatable, Sendable {
 public struct Deadline: Sendable {
     private let milliseconds: UInt64
 
-    public static func after(milliseconds: Int) -> Deadline {
-        Deadline(milliseconds: now() + UInt64(max(0, milliseconds)))
+    public static func after(_ budget: Duration) -> Deadline {
+        Deadline(milliseconds: now() + UInt64(max(0, budget.wholeMilliseconds)))
     }
 
     /// Milliseconds left (0 once passed).

@@ -80,9 +80,9 @@ public final class APITokenSet: Sendable {
     private let checkIntervalMilliseconds: UInt64
     private let state: SynchronizedBox<State>
 
-    public init(path: String, checkIntervalSeconds: Int) {
+    public init(path: String, checkInterval: Duration) {
         self.path = path
-        self.checkIntervalMilliseconds = UInt64(max(checkIntervalSeconds, 1)) * 1000
+        self.checkIntervalMilliseconds = UInt64(max(checkInterval.wholeMilliseconds, 1000))
         self.state = SynchronizedBox(State())
     }
 

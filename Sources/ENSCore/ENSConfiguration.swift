@@ -15,7 +15,7 @@ public struct ENSConfiguration: Sendable {
     public var fcgiBacklog: Int32 = 1024
     public var maxBodyBytes = 65536
     /// How long a responder trusts its last database check when answering /alive.
-    public var healthCacheMilliseconds = 1000
+    public var healthCache: Duration = .milliseconds(1000)
 
     // Database
     public var dbSocket: String? = "/run/mysqld/mysqld.sock"
@@ -26,18 +26,18 @@ public struct ENSConfiguration: Sendable {
     public var dbPasswordFile = "/etc/ens/secrets/db-service.password"
     public var dbMigrationUser = "ens_migrate"
     public var dbMigrationPasswordFile = "/etc/ens/secrets/db-migrate.password"
-    public var dbConnectTimeoutSeconds = 2
+    public var dbConnectTimeout: Duration = .seconds(2)
     public var migrationsDirectory = "/usr/share/ens/sql/migrations"
 
     // Secrets and authentication
     public var masterKeyFile = "/etc/ens/secrets/master.key"
     public var apiTokenCacheFile = "/var/lib/ens/api-tokens.cache"
     /// How often responders look at the token cache file for changes (a stat call).
-    public var apiTokenRefreshSeconds = 5
+    public var apiTokenRefresh: Duration = .seconds(5)
 
-    /// Seconds past an Exchange subscription's status frequency before it counts as
-    /// unhealthy (no heartbeat) and devices are told to register again.
-    public var subscriptionGraceSeconds = 300
+    /// Time past a subscription's heartbeat interval before it counts as unhealthy
+    /// (no heartbeat) and devices are told to register again.
+    public var subscriptionGrace: Duration = .seconds(300)
 
     // RSA key pool
     public var keyPoolSize = 200
@@ -65,10 +65,10 @@ public struct ENSConfiguration: Sendable {
     public var lockFile = "/run/ens/ens-cron.lock"
 
     // Maintenance (ens-cron)
-    public var reapDeviceDays = 30
-    public var reapDisabledDays = 7
-    public var reapEmptyRecordDays = 7
-    public var wakeupIntervalMinutes = 360
+    public var deviceRetention: Duration = .days(30)
+    public var disabledRetention: Duration = .days(7)
+    public var emptyRecordRetention: Duration = .days(7)
+    public var wakeupInterval: Duration = .minutes(360)
 
     // Exchange (EWS)
     /// The public https URL of the callback location, ending in `/ews/`; registration
@@ -82,14 +82,14 @@ public struct ENSConfiguration: Sendable {
     /// failed callback for about this long, so an ENS outage shorter than roughly half
     /// of it costs no subscription; heartbeats also come this often, so a dead
     /// subscription is noticed after it plus subscription.grace_seconds.
-    public var exchangeStatusFrequencyMinutes = 30
-    public var exchangeTimeoutMilliseconds = 10000
+    public var exchangeStatusFrequency: Duration = .minutes(30)
+    public var exchangeTimeout: Duration = .milliseconds(10000)
     /// Budget for a callback's GetItem and GetFolder together; past it devices get a
     /// generic alert.
-    public var exchangeItemTimeoutMilliseconds = 5000
+    public var exchangeItemTimeout: Duration = .milliseconds(5000)
     /// One wall-clock budget for a registration's Exchange work: every Autodiscover hop,
     /// the proof and the Subscribe attempts together.
-    public var exchangeRegistrationBudgetMilliseconds = 20000
+    public var exchangeRegistrationBudget: Duration = .milliseconds(20000)
     /// Networks Exchange traffic may reach although they are special (loopback, private,
     /// link-local, ...); nothing by default.
     public var exchangeAllowedNetworks: [IPNetwork] = []
@@ -102,14 +102,14 @@ public struct ENSConfiguration: Sendable {
     /// Exchange): the rest keep answering whatever Exchange does.
     public var exchangeMaximumConcurrentRegistrations = 1
     public var exchangeMaximumSlowCallbacks = 2
-    public var exchangeAutodiscoverCacheHours = 24
+    public var exchangeAutodiscoverCacheLifetime: Duration = .hours(24)
     /// How long APNs should keep trying to deliver a new-mail notification.
-    public var exchangeNotificationTTLSeconds = 86400
+    public var exchangeNotificationTTL: Duration = .seconds(86400)
     /// Failed proofs of possession (credentials Exchange refused, or an EWS endpoint
     /// that is not the mailbox's) a record takes per window before registrations for it
     /// are answered 429 without contacting Exchange: ENS is no password-guessing oracle.
     public var exchangeProofFailureLimit = 5
-    public var exchangeProofWindowSeconds = 900
+    public var exchangeProofWindow: Duration = .seconds(900)
     /// A callback with more new items than this gets one "N new messages" alert per
     /// device (and no GetItem) instead of one alert per item.
     public var exchangeMaximumItemsPerCallback = 50
@@ -127,7 +127,7 @@ public struct ENSConfiguration: Sendable {
     /// Empty: no policy service, every device may receive mail.
     public var policyURL = ""
     public var policyCAFile: String?
-    public var policyTimeoutMilliseconds = 2000
+    public var policyTimeout: Duration = .milliseconds(2000)
     /// Whether an unreachable policy service lets notifications through.
     public var policyAllowOnError = false
 
@@ -148,7 +148,7 @@ public struct ENSConfiguration: Sendable {
         "fcgi.batch_scheduling": { config, key, value throws(ConfigError) in config.fcgiBatchScheduling = try boolean(key, value) },
         "fcgi.backlog": { config, key, value throws(ConfigError) in config.fcgiBacklog = Int32(try integer(key, value, 1...65535)) },
         "http.max_body_bytes": { config, key, value throws(ConfigError) in config.maxBodyBytes = try integer(key, value, 1024...16_777_216) },
-        "health.cache_ms": { config, key, value throws(ConfigError) in config.healthCacheMilliseconds = try integer(key, value, 0...60000) },
+        "health.cache_ms": { config, key, value throws(ConfigError) in config.healthCache = try duration(key, value, 0...60000, Duration.milliseconds) },
         "db.socket": { config, key, value throws(ConfigError) in config.dbSocket = value.isEmpty ? nil : try path(key, value) },
         "db.host": { config, key, value throws(ConfigError) in config.dbHost = try nonEmpty(key, value) },
         "db.port": { config, key, value throws(ConfigError) in config.dbPort = try integer(key, value, 1...65535) },
@@ -157,12 +157,12 @@ public struct ENSConfiguration: Sendable {
         "db.password_file": { config, key, value throws(ConfigError) in config.dbPasswordFile = try path(key, value) },
         "db.migration_user": { config, key, value throws(ConfigError) in config.dbMigrationUser = try identifier(key, value) },
         "db.migration_password_file": { config, key, value throws(ConfigError) in config.dbMigrationPasswordFile = try path(key, value) },
-        "db.connect_timeout_seconds": { config, key, value throws(ConfigError) in config.dbConnectTimeoutSeconds = try integer(key, value, 1...60) },
+        "db.connect_timeout_seconds": { config, key, value throws(ConfigError) in config.dbConnectTimeout = try duration(key, value, 1...60, Duration.seconds) },
         "db.migrations_dir": { config, key, value throws(ConfigError) in config.migrationsDirectory = try path(key, value) },
         "security.master_key_file": { config, key, value throws(ConfigError) in config.masterKeyFile = try path(key, value) },
         "auth.token_cache_file": { config, key, value throws(ConfigError) in config.apiTokenCacheFile = try path(key, value) },
-        "auth.refresh_seconds": { config, key, value throws(ConfigError) in config.apiTokenRefreshSeconds = try integer(key, value, 1...3600) },
-        "subscription.grace_seconds": { config, key, value throws(ConfigError) in config.subscriptionGraceSeconds = try integer(key, value, 0...86400) },
+        "auth.refresh_seconds": { config, key, value throws(ConfigError) in config.apiTokenRefresh = try duration(key, value, 1...3600, Duration.seconds) },
+        "subscription.grace_seconds": { config, key, value throws(ConfigError) in config.subscriptionGrace = try duration(key, value, 0...86400, Duration.seconds) },
         "keys.cache_size": { config, key, value throws(ConfigError) in config.keyCacheSize = try integer(key, value, 0...100_000) },
         "keys.pool_size": { config, key, value throws(ConfigError) in config.keyPoolSize = try integer(key, value, 0...100_000) },
         "push.spool_dir": { config, key, value throws(ConfigError) in config.pushSpoolDirectory = try path(key, value) },
@@ -176,10 +176,10 @@ public struct ENSConfiguration: Sendable {
         "push.max_in_flight": { config, key, value throws(ConfigError) in config.pushMaximumInFlight = try integer(key, value, 1...10_000) },
         "push.connections": { config, key, value throws(ConfigError) in config.pushConnectionsPerHost = try integer(key, value, 1...16) },
         "push.socket": { config, key, value throws(ConfigError) in config.pushSocket = try path(key, value) },
-        "reap.device_days": { config, key, value throws(ConfigError) in config.reapDeviceDays = try integer(key, value, 1...3650) },
-        "reap.disabled_days": { config, key, value throws(ConfigError) in config.reapDisabledDays = try integer(key, value, 0...3650) },
-        "reap.empty_record_days": { config, key, value throws(ConfigError) in config.reapEmptyRecordDays = try integer(key, value, 0...3650) },
-        "renew.wakeup_interval_minutes": { config, key, value throws(ConfigError) in config.wakeupIntervalMinutes = try integer(key, value, 1...10080) },
+        "reap.device_days": { config, key, value throws(ConfigError) in config.deviceRetention = try duration(key, value, 1...3650, Duration.days) },
+        "reap.disabled_days": { config, key, value throws(ConfigError) in config.disabledRetention = try duration(key, value, 0...3650, Duration.days) },
+        "reap.empty_record_days": { config, key, value throws(ConfigError) in config.emptyRecordRetention = try duration(key, value, 0...3650, Duration.days) },
+        "renew.wakeup_interval_minutes": { config, key, value throws(ConfigError) in config.wakeupInterval = try duration(key, value, 1...10080, Duration.minutes) },
         "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },
         "exchange.callback_url": { config, key, value throws(ConfigError) in
             guard value.isEmpty || value.hasPrefix("https://"), value.isEmpty || value.hasSuffix("/ews/"), value.utf8.count < 200, !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
@@ -191,10 +191,10 @@ public struct ENSConfiguration: Sendable {
         "exchange.connect_to": { config, key, value throws(ConfigError) in
             config.exchangeConnectTo = list(value)
         },
-        "exchange.status_frequency_minutes": { config, key, value throws(ConfigError) in config.exchangeStatusFrequencyMinutes = try integer(key, value, 1...1440) },
-        "exchange.timeout_ms": { config, key, value throws(ConfigError) in config.exchangeTimeoutMilliseconds = try integer(key, value, 500...120_000) },
-        "exchange.item_timeout_ms": { config, key, value throws(ConfigError) in config.exchangeItemTimeoutMilliseconds = try integer(key, value, 100...60000) },
-        "exchange.registration_budget_ms": { config, key, value throws(ConfigError) in config.exchangeRegistrationBudgetMilliseconds = try integer(key, value, 1000...120_000) },
+        "exchange.status_frequency_minutes": { config, key, value throws(ConfigError) in config.exchangeStatusFrequency = try duration(key, value, 1...1440, Duration.minutes) },
+        "exchange.timeout_ms": { config, key, value throws(ConfigError) in config.exchangeTimeout = try duration(key, value, 500...120_000, Duration.milliseconds) },
+        "exchange.item_timeout_ms": { config, key, value throws(ConfigError) in config.exchangeItemTimeout = try duration(key, value, 100...60000, Duration.milliseconds) },
+        "exchange.registration_budget_ms": { config, key, value throws(ConfigError) in config.exchangeRegistrationBudget = try duration(key, value, 1000...120_000, Duration.milliseconds) },
         "exchange.allowed_networks": { config, key, value throws(ConfigError) in
             config.exchangeAllowedNetworks = try list(value).map { text throws(ConfigError) in
                 guard let network = IPNetwork(text) else { throw ConfigError(key: key, problem: "must list networks in CIDR form (e.g. 10.1.0.0/16, fd00::/8), got '\(text)'") }
@@ -213,17 +213,17 @@ public struct ENSConfiguration: Sendable {
         },
         "exchange.max_concurrent_registrations": { config, key, value throws(ConfigError) in config.exchangeMaximumConcurrentRegistrations = try integer(key, value, 1...512) },
         "exchange.max_slow_callbacks": { config, key, value throws(ConfigError) in config.exchangeMaximumSlowCallbacks = try integer(key, value, 1...512) },
-        "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheHours = try integer(key, value, 0...720) },
+        "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheLifetime = try duration(key, value, 0...720, Duration.hours) },
         "exchange.max_items_per_callback": { config, key, value throws(ConfigError) in config.exchangeMaximumItemsPerCallback = try integer(key, value, 1...1000) },
         "exchange.max_notifications_per_minute": { config, key, value throws(ConfigError) in config.exchangeMaximumNotificationsPerMinute = try integer(key, value, 1...100_000) },
         "quota.records_per_token_per_hour": { config, key, value throws(ConfigError) in config.recordsPerTokenPerHour = try integer(key, value, 1...10_000_000) },
         "devices.max_per_record": { config, key, value throws(ConfigError) in config.maximumDevicesPerRecord = try integer(key, value, 1...1000) },
         "exchange.proof_failure_limit": { config, key, value throws(ConfigError) in config.exchangeProofFailureLimit = try integer(key, value, 1...1000) },
-        "exchange.proof_window_seconds": { config, key, value throws(ConfigError) in config.exchangeProofWindowSeconds = try integer(key, value, 10...86400) },
-        "exchange.notification_ttl_seconds": { config, key, value throws(ConfigError) in config.exchangeNotificationTTLSeconds = try integer(key, value, 0...2_592_000) },
+        "exchange.proof_window_seconds": { config, key, value throws(ConfigError) in config.exchangeProofWindow = try duration(key, value, 10...86400, Duration.seconds) },
+        "exchange.notification_ttl_seconds": { config, key, value throws(ConfigError) in config.exchangeNotificationTTL = try duration(key, value, 0...2_592_000, Duration.seconds) },
         "policy.url": { config, key, value throws(ConfigError) in config.policyURL = value.isEmpty ? "" : try httpURL(key, value) },
         "policy.ca_file": { config, key, value throws(ConfigError) in config.policyCAFile = value.isEmpty ? nil : try path(key, value) },
-        "policy.timeout_ms": { config, key, value throws(ConfigError) in config.policyTimeoutMilliseconds = try integer(key, value, 100...30000) },
+        "policy.timeout_ms": { config, key, value throws(ConfigError) in config.policyTimeout = try duration(key, value, 100...30000, Duration.milliseconds) },
         "policy.on_error": { config, key, value throws(ConfigError) in
             guard value == "allow" || value == "deny" else { throw ConfigError(key: key, problem: "must be allow or deny") }
             config.policyAllowOnError = value == "allow"
@@ -335,7 +335,7 @@ public struct ENSConfiguration: Sendable {
         MariaDBConfiguration(
             unixSocket: dbSocket, host: dbHost, port: dbPort,
             user: dbUser, password: try Self.secretText(key: "db.password_file", path: dbPasswordFile),
-            database: dbName, connectTimeoutSeconds: dbConnectTimeoutSeconds
+            database: dbName, connectTimeout: dbConnectTimeout
         )
     }
 
@@ -344,7 +344,7 @@ public struct ENSConfiguration: Sendable {
         MariaDBConfiguration(
             unixSocket: dbSocket, host: dbHost, port: dbPort,
             user: dbMigrationUser, password: try Self.secretText(key: "db.migration_password_file", path: dbMigrationPasswordFile),
-            database: dbName, connectTimeoutSeconds: dbConnectTimeoutSeconds
+            database: dbName, connectTimeout: dbConnectTimeout
         )
     }
 
@@ -379,6 +379,11 @@ public struct ENSConfiguration: Sendable {
         value.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
     }
 
+    /// A whole number of `unit`s (the key's name says which: `_ms`, `_seconds`, ...).
+    private static func duration(_ key: String, _ value: String, _ range: ClosedRange<Int>, _ unit: (Int) -> Duration) throws(ConfigError) -> Duration {
+        unit(try integer(key, value, range))
+    }
+
     private static func integer(_ key: String, _ value: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int {
         guard let number = Int(value), range.contains(number) else {
             throw ConfigError(key: key, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound), got '\(value.prefix(40))'")
@@ -410,9 +415,8 @@ public struct ENSConfiguration: Sendable {
 
     public var maintenancePolicy: Maintenance.Policy {
         Maintenance.Policy(
-            deviceRetentionDays: reapDeviceDays, disabledRetentionDays: reapDisabledDays,
-            emptyRecordRetentionDays: reapEmptyRecordDays, subscriptionGraceSeconds: subscriptionGraceSeconds,
-            wakeupIntervalMinutes: wakeupIntervalMinutes
+            deviceRetention: deviceRetention, disabledRetention: disabledRetention,
+            emptyRecordRetention: emptyRecordRetention, subscriptionGrace: subscriptionGrace, wakeupInterval: wakeupInterval
         )
     }
 

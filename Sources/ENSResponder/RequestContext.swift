@@ -7,7 +7,7 @@ internal import POSIX
 /// What one responder thread owns: its database connection and its cached health state.
 /// Handlers get the context of the thread they run on; nothing in it is shared.
 public final class RequestContext {
-    public let configuration: ENSConfiguration
+    public let settings: ResponderSettings
     public let services: SharedServices
     public let database: any SQLDatabase
     public var logger: Logger
@@ -21,9 +21,9 @@ public final class RequestContext {
     private var ewsClientStorage: EWSClient?
     private var policyClientStorage: DevicePolicyClient?
 
-    public init(configuration: ENSConfiguration, services: SharedServices, database: any SQLDatabase, logger: Logger,
+    public init(settings: ResponderSettings, services: SharedServices, database: any SQLDatabase, logger: Logger,
                 requestCounters: RequestCounters? = nil) {
-        self.configuration = configuration
+        self.settings = settings
         self.services = services
         self.database = database
         self.logger = logger
@@ -34,7 +34,7 @@ public final class RequestContext {
     /// once per `health.cache_ms`, so /alive under load does not hammer MariaDB.
     public func databaseIsHealthy() -> Bool {
         let now = MonotonicClock.milliseconds()
-        if lastHealthCheck != 0 && now &- lastHealthCheck < UInt64(configuration.healthCacheMilliseconds) {
+        if lastHealthCheck != 0 && now &- lastHealthCheck < UInt64(settings.healthCache.wholeMilliseconds) {
             return lastHealthy
         }
         do {
@@ -67,22 +67,16 @@ public final class RequestContext {
     /// This thread's Exchange client (one libcurl handle, connections kept alive).
     func ewsClient() throws -> EWSClient {
         if let ewsClientStorage { return ewsClientStorage }
-        let client = try EWSClient(configuration: EWSClientConfiguration(
-            caBundlePath: configuration.exchangeCAFile, connectTo: configuration.exchangeConnectTo,
-            totalTimeoutMilliseconds: configuration.exchangeTimeoutMilliseconds,
-            destinationPolicy: DestinationPolicy(allowedNetworks: configuration.exchangeAllowedNetworks,
-                                                 allowedHostSuffixes: configuration.exchangeAllowedHosts)
-        ))
+        let client = try EWSClient(configuration: settings.exchange.client)
         ewsClientStorage = client
         return client
     }
 
     /// This thread's SEG policy client; nil when no policy service is configured.
     func policyClient() throws -> DevicePolicyClient? {
-        guard !configuration.policyURL.isEmpty else { return nil }
+        guard let policy = settings.devicePolicy else { return nil }
         if let policyClientStorage { return policyClientStorage }
-        let client = try DevicePolicyClient(url: configuration.policyURL, caBundlePath: configuration.policyCAFile,
-                                            timeoutMilliseconds: configuration.policyTimeoutMilliseconds)
+        let client = try DevicePolicyClient(url: policy.url, caBundlePath: policy.caFile, timeout: policy.timeout)
         policyClientStorage = client
         return client
     }

@@ -11,14 +11,11 @@ public final class DevicePolicyClient {
 
     private let url: String
     private let http: HTTPClient
-    private let timeoutMilliseconds: Int
 
-    public init(url: String, caBundlePath: String?, timeoutMilliseconds: Int) throws(CurlError) {
+    public init(url: String, caBundlePath: String?, timeout: Duration) throws(CurlError) {
         self.url = url
-        self.timeoutMilliseconds = timeoutMilliseconds
         http = try HTTPClient(configuration: HTTPClientConfiguration(
-            caBundlePath: caBundlePath, connectTimeoutMilliseconds: min(timeoutMilliseconds, 3000),
-            totalTimeoutMilliseconds: timeoutMilliseconds, preferHTTP2: false
+            caBundlePath: caBundlePath, connectTimeout: min(timeout, .seconds(3)), totalTimeout: timeout, preferHTTP2: false
         ))
     }
 

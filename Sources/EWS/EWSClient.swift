@@ -9,20 +9,20 @@ public struct EWSClientConfiguration: Sendable {
     public var caBundlePath: String?
     /// libcurl CONNECT_TO entries (tests point every Exchange host at the simulator).
     public var connectTo: [String]
-    public var connectTimeoutMilliseconds: Int
-    public var totalTimeoutMilliseconds: Int
+    public var connectTimeout: Duration
+    public var totalTimeout: Duration
     /// Where Exchange traffic may go (docs/security.md, "Outbound requests").
     public var destinationPolicy: DestinationPolicy
 
     /// EWS and Autodiscover answers are small; a larger one is cut off as it arrives.
     public static let maximumResponseBytes = 1 << 20
 
-    public init(caBundlePath: String? = nil, connectTo: [String] = [], connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10000,
+    public init(caBundlePath: String? = nil, connectTo: [String] = [], connectTimeout: Duration = .seconds(3), totalTimeout: Duration = .seconds(10),
                 destinationPolicy: DestinationPolicy = DestinationPolicy()) {
         self.caBundlePath = caBundlePath
         self.connectTo = connectTo
-        self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
-        self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
+        self.connectTimeout = connectTimeout
+        self.totalTimeout = totalTimeout
         self.destinationPolicy = destinationPolicy
     }
 }
@@ -84,25 +84,25 @@ public final class EWSClient {
         self.configuration = configuration
         http = try HTTPClient(configuration: HTTPClientConfiguration(
             caBundlePath: configuration.caBundlePath,
-            connectTimeoutMilliseconds: configuration.connectTimeoutMilliseconds,
-            totalTimeoutMilliseconds: configuration.totalTimeoutMilliseconds,
+            connectTimeout: configuration.connectTimeout,
+            totalTimeout: configuration.totalTimeout,
             preferHTTP2: false,
             connectTo: configuration.connectTo,
             destinationPolicy: configuration.destinationPolicy,
             maximumResponseBytes: EWSClientConfiguration.maximumResponseBytes,
             // A peer that dribbles (a tarpit) is dropped after 8 s under 64 bytes/s,
             // whatever time the budget still has.
-            lowSpeedBytesPerSecond: 64, lowSpeedSeconds: 8
+            lowSpeedBytesPerSecond: 64, lowSpeedTime: .seconds(8)
         ))
     }
 
-    /// Runs `body` with every request it makes bounded by one wall-clock budget of
-    /// `milliseconds` in all (a registration's Autodiscover hops and Subscribe
-    /// attempts; a callback's GetItem and GetFolder).
-    public func withDeadline<T, E: Error>(milliseconds: Int, _ body: () throws(E) -> T) throws(E) -> T {
+    /// Runs `body` with every request it makes bounded by one wall-clock `budget` in
+    /// all (a registration's Autodiscover hops and Subscribe attempts; a callback's
+    /// GetItem and GetFolder). Inside another budget, the shorter holds.
+    public func withDeadline<T, E: Error>(_ budget: Duration, _ body: () throws(E) -> T) throws(E) -> T {
         let outer = deadline
-        let mine = Deadline.after(milliseconds: milliseconds)
-        deadline = outer.map { $0.remainingMilliseconds < milliseconds ? $0 : mine } ?? mine
+        let mine = Deadline.after(budget)
+        deadline = outer.map { $0.remainingMilliseconds < budget.wholeMilliseconds ? $0 : mine } ?? mine
         defer { deadline = outer }
         return try body()
     }
@@ -125,7 +125,7 @@ public final class EWSClient {
     // MARK: Transport
 
     /// POSTs an XML document with the credentials; 401/403 become `.unauthorized`.
-    func post(_ url: String, body: [UInt8], credentials: EWSCredentials?, timeoutMilliseconds: Int? = nil,
+    func post(_ url: String, body: [UInt8], credentials: EWSCredentials?, timeout: Duration? = nil,
               extraHeaders: [(String, String)] = []) throws(EWSError) -> HTTPResponse {
         var headers = [("Content-Type", "text/xml; charset=utf-8"), ("Accept", "text/xml"), ("User-Agent", "ENS/1")] + extraHeaders
         var certificate: ClientCertificate?
@@ -139,7 +139,7 @@ public final class EWSClient {
         do {
             response = try http.send(HTTPRequest(method: .post, url: url, headers: headers, body: body, clientCertificate: certificate,
                                                  connectionKey: Self.connectionKey(credentials)),
-                                     totalTimeoutMilliseconds: timeoutMilliseconds, deadline: deadline)
+                                     totalTimeout: timeout, deadline: deadline)
         } catch {
             throw Self.error(error)
         }
@@ -168,9 +168,8 @@ public final class EWSClient {
     /// Sends one EWS operation and returns the operation's response element
     /// (`<m:XResponse>`), or the SOAP fault / HTTP failure as an error.
     private func call(_ url: String, _ credentials: EWSCredentials, _ version: EWSVersion, operation: String, body: String,
-                      timeoutMilliseconds: Int? = nil) throws(EWSError) -> XMLTreeElement {
-        let response = try post(url, body: SOAP.ewsEnvelope(version: version, body: body), credentials: credentials,
-                                timeoutMilliseconds: timeoutMilliseconds)
+                      timeout: Duration? = nil) throws(EWSError) -> XMLTreeElement {
+        let response = try post(url, body: SOAP.ewsEnvelope(version: version, body: body), credentials: credentials, timeout: timeout)
         let envelope: XMLTreeElement
         do {
             envelope = try XMLTree.parse(response.body)
@@ -241,14 +240,14 @@ public final class EWSClient {
     /// Subject and sender of new messages (GetItem). Items Exchange cannot find (deleted
     /// meanwhile) are left out.
     public func messages(ewsURL: String, credentials: EWSCredentials, version: EWSVersion, itemIDs: [String],
-                         timeoutMilliseconds: Int) throws(EWSError) -> [MailSummary] {
+                         timeout: Duration) throws(EWSError) -> [MailSummary] {
         let ids = itemIDs.map { "<t:ItemId Id=\"\(SOAP.escape($0))\"/>" }.joined()
         let body = """
             <m:GetItem><m:ItemShape><t:BaseShape>IdOnly</t:BaseShape><t:AdditionalProperties>\
             <t:FieldURI FieldURI="item:Subject"/><t:FieldURI FieldURI="message:From"/>\
             </t:AdditionalProperties></m:ItemShape><m:ItemIds>\(ids)</m:ItemIds></m:GetItem>
             """
-        let response = try call(ewsURL, credentials, version, operation: "GetItem", body: body, timeoutMilliseconds: timeoutMilliseconds)
+        let response = try call(ewsURL, credentials, version, operation: "GetItem", body: body, timeout: timeout)
         var summaries: [MailSummary] = []
         for case .success(let message) in Self.messages(response, "GetItemResponseMessage") {
             guard let item = message.child(Namespace.messages, "Items")?.children.first,
@@ -268,7 +267,7 @@ public final class EWSClient {
     /// (ErrorAccessDenied or ErrorNonExistentMailbox otherwise), which is how a
     /// registration proves its credentials belong to the mailbox it names.
     public func inboxUnreadCount(ewsURL: String, credentials: EWSCredentials, version: EWSVersion, mailbox: String? = nil,
-                                 timeoutMilliseconds: Int) throws(EWSError) -> Int {
+                                 timeout: Duration) throws(EWSError) -> Int {
         let folder = mailbox.map {
             "<t:DistinguishedFolderId Id=\"inbox\"><t:Mailbox><t:EmailAddress>\(SOAP.escape($0))</t:EmailAddress></t:Mailbox></t:DistinguishedFolderId>"
         } ?? "<t:DistinguishedFolderId Id=\"inbox\"/>"
@@ -277,7 +276,7 @@ public final class EWSClient {
             <t:FieldURI FieldURI="folder:UnreadCount"/></t:AdditionalProperties></m:FolderShape>\
             <m:FolderIds>\(folder)</m:FolderIds></m:GetFolder>
             """
-        let response = try call(ewsURL, credentials, version, operation: "GetFolder", body: body, timeoutMilliseconds: timeoutMilliseconds)
+        let response = try call(ewsURL, credentials, version, operation: "GetFolder", body: body, timeout: timeout)
         guard let first = Self.messages(response, "GetFolderResponseMessage").first else { throw .malformed("no GetFolderResponseMessage") }
         guard let count = try first.get().path(Namespace.messages, "Folders")?.children.first?.child(Namespace.types, "UnreadCount").flatMap({ Int($0.trimmedText) }) else {
             throw .malformed("GetFolder answer without UnreadCount")

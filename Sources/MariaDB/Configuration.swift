@@ -7,15 +7,16 @@ public struct MariaDBConfiguration: Sendable {
     public var user: String
     public var password: String
     public var database: String?
-    /// Seconds to wait for a connection, and for each read or write on it. Short values
-    /// make a dead server show up as 503 quickly instead of stalling responders.
-    public var connectTimeoutSeconds: Int
-    public var readWriteTimeoutSeconds: Int
+    /// How long to wait for a connection, and for each read or write on it (whole
+    /// seconds, MariaDB's unit). Short values make a dead server show up as 503 quickly
+    /// instead of stalling responders.
+    public var connectTimeout: Duration
+    public var readWriteTimeout: Duration
 
     public init(
         unixSocket: String? = nil, host: String = "localhost", port: Int = 3306,
         user: String, password: String, database: String?,
-        connectTimeoutSeconds: Int = 2, readWriteTimeoutSeconds: Int = 10
+        connectTimeout: Duration = .seconds(2), readWriteTimeout: Duration = .seconds(10)
     ) {
         self.unixSocket = unixSocket
         self.host = host
@@ -23,7 +24,7 @@ public struct MariaDBConfiguration: Sendable {
         self.user = user
         self.password = password
         self.database = database
-        self.connectTimeoutSeconds = connectTimeoutSeconds
-        self.readWriteTimeoutSeconds = readWriteTimeoutSeconds
+        self.connectTimeout = connectTimeout
+        self.readWriteTimeout = readWriteTimeout
     }
 }

@@ -42,8 +42,8 @@ public final class Connection {
         guard let fresh = mysql_init(nil) else {
             throw MariaDBError.misuse("mysql_init returned no handle (out of memory)")
         }
-        var connectTimeout = UInt32(configuration.connectTimeoutSeconds)
-        var ioTimeout = UInt32(configuration.readWriteTimeoutSeconds)
+        var connectTimeout = UInt32(clamping: max(1, configuration.connectTimeout.components.seconds))
+        var ioTimeout = UInt32(clamping: max(1, configuration.readWriteTimeout.components.seconds))
         mysql_options(fresh, MYSQL_OPT_CONNECT_TIMEOUT, &connectTimeout)
         mysql_options(fresh, MYSQL_OPT_READ_TIMEOUT, &ioTimeout)
         mysql_options(fresh, MYSQL_OPT_WRITE_TIMEOUT, &ioTimeout)

@@ -30,3 +30,23 @@ public func sleepMilliseconds(_ milliseconds: Int) {
         if nanosleep(&request, &remaining) == 0 || errno != EINTR { return }
     }
 }
+
+/// Settings and budgets are `Duration`s; these are the units the C libraries, SQL and
+/// the protocols want at the edges.
+extension Duration {
+    public static func minutes(_ minutes: Int) -> Duration { .seconds(minutes * 60) }
+    public static func hours(_ hours: Int) -> Duration { .seconds(hours * 3600) }
+    public static func days(_ days: Int) -> Duration { .seconds(days * 86400) }
+
+    /// Whole milliseconds, rounded down (libcurl's and poll's unit).
+    public var wholeMilliseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// Whole seconds, rounded down (SQL intervals, Retry-After, APNs expiry).
+    public var wholeSeconds: Int64 { components.seconds }
+
+    /// Whole minutes, rounded down (EWS StatusFrequency).
+    public var wholeMinutes: Int { Int(components.seconds / 60) }
+}

@@ -37,11 +37,11 @@ struct ENSFastCGI: ParsableCommand {
 
     func run() throws {
         let path = ENSConfiguration.resolvePath(flag: config)
-        let settings: ENSConfiguration
+        let configuration: ENSConfiguration
         do {
-            settings = try ENSConfiguration.load(path: path)
-            _ = try settings.serviceDatabase()
-            _ = try settings.masterKey()
+            configuration = try ENSConfiguration.load(path: path)
+            _ = try configuration.serviceDatabase()
+            _ = try configuration.masterKey()
         } catch {
             printError("ens-fcgi: \(error)")
             throw ExitCode(1)
@@ -50,11 +50,12 @@ struct ENSFastCGI: ParsableCommand {
             print("configuration OK")
             return
         }
-        LogfmtLogHandler.bootstrap(label: worker ? "ens-fcgi-worker" : "ens-fcgi", level: settings.logLevel)
+        LogfmtLogHandler.bootstrap(label: worker ? "ens-fcgi-worker" : "ens-fcgi", level: configuration.logLevel)
         let logger = Logger(label: "ens-fcgi")
-        if !worker { settings.logDeprecatedKeys(logger) }
+        if !worker { configuration.logDeprecatedKeys(logger) }
         if worker {
-            throw ExitCode(Worker(configuration: settings, listenFD: 0, slot: slot, logger: logger).run())
+            // Each component gets its own part of the configuration, built here once.
+            throw ExitCode(Worker(configuration: configuration, settings: ResponderSettings(configuration), listenFD: 0, slot: slot, logger: logger).run())
         }
         let source: Supervisor.SocketSource
         if inheritSocket {
@@ -64,7 +65,7 @@ struct ENSFastCGI: ParsableCommand {
         } else {
             source = .bind
         }
-        throw ExitCode(Supervisor(configuration: settings, configPath: path, socketSource: source, logger: logger).run())
+        throw ExitCode(Supervisor(configuration: configuration, configPath: path, socketSource: source, logger: logger).run())
     }
 }
 

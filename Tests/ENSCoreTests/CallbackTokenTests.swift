@@ -174,7 +174,7 @@ import Testing
 
     /// No policy service answering means "unreachable" (policy.on_error decides).
     @Test func anUnreachablePolicyServiceIsReported() throws {
-        let client = try DevicePolicyClient(url: "http://127.0.0.1:9/policy", caBundlePath: nil, timeoutMilliseconds: 500)
+        let client = try DevicePolicyClient(url: "http://127.0.0.1:9/policy", caBundlePath: nil, timeout: .milliseconds(500))
         #expect(client.decision(deviceID: "ABC") == .unreachable)
     }
 

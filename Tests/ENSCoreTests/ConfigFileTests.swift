@@ -126,7 +126,7 @@ import Testing
         #expect(parsed.keyCacheSize == defaults.keyCacheSize)
         #expect(parsed.pushSpoolCapacity == defaults.pushSpoolCapacity)
         #expect(parsed.apnsProductionURL == defaults.apnsProductionURL)
-        #expect(parsed.apiTokenRefreshSeconds == defaults.apiTokenRefreshSeconds)
+        #expect(parsed.apiTokenRefresh == defaults.apiTokenRefresh)
         // Every setting is documented.
         for key in ENSConfiguration.knownKeys where !["apns.key_id", "apns.team_id"].contains(key) {
             #expect(file.values[key] != nil, "config/ens.conf.example does not document \(key)")

@@ -25,10 +25,10 @@ struct DeviceAPIHandlerTests {
 
     static func context(_ database: any SQLDatabase, _ registrar: ScriptedRegistrar, _ configuration: ENSConfiguration) -> RequestContext {
         let services = SharedServices(
-            vault: Vault(masterKey: try! configuration.masterKey()), apiTokens: APITokenSet(path: "/nonexistent", checkIntervalSeconds: 3600),
+            vault: Vault(masterKey: try! configuration.masterKey()), apiTokens: APITokenSet(path: "/nonexistent", checkInterval: .seconds(3600)),
             privateKeys: PrivateKeyCache(capacity: 16), checkIns: CheckInRecorder(), mailBackends: MailBackends(fallback: registrar)
         )
-        return RequestContext(configuration: configuration, services: services, database: database,
+        return RequestContext(settings: ResponderSettings(configuration), services: services, database: database,
                               logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     }
 
@@ -86,7 +86,7 @@ struct DeviceAPIHandlerTests {
         let expected: [(MailboxOutcome, Int, String)] = [
             (.autodiscoverFailed, 200, "AutodiscoverFailed"), (.authenticationFailed, 200, "ExchangeAuthFailed"),
             (.endpointNotTrusted, 200, "ExchangeAuthFailed"), (.failed, 200, "ExchangeError"),
-            (.throttled, 429, "TooManyRequests"), (.busy, 503, "ServiceUnavailable"),
+            (.throttled(retryAfter: .seconds(900)), 429, "TooManyRequests"), (.busy, 503, "ServiceUnavailable"),
         ]
         for (outcome, status, code) in expected {
             _ = registrar.answering(outcome)

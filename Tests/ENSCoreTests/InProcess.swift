@@ -26,12 +26,12 @@ enum InProcess {
     static let vault = Vault(masterKey: try! AESGCMKey(bytes: (0..<32).map { UInt8($0) }))
 
     static func context(database: any SQLDatabase, mail registrar: any MailboxRegistering = ScriptedRegistrar(.failed),
-                        configuration: ENSConfiguration = ENSConfiguration()) -> RequestContext {
+                        settings: ResponderSettings = ResponderSettings()) -> RequestContext {
         let services = SharedServices(
-            vault: vault, apiTokens: APITokenSet(path: "/nonexistent", checkIntervalSeconds: 3600),
+            vault: vault, apiTokens: APITokenSet(path: "/nonexistent", checkInterval: .seconds(3600)),
             privateKeys: PrivateKeyCache(capacity: 16), checkIns: CheckInRecorder(), mailBackends: MailBackends(fallback: registrar)
         )
-        return RequestContext(configuration: configuration, services: services, database: database,
+        return RequestContext(settings: settings, services: services, database: database,
                               logger: Logger(label: "in-process", factory: { _ in SwiftLogNoOpLogHandler() }))
     }
 

@@ -40,7 +40,7 @@ import Testing
     static func client(listener: Listener, allowed: [String] = [], hosts: [String] = []) throws -> EWSClient {
         try EWSClient(configuration: EWSClientConfiguration(
             connectTo: ["mail.example.test:443:127.0.0.1:\(listener.port)", "meta.example.test:443:169.254.169.254:443"],
-            connectTimeoutMilliseconds: 500, totalTimeoutMilliseconds: 1000,
+            connectTimeout: .milliseconds(500), totalTimeout: .seconds(1),
             destinationPolicy: DestinationPolicy(allowedNetworks: allowed.compactMap(IPNetwork.init), allowedHostSuffixes: hosts)
         ))
     }
@@ -52,11 +52,11 @@ import Testing
         let client = try Self.client(listener: listener)
         #expect(throws: EWSError.self) {
             _ = try client.inboxUnreadCount(ewsURL: "https://mail.example.test/EWS/Exchange.asmx", credentials: Self.credentials,
-                                            version: .default, timeoutMilliseconds: 1000)
+                                            version: .default, timeout: .seconds(1))
         }
         do {
             _ = try client.inboxUnreadCount(ewsURL: "https://mail.example.test/EWS/Exchange.asmx", credentials: Self.credentials,
-                                            version: .default, timeoutMilliseconds: 1000)
+                                            version: .default, timeout: .seconds(1))
         } catch {
             #expect("\(error)".contains("127.0.0.1 is not a permitted address"), "\(error)")
         }
@@ -70,7 +70,7 @@ import Testing
         let client = try Self.client(listener: listener)
         do {
             _ = try client.inboxUnreadCount(ewsURL: "https://meta.example.test/EWS/Exchange.asmx", credentials: Self.credentials,
-                                            version: .default, timeoutMilliseconds: 1000)
+                                            version: .default, timeout: .seconds(1))
             Issue.record("expected a refusal")
         } catch {
             #expect("\(error)".contains("169.254.169.254 is not a permitted address"), "\(error)")
@@ -83,7 +83,7 @@ import Testing
         // Not a TLS server, so the request fails, but only after connecting.
         #expect(throws: EWSError.self) {
             _ = try client.inboxUnreadCount(ewsURL: "https://mail.example.test/EWS/Exchange.asmx", credentials: Self.credentials,
-                                            version: .default, timeoutMilliseconds: 1000)
+                                            version: .default, timeout: .seconds(1))
         }
         #expect(listener.offered(within: 1000))
     }
@@ -99,7 +99,7 @@ import Testing
                               (open, "ftp://mail.example.test/x"), (listed, "https://mail.elsewhere.test/EWS/Exchange.asmx"),
                               (listed, "https://example.test.evil.test/EWS")] {
             do {
-                _ = try client.inboxUnreadCount(ewsURL: url, credentials: Self.credentials, version: .default, timeoutMilliseconds: 1000)
+                _ = try client.inboxUnreadCount(ewsURL: url, credentials: Self.credentials, version: .default, timeout: .seconds(1))
                 Issue.record("expected a refusal for \(url)")
             } catch {
                 #expect("\(error)".contains("refused"), "\(url): \(error)")
@@ -117,7 +117,7 @@ import Testing
                             EWSCredentials(method: .oauth(accessToken: "a\u{0}b"), mailbox: "u@example.test")] {
             do {
                 _ = try client.inboxUnreadCount(ewsURL: "https://mail.example.test/EWS/Exchange.asmx", credentials: credentials,
-                                                version: .default, timeoutMilliseconds: 1000)
+                                                version: .default, timeout: .seconds(1))
                 Issue.record("expected a refusal")
             } catch {
                 #expect("\(error)".contains("control characters"), "\(error)")
@@ -130,10 +130,10 @@ import Testing
     @Test func aSpentBudgetSendsNothing() throws {
         let listener = try Listener()
         let client = try Self.client(listener: listener, allowed: ["127.0.0.0/8"])
-        client.withDeadline(milliseconds: 0) {
+        client.withDeadline(.zero) {
             do {
                 _ = try client.inboxUnreadCount(ewsURL: "https://mail.example.test/EWS/Exchange.asmx", credentials: Self.credentials,
-                                                version: .default, timeoutMilliseconds: 1000)
+                                                version: .default, timeout: .seconds(1))
                 Issue.record("expected a refusal")
             } catch {
                 #expect("\(error)".contains("budget"), "\(error)")

@@ -5,25 +5,25 @@ public import MariaDB
 /// idempotent: a second run with the same clock changes nothing.
 public struct Maintenance {
     public struct Policy: Sendable {
-        /// Devices that have not checked in for this many days are removed.
-        public var deviceRetentionDays: Int
-        /// Tokens APNs rejected are removed this many days after being disabled.
-        public var disabledRetentionDays: Int
-        /// A record without devices is removed this many days after its last activity
-        /// (so a record fresh from /getpublickey is not removed before it registers).
-        public var emptyRecordRetentionDays: Int
-        /// Grace past a subscription's status frequency before it counts as dead.
-        public var subscriptionGraceSeconds: Int
-        /// At most one wake-up push per device per this many minutes.
-        public var wakeupIntervalMinutes: Int
+        /// Devices that have not checked in for this long are removed.
+        public var deviceRetention: Duration
+        /// Tokens the push service rejected are removed this long after being disabled.
+        public var disabledRetention: Duration
+        /// A record without devices is removed this long after its last activity (so a
+        /// record fresh from /getpublickey is not removed before it registers).
+        public var emptyRecordRetention: Duration
+        /// Grace past a subscription's heartbeat interval before it counts as dead.
+        public var subscriptionGrace: Duration
+        /// At most one wake-up push per device per this long.
+        public var wakeupInterval: Duration
 
-        public init(deviceRetentionDays: Int, disabledRetentionDays: Int, emptyRecordRetentionDays: Int,
-                    subscriptionGraceSeconds: Int, wakeupIntervalMinutes: Int) {
-            self.deviceRetentionDays = deviceRetentionDays
-            self.disabledRetentionDays = disabledRetentionDays
-            self.emptyRecordRetentionDays = emptyRecordRetentionDays
-            self.subscriptionGraceSeconds = subscriptionGraceSeconds
-            self.wakeupIntervalMinutes = wakeupIntervalMinutes
+        public init(deviceRetention: Duration, disabledRetention: Duration, emptyRecordRetention: Duration,
+                    subscriptionGrace: Duration, wakeupInterval: Duration) {
+            self.deviceRetention = deviceRetention
+            self.disabledRetention = disabledRetention
+            self.emptyRecordRetention = emptyRecordRetention
+            self.subscriptionGrace = subscriptionGrace
+            self.wakeupInterval = wakeupInterval
         }
     }
 
@@ -41,8 +41,8 @@ public struct Maintenance {
         self.logger = logger
     }
 
-    private func daysAgo(_ days: Int) -> String {
-        now.adding(seconds: -Int64(days) * 86400).databaseString
+    private func ago(_ duration: Duration) -> String {
+        now.subtracting(duration).databaseString
     }
 
     /// Runs `statement` (which must carry `LIMIT batchSize`) until it affects fewer rows.
@@ -67,10 +67,10 @@ public struct Maintenance {
     public func reap() throws -> ReapCounts {
         var counts = ReapCounts()
         let limit = Self.batchSize
-        counts.staleDevices = try inBatches("DELETE FROM Devices WHERE last_checkin_at < \(daysAgo(policy.deviceRetentionDays)) LIMIT \(limit)")
-        counts.disabledDevices = try inBatches("DELETE FROM Devices WHERE disabled_at < \(daysAgo(policy.disabledRetentionDays)) LIMIT \(limit)")
+        counts.staleDevices = try inBatches("DELETE FROM Devices WHERE last_checkin_at < \(ago(policy.deviceRetention)) LIMIT \(limit)")
+        counts.disabledDevices = try inBatches("DELETE FROM Devices WHERE disabled_at < \(ago(policy.disabledRetention)) LIMIT \(limit)")
         // Records with no devices: found by id in batches (a multi-table DELETE takes no LIMIT).
-        let cutoff = daysAgo(policy.emptyRecordRetentionDays)
+        let cutoff = ago(policy.emptyRecordRetention)
         var lastID: Int64 = 0
         while true {
             let rows = try database.query("""

@@ -1,6 +1,7 @@
 public import MariaDB
 internal import OpenSSL
 internal import Logging
+internal import POSIX
 
 /// How the cron job keeps one mail backend's subscriptions alive, or finds that they
 /// are not. Each backend has one (`ens-cron renew` runs them all, then wakes the
@@ -26,7 +27,7 @@ public struct HeartbeatKeeper: SubscriptionKeeping {
     public func keep(_ maintenance: Maintenance) throws -> Int {
         let database = maintenance.database
         let nowText = maintenance.now.databaseString
-        let grace = maintenance.policy.subscriptionGraceSeconds
+        let grace = maintenance.policy.subscriptionGrace.wholeSeconds
         var lapsed = 0
         var lastID: Int64 = 0
         while true {
@@ -56,7 +57,7 @@ extension Maintenance {
     /// Each backend's keeper finds the subscriptions that ended (EWS: heartbeats that
     /// stopped) and marks them not subscribed; then each device of a record that is not
     /// subscribed gets one silent background push (priority 5, at most one per device
-    /// per `wakeupIntervalMinutes`). The device then checks in, is told
+    /// per `wakeupInterval`). The device then checks in, is told
     /// UserRecordPresentNotSubscribed, and registers again with fresh credentials — so
     /// no credentials need to be stored for this.
     public func renew(vault: Vault, sender: SenderClient, keepers: [any SubscriptionKeeping] = [HeartbeatKeeper(backend: .ews)]) throws -> RenewCounts {
@@ -66,7 +67,7 @@ extension Maintenance {
             counts.deadSubscriptions += try keeper.keep(self)
         }
         // Wake the devices of every record that is not subscribed, once per interval.
-        let wakeCutoff = now.adding(seconds: -Int64(policy.wakeupIntervalMinutes) * 60).databaseString
+        let wakeCutoff = now.subtracting(policy.wakeupInterval).databaseString
         var lastDevice: Int64 = 0
         while true {
             let devices = try database.query("""

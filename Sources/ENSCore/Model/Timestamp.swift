@@ -1,4 +1,5 @@
 public import MariaDB
+internal import POSIX
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,6 +22,16 @@ public struct Timestamp: Sendable, Comparable, Hashable {
 
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
         lhs.millisecondsSinceEpoch < rhs.millisecondsSinceEpoch
+    }
+
+    /// This instant moved by `duration` (to the millisecond).
+    public func adding(_ duration: Duration) -> Timestamp {
+        Timestamp(millisecondsSinceEpoch: millisecondsSinceEpoch + Int64(duration.wholeMilliseconds))
+    }
+
+    /// This instant moved back by `duration` (to the millisecond).
+    public func subtracting(_ duration: Duration) -> Timestamp {
+        Timestamp(millisecondsSinceEpoch: millisecondsSinceEpoch - Int64(duration.wholeMilliseconds))
     }
 
     public func adding(seconds: Int64) -> Timestamp {

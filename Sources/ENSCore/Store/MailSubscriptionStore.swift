@@ -102,19 +102,19 @@ public struct MailSubscriptionStore {
     // MARK: Proof of possession throttle
 
     /// Whether another proof may be tried for the record: fewer than `limit` failures
-    /// in the current window of `windowSeconds`.
-    public func proofAllowed(recordID: Int64, limit: Int, windowSeconds: Int64, now: Timestamp) throws -> Bool {
+    /// in the current `window`.
+    public func proofAllowed(recordID: Int64, limit: Int, window: Duration, now: Timestamp) throws -> Bool {
         guard let row = try database.queryOne("""
             SELECT proof_failures, proof_window_started_at FROM EnsSubscriptionInfo WHERE id = \(recordID)
             """) else { return true }
         let (failures, windowStarted) = try row.decode(Int.self, Timestamp?.self)
-        guard let windowStarted, windowStarted.adding(seconds: windowSeconds) > now else { return true }
+        guard let windowStarted, windowStarted.adding(window) > now else { return true }
         return failures < limit
     }
 
     /// Counts a failed proof: the first failure after a window ended opens a new one.
-    public func recordProofFailure(recordID: Int64, windowSeconds: Int64, now: Timestamp) throws {
-        let windowStart = now.adding(seconds: -windowSeconds).databaseString
+    public func recordProofFailure(recordID: Int64, window: Duration, now: Timestamp) throws {
+        let windowStart = now.subtracting(window).databaseString
         try database.execute("""
             UPDATE EnsSubscriptionInfo SET
                 proof_failures = IF(proof_window_started_at IS NULL OR proof_window_started_at <= \(windowStart), 1, proof_failures + 1),

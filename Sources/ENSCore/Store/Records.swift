@@ -28,9 +28,9 @@ public struct UserRecord: Sendable {
 
     /// Whether the backend is known to be pushing to us: subscribed, and a callback (or
     /// the subscription itself) within its heartbeat interval plus `grace`.
-    public func subscriptionIsHealthy(now: Timestamp, graceSeconds: Int64) -> Bool {
+    public func subscriptionIsHealthy(now: Timestamp, grace: Duration) -> Bool {
         guard isSubscribed, let last = lastCallbackAt else { return false }
-        return last.adding(seconds: heartbeatMinutes * 60 + graceSeconds) >= now
+        return last.adding(seconds: heartbeatMinutes * 60).adding(grace) >= now
     }
 }
 

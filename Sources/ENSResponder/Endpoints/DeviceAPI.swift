@@ -1,4 +1,5 @@
 internal import ENSCore
+internal import POSIX
 internal import Logging
 internal import OpenSSL
 
@@ -7,7 +8,7 @@ internal import OpenSSL
 enum DeviceAPI {
     static func store(_ context: RequestContext) -> SubscriptionStore {
         SubscriptionStore(database: context.database, vault: context.services.vault, keyCache: context.services.privateKeys,
-                          checkIns: context.services.checkIns, maximumDevices: context.configuration.maximumDevicesPerRecord)
+                          checkIns: context.services.checkIns, maximumDevices: context.settings.deviceAPI.maximumDevicesPerRecord)
     }
 
     // MARK: /getpublickey
@@ -25,7 +26,7 @@ enum DeviceAPI {
             // Generating one here would cost a request thread ~0.1-0.7 s of CPU, which
             // a flood of new addresses would turn into an outage.
             let tokenHash = Digest.sha256(request.apiToken ?? "")
-            guard try store.takeRecordQuota(tokenHash: tokenHash, limit: context.configuration.recordsPerTokenPerHour, now: .now()) else {
+            guard try store.takeRecordQuota(tokenHash: tokenHash, limit: context.settings.deviceAPI.recordsPerTokenPerHour, now: .now()) else {
                 context.logger.warning("record creation quota reached for an API token")
                 var refused = APIResponse.error(429, .tooManyRequests, "Too many new users for this application; retry later.")
                 refused.extraHeaders = [("Retry-After", "3600")]
@@ -89,9 +90,9 @@ enum DeviceAPI {
             return .ok(.exchangeAuthFailed, [("message", "Exchange refused the credentials for this mailbox.")])
         case .endpointNotTrusted:
             return .ok(.exchangeAuthFailed, [("message", "ewsUrl is not this mailbox's Exchange server.")])
-        case .throttled:
+        case .throttled(let retryAfter):
             var throttled = APIResponse.error(429, .tooManyRequests, "Too many failed attempts for this user; retry later.")
-            throttled.extraHeaders = [("Retry-After", "\(context.configuration.exchangeProofWindowSeconds)")]
+            throttled.extraHeaders = [("Retry-After", "\(retryAfter.wholeSeconds)")]
             return throttled
         case .busy:
             var busy = APIResponse.error(503, .serviceUnavailable, "The service is busy; retry shortly.")
@@ -209,7 +210,7 @@ enum DeviceAPI {
     }
 
     private static func status(_ record: UserRecord, lastNotified: Timestamp?, lastMessageDate: Timestamp?, now: Timestamp, context: RequestContext) -> ResponseCode {
-        guard record.subscriptionIsHealthy(now: now, graceSeconds: Int64(context.configuration.subscriptionGraceSeconds)) else {
+        guard record.subscriptionIsHealthy(now: now, grace: context.settings.deviceAPI.subscriptionGrace) else {
             return .userRecordPresentNotSubscribed
         }
         if let lastMessageDate, let lastNotified, lastNotified > lastMessageDate {

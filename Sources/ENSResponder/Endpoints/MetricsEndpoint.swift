@@ -1,4 +1,5 @@
 internal import ENSCore
+internal import POSIX
 internal import MariaDB
 
 /// GET /metrics: the Prometheus text format. Counters come from every process's
@@ -6,9 +7,9 @@ internal import MariaDB
 /// MariaDB at scrape time. nginx serves this location to loopback only.
 enum MetricsEndpoint {
     static let route = Route(methods: ["GET"], requiresAPIToken: false) { _, context in
-        let configuration = context.configuration
-        guard !configuration.metricsDirectory.isEmpty else { throw APIError.notFound }
-        var (values, sources) = MetricsText.collect(directory: configuration.metricsDirectory)
+        let directory = context.settings.metricsDirectory
+        guard !directory.isEmpty else { throw APIError.notFound }
+        var (values, sources) = MetricsText.collect(directory: directory)
         values["ens_metrics_sources"] = Double(sources)
         for (key, value) in try databaseGauges(context) { values[key] = value }
         return APIResponse(status: 200, body: Array(MetricsText.render(values).utf8), contentType: "text/plain; version=0.0.4; charset=utf-8")
@@ -17,7 +18,7 @@ enum MetricsEndpoint {
     /// Records by subscription state (healthy: heard from within the status frequency
     /// plus grace; stale: registered but silent; unregistered) and devices by state.
     private static func databaseGauges(_ context: RequestContext) throws -> [String: Double] {
-        let grace = Int64(context.configuration.subscriptionGraceSeconds)
+        let grace = context.settings.deviceAPI.subscriptionGrace.wholeSeconds
         let now = Timestamp.now().databaseString
         var values: [String: Double] = [:]
         for state in ["healthy", "stale", "unregistered"] { values[MetricsText.key("ens_subscriptions", [("state", state)])] = 0 }

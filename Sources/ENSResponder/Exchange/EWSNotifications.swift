@@ -55,21 +55,21 @@ private struct EWSMailboxReader: MailboxReader {
     let version: EWSVersion
     let recordID: Int64
 
-    func lookUp(itemIDs: [String], unreadCount: Bool, budgetMilliseconds budget: Int, logger: Logger) -> MailLookup {
+    func lookUp(itemIDs: [String], unreadCount: Bool, budget: Duration, logger: Logger) -> MailLookup {
         var lookup = MailLookup()
         guard let ewsURL else { return lookup }
         // One budget for both lookups together.
-        client.withDeadline(milliseconds: budget) {
+        client.withDeadline(budget) {
             if !itemIDs.isEmpty {
                 do {
-                    lookup.summaries = try client.messages(ewsURL: ewsURL, credentials: credentials, version: version, itemIDs: itemIDs, timeoutMilliseconds: budget)
+                    lookup.summaries = try client.messages(ewsURL: ewsURL, credentials: credentials, version: version, itemIDs: itemIDs, timeout: budget)
                 } catch {
                     logger.warning("GetItem failed; sending generic alerts", metadata: ["record": "\(recordID)", "error": "\(error)"])
                 }
             }
             if unreadCount {
                 do {
-                    lookup.unreadCount = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, timeoutMilliseconds: budget)
+                    lookup.unreadCount = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, timeout: budget)
                 } catch {
                     logger.warning("GetFolder failed; no badge", metadata: ["record": "\(recordID)", "error": "\(error)"])
                 }

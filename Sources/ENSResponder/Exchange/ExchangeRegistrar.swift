@@ -20,8 +20,11 @@ public struct ExchangeRegistrar: MailboxRegistering {
     static let maximumCallbackURLLength = 2082
 
     public let backend = MailBackend.ews
+    let settings: ExchangeSettings
 
-    public init() {}
+    public init(settings: ExchangeSettings) {
+        self.settings = settings
+    }
 
     /// EWS is the fallback backend: it is never asked, and serves any mailbox.
     public func serves(_ request: MailboxRequest, context: RequestContext) throws -> Bool { true }
@@ -46,7 +49,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
     private func withinLimits(_ context: RequestContext, _ body: (EWSClient) throws -> MailboxOutcome) throws -> MailboxOutcome {
         let client = try context.ewsClient()
         let outcome = try context.services.registrationGate.ifAvailable { () throws -> MailboxOutcome in
-            try client.withDeadline(milliseconds: context.configuration.exchangeRegistrationBudgetMilliseconds) { () throws -> MailboxOutcome in
+            try client.withDeadline(settings.registrationBudget) { () throws -> MailboxOutcome in
                 try body(client)
             }
         }
@@ -58,13 +61,13 @@ public struct ExchangeRegistrar: MailboxRegistering {
     }
 
     private func proveAccess(_ request: MailboxRequest, client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
-        let attempt = Attempt(request: request, context: context)
+        let attempt = Attempt(request: request, context: context, settings: settings)
         guard let state = try attempt.store.subscriptionState(recordID: request.record.id), state.isLive, state.backend == .ews, let ewsURL = state.backendURL else {
             // No live subscription to prove against (it ended meanwhile): subscribe,
             // which proves the credentials on its way.
             return try subscribe(request, client: client, context: context)
         }
-        guard try attempt.proofAllowed() else { return .throttled }
+        guard try attempt.proofAllowed() else { return .throttled(retryAfter: settings.proofWindow) }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
         let version = state.backendVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
         switch try attempt.prove(ewsURL: ewsURL, credentials: credentials, version: version) {
@@ -74,15 +77,14 @@ public struct ExchangeRegistrar: MailboxRegistering {
     }
 
     private func subscribe(_ request: MailboxRequest, client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
-        let configuration = context.configuration
-        guard !configuration.exchangeCallbackURL.isEmpty else {
+        guard !settings.callbackURL.isEmpty else {
             context.logger.error("exchange.callback_url is not set; cannot subscribe with Exchange")
             return .failed
         }
-        let attempt = Attempt(request: request, context: context)
+        let attempt = Attempt(request: request, context: context, settings: settings)
         let store = attempt.store
         guard let state = try store.subscriptionState(recordID: request.record.id) else { return .failed }
-        guard try attempt.proofAllowed() else { return .throttled }
+        guard try attempt.proofAllowed() else { return .throttled(retryAfter: settings.proofWindow) }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
         let now = Timestamp.now()
 
@@ -115,8 +117,8 @@ public struct ExchangeRegistrar: MailboxRegistering {
                 case .found(let url, let trusted):
                     ewsURL = url
                     // What the plain-HTTP redirect step led to is used this once only.
-                    let hours = Int64(configuration.exchangeAutodiscoverCacheHours)
-                    if hours > 0 && trusted { try attempt.autodiscoverCache.remember(domain: domain, ewsURL: url, expiresAt: now.adding(seconds: hours * 3600)) }
+                    let lifetime = settings.autodiscoverCacheLifetime
+                    if lifetime > .zero && trusted { try attempt.autodiscoverCache.remember(domain: domain, ewsURL: url, expiresAt: now.adding(lifetime)) }
                 case .unauthorized:
                     context.logger.info("autodiscover: credentials refused")
                     try attempt.recordProofFailure()
@@ -143,7 +145,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
         guard let (generation, keyMaterial) = try store.beginRegistration(recordID: request.record.id, now: now) else { return .failed }
         let token = try CallbackToken.make(payload: CallbackPayload(credentials: credentials).encoded, recordID: request.record.id,
                                            generation: generation, recordKeyMaterial: keyMaterial, vault: context.services.vault)
-        let callbackURL = configuration.exchangeCallbackURL + token
+        let callbackURL = settings.callbackURL + token
         guard callbackURL.utf8.count <= Self.maximumCallbackURLLength else {
             context.logger.warning("credentials too large for a callback URL", metadata: ["url.length": "\(callbackURL.utf8.count)"])
             return .failed
@@ -154,7 +156,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
         do {
             subscription = try client.subscribe(
                 ewsURL: ewsURL, credentials: credentials, version: version,
-                callbackURL: callbackURL, statusFrequencyMinutes: configuration.exchangeStatusFrequencyMinutes
+                callbackURL: callbackURL, statusFrequencyMinutes: settings.statusFrequency.wholeMinutes
             )
         } catch .unauthorized(let status) {
             context.logger.info("subscribe: Exchange refused the credentials", metadata: ["http.status": "\(status)"])
@@ -168,7 +170,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
         let won = try store.completeRegistration(
             recordID: request.record.id, generation: generation, backend: .ews, backendURL: ewsURL, subscriptionID: subscription.id,
             watermark: subscription.watermark, version: subscription.version.rawValue,
-            heartbeatMinutes: configuration.exchangeStatusFrequencyMinutes, now: now
+            heartbeatMinutes: settings.statusFrequency.wholeMinutes, now: now
         )
         // Lost to a later concurrent registration: that one's subscription stays, this
         // one's first callback is answered Unsubscribe. The proof held either way.
@@ -187,24 +189,24 @@ private struct Attempt {
     let store: MailSubscriptionStore
     let autodiscoverCache: AutodiscoverCache
 
-    init(request: MailboxRequest, context: RequestContext) {
+    init(request: MailboxRequest, context: RequestContext, settings: ExchangeSettings) {
         self.request = request
         self.context = context
+        self.settings = settings
         store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
         autodiscoverCache = AutodiscoverCache(database: context.database)
     }
 
-    var configuration: ENSConfiguration { context.configuration }
+    let settings: ExchangeSettings
 
     func proofAllowed() throws -> Bool {
-        let allowed = try store.proofAllowed(recordID: request.record.id, limit: configuration.exchangeProofFailureLimit,
-                                             windowSeconds: Int64(configuration.exchangeProofWindowSeconds), now: .now())
+        let allowed = try store.proofAllowed(recordID: request.record.id, limit: settings.proofFailureLimit, window: settings.proofWindow, now: .now())
         if !allowed { context.logger.warning("registration throttled: too many failed proofs", metadata: ["record": "\(request.record.id)"]) }
         return allowed
     }
 
     func recordProofFailure() throws {
-        try store.recordProofFailure(recordID: request.record.id, windowSeconds: Int64(configuration.exchangeProofWindowSeconds), now: .now())
+        try store.recordProofFailure(recordID: request.record.id, window: settings.proofWindow, now: .now())
     }
 
     /// The request's credentials in EWS form; nil (a failed proof) for a PKCS#12 bundle
@@ -235,7 +237,7 @@ private struct Attempt {
         while true {
             do {
                 _ = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, mailbox: request.mailbox,
-                                                timeoutMilliseconds: configuration.exchangeTimeoutMilliseconds)
+                                                timeout: settings.requestTimeout)
             } catch where error.isInvalidServerVersion {
                 guard let older = version.older else { return .refused(.failed) }
                 version = older

@@ -2,6 +2,7 @@ public import ENSCore
 public import Logging
 internal import EWS
 internal import OpenSSL
+internal import POSIX
 
 /// One mail backend's side of its change notifications: where they arrive, how their
 /// URL is authenticated, what their body says, what answer the backend expects, and
@@ -41,7 +42,7 @@ public protocol MailboxReader {
     /// Sender and subject of the messages it could fetch (the others are left out),
     /// and the Inbox's unread count when asked; all within one budget. Failures are
     /// logged here and leave their part empty: a generic alert still goes.
-    func lookUp(itemIDs: [String], unreadCount: Bool, budgetMilliseconds: Int, logger: Logger) -> MailLookup
+    func lookUp(itemIDs: [String], unreadCount: Bool, budget: Duration, logger: Logger) -> MailLookup
 }
 
 public struct MailLookup: Sendable {
@@ -170,17 +171,17 @@ enum MailCallback {
         /// Looks the items up and hands one notification per (device, item) to the sender.
         private func deliver(items: [String], row: MailSubscriptionStore.CallbackRecord, reader: any MailboxReader,
                              store: MailSubscriptionStore, watermark: String?, now: Timestamp) throws -> Delivery {
-            let configuration = context.configuration
-            let devices = try store.notifiableDevices(recordID: row.id, now: now, limit: configuration.maximumDevicesPerRecord)
+            let settings = context.settings.callbacks
+            let devices = try store.notifiableDevices(recordID: row.id, now: now, limit: settings.maximumDevicesPerRecord)
             guard !devices.isEmpty else { return Delivery(delivered: true, recorded: false) }
             // Caps (docs/exchange.md, "Limits"): a batch of more items than
             // exchange.max_items_per_callback, or one that would take the record past
             // exchange.max_notifications_per_minute, becomes one "N new messages" alert
             // per device; past the rate cap even that, the batch is dropped and said so.
-            let perItem = items.count <= configuration.exchangeMaximumItemsPerCallback
+            let perItem = items.count <= settings.maximumItemsPerCallback
             guard let reserved = try store.reserveNotifications(
                 recordID: row.id, preferring: perItem ? items.count * devices.count : devices.count, orElse: devices.count,
-                limit: configuration.exchangeMaximumNotificationsPerMinute, watermark: watermark, now: now
+                limit: settings.maximumNotificationsPerMinute, watermark: watermark, now: now
             ) else {
                 logger.warning("notification rate cap reached for the record; this batch is not pushed", metadata: [
                     "record": "\(row.id)", "items": "\(items.count)", "devices": "\(devices.count)",
@@ -196,14 +197,15 @@ enum MailCallback {
             // goes. A summary's id is derived from the batch, so a redelivery of it
             // collapses on the device like any other.
             let lookup = reader.lookUp(itemIDs: summarized ? [] : items, unreadCount: devices.contains(where: \.device.badge),
-                                       budgetMilliseconds: configuration.exchangeItemTimeoutMilliseconds, logger: logger)
+                                       budget: settings.lookupBudget, logger: logger)
             let summaries = summarized
                 ? [MailSummary(itemID: "summary:\(items.first ?? ""):\(items.last ?? ""):\(items.count)",
                                subject: "\(items.count) new messages", senderName: "New mail")]
                 : items.map { item in lookup.summaries.first { $0.itemID == item } ?? MailSummary(itemID: item, subject: "", senderName: "New mail") }
 
-            let sender = SenderClient(socketPath: configuration.pushSocket)
+            let sender = SenderClient(socketPath: settings.pushSocket)
             let policy = try context.policyClient()
+            let allowOnError = context.settings.devicePolicy?.allowOnError ?? false
             for target in devices {
                 if let deviceID = target.device.ewsDeviceID, let policy {
                     switch policy.decision(deviceID: deviceID) {
@@ -212,8 +214,8 @@ enum MailCallback {
                         logger.info("SEG policy denies the device; no push", metadata: ["device": "\(target.device.id)"])
                         continue
                     case .unreachable:
-                        logger.warning("SEG policy service unreachable", metadata: ["device": "\(target.device.id)", "policy.on_error": "\(configuration.policyAllowOnError ? "allow" : "deny")"])
-                        if !configuration.policyAllowOnError { continue }
+                        logger.warning("SEG policy service unreachable", metadata: ["device": "\(target.device.id)", "policy.on_error": "\(allowOnError ? "allow" : "deny")"])
+                        if !allowOnError { continue }
                     }
                 }
                 for summary in summaries {
@@ -225,7 +227,7 @@ enum MailCallback {
                         id: Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(summary.itemID)").prefix(16))),
                         deviceToken: target.token, topic: target.device.bundleID,
                         environment: target.device.development ? .sandbox : .production, pushType: .alert,
-                        expiration: now.millisecondsSinceEpoch / 1000 + Int64(configuration.exchangeNotificationTTLSeconds),
+                        expiration: now.adding(settings.notificationTTL).millisecondsSinceEpoch / 1000,
                         payload: payload.encoded, deviceRowID: target.device.id
                     )
                     do {

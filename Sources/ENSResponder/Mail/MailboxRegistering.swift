@@ -68,7 +68,8 @@ public enum MailboxOutcome: Sendable, Equatable {
     /// nor what discovery finds for the address, nor on the operator's list.
     case endpointNotTrusted
     /// Too many failed proofs for this record lately; the server was not contacted.
-    case throttled
+    /// Registrations may be tried again after `retryAfter`.
+    case throttled(retryAfter: Duration)
     /// Every registration place of this responder process is taken (slow servers):
     /// try again shortly; the server was not contacted.
     case busy

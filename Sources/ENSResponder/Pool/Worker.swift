@@ -9,15 +9,19 @@ internal import POSIX
 ///
 /// On SIGTERM/SIGINT it stops accepting, lets requests in flight finish, and exits.
 public struct Worker {
+    /// The process's own wiring: threads, database account, secrets, token cache.
     let configuration: ENSConfiguration
+    /// What request handling reads, handed to every thread's context.
+    let settings: ResponderSettings
     let listenFD: Int32
     /// The supervisor's slot number: names this worker's metrics file, so a replacement
     /// continues its predecessor's counters.
     let slot: Int
     let logger: Logger
 
-    public init(configuration: ENSConfiguration, listenFD: Int32, slot: Int, logger: Logger) {
+    public init(configuration: ENSConfiguration, settings: ResponderSettings, listenFD: Int32, slot: Int, logger: Logger) {
         self.configuration = configuration
+        self.settings = settings
         self.listenFD = listenFD
         self.slot = slot
         self.logger = logger
@@ -49,10 +53,10 @@ public struct Worker {
             database = try configuration.serviceDatabase()
             services = SharedServices(
                 vault: Vault(masterKey: try configuration.masterKey()),
-                apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkIntervalSeconds: configuration.apiTokenRefreshSeconds),
+                apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkInterval: configuration.apiTokenRefresh),
                 privateKeys: PrivateKeyCache(capacity: configuration.keyCacheSize),
                 checkIns: CheckInRecorder(),
-                mailBackends: MailBackends(fallback: ExchangeRegistrar()),
+                mailBackends: MailBackends(fallback: ExchangeRegistrar(settings: settings.exchange)),
                 registrationGate: ConcurrencyGate(.concurrent(configuration.exchangeMaximumConcurrentRegistrations)),
                 callbackGate: ConcurrencyGate(.slow(configuration.exchangeMaximumSlowCallbacks, afterMilliseconds: 1000))
             )
@@ -77,7 +81,7 @@ public struct Worker {
         }
         var threads: [OSThread] = []
         for index in 0..<configuration.fcgiThreads {
-            let configuration = self.configuration
+            let settings = self.settings
             var threadLogger = logger
             threadLogger[metadataKey: "thread"] = "\(index)"
             let logger = threadLogger
@@ -85,7 +89,7 @@ public struct Worker {
                 let threadCounters = counters.isEmpty ? nil : counters[index]
                 threads.append(try OSThread.start {
                     Self.serve(connections: connections, dispatcher: dispatcher, context: RequestContext(
-                        configuration: configuration, services: services,
+                        settings: settings, services: services,
                         database: Connection(configuration: database), logger: logger, requestCounters: threadCounters))
                 })
             } catch {

@@ -8,7 +8,7 @@ enum ExchangeSimulator {
 
     @discardableResult
     static func control(_ path: String, _ body: [String: Any]? = nil) throws -> [String: Any] {
-        let client = try HTTPClient(configuration: HTTPClientConfiguration(totalTimeoutMilliseconds: 60000, preferHTTP2: false))
+        let client = try HTTPClient(configuration: HTTPClientConfiguration(totalTimeout: .seconds(60), preferHTTP2: false))
         let request = body.map { HTTPRequest(method: .post, url: controlURL + path, headers: [("Content-Type", "application/json")],
                                              body: Array(try! JSONSerialization.data(withJSONObject: $0))) }
             ?? HTTPRequest(method: .get, url: controlURL + path)
