@@ -96,6 +96,18 @@ final class EVPKey: @unchecked Sendable {
         guard self.kind == kind else { throw OpenSSLError(operation: operation, reasons: [kind.refusal]) }
     }
 
+    /// Throws unless the private and public halves belong together (for RSA: n = p·q,
+    /// d inverts e, the CRT values agree; no primality tests). OpenSSL reads a key whose
+    /// numbers were damaged without complaint; this refuses it before it signs garbage.
+    func requireConsistent(operation: String) throws(OpenSSLError) {
+        guard let context = EVP_PKEY_CTX_new(pointer, nil) else { throw .drain(operation) }
+        defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_pairwise_check(context) == 1 else {
+            OpenSSLError.clearQueue()
+            throw OpenSSLError(operation: operation, reasons: ["the private and public parts of the key do not match"])
+        }
+    }
+
     /// The key size in bits (the modulus for RSA).
     var bits: Int { Int(EVP_PKEY_get_bits(pointer)) }
 
