@@ -33,8 +33,10 @@ final class EVPKey: @unchecked Sendable {
     /// The first unencrypted private key in PEM text: PKCS#8 (`BEGIN PRIVATE KEY`) or
     /// traditional (`BEGIN RSA PRIVATE KEY`, `BEGIN EC PRIVATE KEY`). Blocks that hold
     /// no private key, such as a certificate, and text around the blocks are skipped.
+    /// An encrypted key fails: the passphrase callback refuses at once, where OpenSSL's
+    /// default would ask for one on the controlling terminal and wait.
     convenience init(pem: [UInt8], operation: String) throws(OpenSSLError) {
-        guard let parsed = MemoryBIO.reading(pem, { PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else {
+        guard let parsed = MemoryBIO.reading(pem, { PEM_read_bio_PrivateKey($0, nil, { _, _, _, _ in -1 }, nil) }) else {
             throw .drain(operation)
         }
         self.init(takingOwnershipOf: parsed)

@@ -167,6 +167,36 @@ import Testing
             }
         }
     }
+
+    /// An encrypted key is refused at once, by RSASigningKey and ECSigningKey alike:
+    /// nothing asks for a passphrase. (OpenSSL's default callback would ask on the
+    /// controlling terminal and wait; without one it fails with UI errors, which is how
+    /// this test tells the two apart.)
+    @Test func refusesEncryptedKeysWithoutAskingForAPassphrase() throws {
+        let texts = try withTemporaryDirectory { directory in
+            let rsa = directory.appendingPathComponent("rsa.pem").path
+            let ec = directory.appendingPathComponent("ec.pem").path
+            _ = try Shell.run("""
+                openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -aes-256-cbc -pass pass:secret -out "$1" 2>/dev/null && \
+                openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -aes-256-cbc -pass pass:secret -out "$2" 2>/dev/null
+                """, [rsa, ec])
+            return [try String(contentsOfFile: rsa, encoding: .utf8), try String(contentsOfFile: ec, encoding: .utf8)]
+        }
+        let attempts: [(String, () throws(OpenSSLError) -> Void)] = [
+            ("RSASigningKey", { () throws(OpenSSLError) in _ = try RSASigningKey(pem: texts[0]) }),
+            ("ECSigningKey", { () throws(OpenSSLError) in _ = try ECSigningKey(pem: texts[1]) }),
+        ]
+        for text in texts { #expect(text.hasPrefix("-----BEGIN ENCRYPTED PRIVATE KEY-----")) }
+        for (name, attempt) in attempts {
+            do throws(OpenSSLError) {
+                try attempt()
+                Issue.record("\(name) accepted an encrypted key")
+            } catch {
+                #expect(error.reasons.contains { $0.contains("bad password read") }, "\(name): \(error)")
+                #expect(!error.reasons.contains { $0.contains("UI routines") || $0.contains("UI lib") }, "\(name): \(error)")
+            }
+        }
+    }
 }
 
 /// The `x5t` and `x5t#S256` thumbprints of a certificate, against the openssl CLI's
