@@ -39,42 +39,32 @@ public struct ClientIdentity: Sendable, Equatable {
         guard iterations <= Self.maximumKDFIterations else {
             throw OpenSSLError(operation: "open PKCS#12", reasons: ["it asks for \(iterations) key-derivation iterations, more than \(Self.maximumKDFIterations)"])
         }
-        var key: OpaquePointer?
-        var certificate: OpaquePointer?
-        guard PKCS12_parse(bundle, password, &key, &certificate, nil) == 1 else { throw .drain("open PKCS#12") }
-        defer {
-            EVP_PKEY_free(key)
-            X509_free(certificate)
-        }
-        guard let key, let certificate else {
+        var parsedKey: OpaquePointer?
+        var parsedCertificate: OpaquePointer?
+        guard PKCS12_parse(bundle, password, &parsedKey, &parsedCertificate, nil) == 1 else { throw .drain("open PKCS#12") }
+        let key = parsedKey.map(EVPKey.init(takingOwnershipOf:))
+        defer { X509_free(parsedCertificate) }
+        guard let key, let certificate = parsedCertificate else {
             throw OpenSSLError(operation: "open PKCS#12", reasons: ["no certificate and key in the bundle"])
         }
-        guard X509_check_private_key(certificate, key) == 1 else { throw .drain("PKCS#12 key does not match its certificate") }
-        certificateDER = try Self.encode("i2d_X509") { i2d_X509(certificate, $0) }
-        guard let info = EVP_PKEY2PKCS8(key) else { throw .drain("EVP_PKEY2PKCS8") }
-        defer { PKCS8_PRIV_KEY_INFO_free(info) }
-        privateKeyDER = try Self.encode("i2d_PKCS8_PRIV_KEY_INFO") { i2d_PKCS8_PRIV_KEY_INFO(info, $0) }
+        try self.init(certificate: certificate, key: key, mismatch: "PKCS#12 key does not match its certificate")
     }
 
     /// Reads a PEM file holding a certificate and its unencrypted private key (in
     /// either order), as APNs certificate exports are often kept.
     public init(pem bytes: [UInt8]) throws(OpenSSLError) {
-        func withBIO<T>(_ body: (OpaquePointer) -> T?) -> T? {
-            bytes.withUnsafeBytes { buffer in
-                guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
-                defer { BIO_free(bio) }
-                return body(bio)
-            }
-        }
-        guard let certificate = withBIO({ PEM_read_bio_X509($0, nil, nil, nil) }) else { throw .drain("read PEM certificate") }
+        guard let certificate = MemoryBIO.reading(bytes, { PEM_read_bio_X509($0, nil, nil, nil) }) else { throw .drain("read PEM certificate") }
         defer { X509_free(certificate) }
-        guard let key = withBIO({ PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else { throw .drain("read PEM private key") }
-        defer { EVP_PKEY_free(key) }
-        guard X509_check_private_key(certificate, key) == 1 else { throw .drain("PEM key does not match its certificate") }
-        certificateDER = try Self.encode("i2d_X509") { i2d_X509(certificate, $0) }
-        guard let info = EVP_PKEY2PKCS8(key) else { throw .drain("EVP_PKEY2PKCS8") }
-        defer { PKCS8_PRIV_KEY_INFO_free(info) }
-        privateKeyDER = try Self.encode("i2d_PKCS8_PRIV_KEY_INFO") { i2d_PKCS8_PRIV_KEY_INFO(info, $0) }
+        let key = try EVPKey(pem: bytes, operation: "read PEM private key")
+        try self.init(certificate: certificate, key: key, mismatch: "PEM key does not match its certificate")
+    }
+
+    /// The identity of a certificate (borrowed) and its key, refused (as `mismatch`)
+    /// unless they belong together.
+    private init(certificate: OpaquePointer, key: EVPKey, mismatch: String) throws(OpenSSLError) {
+        guard X509_check_private_key(certificate, key.pointer) == 1 else { throw .drain(mismatch) }
+        certificateDER = try DER.encode("i2d_X509") { i2d_X509(certificate, $0) }
+        privateKeyDER = try key.pkcs8DER
     }
 
     /// The certificate as PEM text (libcurl's CURLOPT_SSLCERT_BLOB).
@@ -82,36 +72,4 @@ public struct ClientIdentity: Sendable, Equatable {
 
     /// The key as PEM text (libcurl's CURLOPT_SSLKEY_BLOB).
     public var privateKeyPEM: [UInt8] { PEM.encode(privateKeyDER, label: "PRIVATE KEY") }
-
-    /// Runs an i2d function twice (length, then bytes), as OpenSSL's DER encoders want.
-    private static func encode(_ operation: String, _ i2d: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?) -> Int32) throws(OpenSSLError) -> [UInt8] {
-        let length = i2d(nil)
-        guard length > 0 else { throw .drain(operation) }
-        var output = [UInt8](repeating: 0, count: Int(length))
-        let written = output.withUnsafeMutableBufferPointer { buffer in
-            var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
-            return i2d(&cursor)
-        }
-        guard written == length else { throw .drain(operation) }
-        return output
-    }
-}
-
-/// PEM armour (RFC 7468): base64 in 64-character lines between BEGIN/END labels.
-enum PEM {
-    static func encode(_ der: [UInt8], label: String) -> [UInt8] {
-        // EVP_EncodeBlock writes 4 characters per 3 bytes plus a NUL.
-        var base64 = [UInt8](repeating: 0, count: (der.count + 2) / 3 * 4 + 1)
-        let written = Int(EVP_EncodeBlock(&base64, der, Int32(der.count)))
-        base64.removeSubrange(written...)
-        var output = Array("-----BEGIN \(label)-----\n".utf8)
-        var line = 0
-        while line < base64.count {
-            output += base64[line..<min(line + 64, base64.count)]
-            output.append(UInt8(ascii: "\n"))
-            line += 64
-        }
-        output += Array("-----END \(label)-----\n".utf8)
-        return output
-    }
 }

@@ -13,6 +13,16 @@ public enum Digest {
 
     public static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
 
+    /// SHA-1 of `bytes`, for names that are defined as a SHA-1 (a certificate's `x5t`
+    /// thumbprint) and nothing that relies on collision resistance.
+    public static func sha1(_ bytes: [UInt8]) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: 20)
+        bytes.withUnsafeBufferPointer { input in
+            _ = SHA1(input.baseAddress, input.count, &output)
+        }
+        return output
+    }
+
     /// HMAC-SHA-256 of `message` under `key`.
     public static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: 32)

@@ -1,11 +1,12 @@
 internal import COpenSSL
 import Synchronization
 
-/// An RSA private key; owns its `EVP_PKEY` and frees it in `deinit`.
+/// An RSA private key for sealed parameters (raw decryption, implicit rejection); its
+/// `EVP_PKEY` is owned by an `EVPKey`.
 public final class RSAPrivateKey: @unchecked Sendable {
     // @unchecked: the EVP_PKEY is never mutated after creation, and OpenSSL allows
     // concurrent use of a key through separate EVP_PKEY_CTX objects.
-    private let key: OpaquePointer
+    private let key: EVPKey
     /// Ready-made raw-decryption contexts (EVP_PKEY_CTX, owned here and freed in
     /// deinit). Setting one up costs OpenSSL 3 provider look-ups that are a sizeable
     /// fraction of the RSA operation itself, so contexts are reused; a context is used
@@ -17,10 +18,12 @@ public final class RSAPrivateKey: @unchecked Sendable {
     /// (SealedParameter), so it is the same every time and unknowable without the key.
     public let rejectionSecret: [UInt8]
 
-    private init(takingOwnershipOf key: OpaquePointer) {
+    private init(_ key: EVPKey) {
         self.key = key
+        // Over the traditional (PKCS#1) DER, as it has always been: a different encoding
+        // would change every key's stand-ins.
         var der: UnsafeMutablePointer<UInt8>?
-        let length = i2d_PrivateKey(key, &der)
+        let length = i2d_PrivateKey(key.pointer, &der)
         var material = Array("ENS implicit rejection v1".utf8)
         if length > 0, let der {
             material += UnsafeBufferPointer(start: der, count: Int(length))
@@ -31,70 +34,36 @@ public final class RSAPrivateKey: @unchecked Sendable {
     }
 
     deinit {
+        // The contexts go before the key they refer to (`key` is released after this).
         idleContexts.withLock { contexts in
             for context in contexts { EVP_PKEY_CTX_free(context.pointer) }
         }
-        EVP_PKEY_free(key)
     }
 
     /// Generates a fresh key (slow: ~0.1–0.7 s for 2048 bits; keep it off request paths).
     public static func generate(bits: Int32 = 2048) throws(OpenSSLError) -> RSAPrivateKey {
-        guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_RSA, nil) else { throw .drain("EVP_PKEY_CTX_new_id") }
-        defer { EVP_PKEY_CTX_free(context) }
-        guard EVP_PKEY_keygen_init(context) == 1,
-              EVP_PKEY_CTX_set_rsa_keygen_bits(context, bits) == 1 else { throw .drain("RSA keygen init") }
-        var key: OpaquePointer?
-        guard EVP_PKEY_keygen(context, &key) == 1, let key else { throw .drain("RSA keygen") }
-        return RSAPrivateKey(takingOwnershipOf: key)
+        RSAPrivateKey(try EVPKey.generateRSA(bits: bits))
     }
 
     /// Reads a DER-encoded private key (PKCS#1 or PKCS#8), as `derRepresentation` writes.
     public convenience init(derRepresentation der: [UInt8]) throws(OpenSSLError) {
-        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
-            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
-            return d2i_AutoPrivateKey(nil, &cursor, buffer.count)
-        }
-        guard let parsed else { throw .drain("read private key") }
-        guard EVP_PKEY_get_base_id(parsed) == EVP_PKEY_RSA else {
-            EVP_PKEY_free(parsed)
-            throw OpenSSLError(operation: "read private key", reasons: ["not an RSA key"])
-        }
-        self.init(takingOwnershipOf: parsed)
+        let key = try EVPKey(der: der, operation: "read private key")
+        try key.require(.rsa, operation: "read private key")
+        self.init(key)
     }
 
     /// The private key as PKCS#8 DER. Callers seal this before it goes anywhere.
     public var derRepresentation: [UInt8] {
-        get throws(OpenSSLError) {
-            guard let info = EVP_PKEY2PKCS8(key) else { throw .drain("EVP_PKEY2PKCS8") }
-            defer { PKCS8_PRIV_KEY_INFO_free(info) }
-            let length = i2d_PKCS8_PRIV_KEY_INFO(info, nil)
-            guard length > 0 else { throw .drain("i2d_PKCS8_PRIV_KEY_INFO") }
-            var output = [UInt8](repeating: 0, count: Int(length))
-            let written = output.withUnsafeMutableBufferPointer { buffer in
-                var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
-                return i2d_PKCS8_PRIV_KEY_INFO(info, &cursor)
-            }
-            guard written == length else { throw .drain("i2d_PKCS8_PRIV_KEY_INFO") }
-            return output
-        }
+        get throws(OpenSSLError) { try key.pkcs8DER }
     }
 
     /// The public half as PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`).
     public var publicKeyPEM: String {
-        get throws(OpenSSLError) {
-            guard let bio = BIO_new(BIO_s_mem()) else { throw .drain("BIO_new") }
-            defer { BIO_free(bio) }
-            guard PEM_write_bio_PUBKEY(bio, key) == 1 else { throw .drain("PEM_write_bio_PUBKEY") }
-            let pending = Int(BIO_ctrl_pending(bio))
-            var bytes = [UInt8](repeating: 0, count: pending)
-            let read = BIO_read(bio, &bytes, Int32(pending))
-            guard read == pending else { throw .drain("BIO_read") }
-            return String(decoding: bytes, as: UTF8.self)
-        }
+        get throws(OpenSSLError) { try key.publicKeyPEM }
     }
 
     /// Modulus size in bytes (k): the length of every ciphertext block.
-    public var modulusByteCount: Int { Int(EVP_PKEY_get_size(key)) }
+    public var modulusByteCount: Int { key.maximumOutputSize }
 
     /// The raw RSA private-key operation (c^d mod n) on one k-byte block, with no padding
     /// check. PKCS#1 v1.5 unpadding is done by the caller in constant time: OpenSSL 3.0's
@@ -120,7 +89,7 @@ public final class RSAPrivateKey: @unchecked Sendable {
 
     private func takeDecryptionContext() -> OpaquePointerBox? {
         if let reused = idleContexts.withLock({ $0.popLast() }) { return reused }
-        guard let context = EVP_PKEY_CTX_new(key, nil) else { return nil }
+        guard let context = EVP_PKEY_CTX_new(key.pointer, nil) else { return nil }
         guard EVP_PKEY_decrypt_init(context) == 1, EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else {
             OpenSSLError.clearQueue()
             EVP_PKEY_CTX_free(context)

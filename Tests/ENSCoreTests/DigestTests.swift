@@ -32,6 +32,24 @@ import Testing
         }
     }
 
+    @Test func sha1KnownVectorsAndCLI() throws {
+        // FIPS 180-2 appendix A.
+        #expect(Hex.encode(Digest.sha1([])) == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(Hex.encode(Digest.sha1(Array("abc".utf8))) == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        #expect(Hex.encode(Digest.sha1(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
+            == "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
+        var generator = SeededGenerator(seed: 0x5A1)
+        try withTemporaryDirectory { directory in
+            for length in [1, 55, 56, 64, 1000] {
+                let bytes = generator.bytes(length)
+                let file = directory.appendingPathComponent("in-\(length)")
+                try file.write(bytes)
+                let expected = try Shell.run("openssl dgst -sha1 -binary \"$1\" | \(Self.toHex)", [file.path])
+                #expect(Hex.encode(Digest.sha1(bytes)) == expected, "length \(length)")
+            }
+        }
+    }
+
     @Test func hmacRFC4231Vectors() {
         // Test case 1.
         #expect(Hex.encode(Digest.hmacSHA256(key: [UInt8](repeating: 0x0b, count: 20), message: Array("Hi There".utf8)))

@@ -111,9 +111,12 @@ enum ECDSASignatureDER {
                 openssl pkey -in "$1" -pubout -out "$3"
                 """, [pkcs8, sec1, pub])
             let expectedPublic = try String(contentsOfFile: pub, encoding: .utf8)
+            let expectedPrivate = try String(contentsOfFile: pkcs8, encoding: .utf8)
             for path in [pkcs8, sec1] {
                 let key = try ECSigningKey(pem: try String(contentsOfFile: path, encoding: .utf8))
                 #expect(try key.publicKeyPEM == expectedPublic, "\(path)")
+                // Written back as PKCS#8 PEM, byte for byte what the CLI writes.
+                #expect(try key.pem == expectedPrivate, "\(path)")
             }
             #expect(try String(contentsOfFile: sec1, encoding: .utf8).hasPrefix("-----BEGIN EC PRIVATE KEY-----"))
         }

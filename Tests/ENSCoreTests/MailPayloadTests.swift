@@ -76,6 +76,9 @@ import Testing
                 openssl pkey -in out-key.pem -pubout | openssl sha256 -r && openssl pkey -in key.pem -pubout | openssl sha256 -r
                 """, [dir]).split(separator: "\n")
             #expect(fingerprints.count == 4 && fingerprints[0] == fingerprints[1] && fingerprints[2] == fingerprints[3])
+            // Byte for byte the PEM the CLI wrote (PKCS#8 for the key).
+            #expect(identity.certificatePEM == Array(try Data(contentsOf: directory.appendingPathComponent("cert.pem"))))
+            #expect(identity.privateKeyPEM == Array(try Data(contentsOf: directory.appendingPathComponent("key.pem"))))
 
             // The same identity from one PEM file holding key and certificate (either order).
             let combined = Array(try Data(contentsOf: directory.appendingPathComponent("key.pem")))
