@@ -37,16 +37,18 @@ let package = Package(
         // MARK: One wrapper per C library; each owns every pointer of its library.
         .target(name: "FastCGI", dependencies: ["CFastCGI", "POSIX"], swiftSettings: swiftSettings),
         .target(name: "MariaDB", dependencies: ["CMariaDB"], swiftSettings: swiftSettings),
-        .target(name: "OpenSSL", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+        .target(name: "OpenSSL", dependencies: ["COpenSSL", "Codecs"], swiftSettings: swiftSettings),
         .target(name: "Curl", dependencies: ["CCurl", "POSIX"], swiftSettings: swiftSettings),
 
         // MARK: Pure Swift
+        // Hex and base64 (standard and URL-safe): the one codec of each.
+        .target(name: "Codecs", swiftSettings: swiftSettings),
         .systemLibrary(name: "CLinux"),
         .target(name: "POSIX", dependencies: ["CLinux"], swiftSettings: swiftSettings),
         .target(
             name: "ENSCore",
             dependencies: [
-                "OpenSSL", "MariaDB", "POSIX",
+                "Codecs", "OpenSSL", "MariaDB", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -55,13 +57,13 @@ let package = Package(
         // libcurl; XML parsed with FoundationXML, DTDs refused).
         .target(
             name: "EWS",
-            dependencies: ["ENSCore", "Curl", "OpenSSL", "POSIX"],
+            dependencies: ["Codecs", "ENSCore", "Curl", "OpenSSL", "POSIX"],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "ENSResponder",
             dependencies: [
-                "ENSCore", "EWS", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSCore", "EWS", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -70,7 +72,7 @@ let package = Package(
         .target(
             name: "ENSSender",
             dependencies: [
-                "ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -89,7 +91,7 @@ let package = Package(
         .executableTarget(
             name: "ens-apns",
             dependencies: [
-                "ENSCore", "ENSSender", "OpenSSL", "MariaDB", "POSIX",
+                "Codecs", "ENSCore", "ENSSender", "OpenSSL", "MariaDB", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -98,7 +100,7 @@ let package = Package(
         .executableTarget(
             name: "ens-cron",
             dependencies: [
-                "ENSCore", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSCore", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -109,14 +111,14 @@ let package = Package(
         .testTarget(
             name: "ENSCoreTests",
             dependencies: [
-                "ENSCore", "ENSResponder", "ENSSender", "EWS", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX",
+                "Codecs", "ENSCore", "ENSResponder", "ENSSender", "EWS", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["ENSCore", "ENSSender", "Curl", "MariaDB", "OpenSSL", "POSIX"],
+            dependencies: ["Codecs", "ENSCore", "ENSSender", "Curl", "MariaDB", "OpenSSL", "POSIX"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -43,21 +43,22 @@ let package = Package(
         .systemLibrary(name: "CCurl", path: "Modules/CCurl", pkgConfig: "libcurl"),
         .target(name: "FastCGI", dependencies: ["CFastCGI", "POSIX"], path: "Modules/FastCGI", swiftSettings: swiftSettings),
         .target(name: "MariaDB", dependencies: ["CMariaDB"], path: "Modules/MariaDB", swiftSettings: swiftSettings),
-        .target(name: "OpenSSL", dependencies: ["COpenSSL"], path: "Modules/OpenSSL", swiftSettings: swiftSettings),
+        .target(name: "Codecs", path: "Modules/Codecs", swiftSettings: swiftSettings),
+        .target(name: "OpenSSL", dependencies: ["COpenSSL", "Codecs"], path: "Modules/OpenSSL", swiftSettings: swiftSettings),
         .target(name: "Curl", dependencies: ["CCurl", "POSIX"], path: "Modules/Curl", swiftSettings: swiftSettings),
         .systemLibrary(name: "CLinux", path: "Modules/CLinux"),
         .target(name: "POSIX", dependencies: ["CLinux"], path: "Modules/POSIX", swiftSettings: swiftSettings),
         .target(
             name: "ENSCore",
-            dependencies: ["OpenSSL", "MariaDB", "POSIX", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Codecs", "OpenSSL", "MariaDB", "POSIX", .product(name: "Logging", package: "swift-log")],
             path: "Modules/ENSCore",
             swiftSettings: testable
         ),
-        .target(name: "EWS", dependencies: ["ENSCore", "Curl", "OpenSSL", "POSIX"], path: "Modules/EWS", swiftSettings: testable),
+        .target(name: "EWS", dependencies: ["Codecs", "ENSCore", "Curl", "OpenSSL", "POSIX"], path: "Modules/EWS", swiftSettings: testable),
         .target(
             name: "ENSResponder",
             dependencies: [
-                "ENSCore", "EWS", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSCore", "EWS", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Modules/ENSResponder",
@@ -71,7 +72,7 @@ let package = Package(
         // The fuzz targets.
         fuzzTarget("form", ["ENSCore", "ENSResponder"]),
         fuzzTarget("json", ["ENSCore", "ENSResponder"]),
-        fuzzTarget("base64", ["ENSCore"]),
+        fuzzTarget("base64", ["Codecs"]),
         fuzzTarget("sealed", ["ENSCore", "ENSResponder", "OpenSSL"]),
         fuzzTarget("callback", ["ENSCore", "EWS", "OpenSSL"]),
         fuzzTarget("soap", ["EWS"]),

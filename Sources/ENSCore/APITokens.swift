@@ -1,3 +1,4 @@
+internal import Codecs
 public import MariaDB
 public import OpenSSL
 internal import POSIX

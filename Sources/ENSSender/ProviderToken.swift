@@ -1,3 +1,4 @@
+internal import Codecs
 public import OpenSSL
 internal import ENSCore
 internal import POSIX

@@ -1,3 +1,4 @@
+internal import Codecs
 internal import ENSCore
 public import OpenSSL
 

@@ -1,3 +1,4 @@
+internal import Codecs
 internal import COpenSSL
 
 /// A read-only memory BIO over `bytes` for the length of `body`: how PEM text reaches
@@ -34,10 +35,7 @@ enum DER {
 /// layout OpenSSL's PEM writers produce. Every PEM this module writes comes from here.
 enum PEM {
     static func encode(_ der: [UInt8], label: String) -> [UInt8] {
-        // EVP_EncodeBlock writes 4 characters per 3 bytes plus a NUL.
-        var base64 = [UInt8](repeating: 0, count: (der.count + 2) / 3 * 4 + 1)
-        let written = Int(EVP_EncodeBlock(&base64, der, Int32(der.count)))
-        base64.removeSubrange(written...)
+        let base64 = Array(Base64.encode(der).utf8)
         var output = Array("-----BEGIN \(label)-----\n".utf8)
         var line = 0
         while line < base64.count {

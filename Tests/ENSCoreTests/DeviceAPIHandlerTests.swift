@@ -1,3 +1,4 @@
+import Codecs
 import ENSCore
 import ENSResponder
 import Foundation

@@ -3,7 +3,7 @@
 //
 // Base64.decodeLenient and Base64.decodeURLSafe on the input as text; round trips
 // through the encoders for what decodes, and for the raw input bytes.
-import ENSCore
+import Codecs
 import FuzzSupport
 
 @_cdecl("LLVMFuzzerTestOneInput")

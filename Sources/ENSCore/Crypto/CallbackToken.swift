@@ -1,3 +1,4 @@
+internal import Codecs
 public import OpenSSL
 
 /// The part of an Exchange callback URL after `/ews/`: `<record id>/<generation>/<blob>`.

@@ -1,3 +1,4 @@
+internal import Codecs
 public import OpenSSL
 
 /// Opens a *sealed* request parameter: base64 of one or more RSA PKCS#1 v1.5

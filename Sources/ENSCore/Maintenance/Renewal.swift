@@ -1,3 +1,4 @@
+internal import Codecs
 public import MariaDB
 internal import OpenSSL
 internal import Logging

@@ -1,3 +1,5 @@
+internal import Codecs
+
 /// Decodes `application/x-www-form-urlencoded` bodies (WHATWG rules: `&`-separated
 /// pairs, `+` is a space, `%XX` escapes). Refuses malformed escapes, non-UTF-8 text,
 /// NUL bytes and repeated names.
@@ -31,7 +33,7 @@ public enum FormDecoder {
                 index += 1
             } else if byte == UInt8(ascii: "%") {
                 guard index + 2 < bytes.endIndex,
-                      let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) else {
+                      let high = Hex.nibble(bytes[index + 1]), let low = Hex.nibble(bytes[index + 2]) else {
                     throw Failure(problem: "malformed percent escape")
                 }
                 output.append(high << 4 | low)
@@ -48,14 +50,5 @@ public enum FormDecoder {
         guard !bytes.contains(0) else { throw Failure(problem: "a parameter contains a NUL byte") }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw Failure(problem: "a parameter is not valid UTF-8") }
         return text
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - 0x30
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - 0x61 + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - 0x41 + 10
-        default: nil
-        }
     }
 }

@@ -1,3 +1,4 @@
+internal import Codecs
 public import ENSCore
 public import Logging
 internal import EWS
