@@ -41,6 +41,8 @@ python3 Tests/tools/apns_simulator_selftest.py 2>&1 | tail -1
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 python3 Tests/tools/ews_simulator_selftest.py 2>&1 | tail -1
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+python3 Tests/tools/fcm_simulator_selftest.py 2>&1 | tail -1
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 # The device API against its OpenAPI document, fuzzed by Schemathesis (bounded).
 scripts/stack.sh token schemathesis > "$ENS_VAR/schemathesis-token"
 Tests/tools/schemathesis.sh "https://localhost:$ENS_PORT" "$ENS_VAR/schemathesis-token" 2>&1 | tee "$ENS_VAR/schemathesis.out" | tail -15
