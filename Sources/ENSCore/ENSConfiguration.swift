@@ -52,7 +52,7 @@ public struct ENSConfiguration: Sendable {
     public var apnsProductionURL = "https://api.push.apple.com"
     public var apnsSandboxURL = "https://api.sandbox.push.apple.com"
     /// PEM CA bundle for the APNs hosts; empty uses the system store.
-    public var apnsCAFile: String?
+    public var pushCAFile: String?
     /// The token-auth signing key (.p8) and its identifiers from the developer account.
     public var apnsKeyFile = "/etc/ens/secrets/apns-auth-key.p8"
     public var apnsKeyID = ""
@@ -61,6 +61,10 @@ public struct ENSConfiguration: Sendable {
     /// with an optional password file) or a PEM file with certificate and key. Topics
     /// without a certificate use token authentication.
     public var apnsCertificates: [String: APNsCertificateFiles] = [:]
+    /// FCM HTTP v1: its base URL, and a service-account key file (Google's JSON) per
+    /// Android package name (`fcm.service_account.<package>`). No account: no FCM.
+    public var fcmURL = "https://fcm.googleapis.com"
+    public var fcmServiceAccountFiles: [String: String] = [:]
     public var pushMaximumInFlight = 500
     public var pushConnectionsPerHost = 2
     public var lockFile = "/run/ens/ens-cron.lock"
@@ -170,7 +174,8 @@ public struct ENSConfiguration: Sendable {
         "push.spool_max": { config, key, value throws(ConfigError) in config.pushSpoolCapacity = try integer(key, value, 1...10_000_000) },
         "apns.production_url": { config, key, value throws(ConfigError) in config.apnsProductionURL = try httpsURL(key, value) },
         "apns.sandbox_url": { config, key, value throws(ConfigError) in config.apnsSandboxURL = try httpsURL(key, value) },
-        "apns.ca_file": { config, key, value throws(ConfigError) in config.apnsCAFile = value.isEmpty ? nil : try path(key, value) },
+        "push.ca_file": { config, key, value throws(ConfigError) in config.pushCAFile = value.isEmpty ? nil : try path(key, value) },
+        "fcm.url": { config, key, value throws(ConfigError) in config.fcmURL = try httpsURL(key, value) },
         "apns.key_file": { config, key, value throws(ConfigError) in config.apnsKeyFile = try path(key, value) },
         "apns.key_id": { config, key, value throws(ConfigError) in config.apnsKeyID = try appleIdentifier(key, value) },
         "apns.team_id": { config, key, value throws(ConfigError) in config.apnsTeamID = try appleIdentifier(key, value) },
@@ -248,15 +253,16 @@ public struct ENSConfiguration: Sendable {
         "apns.spool_max": "push.spool_max",
         "apns.max_in_flight": "push.max_in_flight",
         "apns.connections": "push.connections",
+        "apns.ca_file": "push.ca_file",
     ]
 
     /// The deprecated keys this configuration was read with (old name, new name), for
     /// each program to log once it has a logger.
     public private(set) var deprecatedKeysUsed: [(old: String, new: String)] = []
 
-    /// Keys that name a bundle id after their prefix: `apns.certificate.<bundle id>`
-    /// and `apns.certificate_password_file.<bundle id>`.
-    public static let bundleKeyPrefixes = ["apns.certificate.", "apns.certificate_password_file."]
+    /// Keys that name an app after their prefix: `apns.certificate.<bundle id>`,
+    /// `apns.certificate_password_file.<bundle id>`, `fcm.service_account.<package>`.
+    public static let bundleKeyPrefixes = ["apns.certificate.", "apns.certificate_password_file.", "fcm.service_account."]
 
     /// Applies a parsed file over the defaults.
     public init(file: ConfigFile) throws(ConfigError) {
@@ -292,6 +298,10 @@ public struct ENSConfiguration: Sendable {
     private mutating func applyBundleKey(prefix: String, bundleID: String, key: String, value: String) throws(ConfigError) {
         guard !bundleID.isEmpty, bundleID.utf8.count <= 255, !bundleID.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
             throw ConfigError(key: key, problem: "must end with a bundle id (e.g. apns.certificate.com.example.mail)")
+        }
+        if prefix == "fcm.service_account." {
+            fcmServiceAccountFiles[bundleID] = try Self.path(key, value)
+            return
         }
         var files = apnsCertificates[bundleID] ?? APNsCertificateFiles(path: "", passwordFile: nil)
         if prefix == "apns.certificate." {

@@ -62,7 +62,7 @@ public final class APNsProvider: PushProvider {
             ("apns-collapse-id", notification.id),
             ("content-type", "application/json"),
         ]
-        return PushRequest(url: baseURL(for: notification.environment) + "/3/device/" + notification.deviceToken.hex,
+        return PushRequest(url: baseURL(for: notification.environment) + "/3/device/" + notification.deviceToken.value,
                            headers: headers, body: notification.payload, clientCertificate: certificate)
     }
 

@@ -23,10 +23,20 @@ public struct PushRequest: Sendable {
 public struct PushAnswer: Sendable {
     public let status: Int?
     public let body: [UInt8]
+    /// The answer's Retry-After, in seconds (the HTTP-date form is not used by push
+    /// services and is ignored).
+    public let retryAfter: Duration?
 
-    public init(status: Int?, body: [UInt8]) {
+    public init(status: Int?, body: [UInt8], retryAfter: Duration? = nil) {
         self.status = status
         self.body = body
+        self.retryAfter = retryAfter
+    }
+
+    /// Retry-After as delta-seconds, at most a day; nil when absent or not a number.
+    public static func retryAfter(_ header: String?) -> Duration? {
+        guard let text = header?.trimmingCharacters(in: " "), let seconds = Int(text), seconds >= 0 else { return nil }
+        return .seconds(min(seconds, 86_400))
     }
 }
 
@@ -36,25 +46,33 @@ public struct PushAnswer: Sendable {
 public struct PushVerdict: Sendable, Equatable {
     public let action: DeliveryAction
     public let reason: String
+    /// For a retry: not sooner than this (the provider's Retry-After).
+    public let retryAfter: Duration?
 
-    public init(action: DeliveryAction, reason: String) {
+    public init(action: DeliveryAction, reason: String, retryAfter: Duration? = nil) {
         self.action = action
         self.reason = reason
+        self.retryAfter = retryAfter
     }
 }
 
-/// Why a provider cannot build a request for a notification. Retrying cannot help.
+/// Why a provider cannot build a request for a notification: retrying cannot help,
+/// except for `temporarilyUnavailable`.
 public enum PushRequestError: Error, Sendable, CustomStringConvertible {
     /// No credentials are configured for the notification's app (topic).
     case noCredentials(topic: String)
     /// The credentials exist but could not be turned into a request (e.g. a signing
     /// failure); the provider's own words, never a secret.
     case credentials(String)
+    /// The credentials cannot be had right now (an OAuth token endpoint down or
+    /// refusing): the notification waits and is tried again, backed off.
+    case temporarilyUnavailable(String)
 
     public var description: String {
         switch self {
         case .noCredentials(let topic): "no credentials for \(topic)"
         case .credentials(let problem): problem
+        case .temporarilyUnavailable(let problem): problem
         }
     }
 }

@@ -178,6 +178,13 @@ public final class Sender: Sendable {
                     do {
                         guard let provider = providers[kind] else { throw PushRequestError.credentials("no \(kind.rawValue) provider is configured") }
                         request = try provider.request(for: notification)
+                    } catch PushRequestError.temporarilyUnavailable(let problem) {
+                        logger.warning("push credentials unavailable; the notification waits", metadata: [
+                            "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)", "error": "\(problem)",
+                        ])
+                        queue.delayed.append(Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1,
+                                                     notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts), capMilliseconds: 30_000)))
+                        continue
                     } catch {
                         logger.error("cannot build a push request; dropping the notification", metadata: [
                             "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)", "notification.id": "\(notification.id)", "error": "\(error)",
@@ -228,7 +235,7 @@ public final class Sender: Sendable {
         let answer: PushAnswer
         switch completion.result {
         case .success(let response):
-            answer = PushAnswer(status: response.status, body: response.body)
+            answer = PushAnswer(status: response.status, body: response.body, retryAfter: PushAnswer.retryAfter(response.header("retry-after")))
         case .failure(let error):
             logger.debug("push request failed", metadata: ["push.provider": "\(kind.rawValue)", "error": "\(error)"])
             answer = PushAnswer(status: nil, body: [])
@@ -269,7 +276,9 @@ public final class Sender: Sendable {
             return Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1,
                            notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts)))
         case .retry:
-            let delay = DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts), capMilliseconds: status == nil ? 30_000 : 15 * 60 * 1000)
+            // Never sooner than the provider's Retry-After.
+            let backoff = DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts), capMilliseconds: status == nil ? 30_000 : 15 * 60 * 1000)
+            let delay = max(backoff, Int64(verdict.retryAfter?.wholeMilliseconds ?? 0))
             logger.debug("push delivery will be retried", metadata: [
                 "push.provider": "\(kind.rawValue)", "push.status": "\(status ?? 0)", "retry.delay_ms": "\(delay)",
             ])

@@ -28,12 +28,14 @@ struct ENSAPNs: ParsableCommand {
     func run() throws {
         let settings: ENSConfiguration
         let credentials: APNsCredentials
+        let fcmAccounts: [String: FCMServiceAccount]
         let masterKey: AESGCMKey
         do {
             settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
             masterKey = try settings.masterKey()
             _ = try settings.serviceDatabase()
             credentials = try Self.credentials(settings)
+            fcmAccounts = try Self.fcmAccounts(settings)
         } catch {
             printError("ens-apns: \(error)")
             throw ExitCode(1)
@@ -68,10 +70,14 @@ struct ENSAPNs: ParsableCommand {
                     "spool.size": "\(recovery.pending)", "spool.torn_segments": "\(recovery.tornSegments)", "spool.imported": "\(recovery.imported)",
                 ])
             }
+            var providers: [any PushProvider] = [APNsProvider(credentials: credentials, productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL)]
+            if !fcmAccounts.isEmpty {
+                providers.append(try FCMProvider(accounts: fcmAccounts, url: settings.fcmURL, caBundlePath: settings.pushCAFile))
+            }
             sender = Sender(
                 spool: spool,
-                providers: [APNsProvider(credentials: credentials, productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL)],
-                settings: .init(caBundlePath: settings.apnsCAFile, maximumInFlight: settings.pushMaximumInFlight,
+                providers: providers,
+                settings: .init(caBundlePath: settings.pushCAFile, maximumInFlight: settings.pushMaximumInFlight,
                                 connectionsPerHost: settings.pushConnectionsPerHost),
                 database: try settings.serviceDatabase(),
                 metrics: metrics,
@@ -86,6 +92,7 @@ struct ENSAPNs: ParsableCommand {
         logger.info("sender started", metadata: [
             "socket": "\(settings.pushSocket)", "spool.dir": "\(settings.pushSpoolDirectory)",
             "auth.token": "\(credentials.token != nil)", "auth.certificates": "\(credentials.certificates.keys.sorted().joined(separator: ","))",
+            "fcm.packages": "\(fcmAccounts.keys.sorted().joined(separator: ","))",
         ])
 
         let delivery = try OSThread.start(stackSize: 1 << 20) { sender.deliver() }
@@ -129,6 +136,26 @@ extension ENSAPNs {
             }
         }
         return APNsCredentials(token: token, certificates: certificates)
+    }
+
+    /// The FCM service account configured per Android package name.
+    static func fcmAccounts(_ settings: ENSConfiguration) throws -> [String: FCMServiceAccount] {
+        var accounts: [String: FCMServiceAccount] = [:]
+        for (package, path) in settings.fcmServiceAccountFiles {
+            let key = "fcm.service_account.\(package)"
+            let bytes: [UInt8]
+            do {
+                bytes = try Files.read(path, limit: 64 * 1024)
+            } catch {
+                throw ConfigError(key: key, problem: "cannot read \(path): \(error)")
+            }
+            do {
+                accounts[package] = try FCMServiceAccount(json: bytes)
+            } catch {
+                throw ConfigError(key: key, problem: "is not a service-account key file: \(error.problem)")
+            }
+        }
+        return accounts
     }
 }
 

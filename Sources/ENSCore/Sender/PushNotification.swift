@@ -8,13 +8,15 @@ public struct PushNotification: Sendable, Equatable {
     /// apns-collapse-id), so a replay after a crash replaces rather than duplicates.
     public var id: String
     public var deviceToken: DeviceToken
-    /// The app the push is for (APNs: the bundle id, sent as apns-topic).
+    /// The app the push is for (APNs: the bundle id, sent as apns-topic; FCM: the
+    /// Android package name, which picks the service account).
     public var topic: String
     public var environment: Environment
     public var pushType: PushType
     /// Seconds since the epoch after which APNs should not deliver it (and we stop retrying).
     public var expiration: Int64
-    /// The provider's JSON payload (APNs: with `aps`), at most 4096 bytes.
+    /// The payload in ENS's canonical form (APNs's, with `aps`), at most 4096 bytes;
+    /// other providers translate it (FCMProvider).
     public var payload: [UInt8]
     /// The Devices row, for recording delivery and disabling rejected tokens.
     public var deviceRowID: Int64?
@@ -40,7 +42,7 @@ public struct PushNotification: Sendable, Equatable {
         var writer = JSONObjectWriter()
         writer.add("id", id)
         writer.add("provider", deviceToken.provider.rawValue)
-        writer.add("token", deviceToken.hex)
+        writer.add("token", deviceToken.value)
         writer.add("topic", topic)
         writer.add("environment", environment.rawValue)
         writer.add("pushType", pushType.rawValue)
@@ -82,9 +84,12 @@ public struct PushNotification: Sendable, Equatable {
             guard let name = member.stringValue, let provider = DeviceToken.Provider(rawValue: name) else { throw Invalid(problem: "unknown 'provider'") }
             return provider
         } ?? .apns
-        guard provider == .apns, let token = DeviceToken(hex: try string("token")) else { throw Invalid(problem: "'token' is not a device token") }
+        let tokenText = try string("token")
+        guard let token = provider == .apns ? DeviceToken(hex: tokenText) : DeviceToken(fcm: tokenText) else {
+            throw Invalid(problem: "'token' is not a device token")
+        }
         let topic = try string("topic")
-        guard topic.utf8.count <= 255, !topic.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else { throw Invalid(problem: "'topic' is not a bundle id") }
+        guard topic.utf8.count <= 255, !topic.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else { throw Invalid(problem: "'topic' is not an app id") }
         guard let environment = Environment(rawValue: try string("environment")) else { throw Invalid(problem: "bad 'environment'") }
         guard let pushType = PushType(rawValue: try string("pushType")) else { throw Invalid(problem: "bad 'pushType'") }
         guard let expiration = try integer("expiration") else { throw Invalid(problem: "missing 'expiration'") }

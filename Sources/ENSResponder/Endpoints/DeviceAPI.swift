@@ -136,7 +136,7 @@ enum DeviceAPI {
     // MARK: /unregister
 
     static let unregister = sealedOperation(parameter: "token") { operation, request, context in
-        guard let token = DeviceToken(hex: try operation.text()) else { throw APIError.sealedParameterRejected }
+        guard let token = DeviceToken(sent: try operation.text()) else { throw APIError.sealedParameterRejected }
         if try operation.store.unregister(recordID: operation.record.id, token: token) {
             context.logger.info("last device unregistered; user record deleted")
         }
@@ -157,7 +157,7 @@ enum DeviceAPI {
             // The original contract's form: the device's current token alone. There is no
             // old token to replace, so it confirms the device: flags refreshed, a
             // check-in; UpdateFail when the token is not registered (register it).
-            guard let token = DeviceToken(hex: bare) else { throw APIError.sealedParameterRejected }
+            guard let token = DeviceToken(sent: bare) else { throw APIError.sealedParameterRejected }
             new = token
             guard let device = try store.device(recordID: record.id, token: token) else { return .ok(.updateFail) }
             try store.checkIn(deviceID: device.id, now: .now())

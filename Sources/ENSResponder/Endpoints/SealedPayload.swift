@@ -52,9 +52,23 @@ extension [String: JSONValue] {
         return value
     }
 
+    /// A device token: the member `name` (an APNs token, or `fcm:<token>`), or, for an
+    /// `apnsToken`-style name, its FCM twin (`fcmToken`, `oldFcmToken`) holding an FCM
+    /// registration token. Exactly one of the two.
     func sealedToken(_ name: String) throws(APIError) -> DeviceToken {
-        guard let token = DeviceToken(hex: try sealedString(name)) else { throw .sealedParameterRejected }
-        return token
+        let fcmName = name.replacingApnsWithFcm
+        let given = self[name]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+        let givenFCM = fcmName == name ? nil : self[fcmName]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+        switch (given, givenFCM) {
+        case (let text?, nil):
+            guard let token = DeviceToken(sent: text) else { throw .sealedParameterRejected }
+            return token
+        case (nil, let text?):
+            guard let token = DeviceToken(fcm: text) else { throw .sealedParameterRejected }
+            return token
+        default:
+            throw .sealedParameterRejected
+        }
     }
 
     func sealedTimestamp(_ name: String) throws(APIError) -> Timestamp {
@@ -69,5 +83,14 @@ extension [String: JSONValue] {
         case "0", "false": return false
         default: throw .sealedParameterRejected
         }
+    }
+}
+
+private extension String {
+    /// `apnsToken` → `fcmToken`, `oldApnsToken` → `oldFcmToken`; other names unchanged.
+    var replacingApnsWithFcm: String {
+        if self == "apnsToken" { return "fcmToken" }
+        if self == "oldApnsToken" { return "oldFcmToken" }
+        return self
     }
 }
