@@ -34,13 +34,14 @@ memory_breakdown_mb() {
        END {printf "private %.1f MB, shared library pages %.1f MB, PSS %.1f MB", p/1024, s/1024, q/1024}' "/proc/$pid/smaps_rollup"
 }
 
-# stack_pids fcgi|mariadb|nginx|apns|apns-sim: the processes of this stack ($ENS_VAR) in that role.
+# stack_pids fcgi|mariadb|nginx|apns|apns-sim|fcm-sim: the processes of this stack ($ENS_VAR) in that role.
 stack_pids() {
   case $1 in
     fcgi) pgrep -f "ens-fcgi.*$ENS_VAR/ens.conf" ;;
     mariadb) pgrep -f "mariadbd.*$ENS_VAR/db" ;;
     apns) pgrep -f "ens-apns --config $ENS_VAR/ens.conf" ;;
     apns-sim) pgrep -f "apns_simulator.py --port $((ENS_PORT + 1)) " ;;
+    fcm-sim) pgrep -f "fcm_simulator.py --port $((ENS_PORT + 6)) " ;;
     nginx) local master; master=$(pgrep -f "nginx -c $ENS_VAR/nginx.conf" | head -1)
            [ -n "$master" ] && { echo "$master"; pgrep -P "$master"; } ;;
   esac

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """B4 helpers: drive ens-apns through its Unix socket, and mint a JWT for h2load.
 
-  pushes.py submit SOCKET N CONNECTIONS  submit N notifications; print "accepted seconds"
+  pushes.py submit SOCKET N CONNECTIONS [apns|fcm]
+                                         submit N notifications (to APNs or FCM tokens);
+                                         print "accepted seconds"
   pushes.py jwt KEY.p8 KEYID TEAMID      print an ES256 provider token (raw r||s)
   pushes.py payload                      print one notification payload (APNs JSON)
+  pushes.py fcm-assertion ACCOUNT.json   print the RS256 OAuth assertion for a service account
+  pushes.py fcm-message TOKEN            print the messages:send body ens-apns sends for PAYLOAD
 """
 import base64
 import json
@@ -38,7 +42,13 @@ def read_frame(sock):
     return header[3], body
 
 
-def submit(path, count, connections):
+def fcm_token():
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    raw = os.urandom(156)
+    return "".join(alphabet[b % 64] for b in raw[:22]) + ":APA91b" + "".join(alphabet[b % 64] for b in raw[22:])
+
+
+def submit(path, count, connections, provider="apns"):
     """Like `connections` responders at once: each connection sends a notification and
     waits for its answer before the next. One thread drives them all: sixteen Python
     threads handing the GIL to each other cost more CPU than ens-apns's whole ingest,
@@ -49,7 +59,8 @@ def submit(path, count, connections):
     accepted = 0
 
     def send_next(sock):
-        notification = {"id": os.urandom(16).hex(), "token": os.urandom(32).hex(), "topic": "com.example.mail",
+        token = fcm_token() if provider == "fcm" else os.urandom(32).hex()
+        notification = {"id": os.urandom(16).hex(), "provider": provider, "token": token, "topic": "com.example.mail",
                         "environment": "sandbox", "pushType": "alert", "expiration": expiration, "payload": PAYLOAD}
         sock.sendall(frame(1, json.dumps(notification).encode()))  # small: the socket takes it at once
 
@@ -99,9 +110,34 @@ def jwt(key_path, key_id, team_id):
     print(signing_input + "." + b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big")))
 
 
+def fcm_assertion(account_path):
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+    account = json.load(open(account_path))
+    key = serialization.load_pem_private_key(account["private_key"].encode(), password=None)
+    now = int(time.time())
+    signing_input = b64url(json.dumps({"alg": "RS256", "typ": "JWT", "kid": account["private_key_id"]}, separators=(",", ":")).encode()) + "." + \
+        b64url(json.dumps({"iss": account["client_email"], "scope": "https://www.googleapis.com/auth/firebase.messaging",
+                           "aud": account["token_uri"], "iat": now, "exp": now + 3600}, separators=(",", ":")).encode())
+    print(signing_input + "." + b64url(key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())))
+
+
+def fcm_message(token):
+    """The body ens-apns builds for PAYLOAD (FCMProvider.message): same fields, same size."""
+    print(json.dumps({"message": {
+        "token": token,
+        "android": {"priority": "HIGH", "ttl": "3600s", "collapse_key": os.urandom(16).hex()},
+        "notification": {"title": PAYLOAD["aps"]["alert"]["title"], "body": PAYLOAD["aps"]["alert"]["body"]},
+        "data": {"notificationId": os.urandom(16).hex(), "userid": "bench", "sound": "default"}}}, separators=(",", ":")))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "submit":
-        submit(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        submit(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else "apns")
+    elif sys.argv[1] == "fcm-assertion":
+        fcm_assertion(sys.argv[2])
+    elif sys.argv[1] == "fcm-message":
+        fcm_message(sys.argv[2] if len(sys.argv) > 2 else fcm_token())
     elif sys.argv[1] == "jwt":
         jwt(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "payload":

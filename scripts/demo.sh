@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole product in one minute, against the stack `make run` started: a mailbox in
 # the Exchange simulator, a device registering for it (key, sealed credentials,
-# Autodiscover, push subscription), new mail, and the push the APNs simulator got.
+# Autodiscover, push subscription), new mail, and the push the APNs simulator got;
+# then an Android phone of the same user joins with its FCM token, and the next mail
+# reaches both (the FCM simulator's record).
 #
 #   scripts/demo.sh            (ENS_VAR and ENS_PORT as for make run)
 set -euo pipefail
@@ -47,4 +49,21 @@ for _ in $(seq 50); do
 done
 grep "$device" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
   | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "push_type", "priority", "collapse_id", "auth", "payload")}, indent=2))'
+
+android="dEmO$(openssl rand -hex 8):APA91b$(openssl rand -hex 60)"
+step "POST /registerdevicev2: the user's Android phone joins with its FCM token (fcmToken)"
+creds=$(printf '["{\\"fcmToken\\": \\"%s\\", \\"userName\\": \\"%s\\", \\"password\\": \\"%s\\"}"]' "$android" "$email" "$password" \
+  | python3 Tests/tools/seal.py "$VAR/demo-key.pem" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
+curl -s --cacert "$CA" -H "ApiToken: $token" --data-urlencode "userid=$userid" --data-urlencode "email=$email" \
+  --data-urlencode "creds=$creds" -d bundleid=com.example.android "$BASE/registerdevicev2"; echo
+
+step "More new mail: it reaches the iPhone through APNs and the Android phone through FCM"
+curl -s -XPOST "$SIM/newmail" -d "{\"email\": \"$email\", \"subject\": \"Minutes attached\", \"fromName\": \"Ann Example\", \"wait\": true}"; echo
+for _ in $(seq 50); do
+  grep -q "$android" "$VAR/sim/fcm-accepted.jsonl" 2>/dev/null && break
+  sleep 0.2
+done
+echo "FCM simulator, for the Android phone:"
+grep "$android" "$VAR/sim/fcm-accepted.jsonl" | tail -1 \
+  | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); m=r["message"]; print(json.dumps({k: m[k] for k in ("android", "notification", "data") if k in m}, indent=2))'
 rm -f "$VAR/demo-key.pem"

@@ -5,12 +5,14 @@
 #   scripts/stack.sh up | down | status
 #   scripts/stack.sh db-start | db-stop | fcgi-start | fcgi-stop | nginx-start | nginx-stop
 #   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop | ews-sim-start | ews-sim-stop
+#   scripts/stack.sh fcm-sim-start | fcm-sim-stop
 #   scripts/stack.sh keys-start | keys-stop  # the key-pool refiller (`ens-cron keys` every second)
 #   scripts/stack.sh token LABEL     # create an API token and print it
 #
 # Environment: ENS_VAR (state directory, default var), ENS_PORT (HTTPS port, default
 # 8443; the APNs simulator uses the next two ports, the Exchange simulator the three
-# after those: HTTPS, control, plain HTTP), ENS_BIN (directory holding ens-fcgi
+# after those: HTTPS, control, plain HTTP; the FCM simulator the two after those),
+# ENS_BIN (directory holding ens-fcgi
 # etc., default .build/release),
 # ENS_RATE (per-IP requests/s allowed by nginx, default 1000000 for local use).
 set -euo pipefail
@@ -28,6 +30,8 @@ APNS_CONTROL_PORT=$((PORT + 2))
 EWS_PORT=$((PORT + 3))
 EWS_CONTROL_PORT=$((PORT + 4))
 EWS_HTTP_PORT=$((PORT + 5))
+FCM_PORT=$((PORT + 6))
+FCM_CONTROL_PORT=$((PORT + 7))
 ME=$(id -un)
 
 log() { printf 'stack: %s\n' "$*" >&2; }
@@ -79,6 +83,19 @@ init_secrets() {
       -passout "file:$VAR/secrets/apns-cert.password" -out "$VAR/secrets/apns-cert-com.example.certapp.p12"
     rm -f "$VAR/secrets/apns-cert.csr" "$VAR/secrets/apns-cert.key" "$VAR/secrets/apns-cert.crt"
   fi
+  # A development Firebase service account: Google's key-file JSON, with its token_uri
+  # at the FCM simulator, which checks assertions against the key's public half.
+  if [ ! -s "$VAR/secrets/fcm-service-account.json" ]; then
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$VAR/secrets/fcm-key.pem" 2>/dev/null
+    openssl pkey -in "$VAR/secrets/fcm-key.pem" -pubout -out "$VAR/secrets/fcm-key.pub.pem" 2>/dev/null
+    python3 - "$VAR/secrets/fcm-key.pem" "https://localhost:$FCM_PORT/token" > "$VAR/secrets/fcm-service-account.json" <<'PY'
+import json, sys
+print(json.dumps({"type": "service_account", "project_id": "ens-dev", "private_key_id": "devkey0000000000000000000000000000000001",
+                  "private_key": open(sys.argv[1]).read(), "client_email": "ens-sender@ens-dev.iam.gserviceaccount.com",
+                  "client_id": "100000000000000000001", "token_uri": sys.argv[2]}, indent=2))
+PY
+    rm -f "$VAR/secrets/fcm-key.pem"
+  fi
   # A development APNs token-auth key (.p8); the simulator checks JWTs against its public half.
   if [ ! -s "$VAR/secrets/apns-auth-key.p8" ]; then
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$VAR/secrets/apns-auth-key.p8" 2>/dev/null
@@ -122,12 +139,15 @@ push.socket = $VAR/run/apns.sock
 push.spool_dir = $VAR/spool
 apns.production_url = https://localhost:$APNS_PORT
 apns.sandbox_url = https://localhost:$APNS_PORT
-apns.ca_file = $VAR/tls/server.crt
+push.ca_file = $VAR/tls/server.crt
 apns.key_file = $VAR/secrets/apns-auth-key.p8
 apns.key_id = DEVKEY0001
 apns.team_id = DEVTEAM001
 apns.certificate.com.example.certapp = $VAR/secrets/apns-cert-com.example.certapp.p12
 apns.certificate_password_file.com.example.certapp = $VAR/secrets/apns-cert.password
+fcm.url = https://localhost:$FCM_PORT
+fcm.service_account.com.example.mail = $VAR/secrets/fcm-service-account.json
+fcm.service_account.com.example.android = $VAR/secrets/fcm-service-account.json
 cron.lock_file = $VAR/run/ens-cron.lock
 metrics.dir = $VAR/run/metrics
 # Exchange: the local simulator stands in for every Exchange host name (CONNECT_TO);
@@ -212,6 +232,19 @@ sim_start() {
 
 sim_stop() { stop_by_pidfile apns-sim 10; }
 
+# The FCM simulator (Tests/tools/fcm_simulator.py): FCM HTTP v1 and Google's OAuth token
+# endpoint over HTTP/2 and TLS, strict about assertions and messages; accepted messages
+# are recorded under $VAR/sim.
+fcm_sim_start() {
+  init_dirs; init_secrets; init_tls; mkdir -p "$VAR/sim"
+  start_simulator fcm-sim fcm-simulator fcm_simulator.py --port "$FCM_PORT" --control-port "$FCM_CONTROL_PORT" \
+    --cert "$VAR/tls/server.crt" --key "$VAR/tls/server.key" --service-account-key "$VAR/secrets/fcm-key.pub.pem" \
+    --key-id devkey0000000000000000000000000000000001 --client-email ens-sender@ens-dev.iam.gserviceaccount.com \
+    --project ens-dev --token-uri "https://localhost:$FCM_PORT/token" --record "$VAR/sim/fcm-accepted.jsonl"
+}
+
+fcm_sim_stop() { stop_by_pidfile fcm-sim 10; }
+
 # The Exchange simulator (Tests/tools/ews_simulator.py): Autodiscover, EWS and push
 # callbacks over HTTPS, strict about namespaces, structure and credentials. It makes
 # its own CA under $VAR/ews-sim and calls back into nginx, trusting nginx's certificate.
@@ -285,15 +318,15 @@ keys_stop() { stop_by_pidfile keys-refill 5; }
 
 up() {
   init_dirs; init_secrets; init_tls; write_config
-  db_start; db_setup; sim_start; ews_sim_start; apns_start; fcgi_start; nginx_start; keys_start
+  db_start; db_setup; sim_start; fcm_sim_start; ews_sim_start; apns_start; fcgi_start; nginx_start; keys_start
 }
 
 down() {
-  keys_stop; nginx_stop; fcgi_stop; apns_stop; ews_sim_stop; sim_stop; db_stop
+  keys_stop; nginx_stop; fcgi_stop; apns_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
 }
 
 status() {
-  for name in mysqld apns-sim ews-sim ens-apns ens-fcgi nginx; do
+  for name in mysqld apns-sim fcm-sim ews-sim ens-apns ens-fcgi nginx; do
     if pid_alive "$VAR/run/$name.pid"; then echo "$name: running (pid $(cat "$VAR/run/$name.pid"))"; else echo "$name: stopped"; fi
   done
 }
@@ -316,6 +349,8 @@ case "${1:-}" in
   sim-stop) sim_stop ;;
   ews-sim-start) ews_sim_start ;;
   ews-sim-stop) ews_sim_stop ;;
+  fcm-sim-start) fcm_sim_start ;;
+  fcm-sim-stop) fcm_sim_stop ;;
   keys-start) keys_start ;;
   keys-stop) keys_stop ;;
   token) token "${2:-dev}" ;;

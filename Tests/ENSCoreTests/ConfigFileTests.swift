@@ -39,12 +39,14 @@ import Testing
             apns.spool_max = 77
             apns.max_in_flight = 33
             apns.connections = 3
+            apns.ca_file = /etc/ens/push-ca.pem
             """))
         #expect(old.pushSocket == "/run/ens/old.sock")
         #expect(old.pushSpoolDirectory == "/var/lib/ens/old-spool")
         #expect(old.pushSpoolCapacity == 77)
         #expect(old.pushMaximumInFlight == 33)
         #expect(old.pushConnectionsPerHost == 3)
+        #expect(old.pushCAFile == "/etc/ens/push-ca.pem")
         #expect(old.deprecatedKeysUsed.map(\.old).sorted() == ENSConfiguration.deprecatedKeys.keys.sorted())
         #expect(old.deprecatedKeysUsed.allSatisfy { ENSConfiguration.deprecatedKeys[$0.old] == $0.new })
 
@@ -104,6 +106,20 @@ import Testing
         #expect(config.apnsCertificates["com.example.other"] == APNsCertificateFiles(path: "/etc/ens/secrets/other.pem", passwordFile: nil))
         #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "apns.certificate. = /x.p12")) }
         #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "apns.certificate.com.x = relative.p12")) }
+    }
+
+    @Test func fcmServiceAccountsAreKeyedByPackageName() throws {
+        let config = try ENSConfiguration(file: ConfigFile(parsing: """
+            fcm.service_account.com.example.mail = /etc/ens/secrets/fcm-mail.json
+            fcm.service_account.com.example.other = /etc/ens/secrets/fcm-other.json
+            fcm.url = https://fcm.example.test
+            """))
+        #expect(config.fcmServiceAccountFiles == ["com.example.mail": "/etc/ens/secrets/fcm-mail.json", "com.example.other": "/etc/ens/secrets/fcm-other.json"])
+        #expect(config.fcmURL == "https://fcm.example.test")
+        #expect(ENSConfiguration().fcmServiceAccountFiles.isEmpty && ENSConfiguration().fcmURL == "https://fcm.googleapis.com")
+        for bad in ["fcm.service_account. = /x.json", "fcm.service_account.com.x = relative.json", "fcm.url = http://fcm.example.test"] {
+            #expect(throws: ConfigError.self, "\(bad)") { try ENSConfiguration(file: ConfigFile(parsing: bad)) }
+        }
     }
 
 }

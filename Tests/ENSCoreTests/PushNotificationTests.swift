@@ -102,7 +102,7 @@ import Testing
         // Uppercase token hex is accepted and kept lowercase.
         bytes = Array(#"{"id":"0123456789abcdef0123456789abcdef","token":"A1B2C3D4E5F60718","topic":"t","environment":"sandbox","pushType":"alert","expiration":1,"payload":{"aps":{}}}"#.utf8)
         parsed = try PushNotification(json: bytes)
-        #expect(parsed.deviceToken.hex == "a1b2c3d4e5f60718")
+        #expect(parsed.deviceToken.value == "a1b2c3d4e5f60718")
     }
 
     @Test func validMembersParse() throws {
@@ -332,6 +332,21 @@ import Testing
     }
 
     /// Spool records and frames written before tokens carried a provider are APNs's.
+    @Test func anFCMRecordNeedsAnFCMToken() throws {
+        var members = Self.members()
+        members["provider"] = .string("fcm")
+        members["token"] = .string("cA1b2C3d4E5f6:APA91bHx_example-token_0123456789")
+        let parsed = try Self.parse(members)
+        #expect(parsed.deviceToken.provider == .fcm && parsed.deviceToken.value == "cA1b2C3d4E5f6:APA91bHx_example-token_0123456789")
+        members["token"] = .string("not/a token")
+        #expect(throws: PushNotification.Invalid.self) { try Self.parse(members) }
+        // The hex of an APNs token is not taken for FCM's or the reverse by accident:
+        // the record says which, and an APNs record with FCM's alphabet is refused.
+        members["provider"] = .string("apns")
+        members["token"] = .string("cA1b2C3d4E5f6:APA91bHx_example-token_0123456789")
+        #expect(throws: PushNotification.Invalid.self) { try Self.parse(members) }
+    }
+
     @Test func aRecordWithoutAProviderIsAPNs() throws {
         var members = Self.members()
         members["provider"] = nil
@@ -340,7 +355,7 @@ import Testing
         #expect(try Self.parse(members).deviceToken.provider == .apns)
     }
 
-    @Test(arguments: [JSONValue.string("fcm"), .string("APNS"), .string(""), .number("1"), .null])
+    @Test(arguments: [JSONValue.string("gcm"), .string("APNS"), .string("FCM"), .string(""), .number("1"), .null])
     func anUnknownProviderIsRefused(provider: JSONValue) {
         var members = Self.members()
         members["provider"] = provider

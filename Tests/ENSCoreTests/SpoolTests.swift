@@ -341,7 +341,7 @@ import Testing
             let sealedLength = AESGCMKey.nonceSize + json.count + AESGCMKey.tagSize
             #expect(onDisk.count == 8 + sealedLength)
             #expect(Array(onDisk[0..<8]) == Array("ENS1".utf8) + [0, 0, UInt8(sealedLength >> 8), UInt8(sealedLength & 0xFF)])
-            for secret in [Self.alertText, "Alice", notification.deviceToken.hex, "com.example.mail"] {
+            for secret in [Self.alertText, "Alice", notification.deviceToken.value, "com.example.mail"] {
                 #expect(Data(onDisk).range(of: Data(secret.utf8)) == nil, "\(secret)")
             }
             // Opening by hand needs the documented derived key and "<segment>:<offset>".

@@ -99,7 +99,7 @@ import Testing
         let token = try #require(DeviceToken(hex: Self.tokenHex.uppercased()))
         let sealed = try vault.sealToken(token)
         #expect(try vault.openToken(sealed) == token)
-        #expect(try vault.openToken(sealed)?.hex == Self.tokenHex)
+        #expect(try vault.openToken(sealed)?.value == Self.tokenHex)
         #expect(throws: (any Error).self) { try Self.vault(Self.otherMasterBytes).openToken(sealed) }
         // Two seals of one token differ (fresh nonces), so sealed values do not reveal equality.
         #expect(try vault.sealToken(token) != sealed)
@@ -142,7 +142,7 @@ import Testing
 
     @Test(arguments: [16, 18, 64, 100, 200])
     func validTokenLengths(length: Int) {
-        #expect(DeviceToken(hex: String(repeating: "a", count: length))?.hex == String(repeating: "a", count: length))
+        #expect(DeviceToken(hex: String(repeating: "a", count: length))?.value == String(repeating: "a", count: length))
     }
 
     @Test(arguments: [
@@ -160,12 +160,12 @@ import Testing
     /// iOS's NSData.description form: angle brackets, groups of 8 hex digits, spaces.
     @Test func tokensInNSDataDescriptionFormAreTheSameToken() {
         let hex = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
-        #expect(DeviceToken(hex: "<A1B2C3D4 E5F60718 293A4B5C 6D7E8F90 A1B2C3D4 E5F60718 293A4B5C 6D7E8F90>")?.hex == hex)
+        #expect(DeviceToken(hex: "<A1B2C3D4 E5F60718 293A4B5C 6D7E8F90 A1B2C3D4 E5F60718 293A4B5C 6D7E8F90>")?.value == hex)
         #expect(DeviceToken(hex: "<\(hex)>") == DeviceToken(hex: hex))
     }
 
     @Test func tokenHexIsLowercased() {
-        #expect(DeviceToken(hex: "ABCDEF0123456789")?.hex == "abcdef0123456789")
+        #expect(DeviceToken(hex: "ABCDEF0123456789")?.value == "abcdef0123456789")
         #expect(DeviceToken(hex: "ABCDEF0123456789") == DeviceToken(hex: "abcdef0123456789"))
         #expect(Set([DeviceToken(hex: "ABCDEF0123456789")!, DeviceToken(hex: "abcdef0123456789")!]).count == 1)
     }

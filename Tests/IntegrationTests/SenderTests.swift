@@ -214,9 +214,13 @@ struct SenderTests {
         _ = try APNsSimulator.control("/reset", [:])
     }
 
+    /// APNs and FCM notifications together: a quarter of the burst goes to Android.
     @Test func killNineMidBurstLosesNothing() throws {
         let total = 10_000
-        let notifications = (0..<total).map { _ in Self.notification(token: TestSecrets.apnsToken(), subject: "burst") }
+        let notifications = (0..<total).map { index in
+            index % 4 == 3 ? FCMTests.notification(token: TestSecrets.fcmToken(), subject: "burst")
+                           : Self.notification(token: TestSecrets.apnsToken(), subject: "burst")
+        }
         let accepted = SynchronizedStatuses()
         let killed = SynchronizedStatuses()
         var threads: [OSThread] = []
@@ -248,10 +252,13 @@ struct SenderTests {
         for thread in threads { thread.join() }
         #expect(killed.values.count == 2, "the sender was killed once")
         #expect(accepted.values.count == total)
-        let ids = Set(notifications.map(\.id))
-        #expect(waitForAccepted(ids, within: 120), "delivered \(ids.intersection(Set(APNsSimulator.accepted().compactMap(\.collapseID))).count) of \(total)")
+        let apnsIDs = Set(notifications.filter { $0.deviceToken.provider == .apns }.map(\.id))
+        let fcmIDs = Set(notifications.filter { $0.deviceToken.provider == .fcm }.map(\.id))
+        #expect(waitForAccepted(apnsIDs, within: 120), "APNs: delivered \(apnsIDs.intersection(Set(APNsSimulator.accepted().compactMap(\.collapseID))).count) of \(apnsIDs.count)")
+        let fcmDelivered = TestStack.eventually(within: 120) { fcmIDs.isSubset(of: Set(FCMSimulator.accepted().compactMap(\.collapseKey))) }
+        #expect(fcmDelivered, "FCM: delivered \(fcmIDs.intersection(Set(FCMSimulator.accepted().compactMap(\.collapseKey))).count) of \(fcmIDs.count)")
         // The provider token is minted once per sender start, not per request.
-        let jwts = Set(APNsSimulator.accepted().filter { ids.contains($0.collapseID ?? "") }.map(\.jwt))
+        let jwts = Set(APNsSimulator.accepted().filter { apnsIDs.contains($0.collapseID ?? "") }.map(\.jwt))
         #expect(jwts.count <= 2)
     }
 

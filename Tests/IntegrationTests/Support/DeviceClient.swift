@@ -99,4 +99,14 @@ enum TestSecrets {
         remember(token)
         return token
     }
+
+    /// An FCM registration token of today's shape (an instance id, a colon, and a long
+    /// base64url part); remembered like every secret the scan looks for.
+    static func fcmToken() -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let part = { (count: Int) in String((0..<count).map { _ in alphabet.randomElement()! }) }
+        let token = part(22) + ":APA91b" + part(134)
+        remember(token)
+        return token
+    }
 }

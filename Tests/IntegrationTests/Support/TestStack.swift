@@ -1,6 +1,8 @@
+import Codecs
 import Curl
 import Foundation
 import MariaDB
+import OpenSSL
 import POSIX
 import Testing
 
@@ -98,4 +100,16 @@ extension TestStack {
     static func administratorConnection(database: String? = nil) -> Connection {
         Connection(configuration: MariaDBConfiguration(unixSocket: directory + "/run/mysqld.sock", user: "root", password: "", database: database))
     }
+}
+
+extension TestStack {
+    /// The stack's master key (scripts/stack.sh writes it as hex), for tests that must
+    /// compute what the vault computes, such as a device token's lookup hash.
+    static func masterKey() throws -> AESGCMKey {
+        let text = try String(contentsOfFile: directory + "/secrets/master.key", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let bytes = Hex.decode(text) else { throw TestStackError.malformed("master.key") }
+        return try AESGCMKey(bytes: bytes)
+    }
+
+    enum TestStackError: Error { case malformed(String) }
 }
