@@ -5,6 +5,11 @@ import Glibc
 /// The few process facts ENS needs, without Foundation.
 public enum ProcessInfoLite {
     public static var pid: Int32 { getpid() }
+
+    /// Ends the process with `status` (after stdio buffers are flushed).
+    public static func exit(_ status: Int32) -> Never {
+        Glibc.exit(status)
+    }
 }
 
 /// Writes a line to stderr (for command-line errors before logging is set up).

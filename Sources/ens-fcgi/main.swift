@@ -15,6 +15,10 @@ struct ENSFastCGI: ParsableCommand {
             worker processes of fcgi.threads threads each. SIGTERM stops accepting, \
             finishes requests in flight and exits 0.
 
+            Started by a web server as a CGI program (GATEWAY_INTERFACE=CGI/1.1 and \
+            REQUEST_METHOD in the environment), it answers that one request and exits; \
+            the configuration then comes from $ENS_CONFIG, else /etc/ens/ens.conf.
+
             Exit status: 0 after a clean stop or a good --check, 1 on a configuration or \
             start-up error.
             """
@@ -67,6 +71,20 @@ struct ENSFastCGI: ParsableCommand {
         }
         throw ExitCode(Supervisor(configuration: configuration, configPath: path, socketSource: source, logger: logger).run())
     }
+}
+
+// Started by a web server as a CGI program: one request, then exit (flags do not
+// apply; the config comes from $ENS_CONFIG or /etc/ens/ens.conf).
+if CGIResponder.isCGIRequest {
+    let configuration: ENSConfiguration
+    do {
+        configuration = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: nil))
+    } catch {
+        printError("ens-fcgi: \(error)")
+        ProcessInfoLite.exit(1)
+    }
+    LogfmtLogHandler.bootstrap(label: "ens-fcgi-cgi", level: configuration.logLevel)
+    ProcessInfoLite.exit(CGIResponder.run(configuration: configuration, logger: Logger(label: "ens-fcgi")))
 }
 
 ENSFastCGI.main()

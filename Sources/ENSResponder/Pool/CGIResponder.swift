@@ -1,0 +1,87 @@
+public import ENSCore
+public import Logging
+internal import MariaDB
+internal import POSIX
+
+/// ens-fcgi started as a CGI program (RFC 3875): one request in the environment and on
+/// standard input, one answer on standard output, then exit. A web server that may not
+/// run daemons (shared and managed hosts, Apache's mod_cgi) starts it so.
+///
+/// Detected from the environment: `GATEWAY_INTERFACE` is `CGI/1.x` and
+/// `REQUEST_METHOD` is set. A FastCGI worker never has those in its process
+/// environment (FastCGI passes them per request), so the two modes cannot be confused.
+///
+/// The answer is the pool's, byte for byte: the same router, dispatcher, limits and
+/// logging. What costs time at start-up stays out of this path: no threads, no key
+/// generation (the pool is filled by `ens-cron keys`, as always), no metrics file; the
+/// API token cache is read once, check-ins are written before exit.
+public enum CGIResponder {
+    public static var isCGIRequest: Bool {
+        Environment.get("GATEWAY_INTERFACE")?.hasPrefix("CGI/") == true && Environment.get("REQUEST_METHOD") != nil
+    }
+
+    /// Serves the one request; the exit status (0 once an answer was written, even an
+    /// error answer; 1 only when the configuration is unusable, which the web server
+    /// turns into its own 500).
+    public static func run(configuration: ENSConfiguration, logger: Logger) -> Int32 {
+        let settings = ResponderSettings(configuration)
+        let services: SharedServices
+        let database: MariaDBConfiguration
+        do {
+            database = try configuration.serviceDatabase()
+            services = SharedServices(
+                vault: Vault(masterKey: try configuration.masterKey()),
+                apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkInterval: configuration.apiTokenRefresh),
+                privateKeys: PrivateKeyCache(capacity: 1),
+                checkIns: CheckInRecorder(),
+                mailBackends: MailBackends(fallback: ExchangeRegistrar(settings: settings.exchange)),
+                // One request per process: the per-process gates cannot bound anything
+                // across processes; the web server's own limits do that.
+                registrationGate: ConcurrencyGate(.concurrent(1)),
+                callbackGate: ConcurrencyGate(.slow(1, afterMilliseconds: 1000))
+            )
+        } catch {
+            logger.critical("invalid configuration", metadata: ["error": "\(error)"])
+            return 1
+        }
+        let connection = Connection(configuration: database)
+        let context = RequestContext(settings: settings, services: services, database: connection, logger: logger)
+        let apiTokens = services.apiTokens
+        Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) })
+            .respond(to: CGIRequest(), context: context)
+        do {
+            try services.checkIns.flush(database: connection)
+        } catch {
+            logger.warning("check-in not written", metadata: ["db.error": "\(error)"])
+        }
+        connection.disconnect()
+        return 0
+    }
+}
+
+/// The request of a CGI program: the process environment, standard input and output.
+struct CGIRequest: RequestChannel {
+    func parameter(_ name: String) -> [UInt8]? {
+        if let value = Environment.get(name) { return Array(value.utf8) }
+        // Servers that run a program for a path give it as SCRIPT_NAME plus PATH_INFO
+        // (nginx's FastCGI gives DOCUMENT_URI).
+        if name == "DOCUMENT_URI", let script = Environment.get("SCRIPT_NAME") {
+            return Array((script + (Environment.get("PATH_INFO") ?? "")).utf8)
+        }
+        return nil
+    }
+
+    func readBody(limit: Int) -> [UInt8] {
+        var body: [UInt8] = []
+        while body.count < limit {
+            guard let chunk = try? FileDescriptor.read(0, maximum: min(65536, limit - body.count)), !chunk.isEmpty else { break }
+            body += chunk
+        }
+        return body
+    }
+
+    func write(_ bytes: [UInt8]) {
+        // A client that went away is the server's business, not an error to report.
+        try? FileDescriptor.writeAll(1, bytes)
+    }
+}
