@@ -113,3 +113,21 @@ public final class SharedServices: Sendable {
         self.callbackGate = callbackGate
     }
 }
+
+extension SharedServices {
+    /// The services of one responder process, from its configuration: the pool's
+    /// workers and a CGI run differ only in how much they keep (`keyCacheSize`) and how
+    /// many threads the gates admit.
+    public static func responder(_ configuration: ENSConfiguration, settings: ResponderSettings, keyCacheSize: Int,
+                                 concurrentRegistrations: Int, slowCallbacks: Int) throws -> SharedServices {
+        SharedServices(
+            vault: Vault(masterKey: try configuration.masterKey()),
+            apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkInterval: configuration.apiTokenRefresh),
+            privateKeys: PrivateKeyCache(capacity: keyCacheSize),
+            checkIns: CheckInRecorder(),
+            mailBackends: MailBackends(fallback: ExchangeRegistrar(settings: settings.exchange)),
+            registrationGate: ConcurrencyGate(.concurrent(concurrentRegistrations)),
+            callbackGate: ConcurrencyGate(.slow(slowCallbacks, afterMilliseconds: 1000))
+        )
+    }
+}

@@ -29,17 +29,9 @@ public enum CGIResponder {
         let database: MariaDBConfiguration
         do {
             database = try configuration.serviceDatabase()
-            services = SharedServices(
-                vault: Vault(masterKey: try configuration.masterKey()),
-                apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkInterval: configuration.apiTokenRefresh),
-                privateKeys: PrivateKeyCache(capacity: 1),
-                checkIns: CheckInRecorder(),
-                mailBackends: MailBackends(fallback: ExchangeRegistrar(settings: settings.exchange)),
-                // One request per process: the per-process gates cannot bound anything
-                // across processes; the web server's own limits do that.
-                registrationGate: ConcurrencyGate(.concurrent(1)),
-                callbackGate: ConcurrencyGate(.slow(1, afterMilliseconds: 1000))
-            )
+            // One request per process: the per-process gates cannot bound anything
+            // across processes; the web server's own limits do that.
+            services = try .responder(configuration, settings: settings, keyCacheSize: 1, concurrentRegistrations: 1, slowCallbacks: 1)
         } catch {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             return 1

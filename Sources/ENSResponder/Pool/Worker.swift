@@ -51,15 +51,9 @@ public struct Worker {
         let services: SharedServices
         do {
             database = try configuration.serviceDatabase()
-            services = SharedServices(
-                vault: Vault(masterKey: try configuration.masterKey()),
-                apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkInterval: configuration.apiTokenRefresh),
-                privateKeys: PrivateKeyCache(capacity: configuration.keyCacheSize),
-                checkIns: CheckInRecorder(),
-                mailBackends: MailBackends(fallback: ExchangeRegistrar(settings: settings.exchange)),
-                registrationGate: ConcurrencyGate(.concurrent(configuration.exchangeMaximumConcurrentRegistrations)),
-                callbackGate: ConcurrencyGate(.slow(configuration.exchangeMaximumSlowCallbacks, afterMilliseconds: 1000))
-            )
+            services = try .responder(configuration, settings: settings, keyCacheSize: configuration.keyCacheSize,
+                                      concurrentRegistrations: configuration.exchangeMaximumConcurrentRegistrations,
+                                      slowCallbacks: configuration.exchangeMaximumSlowCallbacks)
         } catch {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             return 1

@@ -20,12 +20,7 @@ enum APNsSimulator {
     }
 
     static func control(_ path: String, _ body: [String: Any]? = nil) throws -> [String: Any] {
-        let client = try HTTPClient(configuration: HTTPClientConfiguration(preferHTTP2: false))
-        let request = body.map { HTTPRequest(method: .post, url: controlURL + path, headers: [("Content-Type", "application/json")],
-                                             body: Array(try! JSONSerialization.data(withJSONObject: $0))) }
-            ?? HTTPRequest(method: .get, url: controlURL + path)
-        let response = try client.send(request)
-        return (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
+        try SimulatorControl.call(controlURL + path, body)
     }
 
     static func fail(token: String, status: Int, reason: String, count: Int = 0) throws {
@@ -46,5 +41,18 @@ enum APNsSimulator {
                 jwt: object["jwt"] as? String ?? "", auth: object["auth"] as? String ?? ""
             )
         }
+    }
+}
+
+/// A simulator's control API: JSON over plain HTTP/1.1 on loopback (GET without a body,
+/// POST with one); the answer's JSON object, empty when it is not one.
+enum SimulatorControl {
+    static func call(_ url: String, _ body: [String: Any]?, timeout: Duration = .seconds(10)) throws -> [String: Any] {
+        let client = try HTTPClient(configuration: HTTPClientConfiguration(totalTimeout: timeout, preferHTTP2: false))
+        let request = body.map { HTTPRequest(method: .post, url: url, headers: [("Content-Type", "application/json")],
+                                             body: Array(try! JSONSerialization.data(withJSONObject: $0))) }
+            ?? HTTPRequest(method: .get, url: url)
+        let response = try client.send(request)
+        return (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
     }
 }

@@ -8,12 +8,8 @@ enum ExchangeSimulator {
 
     @discardableResult
     static func control(_ path: String, _ body: [String: Any]? = nil) throws -> [String: Any] {
-        let client = try HTTPClient(configuration: HTTPClientConfiguration(totalTimeout: .seconds(60), preferHTTP2: false))
-        let request = body.map { HTTPRequest(method: .post, url: controlURL + path, headers: [("Content-Type", "application/json")],
-                                             body: Array(try! JSONSerialization.data(withJSONObject: $0))) }
-            ?? HTTPRequest(method: .get, url: controlURL + path)
-        let response = try client.send(request)
-        return (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
+        // New mail with `wait` answers only once ENS has answered the callbacks.
+        try SimulatorControl.call(controlURL + path, body, timeout: .seconds(60))
     }
 
     static func list(_ path: String) throws -> [[String: Any]] {

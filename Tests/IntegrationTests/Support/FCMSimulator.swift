@@ -21,12 +21,7 @@ enum FCMSimulator {
 
     @discardableResult
     static func control(_ path: String, _ body: [String: Any]? = nil) throws -> [String: Any] {
-        let client = try HTTPClient(configuration: HTTPClientConfiguration(preferHTTP2: false))
-        let request = body.map { HTTPRequest(method: .post, url: controlURL + path, headers: [("Content-Type", "application/json")],
-                                             body: Array(try! JSONSerialization.data(withJSONObject: $0))) }
-            ?? HTTPRequest(method: .get, url: controlURL + path)
-        let response = try client.send(request)
-        return (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
+        try SimulatorControl.call(controlURL + path, body)
     }
 
     /// The next `count` messages to `token` (0: every one until reset) get `status`
