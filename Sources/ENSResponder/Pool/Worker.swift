@@ -131,6 +131,16 @@ public struct Worker {
         }
         while slot.accept(from: connections) {
             dispatcher.respond(to: slot, context: context)
+            // Read the request's standard input to its end before the connection is
+            // kept for the next request: libfcgi does not, and a kept connection whose
+            // next record is the last request's (empty) stdin record fails the next
+            // FCGX_Accept_r as a protocol error, closing it under the web server's next
+            // request. nginx writes params and stdin at once, so libfcgi has usually
+            // read both; Apache's mod_proxy_fcgi (enablereuse=on) writes the stdin
+            // record separately (AH01067 and a 503 for about 1 request in 300 without
+            // this). The web server bounds the body (client_max_body_size, Apache's
+            // 1 MiB), and an unread body is short: the dispatcher refused it.
+            while !slot.readBody(limit: 4096).isEmpty {}
             slot.finish(returningConnectionTo: connections)
         }
     }
