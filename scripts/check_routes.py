@@ -6,6 +6,7 @@ its `static let NAME = Route(methods: [...])`, or the methods of the helper that
 it) is the truth. Checked against it:
   - nginx/ens-locations.conf: the regex location that forwards the device API, and the
     list the JSON 405 handler treats as known paths;
+  - apache/ens-locations.conf: the ENS_API list every Apache backend forwards;
   - docs/openapi.yaml: its paths and their methods;
   - Tests/tools/validate_openapi.py: its ENDPOINTS table.
 The Exchange callback prefix (/ews/) and /metrics are not device-API endpoints: nginx
@@ -75,6 +76,11 @@ def nginx():
             {"/" + p for p in known.group(1).split("|") if not p.startswith("ews/")} if known else None)
 
 
+def apache():
+    match = re.search(r'^Define ENS_API "([^"]*)"', read("apache/ens-locations.conf"), re.M)
+    return {"/" + p for p in match.group(1).split("|")} if match else None
+
+
 def openapi():
     """path -> set of methods, from the `paths:` section (2-space path keys, 4-space methods)."""
     paths, current, inside = {}, None, False
@@ -111,6 +117,11 @@ def main():
         problems.append("nginx/ens-locations.conf: no `location ~ ^/(...)$` for the device API")
     elif forwarded != set(device):
         problems.append(f"nginx forwards {sorted(forwarded)}, the router has {sorted(device)}")
+    forwarded_by_apache = apache()
+    if forwarded_by_apache is None:
+        problems.append("apache/ens-locations.conf: no `Define ENS_API \"...\"` for the device API")
+    elif forwarded_by_apache != set(device):
+        problems.append(f"Apache forwards {sorted(forwarded_by_apache)}, the router has {sorted(device)}")
     post_only = {p for p, m in device.items() if "post" in m}
     if known is None:
         problems.append("nginx/ens-locations.conf: no known-path list in @ens_method_not_allowed")
@@ -133,7 +144,7 @@ def main():
     for problem in problems:
         print(f"check_routes: {problem}", file=sys.stderr)
     if not problems:
-        print(f"check_routes: OK ({len(device)} device endpoints agree in the router, nginx, OpenAPI and the validator)")
+        print(f"check_routes: OK ({len(device)} device endpoints agree in the router, nginx, Apache, OpenAPI and the validator)")
     return 1 if problems else 0
 
 

@@ -4,6 +4,7 @@
 #
 #   scripts/stack.sh up | down | status
 #   scripts/stack.sh db-start | db-stop | fcgi-start | fcgi-stop | nginx-start | nginx-stop
+#   scripts/stack.sh apache-start | apache-stop   # Apache httpd instead of nginx (below)
 #   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop | ews-sim-start | ews-sim-stop
 #   scripts/stack.sh fcm-sim-start | fcm-sim-stop
 #   scripts/stack.sh keys-start | keys-stop  # the key-pool refiller (`ens-cron keys` every second)
@@ -14,7 +15,8 @@
 # after those: HTTPS, control, plain HTTP; the FCM simulator the two after those),
 # ENS_BIN (directory holding ens-fcgi
 # etc., default .build/release),
-# ENS_RATE (per-IP requests/s allowed by nginx, default 1000000 for local use).
+# ENS_RATE (per-IP requests/s allowed by nginx, default 1000000 for local use),
+# ENS_FRONT (nginx, default, or apache: Apache httpd on the same port for `up`).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -303,6 +305,86 @@ token() {
   "$BIN/ens-cron" token create --label "${1:-dev}" --config "$CONFIG"
 }
 
+# Apache httpd in nginx's place (ENS_FRONT=apache): apache/ens-dev.conf.in rendered
+# into $VAR/apache.conf, its ServerRoot, pid file, logs and counters under $VAR.
+# APACHE_BACKEND chooses how Apache reaches ENS: proxy-fcgi (the pool, default), fcgid
+# (mod_fcgid starts ens-fcgi itself) or cgi (mod_cgid runs ens-fcgi per request).
+# ENS_APACHE_PORT puts it beside nginx instead (the benchmarks compare the two).
+APACHE_BACKEND=${ENS_APACHE_BACKEND:-proxy-fcgi}
+APACHE_PORT=${ENS_APACHE_PORT:-$PORT}
+
+apache_render() {
+  local user_directive=""
+  # Apache refuses to serve as root: as root its children run as nobody, with group
+  # root so that they can reach the stack's sockets and counters (0660, 0770).
+  [ "$(id -u)" -eq 0 ] && user_directive=$'User nobody\nGroup root'
+  mkdir -p "$VAR/apache/run" "$VAR/apache/empty" "$VAR/apache/modsec"
+  chmod 770 "$VAR/apache/modsec"
+  # What the backend needs at server level (apache/ens-<backend>.conf has the rest).
+  local modules=/usr/lib/apache2/modules
+  case $APACHE_BACKEND in
+    proxy-fcgi)
+      printf 'LoadModule proxy_module %s/mod_proxy.so\nLoadModule proxy_fcgi_module %s/mod_proxy_fcgi.so\n' "$modules" "$modules" ;;
+    fcgid|cgi)
+      # ens-fcgi runs as Apache's user: it reads the master key and the service
+      # password (as root: group root, which the stack's other secrets do not get).
+      chmod 750 "$VAR/secrets"; chmod 640 "$VAR/secrets/master.key" "$VAR/secrets/db-service.password"
+      # One worker of one thread per process (mod_fcgid sends one request at a time),
+      # and metrics of its own, apart from the pool's.
+      mkdir -p "$VAR/run/metrics-apache"; chmod 770 "$VAR/run/metrics-apache"
+      sed -e 's/^fcgi.processes = .*/fcgi.processes = 1/' -e 's/^fcgi.threads = .*/fcgi.threads = 1/' \
+          -e "s|^metrics.dir = .*|metrics.dir = $VAR/run/metrics-apache|" "$CONFIG" > "$VAR/ens-apache.conf"
+      printf 'Define ENS_FCGI "%s"\nDefine ENS_FCGI_DIR "%s"\nDefine ENS_FCGID_CONFIG "%s"\nDefine ENS_CGI_CONFIG "%s"\n' \
+        "$(readlink -f "$BIN/ens-fcgi")" "$(dirname "$(readlink -f "$BIN/ens-fcgi")")" "$VAR/ens-apache.conf" "$VAR/ens-apache.conf"
+      if [ "$APACHE_BACKEND" = fcgid ]; then
+        printf 'LoadModule fcgid_module %s/mod_fcgid.so\nFcgidIPCDir "%s"\nFcgidProcessTableFile "%s"\n' \
+          "$modules" "$VAR/apache/fcgid" "$VAR/apache/run/fcgid_shm"
+      else
+        printf 'LoadModule cgid_module %s/mod_cgid.so\nLoadModule env_module %s/mod_env.so\nScriptSock "%s"\n' "$modules" "$modules" "$VAR/apache/run/cgisock"
+      fi ;;
+    *) die "ENS_APACHE_BACKEND must be proxy-fcgi, fcgid or cgi" ;;
+  esac > "$VAR/apache-backend.conf"
+  local line rendered=()
+  while IFS= read -r line; do
+    line=${line//@VAR@/$VAR}; line=${line//@ROOT@/$ROOT}; line=${line//@PORT@/$APACHE_PORT}
+    line=${line//@FCGI_SOCKET@/$FCGI_SOCKET}; line=${line//@RATE@/$RATE}
+    line=${line//@RECORD_RATE@/$(( RATE > 1 ? RATE / 2 : 1 ))}; line=${line//@HOST_RATE@/$(( RATE * 10 ))}
+    line=${line//@USER_DIRECTIVE@/$user_directive}; line=${line//@BACKEND@/$APACHE_BACKEND}
+    rendered+=("$line")
+  done < "$ROOT/apache/ens-dev.conf.in"
+  printf '%s\n' "${rendered[@]}" > "$VAR/apache.conf"
+}
+
+# Apache's parent and children take SIGTERM with ordinary handlers, so a signal mask
+# inherited from the caller (a test process's thread that blocks it) would leave them
+# unstoppable: start Apache with an empty mask.
+apache2_unmasked() {
+  python3 -c 'import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execvp("apache2", ["apache2"] + sys.argv[1:])' "$@"
+}
+
+apache_start() {
+  init_dirs; init_tls; apache_render
+  if pid_alive "$VAR/run/apache.pid"; then
+    apache2_unmasked -f "$VAR/apache.conf" -k graceful 2>>"$VAR/log/apache-error.log"
+    return 0
+  fi
+  apache2 -t -f "$VAR/apache.conf" 2>>"$VAR/log/apache-error.log" >/dev/null || die "Apache config test failed; see $VAR/log/apache-error.log"
+  apache2_unmasked -f "$VAR/apache.conf" -k start 2>>"$VAR/log/apache-error.log" || die "Apache did not start; see $VAR/log/apache-error.log"
+  wait_until 10 test -s "$VAR/run/apache.pid" || die "Apache did not write its pid file"
+  # Listening once it answers (any status: /alive is a 503 while the pool is down).
+  wait_until 10 curl -s -o /dev/null --cacert "$VAR/tls/server.crt" "https://localhost:$APACHE_PORT/" || die "Apache does not answer on $APACHE_PORT"
+}
+
+apache_stop() {
+  pid_alive "$VAR/run/apache.pid" || { rm -f "$VAR/run/apache.pid"; return 0; }
+  local pid; pid=$(cat "$VAR/run/apache.pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  # Its children (and mod_fcgid's ens-fcgi processes) end with it; the port is free then.
+  wait_until 15 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
+  rm -f "$VAR/run/apache.pid"
+}
+
+
 # What cron's `ens-cron keys` does on a host, every second: /getpublickey takes new
 # users' keys from the pool and answers 503 when it is empty. Off with ENS_KEY_REFILL=0
 # (the benchmarks measure the service without key generation beside it).
@@ -316,17 +398,26 @@ keys_start() {
 
 keys_stop() { stop_by_pidfile keys-refill 5; }
 
+# The web server in front (ENS_FRONT): nginx, or apache (Apache httpd on the same port).
+front_start() {
+  case ${ENS_FRONT:-nginx} in
+    nginx) nginx_start ;;
+    apache) apache_start ;;
+    *) die "ENS_FRONT must be nginx or apache" ;;
+  esac
+}
+
 up() {
   init_dirs; init_secrets; init_tls; write_config
-  db_start; db_setup; sim_start; fcm_sim_start; ews_sim_start; apns_start; fcgi_start; nginx_start; keys_start
+  db_start; db_setup; sim_start; fcm_sim_start; ews_sim_start; apns_start; fcgi_start; front_start; keys_start
 }
 
 down() {
-  keys_stop; nginx_stop; fcgi_stop; apns_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
+  keys_stop; apache_stop; nginx_stop; fcgi_stop; apns_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
 }
 
 status() {
-  for name in mysqld apns-sim fcm-sim ews-sim ens-apns ens-fcgi nginx; do
+  for name in mysqld apns-sim fcm-sim ews-sim ens-apns ens-fcgi nginx apache; do
     if pid_alive "$VAR/run/$name.pid"; then echo "$name: running (pid $(cat "$VAR/run/$name.pid"))"; else echo "$name: stopped"; fi
   done
 }
@@ -343,6 +434,8 @@ case "${1:-}" in
   fcgi-stop) fcgi_stop ;;
   nginx-start) nginx_start ;;
   nginx-stop) nginx_stop ;;
+  apache-start) apache_start ;;
+  apache-stop) apache_stop ;;
   apns-start) apns_start ;;
   apns-stop) apns_stop ;;
   sim-start) sim_start ;;
@@ -354,5 +447,5 @@ case "${1:-}" in
   keys-start) keys_start ;;
   keys-stop) keys_stop ;;
   token) token "${2:-dev}" ;;
-  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
