@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # make run: the whole stack in the foreground of this terminal; Ctrl-C stops it.
+# ENS_FRONT=apache puts Apache httpd in front instead of nginx (scripts/stack.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ENS_VAR=${ENS_VAR:-$PWD/var} ENS_PORT=${ENS_PORT:-8443}
@@ -9,6 +10,7 @@ token=$(scripts/stack.sh token "dev-$(date +%Y%m%d%H%M%S)")
 cat <<TXT
 
 ENS is running:  https://127.0.0.1:$ENS_PORT  (self-signed certificate: $ENS_VAR/tls/server.crt)
+Web server:      ${ENS_FRONT:-nginx}  (ENS_FRONT=apache for Apache httpd)
 Logs:            $ENS_VAR/log/
 A new API token (shown once; only its hash is stored):
   $token

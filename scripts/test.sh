@@ -2,8 +2,8 @@
 # make test: unit and integration tests. Starts a private stack (var/test, port 18443)
 # from the debug build, runs `swift test`, and always tears the stack down.
 # ENS_TEST_FILTER=REGEX runs only the matching tests (swift test --filter) and skips the
-# simulator self-tests, Schemathesis and the secret scan: for working on one area; a
-# full run is the only verdict.
+# simulator self-tests, Schemathesis, the secret scan and the pass through Apache httpd
+# (ENS_TEST_APACHE=1 adds that): for working on one area; a full run is the only verdict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ENS_VAR=$PWD/var/test ENS_PORT=${ENS_TEST_PORT:-18443} ENS_BIN=$PWD/.build/debug
@@ -28,13 +28,32 @@ rm -rf "$ENS_VAR"
 trap 'scripts/stack.sh down' EXIT
 scripts/stack.sh up
 export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
+
+# The HTTP contract again with Apache httpd in front (apache/, mod_proxy_fcgi to the same
+# pool) on the same port: the device API, Exchange callbacks, errors, logs and limits,
+# and ApacheFrontTests (mod_security2 limits, mod_fcgid, CGI). Then nginx again.
+APACHE_TESTS='FoundationTests|DeviceAPITests|ExchangeTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests'
+apache_pass() {
+  echo "== the contract through Apache httpd (mod_proxy_fcgi)"
+  scripts/stack.sh nginx-stop && scripts/stack.sh apache-start || return 1
+  swift test --skip-build --no-parallel --filter "$APACHE_TESTS" 2>&1 | tee "$ENS_VAR/swift-test-apache.out" \
+    | grep -E '✘|^.? ?Test run with|Executed [0-9]+ tests'  # the whole output: $ENS_VAR/swift-test-apache.out
+  local result=${PIPESTATUS[0]}
+  scripts/stack.sh apache-stop && scripts/stack.sh nginx-start || result=1
+  return "$result"
+}
+
 set +e
 if [ -n "${ENS_TEST_FILTER:-}" ]; then
   swift test --skip-build --no-parallel --filter "$ENS_TEST_FILTER" 2>&1 | tee "$ENS_VAR/swift-test.out"
-  exit "${PIPESTATUS[0]}"
+  status=${PIPESTATUS[0]}
+  # ENS_TEST_APACHE=1: the Apache pass too.
+  [ "${ENS_TEST_APACHE:-0}" = 1 ] && { apache_pass || status=1; }
+  exit "$status"
 fi
 swift test --skip-build --no-parallel 2>&1 | tee "$ENS_VAR/swift-test.out"
 status=${PIPESTATUS[0]}
+apache_pass || status=1
 # The simulators the integration tests trust are themselves checked (strictness,
 # failure injection, retries).
 python3 Tests/tools/apns_simulator_selftest.py 2>&1 | tail -1

@@ -34,11 +34,13 @@ struct FoundationTests {
         #expect(callback.status == 405 && callback.header("Allow") == "POST")
     }
 
-    /// nginx refuses these before ENS sees them (with its own plain 400).
+    /// The web server refuses these before ENS sees them: nginx with its own plain 400;
+    /// Apache with a JSON 400 for the bad escape, and a 404 for an encoded NUL.
     @Test func malformedRequestLinesGet400() throws {
         for path in ["/%00", "/alive%ZZ"] {
             let response = try TestStack.get(path)
-            #expect(response.status == 400, "path \(path)")
+            let expected = TestStack.front == "apache" && path == "/%00" ? 404 : 400
+            #expect(response.status == expected, "path \(path)")
         }
     }
 

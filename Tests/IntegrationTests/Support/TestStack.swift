@@ -13,7 +13,14 @@ enum TestStack {
     static let directory = environment["ENS_TEST_VAR"] ?? ""
     static let port = environment["ENS_TEST_PORT"] ?? "18443"
     static let root = environment["ENS_TEST_ROOT"] ?? FileManager.default.currentDirectoryPath
-    static let isRunning = !directory.isEmpty && FileManager.default.fileExists(atPath: directory + "/run/nginx.pid")
+    /// The web server in front: "nginx", or "apache" for scripts/test.sh's second pass
+    /// through Apache httpd on the same port.
+    static var front: String {
+        FileManager.default.fileExists(atPath: directory + "/run/apache.pid") ? "apache" : "nginx"
+    }
+    static var isRunning: Bool {
+        !directory.isEmpty && FileManager.default.fileExists(atPath: directory + "/run/\(front).pid")
+    }
 
     static var baseURL: String { "https://localhost:\(port)" }
     static var certificate: String { directory + "/tls/server.crt" }

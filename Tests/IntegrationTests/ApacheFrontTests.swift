@@ -1,0 +1,87 @@
+import Curl
+import Foundation
+import Testing
+
+/// Apache httpd in front (scripts/test.sh's second pass, apache/): its rate limits
+/// (mod_security2 counters), and the two other ways it can reach ENS, mod_fcgid and
+/// plain CGI, answering as the pool does. Each test restarts Apache as it needs and
+/// leaves it as scripts/test.sh started it (mod_proxy_fcgi, the stack's high limits).
+@Suite(.serialized, .enabled(if: TestStack.isRunning && TestStack.front == "apache", "needs scripts/test.sh's Apache pass"))
+struct ApacheFrontTests {
+    /// Restarts Apache with `environment` for scripts/stack.sh (ENS_RATE,
+    /// ENS_APACHE_BACKEND), its rate counters cleared.
+    static func restartApache(_ environment: [String] = []) throws {
+        try TestStack.stack("apache-stop")
+        let counters = TestStack.directory + "/apache/modsec"
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: counters)) ?? [] {
+            try FileManager.default.removeItem(atPath: counters + "/" + name)
+        }
+        try TestStack.run("/usr/bin/env", environment + [TestStack.root + "/scripts/stack.sh", "apache-start"])
+    }
+
+    static func restoreApache() {
+        _ = try? restartApache()
+    }
+
+    func statuses(_ count: Int, _ request: () throws -> Int) rethrows -> [Int] {
+        try (0..<count).map { _ in try request() }
+    }
+
+    /// ENS_RATE=20 gives 20 device-API requests per address in 5 s, 10 record creations
+    /// per address in 60 s, 20 callbacks per subscription and 200 per address in 10 s.
+    @Test func rateLimitsAnswerJSON429PerAddressAndPerSubscription() throws {
+        try Self.restartApache(["ENS_RATE=20"])
+        defer { Self.restoreApache() }
+        let client = try TestStack.client()
+        // /getpublickey: 10, then refused, though the address is under its API limit.
+        let creations = try statuses(11) { try TestStack.post("/getpublickey", body: Array("{}".utf8), contentType: "application/json", client: client).status }
+        #expect(creations.prefix(10).allSatisfy { $0 == 401 } && creations.last == 429, "\(creations)")
+        // The API limit counts them too: 9 more requests, then refused.
+        let alive = try statuses(10) { try TestStack.get("/alive", client: client).status }
+        #expect(alive.prefix(9).allSatisfy { $0 == 200 } && alive.last == 429, "\(alive)")
+        let refused = try TestStack.get("/alive", client: client)
+        #expect(refused.json["responseCode"] == "TooManyRequests")
+        #expect(refused.header("content-type") == "application/json")
+
+        // Callbacks: per subscription (the record id), so one busy subscription does not
+        // hold up the others that Exchange sends from the same address.
+        func callback(_ record: Int) throws -> Int {
+            try TestStack.post("/ews/\(record)/1/AAAA", body: Array("<x/>".utf8), contentType: "text/xml", client: client).status
+        }
+        let busy = try statuses(21) { try callback(4242) }
+        #expect(busy.prefix(20).allSatisfy { $0 == 403 } && busy.last == 429, "\(busy)")
+        #expect(try callback(4343) == 403)
+        // And per address far above that: 200 in 10 s, whichever subscription.
+        let spread = try (0..<180).map { try callback(5000 + $0) }
+        #expect(spread.prefix(178).allSatisfy { $0 == 403 } && spread.last == 429, "\(Set(spread))")
+    }
+
+    /// mod_fcgid starts ens-fcgi itself (the listening socket on descriptor 0), and plain
+    /// CGI starts it per request: both answer as the pool does, and leave no process.
+    @Test func fcgidAndCGIAnswerAsThePoolDoes() throws {
+        let api = try DeviceClient(token: try TestStack.newToken("apache-backends"))
+        let user = try api.newUser()
+        let known = #"{"userid":"\#(user.userID)"}"#
+        func answers() throws -> [String] {
+            let client = try TestStack.client()
+            let key = try TestStack.post("/getpublickey", body: Array(known.utf8), contentType: "application/json",
+                                         headers: [("ApiToken", api.token)], client: client)
+            let post = try TestStack.post("/alive", body: [], contentType: nil, client: client)
+            return ["\(try TestStack.get("/alive", client: client).bodyText)", "\(key.status) \(key.bodyText)",
+                    "\(post.status) \(post.header("allow") ?? "") \(post.bodyText)", "\(try TestStack.get("/nowhere", client: client).status)",
+                    "\(try TestStack.post("/ews/1/1/AAAA", body: Array("<x/>".utf8), contentType: "text/xml", client: client).status)"]
+        }
+        let pool = try answers()
+        #expect(pool[1].hasPrefix("200 ") && pool[1].contains("BEGIN PUBLIC KEY"))
+        defer { Self.restoreApache() }
+        for backend in ["fcgid", "cgi"] {
+            try Self.restartApache(["ENS_APACHE_BACKEND=\(backend)"])
+            #expect(try answers() == pool, "\(backend)")
+            if backend == "fcgid" {
+                #expect(!TestStack.pids(matching: "--inherit-socket").isEmpty, "mod_fcgid started no ens-fcgi")
+            }
+        }
+        try TestStack.stack("apache-stop")
+        #expect(TestStack.eventually(within: 10) { TestStack.pids(matching: "ens-apache.conf").isEmpty }, "an ens-fcgi outlived Apache")
+    }
+}
