@@ -1,11 +1,13 @@
 # ENS — Email Notification Service. Targets:
 #
 #   make run     install missing Debian packages, build, start MariaDB + ens-fcgi +
-#                nginx under var/, print an API token and a curl command; Ctrl-C stops
+#                nginx (ENS_FRONT=apache: Apache httpd) under var/, print an API token
+#                and a curl command; Ctrl-C stops
 #   make stop    stop what `make run` started
 #   make test    install what is missing, build, run every test (unit + integration)
 #                against a private stack under var/test, then tear it down
-#   make bench   benchmarks through nginx on loopback (bounded in time)
+#   make bench   benchmarks through nginx on loopback (bounded in time), B1 and B2 also
+#                through Apache httpd and plain CGI
 #   make chaos   bounded fault injection against a private stack under var/chaos
 #                (MariaDB restart, worker kill -9, ens-apns kill -9, ENS down 3 min)
 #   make fuzz    libFuzzer targets (Fuzz/) for the parsers, each for a bounded time
@@ -13,8 +15,8 @@
 #                crashing inputs under var/fuzz
 #   make lint    C-module containment, shellcheck, no fatalError/try! in Sources
 #   make build   release build of ens-fcgi, ens-apns, ens-cron
-#   make install install the binaries, SQL, nginx snippets, deployment files and the
-#                example config under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local)
+#   make install install the binaries, SQL, nginx and Apache snippets, deployment files
+#                and the example config under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local)
 #   make clean   remove build output and var/
 
 SHELL := /bin/bash
@@ -72,4 +74,7 @@ install: build
 	install -m 0644 sql/migrations/*.sql $(SHARE)/sql/migrations/
 	install -m 0644 sql/accounts.sql.in config/ens.conf.example $(SHARE)/
 	install -m 0644 nginx/ens-site.conf nginx/ens-locations.conf nginx/ens-fastcgi.conf $(SHARE)/nginx/
+	install -d $(SHARE)/apache/errors
+	install -m 0644 apache/ens-site.conf apache/ens-locations.conf apache/ens-proxy-fcgi.conf apache/ens-fcgid.conf apache/ens-cgi.conf $(SHARE)/apache/
+	install -m 0644 apache/errors/*.json $(SHARE)/apache/errors/
 	cp -R deploy/. $(SHARE)/deploy/

@@ -8,6 +8,9 @@ packages=(
   mariadb-server mariadb-client nginx openssl curl wrk nghttp2-client python3
   python3-venv procps psmisc shellcheck time
 )
+# Apache httpd in front instead of nginx (apache/): mod_security2 for its body and rate
+# limits, mod_fcgid for the variant where Apache starts ens-fcgi itself.
+packages+=(apache2 libapache2-mod-security2 libapache2-mod-fcgid)
 packages+=("$@")
 
 missing=()

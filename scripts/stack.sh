@@ -4,7 +4,7 @@
 #
 #   scripts/stack.sh up | down | status
 #   scripts/stack.sh db-start | db-stop | fcgi-start | fcgi-stop | nginx-start | nginx-stop
-#   scripts/stack.sh apache-start | apache-stop   # Apache httpd instead of nginx (below)
+#   scripts/stack.sh apache-start | apache-stop | apache-site-check  # Apache httpd (below)
 #   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop | ews-sim-start | ews-sim-stop
 #   scripts/stack.sh fcm-sim-start | fcm-sim-stop
 #   scripts/stack.sh keys-start | keys-stop  # the key-pool refiller (`ens-cron keys` every second)
@@ -375,6 +375,22 @@ apache_start() {
   wait_until 10 curl -s -o /dev/null --cacert "$VAR/tls/server.crt" "https://localhost:$APACHE_PORT/" || die "Apache does not answer on $APACHE_PORT"
 }
 
+# apache/ens-site.conf, the production site, through Apache's own syntax check: with
+# Debian's module list, this checkout's includes and the stack's certificate.
+apache_site_check() {
+  init_dirs; init_tls; mkdir -p "$VAR/apache/site-check"
+  local dir=$VAR/apache/site-check module
+  {
+    printf 'ServerRoot /etc/apache2\nServerName localhost\nPidFile %s/pid\nErrorLog %s/error.log\nDefine APACHE_LOG_DIR %s\nSecDataDir %s\n' "$dir" "$dir" "$dir" "$dir"
+    for module in mpm_event authz_core authz_host alias headers mime setenvif rewrite reqtimeout socache_shmcb ssl http2 unique_id security2 proxy proxy_fcgi; do
+      printf 'LoadModule %s_module /usr/lib/apache2/modules/mod_%s.so\n' "$module" "$module"
+    done
+    sed -e "s|/etc/apache2/ens/|$ROOT/apache/|" -e "s|/usr/share/ens/apache/errors|$ROOT/apache/errors|" \
+        -e "s|/etc/ssl/ens/fullchain.pem|$VAR/tls/server.crt|" -e "s|/etc/ssl/ens/privkey.pem|$VAR/tls/server.key|" "$ROOT/apache/ens-site.conf"
+  } > "$dir/apache.conf"
+  apache2 -t -f "$dir/apache.conf"
+}
+
 apache_stop() {
   pid_alive "$VAR/run/apache.pid" || { rm -f "$VAR/run/apache.pid"; return 0; }
   local pid; pid=$(cat "$VAR/run/apache.pid")
@@ -436,6 +452,7 @@ case "${1:-}" in
   nginx-stop) nginx_stop ;;
   apache-start) apache_start ;;
   apache-stop) apache_stop ;;
+  apache-site-check) apache_site_check ;;
   apns-start) apns_start ;;
   apns-stop) apns_stop ;;
   sim-start) sim_start ;;

@@ -35,6 +35,7 @@ export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
 APACHE_TESTS='FoundationTests|DeviceAPITests|ExchangeTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests'
 apache_pass() {
   echo "== the contract through Apache httpd (mod_proxy_fcgi)"
+  scripts/stack.sh apache-site-check || return 1
   scripts/stack.sh nginx-stop && scripts/stack.sh apache-start || return 1
   swift test --skip-build --no-parallel --filter "$APACHE_TESTS" 2>&1 | tee "$ENS_VAR/swift-test-apache.out" \
     | grep -E '✘|^.? ?Test run with|Executed [0-9]+ tests'  # the whole output: $ENS_VAR/swift-test-apache.out
