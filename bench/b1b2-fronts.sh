@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# B1 and B2 through each web server ENS supports, in the same run: nginx (the stack's),
+# Apache httpd with mod_proxy_fcgi to the same pool (apache/, on ENS_PORT+8 beside
+# nginx; target >= 0.80 of nginx), and plain CGI through Apache's mod_cgid (ens-fcgi
+# started per request). B1 is /alive, B2 /getsubscriptionstatusv2 (one RSA-2048
+# private-key operation per request); interleaved rounds, medians, ratios to nginx.
+# Then what one CGI request costs, measured part by part.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+ROUNDS=${BENCH_ROUNDS:-3}
+SECONDS_PER_RUN=${BENCH_SECONDS:-5}
+USERS=${B2_USERS:-100}
+APACHE_PORT=$((ENS_PORT + 8))
+NGINX_URL=$BENCH_URL_BASE
+APACHE_URL=https://127.0.0.1:$APACHE_PORT
+export ENS_APACHE_PORT=$APACHE_PORT
+trap 'scripts/stack.sh apache-stop' EXIT
+
+ENS_TOKEN=$(scripts/stack.sh token bench-fronts)
+export ENS_TOKEN
+bodies=$ENS_VAR/b2-fronts-bodies.txt
+fill_key_pool $((USERS + 10))
+python3 bench/devices.py b2-setup "$USERS" "$bodies" >/dev/null
+
+# rps URL CONNECTIONS [wrk args before the URL] [-- script args]: requests/s of a
+# bounded wrk run; unexpected answers (B2's script reports them) go to
+# $ENS_VAR/fronts-errors.txt.
+rps() {
+  local connections=$2; shift 2
+  timeout $((SECONDS_PER_RUN + 30)) wrk -t2 -c"$connections" -d"${SECONDS_PER_RUN}s" "$@" 2>>"$ENS_VAR/fronts-errors.txt" \
+    | awk '/Requests\/sec/ {print $2} /Non-2xx/ {print "non2xx " $0 > "/dev/stderr"}'
+}
+b1() { rps "$1" "$2" "$1/alive"; }
+b2() { rps "$1" "$2" -s bench/b2-status.lua "$1/getsubscriptionstatusv2" -- "$bodies"; }
+
+# compare NAME FUNCTION CONNECTIONS: nginx and Apache alternately, ROUNDS times each.
+compare() {
+  local name=$1 run=$2 connections=$3 n a round
+  local nginx=() apache=() ratios=()
+  SECONDS_PER_RUN=2 "$run" "$NGINX_URL" "$connections" >/dev/null  # warm-up: connections, caches
+  SECONDS_PER_RUN=2 "$run" "$APACHE_URL" "$connections" >/dev/null
+  for round in $(seq "$ROUNDS"); do
+    n=$("$run" "$NGINX_URL" "$connections"); a=$("$run" "$APACHE_URL" "$connections")
+    nginx+=("$n"); apache+=("$a"); ratios+=("$(ratio "$a" "$n")")
+    printf '%s round %d: nginx %8.0f req/s   Apache (mod_proxy_fcgi) %8.0f req/s   ratio %s\n' "$name" "$round" "$n" "$a" "${ratios[-1]}"
+  done
+  printf '%s result: nginx %.0f req/s, Apache %.0f req/s (medians); Apache/nginx %s (median; target >= 0.80)\n' \
+    "$name" "$(median "${nginx[@]}")" "$(median "${apache[@]}")" "$(median "${ratios[@]}")"
+  eval "${name}_NGINX=$(median "${nginx[@]}")"
+}
+
+: > "$ENS_VAR/fronts-errors.txt"
+scripts/stack.sh apache-start
+compare B1 b1 64
+compare B2 b2 32
+
+# What mod_security2 (the limits and the body cap) costs Apache: B1 without it.
+scripts/stack.sh apache-stop
+ENS_APACHE_MODSEC=0 scripts/stack.sh apache-start
+bare=$(b1 "$APACHE_URL" 64)
+printf 'B1 Apache without mod_security2 (no rate limits, no body cap): %.0f req/s, %s of nginx\n' "$bare" "$(ratio "$bare" "$B1_NGINX")"
+
+# Plain CGI: one process per request, so few connections (each waits for a process).
+scripts/stack.sh apache-stop
+ENS_APACHE_BACKEND=cgi scripts/stack.sh apache-start
+cgi_b1=$(b1 "$APACHE_URL" 8); cgi_b2=$(b2 "$APACHE_URL" 8)
+printf 'B1 CGI (Apache mod_cgid): %.0f req/s, %s of nginx\n' "$cgi_b1" "$(ratio "$cgi_b1" "$B1_NGINX")"
+printf 'B2 CGI (Apache mod_cgid): %.0f req/s, %s of nginx\n' "$cgi_b2" "$(ratio "$cgi_b2" "$B2_NGINX")"
+unexpected=$(grep -c 'unexpected answer' "$ENS_VAR/fronts-errors.txt" || true)
+echo "B2 unexpected answers over all runs: $unexpected"
+
+# Where a CGI request's time goes: the same binary run 50 times each way, wall time.
+# 1. start and exit: exec, dynamic linking, Swift runtime start-up (a configuration it
+#    cannot read, so it exits at once); 2. plus reading the configuration and secrets
+#    (--check); 3. a whole /alive as mod_cgid runs it, without Apache: plus connecting
+#    to MariaDB and the health query; 4. through Apache (B1 CGI above).
+fcgi=$(readlink -f "$ENS_BIN/ens-fcgi")
+config=$ENS_VAR/ens.conf
+per_run_ms() {  # per_run_ms COMMAND...: mean wall milliseconds of 50 runs
+  local start end
+  start=$(date +%s%N)
+  for _ in $(seq 50); do "$@" >/dev/null 2>&1 || true; done
+  end=$(date +%s%N)
+  python3 -c "print(f'{($end - $start) / 50 / 1e6:.2f}')"
+}
+start_ms=$(per_run_ms env -i GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=GET ENS_CONFIG=/nonexistent "$fcgi")
+config_ms=$(per_run_ms "$fcgi" --check --config "$config")
+alive_ms=$(per_run_ms env -i GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=GET PATH_INFO=/alive SCRIPT_NAME= ENS_CONFIG="$config" "$fcgi")
+libraries=$(ldd "$fcgi" | grep -c '=>')
+loader=$(LD_DEBUG=statistics "$fcgi" --help 2>&1 >/dev/null | awk '/total startup time in dynamic loader/ {print $(NF-1)}' | head -1)
+mhz=$(awk -F: '/^cpu MHz/ {print $2; exit}' /proc/cpuinfo)
+python3 - "$start_ms" "$config_ms" "$alive_ms" "$cgi_b1" "$libraries" "${loader:-0}" "${mhz:-0}" <<'PY'
+import sys
+start, config, alive, cgi_rps, libraries, loader, mhz = (float(x) for x in sys.argv[1:8])
+linking = f", {loader / mhz / 1000:.2f} ms of it in the dynamic loader (LD_DEBUG=statistics)" if loader and mhz else ""
+print(f"CGI cost per request (ens-fcgi links {libraries:.0f} shared libraries{linking}):")
+print(f"  process start, dynamic linking, runtime start-up and exit  {start:6.2f} ms")
+print(f"  + reading the configuration and secrets                     {config - start:6.2f} ms")
+print(f"  + MariaDB connection, health query, answer                  {alive - config:6.2f} ms")
+print(f"  = /alive as a CGI program, run directly                     {alive:6.2f} ms of wall time")
+print(f"  through Apache mod_cgid with 8 clients on 2 cores: {cgi_rps:.0f} req/s, {2000 / cgi_rps:.2f} ms of the machine per request")
+PY
