@@ -310,6 +310,7 @@ token() {
 # APACHE_BACKEND chooses how Apache reaches ENS: proxy-fcgi (the pool, default), fcgid
 # (mod_fcgid starts ens-fcgi itself) or cgi (mod_cgid runs ens-fcgi per request).
 # ENS_APACHE_PORT puts it beside nginx instead (the benchmarks compare the two).
+# ENS_APACHE_MODSEC=0 leaves mod_security2 out (for measuring its cost only).
 APACHE_BACKEND=${ENS_APACHE_BACKEND:-proxy-fcgi}
 APACHE_PORT=${ENS_APACHE_PORT:-$PORT}
 
@@ -346,6 +347,9 @@ apache_render() {
   esac > "$VAR/apache-backend.conf"
   local line rendered=()
   while IFS= read -r line; do
+    # ENS_APACHE_MODSEC=0: without mod_security2, hence without its limits and body
+    # cap (bench/b1b2-fronts.sh measures what the module costs).
+    [ "${ENS_APACHE_MODSEC:-1}" = 0 ] && [[ $line == *security2_module* || $line == SecDataDir* ]] && continue
     line=${line//@VAR@/$VAR}; line=${line//@ROOT@/$ROOT}; line=${line//@PORT@/$APACHE_PORT}
     line=${line//@FCGI_SOCKET@/$FCGI_SOCKET}; line=${line//@RATE@/$RATE}
     line=${line//@RECORD_RATE@/$(( RATE > 1 ? RATE / 2 : 1 ))}; line=${line//@HOST_RATE@/$(( RATE * 10 ))}
