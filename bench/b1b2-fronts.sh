@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # B1 and B2 through each web server ENS supports, in the same run: nginx (the stack's),
-# Apache httpd with mod_proxy_fcgi to the same pool (apache/, on ENS_PORT+8 beside
-# nginx; target >= 0.80 of nginx), and plain CGI through Apache's mod_cgid (ens-fcgi
+# Apache httpd with mod_proxy_fcgi to the same pool (apache/, on ENS_PORT+10 beside
+# nginx, after the simulators' ports; target >= 0.80 of nginx), and plain CGI through Apache's mod_cgid (ens-fcgi
 # started per request). B1 is /alive, B2 /getsubscriptionstatusv2 (one RSA-2048
 # private-key operation per request); interleaved rounds, medians, ratios to nginx.
 # Then what one CGI request costs, measured part by part.
@@ -11,7 +11,7 @@ source bench/lib.sh
 ROUNDS=${BENCH_ROUNDS:-3}
 SECONDS_PER_RUN=${BENCH_SECONDS:-5}
 USERS=${B2_USERS:-100}
-APACHE_PORT=$((ENS_PORT + 8))
+APACHE_PORT=$((ENS_PORT + 10))
 NGINX_URL=$BENCH_URL_BASE
 APACHE_URL=https://127.0.0.1:$APACHE_PORT
 export ENS_APACHE_PORT=$APACHE_PORT

@@ -29,15 +29,16 @@ struct ApacheFrontTests {
 
     /// `allowed` answers `ok`, then at most two more may still pass (mod_security2 stores a
     /// request's count once its answer is sent, so the next request can read the count
-    /// before it), then every one is a 429. Refused requests count too.
-    func limited(_ statuses: [Int], allowed: Int, ok: Int) -> Bool {
-        statuses.count > allowed + 2 && statuses.prefix(allowed).allSatisfy { $0 == ok }
-            && statuses.dropFirst(allowed).prefix(2).allSatisfy { $0 == ok || $0 == 429 }
-            && statuses.dropFirst(allowed + 2).allSatisfy { $0 == 429 }
+    /// before it), then every one is `refused`. Refused requests count too.
+    func limited(_ statuses: [Int], allowed: Int, ok: Int, refused: Int = 429) -> Bool {
+        ok != refused && statuses.count > allowed + 2 && statuses.prefix(allowed).allSatisfy { $0 == ok }
+            && statuses.dropFirst(allowed).prefix(2).allSatisfy { $0 == ok || $0 == refused }
+            && statuses.dropFirst(allowed + 2).allSatisfy { $0 == refused }
     }
 
     /// ENS_RATE=20 gives 20 device-API requests per address in 5 s, 10 record creations
-    /// per address in 60 s, 20 callbacks per subscription and 200 per address in 10 s.
+    /// per address in 60 s, 20 Exchange callbacks and 20 Graph notifications per
+    /// subscription and 200 of each per address in 10 s.
     @Test func rateLimitsAnswerJSON429PerAddressAndPerSubscription() throws {
         try Self.restartApache(["ENS_RATE=20"])
         defer { Self.restoreApache() }
@@ -63,6 +64,16 @@ struct ApacheFrontTests {
         // And per address far above that: 200 in 10 s (26 so far), whichever subscription.
         let spread = try (0..<180).map { try callback(5000 + $0) }
         #expect(limited(spread, allowed: 174, ok: 403), "\(spread.suffix(10))")
+
+        // Graph notifications: per subscription as well, with counters of their own, and
+        // refused with a JSON 503, not a 429: Graph backs off from an endpoint that answers
+        // 4xx and retries 5xx. (What ENS answers below the limit is its business here.)
+        let graph = try statuses(25) {
+            try TestStack.post("/graph/4242/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client).status
+        }
+        #expect(limited(graph, allowed: 20, ok: graph[0], refused: 503), "\(graph)")
+        let held = try TestStack.post("/graph/4242/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client)
+        #expect(held.json["responseCode"] == "ServiceUnavailable")
     }
 
     /// mod_fcgid starts ens-fcgi itself (the listening socket on descriptor 0), and plain

@@ -93,9 +93,9 @@ struct DeviceAPITests {
         let large = try TestStack.post("/getpublickey", body: Array(repeating: UInt8(ascii: "a"), count: 100_000), contentType: "application/json", headers: headers)
         #expect(large.status == 413)
         #expect(large.json["responseCode"] == "PayloadTooLarge")
-        // Refused by the web server itself (nginx in the test stack allows 1 MiB, Apache
-        // too), over HTTP/1.1: Apache follows its early HTTP/2 413 with RST_STREAM(NO_ERROR)
-        // (RFC 9113, 8.1), which libcurl 7.88 reports as an error instead of the answer.
+        // Refused by nginx itself (the test stack allows 1 MiB), or by ENS behind Apache
+        // (which caps at 4 MiB). Over HTTP/1.1: Apache follows an early HTTP/2 413 with
+        // RST_STREAM(NO_ERROR) (RFC 9113, 8.1), which libcurl 7.88 reports as an error.
         let huge = try TestStack.post("/getpublickey", body: Array(repeating: UInt8(ascii: "a"), count: 2_000_000), contentType: "application/json",
                                       headers: headers, client: TestStack.client(http2: false))
         #expect(huge.status == 413)

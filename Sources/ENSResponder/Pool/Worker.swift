@@ -139,7 +139,7 @@ public struct Worker {
             // read both; Apache's mod_proxy_fcgi (enablereuse=on) writes the stdin
             // record separately (AH01067 and a 503 for about 1 request in 300 without
             // this). The web server bounds the body (client_max_body_size, Apache's
-            // 1 MiB), and an unread body is short: the dispatcher refused it.
+            // 4 MiB), and an unread body is short: the dispatcher refused it.
             while !slot.readBody(limit: 4096).isEmpty {}
             slot.finish(returningConnectionTo: connections)
         }
