@@ -115,9 +115,20 @@ struct FoundationTests {
         let victim = workers[0]
         kill(victim, SIGKILL)
         let client = try TestStack.client()
-        var failures = 0
-        for _ in 0..<200 where try TestStack.get("/alive", client: client).status != 200 { failures += 1 }
-        #expect(failures == 0)
+        var failures: [HTTPResponse] = []
+        for _ in 0..<200 {
+            let response = try TestStack.get("/alive", client: client)
+            if response.status != 200 { failures.append(response) }
+        }
+        if TestStack.front == "apache" {
+            // nginx sends a request whose kept connection broke to another one; Apache's
+            // mod_proxy_fcgi does not, so a request that met a connection to the killed
+            // worker gets a JSON 503, which clients retry. A few at most.
+            #expect(failures.count <= 3, "\(failures.count) failures")
+            #expect(failures.allSatisfy { $0.status == 503 && $0.json["responseCode"] == "ServiceUnavailable" }, "\(failures.map(\.status))")
+        } else {
+            #expect(failures.isEmpty, "\(failures.map(\.status))")
+        }
         let replaced = TestStack.eventually(within: 10) {
             let now = TestStack.pids(matching: "ens-fcgi --worker")
             return now.count == workers.count && !now.contains(victim)
