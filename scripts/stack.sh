@@ -412,7 +412,8 @@ keys_start() {
   [ "${ENS_KEY_REFILL:-1}" = 1 ] || return 0
   if pid_alive "$VAR/run/keys-refill.pid"; then return 0; fi
   # Detached from the caller's output, or a caller reading it would wait forever.
-  (while :; do "$BIN/ens-cron" keys --config "$CONFIG"; sleep 1; done) </dev/null >>"$VAR/log/ens-cron.log" 2>&1 &
+  # A failed run (MariaDB restarting) must not end the loop: the subshell has errexit.
+  (while :; do "$BIN/ens-cron" keys --config "$CONFIG" || true; sleep 1; done) </dev/null >>"$VAR/log/ens-cron.log" 2>&1 &
   echo $! > "$VAR/run/keys-refill.pid"
 }
 

@@ -31,7 +31,8 @@ export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
 
 # The HTTP contract again with Apache httpd in front (apache/, mod_proxy_fcgi to the same
 # pool) on the same port: the device API, Exchange callbacks, errors, logs and limits,
-# and ApacheFrontTests (mod_security2 limits, mod_fcgid, CGI). Then nginx again.
+# and ApacheFrontTests (mod_security2 limits, mod_fcgid, CGI); ExchangeTests also matches
+# SlowExchangeTests (/alive on time beside slow registrations). Then nginx again.
 APACHE_TESTS='FoundationTests|DeviceAPITests|ExchangeTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests'
 apache_pass() {
   echo "== the contract through Apache httpd (mod_proxy_fcgi)"
