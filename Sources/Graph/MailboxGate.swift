@@ -20,6 +20,7 @@ public final class MailboxGate: Sendable {
 
     /// Runs `body` in one of the mailbox's slots; nil (not run) when the mailbox has
     /// `limit` requests in flight or is inside a Retry-After.
+    @discardableResult
     public func withSlot<T, Failure: Error>(mailbox: String, nowNanoseconds: UInt64, _ body: () throws(Failure) -> T) throws(Failure) -> T? {
         let admitted = state.withLock { state -> Bool in
             if let until = state.blockedUntil[mailbox] {
