@@ -61,6 +61,13 @@ struct NewMailDelivery {
         let sender = SenderClient(socketPath: settings.pushSocket)
         let policy = try context.policyClient()
         let allowOnError = context.settings.devicePolicy?.allowOnError ?? false
+        var handed = 0
+        /// The mail server redelivers after a 503: what was reserved but not handed on
+        /// is given back to the per-minute cap first.
+        func notTaken() throws -> Outcome {
+            try store.returnNotifications(recordID: row.id, count: reserved - handed)
+            return Outcome(delivered: false, recorded: true)
+        }
         for target in devices {
             if let deviceID = target.device.ewsDeviceID, let policy {
                 switch policy.decision(deviceID: deviceID) {
@@ -88,6 +95,7 @@ struct NewMailDelivery {
                 do {
                     switch try sender.submit(notification) {
                     case .accepted:
+                        handed += 1
                         continue
                     case .refused(let reason) where reason == "bad-notification" || reason == "bad-frame":
                         // A notification the sender will never take: retrying cannot help.
@@ -96,11 +104,11 @@ struct NewMailDelivery {
                         // spool-full, io-error, busy: not acknowledged, so not ours to
                         // lose. The mail server redelivers the batch after a 503.
                         logger.error("ens-apns did not take a notification; the mail server will retry", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
-                        return Outcome(delivered: false, recorded: true)
+                        return try notTaken()
                     }
                 } catch {
                     logger.error("ens-apns unreachable; the mail server will retry", metadata: ["record": "\(row.id)", "error": "\(error)"])
-                    return Outcome(delivered: false, recorded: true)
+                    return try notTaken()
                 }
             }
         }

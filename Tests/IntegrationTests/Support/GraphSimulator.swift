@@ -65,6 +65,15 @@ enum GraphSimulator {
         try control("/fail", body)
     }
 
+    /// How many API requests of one operation (get-message, patch, ...) concerned the
+    /// user, answered or refused by an injected failure alike.
+    static func requests(_ operation: String, of mail: String) throws -> Int {
+        let requests = try control("/requests")["requests"] as? [[String: Any]] ?? []
+        return requests.filter {
+            $0["operation"] as? String == operation && ($0["mail"] as? String)?.lowercased() == mail.lowercased()
+        }.count
+    }
+
     static func statuses(_ deliveries: [[String: Any]]) -> [Int] {
         deliveries.compactMap { ($0["status"] as? NSNumber)?.intValue }
     }
