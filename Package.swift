@@ -60,10 +60,20 @@ let package = Package(
             dependencies: ["Codecs", "ENSCore", "Curl", "OpenSSL", "POSIX"],
             swiftSettings: swiftSettings
         ),
+        // Microsoft Graph: application tokens (certificate client assertions),
+        // subscriptions, change notifications, mail lookups (JSON over libcurl).
+        .target(
+            name: "Graph",
+            dependencies: [
+                "Codecs", "ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "ENSResponder",
             dependencies: [
-                "Codecs", "ENSCore", "EWS", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSCore", "EWS", "Graph", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -100,7 +110,7 @@ let package = Package(
         .executableTarget(
             name: "ens-cron",
             dependencies: [
-                "Codecs", "ENSCore", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSCore", "Graph", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -111,7 +121,7 @@ let package = Package(
         .testTarget(
             name: "ENSCoreTests",
             dependencies: [
-                "Codecs", "ENSCore", "ENSResponder", "ENSSender", "EWS", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX",
+                "Codecs", "ENSCore", "ENSResponder", "ENSSender", "EWS", "Graph", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -8,6 +8,9 @@
   devices.py b6-setup N OUT     register N users with Exchange (the simulator, Basic auth,
                                 POX Autodiscover) and write, per user, a real new-mail
                                 SendNotification to OUT.<n>.xml and "path<TAB>file" to OUT
+  devices.py b8-setup N M OUT   register N Exchange Online users through Graph (the Graph
+                                simulator, delegated tokens) and write M change-notification
+                                batches per user, each for a new message, as "path<TAB>json"
 
 Environment: ENS_VAR (stack directory), ENS_PORT, ENS_TOKEN (an API token).
 Sealing uses Python's cryptography (PKCS#1 v1.5, k-11 byte chunks), like a device.
@@ -119,6 +122,41 @@ def b6_setup(count, out_path):
         f.write("\n".join(lines) + "\n")
 
 
+def graph_simulator(path, obj):
+    control = http.client.HTTPConnection("127.0.0.1", PORT + 9, timeout=120)
+    control.request("POST", path, body=json.dumps(obj), headers={"Content-Type": "application/json"})
+    answer = json.loads(control.getresponse().read())
+    control.close()
+    return answer
+
+
+def b8_setup(count, messages, out_path):
+    conn = connection()
+    tenant = "6d1f8f38-0c55-4d7e-9d1e-5c0a3a7e0001"
+    lines = []
+    for i in range(count):
+        email = f"b8-{i}-{secrets.token_hex(4)}@contoso.test"
+        graph_simulator("/users", {"tenant": tenant, "mail": email, "displayName": "Bench"})
+        access = graph_simulator("/user-token", {"mail": email})["access_token"]
+        status, answer = post(conn, "/getpublickey", {"email": email})
+        assert status == 200, (status, answer)
+        userid, pem = answer["userid"], answer["pubKey"]
+        creds = seal(pem, json.dumps({"apnsToken": secrets.token_hex(32), "graphAccessToken": access}))
+        status, answer = post(conn, "/registerdevicev2", {"userid": userid, "email": email, "creds": creds,
+                                                          "bundleid": "com.example.mail", "defaultSound": "default"})
+        assert answer.get("responseCode") == "UserSubscribed", answer
+        mail = graph_simulator("/newmail", {"mail": email, "subject": f"Benchmark message {i}", "fromName": "Bench",
+                                            "fromAddress": "bench@elsewhere.test", "count": messages, "deliver": False})
+        for notification in mail["notifications"]:
+            path = "/" + notification["url"].split("/", 3)[3]
+            body = notification["body"] if isinstance(notification["body"], str) else json.dumps(notification["body"])
+            lines.append(f"{path}\t{body}")
+    # Interleave users, as a mail server's traffic would be.
+    lines.sort(key=lambda line: secrets.randbits(32))
+    with open(out_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def b3_latency(count, expected=200):
     conn = connection()
     post(conn, "/getpublickey", {"email": f"warmup-{secrets.token_hex(4)}@example.test"})
@@ -141,6 +179,8 @@ if __name__ == "__main__":
         b2_setup(int(sys.argv[2]), sys.argv[3])
     elif sys.argv[1] == "b6-setup":
         b6_setup(int(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1] == "b8-setup":
+        b8_setup(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "b3-latency":
         b3_latency(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 200)
     else:

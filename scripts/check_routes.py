@@ -9,7 +9,7 @@ it) is the truth. Checked against it:
   - apache/ens-locations.conf: the ENS_API list every Apache backend forwards;
   - docs/openapi.yaml: its paths and their methods;
   - Tests/tools/validate_openapi.py: its ENDPOINTS table.
-The Exchange callback prefix (/ews/) and /metrics are not device-API endpoints: nginx
+The mail callback prefixes (/ews/, /graph/) and /metrics are not device-API endpoints: nginx
 has locations of their own for them and the OpenAPI document leaves them out.
 
 Usage: scripts/check_routes.py [ROOT]. Exits 0 when all agree, 1 naming each difference.
@@ -73,7 +73,7 @@ def nginx():
     forwarded = re.search(r'location ~ \^/\(([^)]*)\)\$ \{', text)
     known = re.search(r'if \(\$uri !~ \^/\(([^)]*)\)\$\)', text)
     return ({"/" + p for p in forwarded.group(1).split("|")} if forwarded else None,
-            {"/" + p for p in known.group(1).split("|") if not p.startswith("ews/")} if known else None)
+            {"/" + p for p in known.group(1).split("|") if not p.startswith(("ews/", "graph/"))} if known else None)
 
 
 def apache():

@@ -3,7 +3,9 @@
 # the Exchange simulator, a device registering for it (key, sealed credentials,
 # Autodiscover, push subscription), new mail, and the push the APNs simulator got;
 # then an Android phone of the same user joins with its FCM token, and the next mail
-# reaches both (the FCM simulator's record).
+# reaches both (the FCM simulator's record); then an Exchange Online mailbox beside it,
+# through Microsoft Graph (the Graph simulator: a delegated token proves the mailbox,
+# ENS subscribes with its own application, new mail arrives as a change notification).
 #
 #   scripts/demo.sh            (ENS_VAR and ENS_PORT as for make run)
 set -euo pipefail
@@ -66,4 +68,32 @@ done
 echo "FCM simulator, for the Android phone:"
 grep "$android" "$VAR/sim/fcm-accepted.jsonl" | tail -1 \
   | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); m=r["message"]; print(json.dumps({k: m[k] for k in ("android", "notification", "data") if k in m}, indent=2))'
+
+GRAPH=http://127.0.0.1:$((PORT + 9))
+cloud="cloud-$(openssl rand -hex 3)@contoso.test"
+phone=$(openssl rand -hex 32)
+step "Graph simulator: an Exchange Online user $cloud in tenant contoso.test, signed in on a phone"
+curl -s -XPOST "$GRAPH/users" -d "{\"tenant\": \"6d1f8f38-0c55-4d7e-9d1e-5c0a3a7e0001\", \"mail\": \"$cloud\", \"displayName\": \"Cloud User\"}"; echo
+access=$(curl -s -XPOST "$GRAPH/user-token" -d "{\"mail\": \"$cloud\"}" | field access_token)
+echo "(a delegated access token of ${#access} characters, as MSAL hands the app)"
+
+step "POST /getpublickey and /registerdevicev2 with graphAccessToken: ENS reads /me once, then subscribes as itself"
+answer=$(curl -s --cacert "$CA" -H "ApiToken: $token" -d "email=$cloud" "$BASE/getpublickey")
+cloud_userid=$(field userid <<<"$answer")
+field pubKey <<<"$answer" > "$VAR/demo-key.pem"
+creds=$(printf '["{\\"apnsToken\\": \\"%s\\", \\"graphAccessToken\\": \\"%s\\"}"]' "$phone" "$access" \
+  | python3 Tests/tools/seal.py "$VAR/demo-key.pem" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
+curl -s --cacert "$CA" -H "ApiToken: $token" --data-urlencode "userid=$cloud_userid" --data-urlencode "email=$cloud" \
+  --data-urlencode "creds=$creds" -d bundleid=com.example.mail "$BASE/registerdevicev2"; echo
+echo "Graph simulator's subscription (validated, immutable ids, created by ENS's application):"
+curl -s "$GRAPH/subscriptions" | python3 -c 'import json,sys; m=sys.argv[1]; print(json.dumps([s for s in json.load(sys.stdin) if s["mail"] == m], indent=2))' "$cloud"
+
+step "New mail in the Exchange Online mailbox: Graph posts a change notification, ENS answers 202"
+curl -s -XPOST "$GRAPH/newmail" -d "{\"mail\": \"$cloud\", \"subject\": \"Quarterly numbers\", \"fromName\": \"Bea Finance\", \"wait\": true}"; echo
+for _ in $(seq 50); do
+  grep -q "$phone" "$VAR/sim/apns-accepted.jsonl" 2>/dev/null && break
+  sleep 0.2
+done
+grep "$phone" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
+  | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "push_type", "collapse_id", "payload")}, indent=2))'
 rm -f "$VAR/demo-key.pem"

@@ -6,17 +6,17 @@
 #   scripts/stack.sh db-start | db-stop | fcgi-start | fcgi-stop | nginx-start | nginx-stop
 #   scripts/stack.sh apache-start | apache-stop | apache-site-check  # Apache httpd (below)
 #   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop | ews-sim-start | ews-sim-stop
-#   scripts/stack.sh fcm-sim-start | fcm-sim-stop
+#   scripts/stack.sh fcm-sim-start | fcm-sim-stop | graph-sim-start | graph-sim-stop
 #   scripts/stack.sh keys-start | keys-stop  # the key-pool refiller (`ens-cron keys` every second)
 #   scripts/stack.sh token LABEL     # create an API token and print it
 #
 # Environment: ENS_VAR (state directory, default var), ENS_PORT (HTTPS port, default
 # 8443; the APNs simulator uses the next two ports, the Exchange simulator the three
-# after those: HTTPS, control, plain HTTP; the FCM simulator the two after those),
-# ENS_BIN (directory holding ens-fcgi
-# etc., default .build/release),
-# ENS_RATE (per-IP requests/s allowed by nginx, default 1000000 for local use),
-# ENS_FRONT (nginx, default, or apache: Apache httpd on the same port for `up`).
+# after those: HTTPS, control, plain HTTP; the FCM simulator the two after those; the
+# Microsoft Graph simulator the two after those: HTTPS, control), ENS_BIN (directory
+# holding ens-fcgi etc., default .build/release), ENS_RATE (per-IP requests/s allowed
+# by nginx, default 1000000 for local use), ENS_FRONT (nginx, default, or apache:
+# Apache httpd on the same port for `up`).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +34,14 @@ EWS_CONTROL_PORT=$((PORT + 4))
 EWS_HTTP_PORT=$((PORT + 5))
 FCM_PORT=$((PORT + 6))
 FCM_CONTROL_PORT=$((PORT + 7))
+GRAPH_PORT=$((PORT + 8))
+GRAPH_CONTROL_PORT=$((PORT + 9))
+# The development Entra tenants the Graph simulator plays (contoso.test, fabrikam.test)
+# and ENS's multi-tenant application in them: one client id and certificate, as a real
+# multi-tenant app has.
+GRAPH_TENANT_CONTOSO=6d1f8f38-0c55-4d7e-9d1e-5c0a3a7e0001
+GRAPH_TENANT_FABRIKAM=6d1f8f38-0c55-4d7e-9d1e-5c0a3a7e0002
+GRAPH_CLIENT_ID=0e5a1c2b-3d4f-4a6b-8c9d-0e1f2a3b4c5d
 ME=$(id -un)
 
 log() { printf 'stack: %s\n' "$*" >&2; }
@@ -98,6 +106,12 @@ print(json.dumps({"type": "service_account", "project_id": "ens-dev", "private_k
 PY
     rm -f "$VAR/secrets/fcm-key.pem"
   fi
+  # ENS's development Entra application certificate (RSA, self-signed, as Entra accepts):
+  # the key signs client assertions; the Graph simulator checks them against the certificate.
+  if [ ! -s "$VAR/secrets/graph-app.key" ]; then
+    openssl req -x509 -newkey rsa:2048 -nodes -days 825 -subj "/CN=ENS dev Graph application" \
+      -keyout "$VAR/secrets/graph-app.key" -out "$VAR/secrets/graph-app.crt" 2>/dev/null
+  fi
   # A development APNs token-auth key (.p8); the simulator checks JWTs against its public half.
   if [ ! -s "$VAR/secrets/apns-auth-key.p8" ]; then
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$VAR/secrets/apns-auth-key.p8" 2>/dev/null
@@ -151,6 +165,22 @@ fcm.url = https://localhost:$FCM_PORT
 fcm.service_account.com.example.mail = $VAR/secrets/fcm-service-account.json
 fcm.service_account.com.example.android = $VAR/secrets/fcm-service-account.json
 cron.lock_file = $VAR/run/ens-cron.lock
+# Microsoft Graph: the simulator plays Graph and the identity platform for two tenants.
+graph.callback_url = https://localhost:$PORT/graph/
+graph.url = https://localhost:$GRAPH_PORT
+graph.login_url = https://localhost:$GRAPH_PORT
+graph.ca_file = $VAR/tls/server.crt
+graph.subscription_minutes = ${ENS_GRAPH_SUBSCRIPTION_MINUTES:-4200}
+graph.tenant.contoso.id = $GRAPH_TENANT_CONTOSO
+graph.tenant.contoso.domains = contoso.test
+graph.tenant.contoso.client_id = $GRAPH_CLIENT_ID
+graph.tenant.contoso.certificate_file = $VAR/secrets/graph-app.crt
+graph.tenant.contoso.key_file = $VAR/secrets/graph-app.key
+graph.tenant.fabrikam.id = $GRAPH_TENANT_FABRIKAM
+graph.tenant.fabrikam.domains = fabrikam.test
+graph.tenant.fabrikam.client_id = $GRAPH_CLIENT_ID
+graph.tenant.fabrikam.certificate_file = $VAR/secrets/graph-app.crt
+graph.tenant.fabrikam.key_file = $VAR/secrets/graph-app.key
 metrics.dir = $VAR/run/metrics
 # Exchange: the local simulator stands in for every Exchange host name (CONNECT_TO);
 # TLS is still verified, against the simulator's own CA.
@@ -246,6 +276,21 @@ fcm_sim_start() {
 }
 
 fcm_sim_stop() { stop_by_pidfile fcm-sim 10; }
+
+# The Microsoft Graph simulator (Tests/tools/graph_simulator.py): Graph's subscriptions,
+# change notifications and mail API, and the identity platform's token endpoint, over
+# HTTPS; strict about client assertions, validation handshakes and Graph's limits. It
+# calls back into nginx, trusting nginx's certificate.
+graph_sim_start() {
+  init_dirs; init_secrets; init_tls
+  start_simulator graph-sim graph-simulator graph_simulator.py --port "$GRAPH_PORT" --control-port "$GRAPH_CONTROL_PORT" \
+    --cert "$VAR/tls/server.crt" --key "$VAR/tls/server.key" --callback-ca "$VAR/tls/server.crt" \
+    --login-base "https://localhost:$GRAPH_PORT" --retry-scale "${ENS_GRAPH_RETRY_SCALE:-1}" \
+    --tenant "$GRAPH_TENANT_CONTOSO" --client-id "$GRAPH_CLIENT_ID" --client-cert "$VAR/secrets/graph-app.crt" \
+    --tenant "$GRAPH_TENANT_FABRIKAM" --client-id "$GRAPH_CLIENT_ID" --client-cert "$VAR/secrets/graph-app.crt"
+}
+
+graph_sim_stop() { stop_by_pidfile graph-sim 10; }
 
 # The Exchange simulator (Tests/tools/ews_simulator.py): Autodiscover, EWS and push
 # callbacks over HTTPS, strict about namespaces, structure and credentials. It makes
@@ -430,15 +475,15 @@ front_start() {
 
 up() {
   init_dirs; init_secrets; init_tls; write_config
-  db_start; db_setup; sim_start; fcm_sim_start; ews_sim_start; apns_start; fcgi_start; front_start; keys_start
+  db_start; db_setup; sim_start; fcm_sim_start; ews_sim_start; graph_sim_start; apns_start; fcgi_start; front_start; keys_start
 }
 
 down() {
-  keys_stop; apache_stop; nginx_stop; fcgi_stop; apns_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
+  keys_stop; apache_stop; nginx_stop; fcgi_stop; apns_stop; graph_sim_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
 }
 
 status() {
-  for name in mysqld apns-sim fcm-sim ews-sim ens-apns ens-fcgi nginx apache; do
+  for name in mysqld apns-sim fcm-sim ews-sim graph-sim ens-apns ens-fcgi nginx apache; do
     if pid_alive "$VAR/run/$name.pid"; then echo "$name: running (pid $(cat "$VAR/run/$name.pid"))"; else echo "$name: stopped"; fi
   done
 }
@@ -466,6 +511,8 @@ case "${1:-}" in
   ews-sim-stop) ews_sim_stop ;;
   fcm-sim-start) fcm_sim_start ;;
   fcm-sim-stop) fcm_sim_stop ;;
+  graph-sim-start) graph_sim_start ;;
+  graph-sim-stop) graph_sim_stop ;;
   keys-start) keys_start ;;
   keys-stop) keys_stop ;;
   token) token "${2:-dev}" ;;

@@ -12,6 +12,9 @@ export ENS_TOKEN_REFRESH=2 ENS_HEALTH_CACHE_MS=200 ENS_KEY_POOL=20
 # server and outage tests take seconds; the simulator's control port doubles as the
 # SEG policy service.
 export ENS_ITEM_TIMEOUT_MS=2000 ENS_EWS_RETRY_SCALE=0.05
+# Graph: the simulator retries failed notifications 100x faster than Graph (1 s, 2 s,
+# 4 s ... become 10 ms, 20 ms ...), so the outage tests see the redelivery in seconds.
+export ENS_GRAPH_RETRY_SCALE=0.01
 # A per-record push cap small enough for CallbackLimitsTests to reach within a minute.
 export ENS_MAX_NOTIFICATIONS_PER_MINUTE=40
 # A registration budget short enough for the tarpit test to wait out.
@@ -30,10 +33,10 @@ scripts/stack.sh up
 export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
 
 # The HTTP contract again with Apache httpd in front (apache/, mod_proxy_fcgi to the same
-# pool) on the same port: the device API, Exchange callbacks, errors, logs and limits,
+# pool) on the same port: the device API, Exchange and Graph callbacks, errors, logs and limits,
 # and ApacheFrontTests (mod_security2 limits, mod_fcgid, CGI); ExchangeTests also matches
 # SlowExchangeTests (/alive on time beside slow registrations). Then nginx again.
-APACHE_TESTS='FoundationTests|DeviceAPITests|ExchangeTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests'
+APACHE_TESTS='FoundationTests|DeviceAPITests|ExchangeTests|GraphTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests'
 apache_pass() {
   echo "== the contract through Apache httpd (mod_proxy_fcgi)"
   scripts/stack.sh apache-site-check || return 1
@@ -63,6 +66,8 @@ python3 Tests/tools/apns_simulator_selftest.py 2>&1 | tail -1
 python3 Tests/tools/ews_simulator_selftest.py 2>&1 | tail -1
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 python3 Tests/tools/fcm_simulator_selftest.py 2>&1 | tail -1
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+python3 Tests/tools/graph_simulator_selftest.py 2>&1 | tail -1
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 # The device API against its OpenAPI document, fuzzed by Schemathesis (bounded).
 scripts/stack.sh token schemathesis > "$ENS_VAR/schemathesis-token"

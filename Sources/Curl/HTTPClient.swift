@@ -6,7 +6,7 @@ import Glibc
 
 /// An HTTP request for `HTTPClient`.
 public struct HTTPRequest: Sendable {
-    public enum Method: String, Sendable { case get = "GET", head = "HEAD", post = "POST", put = "PUT", delete = "DELETE" }
+    public enum Method: String, Sendable { case get = "GET", head = "HEAD", post = "POST", put = "PUT", patch = "PATCH", delete = "DELETE" }
 
     public var method: Method
     public var url: String
@@ -187,7 +187,7 @@ public final class HTTPClient {
             switch request.method {
             case .get: options.set(CURLOPT_HTTPGET, 1)
             case .head: options.set(CURLOPT_NOBODY, 1)
-            case .post, .put, .delete:
+            case .post, .put, .patch, .delete:
                 if request.method != .post { options.set(CURLOPT_CUSTOMREQUEST, string: request.method.rawValue) }
                 options.postBody(request.body ?? [])
             }

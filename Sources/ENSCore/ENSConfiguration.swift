@@ -128,6 +128,30 @@ public struct ENSConfiguration: Sendable {
     /// ships in every install, so this bounds how fast anyone can fill the database.
     public var recordsPerTokenPerHour = 5000
 
+    // Microsoft Graph (Exchange Online; docs/graph.md)
+    /// The public https URL of the Graph notification location, ending in `/graph/`;
+    /// empty: no Graph subscription can be made.
+    public var graphCallbackURL = ""
+    public var graphURL = "https://graph.microsoft.com"
+    /// The Microsoft identity platform; a tenant's token endpoint is
+    /// `<this>/<tenant id>/oauth2/v2.0/token`.
+    public var graphLoginURL = "https://login.microsoftonline.com"
+    /// PEM CA bundle for Graph and the token endpoint; nil uses the system store.
+    public var graphCAFile: String?
+    /// The lifetime asked for new and renewed subscriptions (Graph's cap for Outlook
+    /// messages is 10,080 minutes today, 4,230 in older documents: 4,200 fits both).
+    public var graphSubscriptionLifetime: Duration = .minutes(4200)
+    /// Budget for a notification's lookups (sender and subject, unread count): Graph
+    /// wants its answer within 3 s, and the sender's hand-off comes after this.
+    public var graphLookupBudget: Duration = .milliseconds(1500)
+    public var graphTimeout: Duration = .milliseconds(10000)
+    /// Graph allows four requests in flight per mailbox; each responder process takes
+    /// its share (this divided by fcgi.processes, at least one).
+    public var graphMaximumRequestsPerMailbox = 4
+    /// The tenants whose mailboxes ENS serves through Graph, by a name of the
+    /// operator's choosing (`graph.tenant.<name>.<field>`).
+    public var graphTenants: [String: GraphTenantSettings] = [:]
+
     // SEG policy service
     /// Empty: no policy service, every device may receive mail.
     public var policyURL = ""
@@ -227,6 +251,19 @@ public struct ENSConfiguration: Sendable {
         "exchange.proof_failure_limit": { config, key, value throws(ConfigError) in config.exchangeProofFailureLimit = try integer(key, value, 1...1000) },
         "exchange.proof_window_seconds": { config, key, value throws(ConfigError) in config.exchangeProofWindow = try duration(key, value, 10...86400, Duration.seconds) },
         "exchange.notification_ttl_seconds": { config, key, value throws(ConfigError) in config.exchangeNotificationTTL = try duration(key, value, 0...2_592_000, Duration.seconds) },
+        "graph.callback_url": { config, key, value throws(ConfigError) in
+            guard value.isEmpty || value.hasPrefix("https://"), value.isEmpty || value.hasSuffix("/graph/"), value.utf8.count < 200, !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
+                throw ConfigError(key: key, problem: "must be the https:// URL of the Graph notification location, ending in /graph/ (e.g. https://ens.example.com/graph/)")
+            }
+            config.graphCallbackURL = value
+        },
+        "graph.url": { config, key, value throws(ConfigError) in config.graphURL = try httpsURL(key, value) },
+        "graph.login_url": { config, key, value throws(ConfigError) in config.graphLoginURL = try httpsURL(key, value) },
+        "graph.ca_file": { config, key, value throws(ConfigError) in config.graphCAFile = value.isEmpty ? nil : try path(key, value) },
+        "graph.subscription_minutes": { config, key, value throws(ConfigError) in config.graphSubscriptionLifetime = try duration(key, value, 45...10080, Duration.minutes) },
+        "graph.lookup_budget_ms": { config, key, value throws(ConfigError) in config.graphLookupBudget = try duration(key, value, 100...2500, Duration.milliseconds) },
+        "graph.timeout_ms": { config, key, value throws(ConfigError) in config.graphTimeout = try duration(key, value, 500...60000, Duration.milliseconds) },
+        "graph.max_requests_per_mailbox": { config, key, value throws(ConfigError) in config.graphMaximumRequestsPerMailbox = try integer(key, value, 1...4) },
         "policy.url": { config, key, value throws(ConfigError) in config.policyURL = value.isEmpty ? "" : try httpURL(key, value) },
         "policy.ca_file": { config, key, value throws(ConfigError) in config.policyCAFile = value.isEmpty ? nil : try path(key, value) },
         "policy.timeout_ms": { config, key, value throws(ConfigError) in config.policyTimeout = try duration(key, value, 100...30000, Duration.milliseconds) },
@@ -264,6 +301,9 @@ public struct ENSConfiguration: Sendable {
     /// `apns.certificate_password_file.<bundle id>`, `fcm.service_account.<package>`.
     public static let bundleKeyPrefixes = ["apns.certificate.", "apns.certificate_password_file.", "fcm.service_account."]
 
+    /// Keys of one Graph tenant: `graph.tenant.<name>.<field>`.
+    public static let graphTenantPrefix = "graph.tenant."
+
     /// Applies a parsed file over the defaults.
     public init(file: ConfigFile) throws(ConfigError) {
         self.init()
@@ -271,6 +311,14 @@ public struct ENSConfiguration: Sendable {
             if let prefix = Self.bundleKeyPrefixes.first(where: { key.hasPrefix($0) }) {
                 do {
                     try applyBundleKey(prefix: prefix, bundleID: String(key.dropFirst(prefix.count)), key: key, value: file.values[key]!)
+                } catch {
+                    throw ConfigError(key: key, line: file.lines[key], problem: error.problem)
+                }
+                continue
+            }
+            if key.hasPrefix(Self.graphTenantPrefix) {
+                do {
+                    try applyGraphTenantKey(String(key.dropFirst(Self.graphTenantPrefix.count)), key: key, value: file.values[key]!)
                 } catch {
                     throw ConfigError(key: key, line: file.lines[key], problem: error.problem)
                 }
@@ -310,6 +358,52 @@ public struct ENSConfiguration: Sendable {
             files.passwordFile = value.isEmpty ? nil : try Self.path(key, value)
         }
         apnsCertificates[bundleID] = files
+    }
+
+    private mutating func applyGraphTenantKey(_ rest: String, key: String, value: String) throws(ConfigError) {
+        guard let dot = rest.lastIndex(of: "."), let name = Optional(String(rest[..<dot])), !name.isEmpty, name.utf8.count <= 64,
+              name.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }) else {
+            throw ConfigError(key: key, problem: "must be graph.tenant.<name>.<field>, the name in lowercase letters, digits, - and _ (e.g. graph.tenant.contoso.id)")
+        }
+        var tenant = graphTenants[name] ?? GraphTenantSettings(name: name)
+        switch rest[rest.index(after: dot)...] {
+        case "id": tenant.tenantID = try Self.guid(key, value)
+        case "client_id": tenant.clientID = try Self.guid(key, value)
+        case "domains":
+            tenant.domains = try Self.list(value).map { text throws(ConfigError) in
+                let domain = text.lowercased()
+                guard domain.utf8.count <= 253, domain.contains("."), !domain.hasPrefix("."), !domain.hasSuffix("."),
+                      domain.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x2E }) else {
+                    throw ConfigError(key: key, problem: "must list mail domains (e.g. contoso.com, contoso.onmicrosoft.com), got '\(text)'")
+                }
+                return domain
+            }
+        case "certificate_file": tenant.certificateFile = try Self.path(key, value)
+        case "key_file": tenant.keyFile = try Self.path(key, value)
+        default:
+            throw ConfigError(key: key, problem: "is not a tenant setting (id, domains, client_id, certificate_file, key_file)")
+        }
+        graphTenants[name] = tenant
+    }
+
+    /// The configured Graph tenants, each complete; a tenant missing a field, or a
+    /// domain claimed by two tenants, is a configuration error.
+    public func completeGraphTenants() throws(ConfigError) -> [GraphTenantSettings] {
+        var owners: [String: String] = [:]
+        return try graphTenants.keys.sorted().map { name throws(ConfigError) in
+            let tenant = graphTenants[name]!
+            for (field, missing) in [("id", tenant.tenantID.isEmpty), ("client_id", tenant.clientID.isEmpty), ("domains", tenant.domains.isEmpty),
+                                     ("certificate_file", tenant.certificateFile.isEmpty), ("key_file", tenant.keyFile.isEmpty)] where missing {
+                throw ConfigError(key: "graph.tenant.\(name).\(field)", problem: "is missing: a Graph tenant needs id, domains, client_id, certificate_file and key_file")
+            }
+            for domain in tenant.domains {
+                if let other = owners[domain] {
+                    throw ConfigError(key: "graph.tenant.\(name).domains", problem: "lists \(domain), which tenant \(other) lists too")
+                }
+                owners[domain] = name
+            }
+            return tenant
+        }
     }
 
     /// This process's metrics file (nil when metrics are off), the directory created
@@ -484,6 +578,16 @@ public struct ENSConfiguration: Sendable {
         return value
     }
 
+    /// An Entra id: a GUID, lowercased.
+    private static func guid(_ key: String, _ value: String) throws(ConfigError) -> String {
+        let text = value.lowercased()
+        let groups = text.split(separator: "-", omittingEmptySubsequences: false).map(\.utf8.count)
+        guard groups == [8, 4, 4, 4, 12], text.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }) else {
+            throw ConfigError(key: key, problem: "must be a GUID (e.g. 72f988bf-86f1-41af-91ab-2d7cd011db47)")
+        }
+        return text
+    }
+
     private static func nonEmpty(_ key: String, _ value: String) throws(ConfigError) -> String {
         guard !value.isEmpty else { throw ConfigError(key: key, problem: "must not be empty") }
         return value
@@ -501,4 +605,24 @@ public struct ENSConfiguration: Sendable {
 public struct APNsCertificateFiles: Sendable, Equatable {
     public var path: String
     public var passwordFile: String?
+}
+
+/// One Entra tenant ENS serves through Microsoft Graph: its id, the mail domains whose
+/// mailboxes live there, and ENS's application in it (id, certificate, key).
+public struct GraphTenantSettings: Sendable, Equatable {
+    public let name: String
+    public var tenantID = ""
+    public var domains: [String] = []
+    public var clientID = ""
+    public var certificateFile = ""
+    public var keyFile = ""
+
+    public init(name: String, tenantID: String = "", domains: [String] = [], clientID: String = "", certificateFile: String = "", keyFile: String = "") {
+        self.name = name
+        self.tenantID = tenantID
+        self.domains = domains
+        self.clientID = clientID
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+    }
 }

@@ -70,6 +70,7 @@ public struct APIResponse: Sendable {
     static func reason(_ status: Int) -> String {
         switch status {
         case 200: "OK"
+        case 202: "Accepted"
         case 400: "Bad Request"
         case 401: "Unauthorized"
         case 403: "Forbidden"

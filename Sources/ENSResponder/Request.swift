@@ -3,6 +3,8 @@
 public struct Request: Sendable {
     public var method: String
     public var path: String
+    /// The query string as sent (still percent-encoded); the device API ignores it.
+    public var query: String
     public var apiToken: String?
     /// `badge: 1` / `development: 1` headers; nil when the header was absent.
     public var badge: Bool?
@@ -11,10 +13,11 @@ public struct Request: Sendable {
     /// The raw body, for routes that take XML (the Exchange callback); empty otherwise.
     public var body: [UInt8]
 
-    public init(method: String, path: String, apiToken: String? = nil, badge: Bool? = nil, development: Bool? = nil,
+    public init(method: String, path: String, query: String = "", apiToken: String? = nil, badge: Bool? = nil, development: Bool? = nil,
                 parameters: Parameters = Parameters(), body: [UInt8] = []) {
         self.method = method
         self.path = path
+        self.query = query
         self.apiToken = apiToken
         self.badge = badge
         self.development = development

@@ -1,5 +1,7 @@
 public import ENSCore
 internal import EWS
+internal import Curl
+internal import Graph
 public import Logging
 public import MariaDB
 internal import POSIX
@@ -20,6 +22,9 @@ public final class RequestContext {
     private var outageRequestsSinceLog = 0
     private var ewsClientStorage: EWSClient?
     private var policyClientStorage: DevicePolicyClient?
+    private var graphClientStorage: GraphClient?
+    /// The budget of the Graph registration under way on this thread, if any.
+    var graphDeadline: Deadline?
 
     public init(settings: ResponderSettings, services: SharedServices, database: any SQLDatabase, logger: Logger,
                 requestCounters: RequestCounters? = nil) {
@@ -72,6 +77,14 @@ public final class RequestContext {
         return client
     }
 
+    /// This thread's Graph client (one libcurl handle; tokens shared by the process).
+    func graphClient() throws -> GraphClient {
+        if let graphClientStorage { return graphClientStorage }
+        let client = try GraphClient(configuration: settings.graph.client, tokens: services.graph?.tokens ?? GraphAppTokens())
+        graphClientStorage = client
+        return client
+    }
+
     /// This thread's SEG policy client; nil when no policy service is configured.
     func policyClient() throws -> DevicePolicyClient? {
         guard let policy = settings.devicePolicy else { return nil }
@@ -95,6 +108,9 @@ public final class SharedServices: Sendable {
     public let privateKeys: PrivateKeyCache
     public let checkIns: CheckInRecorder
     public let mailBackends: MailBackends
+    /// The Graph tenants' applications, tokens and per-mailbox limits; nil when no
+    /// tenant is configured.
+    public let graph: GraphServices?
     /// Threads of this process doing a registration's Exchange work at once
     /// (exchange.max_concurrent_registrations), and held more than a second by a
     /// callback's lookups (exchange.max_slow_callbacks).
@@ -102,13 +118,14 @@ public final class SharedServices: Sendable {
     public let callbackGate: ConcurrencyGate
 
     public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, mailBackends: MailBackends,
-                registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
+                graph: GraphServices? = nil, registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
                 callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000))) {
         self.vault = vault
         self.apiTokens = apiTokens
         self.privateKeys = privateKeys
         self.checkIns = checkIns
         self.mailBackends = mailBackends
+        self.graph = graph
         self.registrationGate = registrationGate
         self.callbackGate = callbackGate
     }
@@ -120,12 +137,15 @@ extension SharedServices {
     /// many threads the gates admit.
     public static func responder(_ configuration: ENSConfiguration, settings: ResponderSettings, keyCacheSize: Int,
                                  concurrentRegistrations: Int, slowCallbacks: Int) throws -> SharedServices {
-        SharedServices(
+        let graph = try GraphServices.responder(configuration)
+        return SharedServices(
             vault: Vault(masterKey: try configuration.masterKey()),
             apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkInterval: configuration.apiTokenRefresh),
             privateKeys: PrivateKeyCache(capacity: keyCacheSize),
             checkIns: CheckInRecorder(),
-            mailBackends: MailBackends(fallback: ExchangeRegistrar(settings: settings.exchange)),
+            mailBackends: MailBackends(fallback: ExchangeRegistrar(settings: settings.exchange),
+                                       preferring: graph == nil ? [] : [GraphRegistrar(settings: settings.graph)]),
+            graph: graph,
             registrationGate: ConcurrencyGate(.concurrent(concurrentRegistrations)),
             callbackGate: ConcurrencyGate(.slow(slowCallbacks, afterMilliseconds: 1000))
         )

@@ -11,17 +11,19 @@ public struct ResponderSettings: Sendable {
     public var deviceAPI: DeviceAPISettings
     public var exchange: ExchangeSettings
     public var callbacks: CallbackSettings
+    public var graph: GraphSettings
     /// The SEG policy service; nil when none is configured.
     public var devicePolicy: DevicePolicySettings?
     /// Where /metrics reads every process's counters (empty: metrics off).
     public var metricsDirectory: String
 
     public init(healthCache: Duration = .seconds(1), deviceAPI: DeviceAPISettings = DeviceAPISettings(), exchange: ExchangeSettings = ExchangeSettings(),
-                callbacks: CallbackSettings = CallbackSettings(), devicePolicy: DevicePolicySettings? = nil, metricsDirectory: String = "") {
+                callbacks: CallbackSettings = CallbackSettings(), graph: GraphSettings = GraphSettings(), devicePolicy: DevicePolicySettings? = nil, metricsDirectory: String = "") {
         self.healthCache = healthCache
         self.deviceAPI = deviceAPI
         self.exchange = exchange
         self.callbacks = callbacks
+        self.graph = graph
         self.devicePolicy = devicePolicy
         self.metricsDirectory = metricsDirectory
     }
@@ -52,6 +54,7 @@ public struct ResponderSettings: Sendable {
                 maximumNotificationsPerMinute: configuration.exchangeMaximumNotificationsPerMinute,
                 maximumDevicesPerRecord: configuration.maximumDevicesPerRecord, pushSocket: configuration.pushSocket
             ),
+            graph: GraphSettings(configuration),
             devicePolicy: configuration.policyURL.isEmpty ? nil : DevicePolicySettings(
                 url: configuration.policyURL, caFile: configuration.policyCAFile, timeout: configuration.policyTimeout,
                 allowOnError: configuration.policyAllowOnError

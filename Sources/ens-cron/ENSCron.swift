@@ -1,5 +1,6 @@
 import ArgumentParser
 import ENSCore
+import Graph
 import Logging
 import MariaDB
 import POSIX
@@ -192,7 +193,7 @@ struct Reap: ParsableCommand {
 }
 
 struct Renew: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Mark subscriptions without Exchange heartbeats as not subscribed and wake their devices.")
+    static let configuration = CommandConfiguration(abstract: "Renew Graph subscriptions, mark EWS subscriptions without heartbeats (and Graph ones ENS may no longer renew) as not subscribed, and wake their devices.")
     @OptionGroup var options: CommonOptions
 
     func run() throws {
@@ -253,13 +254,22 @@ struct Jobs {
         logger.info("reap done", metadata: [
             "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",
             "records.empty": "\(counts.emptyRecords)", "ewsurlcache.expired": "\(counts.expiredURLCache)",
+            "events.forgotten": "\(counts.forgottenEvents)",
         ])
         print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed")
     }
 
     func renew() throws {
-        let counts = try maintenance.renew(vault: Vault(masterKey: try settings.masterKey()), sender: SenderClient(socketPath: settings.pushSocket),
-                                           keepers: [HeartbeatKeeper(backend: .ews)])
+        let vault = Vault(masterKey: try settings.masterKey())
+        var keepers: [any SubscriptionKeeping] = [HeartbeatKeeper(backend: .ews)]
+        let tenants = try settings.completeGraphTenants()
+        if !tenants.isEmpty {
+            keepers.append(GraphKeeper(
+                applications: try GraphApplications(settings: tenants), client: GraphClientConfiguration(settings),
+                plan: GraphSubscriptionPlan(callbackURL: settings.graphCallbackURL, lifetime: settings.graphSubscriptionLifetime, vault: vault)
+            ))
+        }
+        let counts = try maintenance.renew(vault: vault, sender: SenderClient(socketPath: settings.pushSocket), keepers: keepers)
         logger.info("renew done", metadata: [
             "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
         ])

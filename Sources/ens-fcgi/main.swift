@@ -46,6 +46,8 @@ struct ENSFastCGI: ParsableCommand {
             configuration = try ENSConfiguration.load(path: path)
             _ = try configuration.serviceDatabase()
             _ = try configuration.masterKey()
+            // Graph tenants: complete, and each key matching its certificate.
+            _ = try GraphServices.responder(configuration)
         } catch {
             printError("ens-fcgi: \(error)")
             throw ExitCode(1)

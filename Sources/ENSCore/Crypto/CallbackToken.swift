@@ -22,7 +22,7 @@ public struct CallbackToken: Sendable, Equatable {
     public init?(path suffix: String, vault: Vault) {
         let parts = suffix.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 3,
-              let recordID = Self.decimal(parts[0]), let generation = Self.decimal(parts[1]),
+              let recordID = PathNumber.decimal(parts[0]), let generation = PathNumber.decimal(parts[1]),
               parts[2].utf8.count <= 4096,
               let blob = Base64.decodeURLSafe(String(parts[2])), blob.count > Self.macSize + AESGCMKey.nonceSize + AESGCMKey.tagSize else {
             return nil
@@ -59,12 +59,5 @@ public struct CallbackToken: Sendable, Equatable {
 
     private static func sealingKey(vault: Vault, recordID: Int64, recordKeyMaterial: [UInt8]) throws -> AESGCMKey {
         try AESGCMKey(bytes: Digest.hmacSHA256(key: vault.callbackSealBase, message: Array("record/\(recordID)/".utf8) + recordKeyMaterial))
-    }
-
-    /// A decimal number without sign or leading zeros, as this code writes them.
-    private static func decimal(_ text: Substring) -> Int64? {
-        guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-              text == "0" || !text.hasPrefix("0") else { return nil }
-        return Int64(text)
     }
 }

@@ -1,3 +1,4 @@
+internal import Codecs
 public import OpenSSL
 
 /// Everything ENS seals or hashes with the master key, each purpose under its own
@@ -11,6 +12,10 @@ public struct Vault: Sendable {
     /// the base from which each record's sealing key is derived.
     let callbackMACKey: [UInt8]
     let callbackSealBase: [UInt8]
+    /// Graph notification URLs (RoutingToken.swift) and the clientState each
+    /// subscription is created with: derived, so neither is stored.
+    let routingMACKey: [UInt8]
+    private let clientStateKey: [UInt8]
 
     public init(masterKey: AESGCMKey) {
         privateKeys = masterKey.derived(label: "ens/v1/private-key")
@@ -21,6 +26,8 @@ public struct Vault: Sendable {
         tokenHashKey = masterKey.derivedBytes(label: "ens/v1/device-token-hash")
         callbackMACKey = masterKey.derivedBytes(label: "ens/v1/callback-mac")
         callbackSealBase = masterKey.derivedBytes(label: "ens/v1/callback-seal")
+        routingMACKey = masterKey.derivedBytes(label: "ens/v1/routing-mac")
+        clientStateKey = masterKey.derivedBytes(label: "ens/v1/graph-client-state")
     }
 
     // MARK: RSA private keys
@@ -42,6 +49,16 @@ public struct Vault: Sendable {
 
     public func openUserKey(_ sealed: [UInt8], userID: String) throws -> RSAPrivateKey {
         try RSAPrivateKey(derRepresentation: privateKeys.open(sealed, associatedData: Array(("user:" + userID).utf8)))
+    }
+
+    // MARK: Graph client state
+
+    /// The clientState of a record's Graph subscriptions at one generation: 43
+    /// characters of base64url HMAC (Graph allows 128), recomputed for every
+    /// notification and compared in constant time, never stored. A notification that
+    /// carries it was sent by the Graph subscription ENS created for that record.
+    public func graphClientState(recordID: Int64, generation: Int64) -> String {
+        Base64.encodeURLSafe(Digest.hmacSHA256(key: clientStateKey, message: Array("graph-client-state/\(recordID)/\(generation)".utf8)))
     }
 
     // MARK: Device tokens

@@ -9,6 +9,9 @@ public enum MailBackend: String, Sendable, CaseIterable, SQLDecodable, SQLBindab
     /// Exchange Web Services push subscriptions (on-premises Exchange, and Exchange
     /// Online tenants that still allow EWS).
     case ews
+    /// Microsoft Graph change notifications (Exchange Online), with ENS's own
+    /// application identity per tenant: no user credential is kept.
+    case graph
 
     public init(column: Int, of row: Row) throws(MariaDBError) {
         let name = try row.text(column)

@@ -62,7 +62,12 @@ public struct Maintenance {
         public var disabledDevices = 0
         public var emptyRecords = 0
         public var expiredURLCache = 0
+        public var forgottenEvents = 0
     }
+
+    /// How long the new-mail events a backend delivered are remembered against
+    /// redelivery: Graph retries a notification for up to four hours.
+    public static let deliveredEventMemory: Duration = .seconds(6 * 3600)
 
     public func reap() throws -> ReapCounts {
         var counts = ReapCounts()
@@ -90,6 +95,7 @@ public struct Maintenance {
             if ids.count < limit { break }
         }
         counts.expiredURLCache = try inBatches("DELETE FROM EWSUrlCache WHERE expires_at < \(now.databaseString) LIMIT \(limit)")
+        counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)")
         return counts
     }
 

@@ -71,6 +71,7 @@ public enum MetricsText {
         "ens_push_in_flight": ("gauge", "Push-service requests in flight."),
         "ens_subscriptions": ("gauge", "User records by Exchange subscription state."),
         "ens_devices": ("gauge", "Devices by state."),
+        "ens_mail_events_total": ("counter", "Change notifications a mail backend sent, by outcome: delivered, duplicate, or dropped and why."),
         "ens_metrics_sources": ("gauge", "Processes whose metrics files were read for this answer."),
     ]
 
@@ -182,7 +183,7 @@ public final class MetricsRecorder: Sendable {
 /// and latency bucket, so counting a request builds no strings and takes only this
 /// thread's (uncontended) lock. The metrics writer adds all threads up once a second.
 public final class RequestCounters: Sendable {
-    public static let statuses = [200, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503]
+    public static let statuses = [200, 202, 400, 401, 403, 404, 405, 413, 415, 429, 500, 503]
     /// Upper bounds (seconds) of the latency histogram's buckets.
     public static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
@@ -190,6 +191,7 @@ public final class RequestCounters: Sendable {
         var counts: [Int64]     // labels × (statuses + 1, the last for any other status)
         var buckets: [Int64]    // labels × (latency buckets + 1, the last for +Inf)
         var sums: [Double]      // labels
+        var mailEvents: [String: Int64] = [:]   // "backend/outcome"
     }
 
     private let labels: [String]
@@ -221,9 +223,20 @@ public final class RequestCounters: Sendable {
         }
     }
 
+    /// One backend event this thread handled (Graph: an item delivered, a duplicate, an
+    /// item dropped and why), for `ens_mail_events_total`.
+    public func countMailEvent(backend: String, outcome: String, _ amount: Int = 1) {
+        guard amount > 0 else { return }
+        state.withLock { $0.mailEvents[backend + "/" + outcome, default: 0] += Int64(amount) }
+    }
+
     /// Adds this thread's counts to `values` as Prometheus series (cumulative buckets).
     public func add(into values: inout [String: Double]) {
         let snapshot = state.withLock { $0 }
+        for (key, count) in snapshot.mailEvents {
+            let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
+            values[MetricsText.key("ens_mail_events_total", [("backend", parts[0]), ("outcome", parts.count > 1 ? parts[1] : "")]), default: 0] += Double(count)
+        }
         let buckets = Self.latencyBuckets
         for (endpoint, label) in labels.enumerated() {
             var total: Int64 = 0

@@ -68,6 +68,42 @@ public struct Timestamp: Sendable, Comparable, Hashable {
         self.init(year: year, month: month, day: day, hour: hour, minute: minute, second: second, millisecond: millisecond)
     }
 
+    /// Parses ISO 8601 / RFC 3339 date-times as Microsoft Graph writes them:
+    /// `yyyy-MM-ddTHH:mm:ss`, any number of fraction digits (Graph sends 7; milliseconds
+    /// are kept), then `Z` or an offset `±hh:mm`.
+    public init?(isoString text: String) {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.count <= 40, bytes[4] == 0x2D, bytes[7] == 0x2D, bytes[10] == 0x54 || bytes[10] == 0x74,
+              bytes[13] == 0x3A, bytes[16] == 0x3A,
+              let year = Self.number(bytes, 0, 4), let month = Self.number(bytes, 5, 2), let day = Self.number(bytes, 8, 2),
+              let hour = Self.number(bytes, 11, 2), let minute = Self.number(bytes, 14, 2), let second = Self.number(bytes, 17, 2) else { return nil }
+        var index = 19
+        var millisecond = 0
+        if bytes[index] == 0x2E {
+            index += 1
+            let start = index
+            while index < bytes.count, bytes[index] >= 0x30, bytes[index] <= 0x39 { index += 1 }
+            guard index > start else { return nil }
+            let digits = Array(bytes[start..<min(index, start + 3)])
+            guard let fraction = Self.number(digits, 0, digits.count) else { return nil }
+            millisecond = fraction * [1, 100, 10, 1][digits.count]
+        }
+        var offsetSeconds: Int64 = 0
+        let rest = bytes[index...]
+        if rest.count == 1 && (rest.first == 0x5A || rest.first == 0x7A) {
+            offsetSeconds = 0
+        } else {
+            let zone = Array(rest)
+            guard zone.count == 6, zone[0] == 0x2B || zone[0] == 0x2D, zone[3] == 0x3A,
+                  let hours = Self.number(zone, 1, 2), let minutes = Self.number(zone, 4, 2), hours < 24, minutes < 60 else { return nil }
+            offsetSeconds = Int64(hours * 3600 + minutes * 60) * (zone[0] == 0x2D ? -1 : 1)
+        }
+        guard let local = Timestamp(year: year, month: month, day: day, hour: hour, minute: minute, second: second, millisecond: millisecond) else {
+            return nil
+        }
+        self = local.adding(seconds: -offsetSeconds)
+    }
+
     private init?(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, millisecond: Int) {
         guard (1970...9999).contains(year), (1...12).contains(month), day >= 1, day <= Self.daysIn(month: month, year: year),
               hour < 24, minute < 60, second < 60, millisecond < 1000 else { return nil }
@@ -79,6 +115,12 @@ public struct Timestamp: Sendable, Comparable, Hashable {
     public var apiString: String {
         let (year, month, day, hour, minute, second, millisecond) = components
         return "\(pad(month, 2))/\(pad(day, 2))/\(pad(year, 4)) \(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millisecond, 3))"
+    }
+
+    /// UTC in ISO 8601 with milliseconds: `yyyy-MM-ddTHH:mm:ss.SSSZ` (what Graph takes).
+    public var isoString: String {
+        let (year, month, day, hour, minute, second, millisecond) = components
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millisecond, 3))Z"
     }
 
     public var databaseString: String {

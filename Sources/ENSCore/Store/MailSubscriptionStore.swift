@@ -216,4 +216,13 @@ public struct MailSubscriptionStore {
         }
         return nil
     }
+
+    /// Gives back reserved pushes the sender did not take, so the mail server's
+    /// redelivery after a 503 is not charged twice against the per-minute cap.
+    public func returnNotifications(recordID: Int64, count: Int) throws {
+        guard count > 0 else { return }
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET notify_count = GREATEST(CAST(notify_count AS SIGNED) - \(count), 0) WHERE id = \(recordID)
+            """)
+    }
 }

@@ -120,6 +120,9 @@ enum DeviceAPI {
         if let token = creds["oauthAccessToken"]?.stringValue, !token.isEmpty {
             methods.append(.oauth(accessToken: token))
         }
+        if let token = creds["graphAccessToken"]?.stringValue, !token.isEmpty {
+            methods.append(.graph(accessToken: token))
+        }
         if let user = creds["userName"]?.stringValue, !user.isEmpty {
             methods.append(.basic(userName: user, password: try creds.sealedString("password")))
         }

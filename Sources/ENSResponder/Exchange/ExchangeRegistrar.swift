@@ -217,6 +217,10 @@ private struct Attempt {
             return EWSCredentials(method: .basic(userName: userName, password: password), mailbox: request.mailbox)
         case .oauth(let accessToken):
             return EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: request.mailbox)
+        case .graph:
+            // Only a Graph tenant's mailbox can use it; no configured tenant has this domain.
+            context.logger.info("registration: a Graph access token for a mailbox no configured Graph tenant serves")
+            return nil
         case .certificate(let pkcs12, let password):
             do {
                 return EWSCredentials(method: .certificate(try ClientIdentity(pkcs12: pkcs12, password: password)), mailbox: request.mailbox)

@@ -150,8 +150,10 @@ enum MailCallback {
                 }
                 // Lookups hold a thread for up to exchange.item_timeout_ms: a bounded
                 // number at once, so a slow mail server cannot take every thread.
-                let outcome = try context.services.callbackGate.ifAvailable { () throws -> Delivery in
-                    try deliver(items: items, row: row, reader: reader, store: store, watermark: watermark, now: now)
+                let delivery = NewMailDelivery(context: context)
+                let outcome = try context.services.callbackGate.ifAvailable { () throws -> NewMailDelivery.Outcome in
+                    try delivery.deliver(items: items, row: row, reader: reader, store: store, watermark: watermark, now: now,
+                                         lookupBudget: context.settings.callbacks.lookupBudget)
                 }
                 if outcome == nil { logger.warning("callback lookups at capacity; the mail server will retry", metadata: ["record": "\(record)"]) }
                 guard let outcome, outcome.delivered else { return retryLater }
@@ -160,97 +162,6 @@ enum MailCallback {
             if !recorded { try store.recordCallback(recordID: row.id, generation: row.generation, watermark: watermark, now: now) }
             logger.debug("callback answered", metadata: ["record": "\(record)", "items": "\(items.count)", "heartbeat": "\(events.heartbeat)"])
             return source.answer(unsubscribe: false)
-        }
-
-        /// What `deliver` did: whether the sender took every notification (else the
-        /// caller answers 503), and whether the callback is already recorded as heard.
-        struct Delivery {
-            let delivered: Bool
-            let recorded: Bool
-        }
-
-        /// Looks the items up and hands one notification per (device, item) to the sender.
-        private func deliver(items: [String], row: MailSubscriptionStore.CallbackRecord, reader: any MailboxReader,
-                             store: MailSubscriptionStore, watermark: String?, now: Timestamp) throws -> Delivery {
-            let settings = context.settings.callbacks
-            let devices = try store.notifiableDevices(recordID: row.id, now: now, limit: settings.maximumDevicesPerRecord)
-            guard !devices.isEmpty else { return Delivery(delivered: true, recorded: false) }
-            // Caps (docs/exchange.md, "Limits"): a batch of more items than
-            // exchange.max_items_per_callback, or one that would take the record past
-            // exchange.max_notifications_per_minute, becomes one "N new messages" alert
-            // per device; past the rate cap even that, the batch is dropped and said so.
-            let perItem = items.count <= settings.maximumItemsPerCallback
-            guard let reserved = try store.reserveNotifications(
-                recordID: row.id, preferring: perItem ? items.count * devices.count : devices.count, orElse: devices.count,
-                limit: settings.maximumNotificationsPerMinute, watermark: watermark, now: now
-            ) else {
-                logger.warning("notification rate cap reached for the record; this batch is not pushed", metadata: [
-                    "record": "\(row.id)", "items": "\(items.count)", "devices": "\(devices.count)",
-                ])
-                return Delivery(delivered: true, recorded: false)
-            }
-            let summarized = !perItem || reserved < items.count * devices.count
-            if summarized {
-                logger.info("new mail summarized: over a per-callback or per-minute cap", metadata: ["record": "\(row.id)", "items": "\(items.count)"])
-            }
-
-            // Sender and subject; if the server is slow or fails, a generic alert still
-            // goes. A summary's id is derived from the batch, so a redelivery of it
-            // collapses on the device like any other.
-            let lookup = reader.lookUp(itemIDs: summarized ? [] : items, unreadCount: devices.contains(where: \.device.badge),
-                                       budget: settings.lookupBudget, logger: logger)
-            let summaries = summarized
-                ? [MailSummary(itemID: "summary:\(items.first ?? ""):\(items.last ?? ""):\(items.count)",
-                               subject: "\(items.count) new messages", senderName: "New mail")]
-                : items.map { item in lookup.summaries.first { $0.itemID == item } ?? MailSummary(itemID: item, subject: "", senderName: "New mail") }
-
-            let sender = SenderClient(socketPath: settings.pushSocket)
-            let policy = try context.policyClient()
-            let allowOnError = context.settings.devicePolicy?.allowOnError ?? false
-            for target in devices {
-                if let deviceID = target.device.ewsDeviceID, let policy {
-                    switch policy.decision(deviceID: deviceID) {
-                    case .allowed: break
-                    case .denied:
-                        logger.info("SEG policy denies the device; no push", metadata: ["device": "\(target.device.id)"])
-                        continue
-                    case .unreachable:
-                        logger.warning("SEG policy service unreachable", metadata: ["device": "\(target.device.id)", "policy.on_error": "\(allowOnError ? "allow" : "deny")"])
-                        if !allowOnError { continue }
-                    }
-                }
-                for summary in summaries {
-                    let payload = MailPayload(
-                        sender: summary.senderName, subject: summary.subject, userID: row.userID,
-                        badge: target.device.badge ? lookup.unreadCount : nil, sound: target.device.defaultSound, syncKey: target.syncKey
-                    )
-                    let notification = PushNotification(
-                        id: Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(summary.itemID)").prefix(16))),
-                        deviceToken: target.token, topic: target.device.bundleID,
-                        environment: target.device.development ? .sandbox : .production, pushType: .alert,
-                        expiration: now.adding(settings.notificationTTL).millisecondsSinceEpoch / 1000,
-                        payload: payload.encoded, deviceRowID: target.device.id
-                    )
-                    do {
-                        switch try sender.submit(notification) {
-                        case .accepted:
-                            continue
-                        case .refused(let reason) where reason == "bad-notification" || reason == "bad-frame":
-                            // A notification the sender will never take: retrying cannot help.
-                            logger.error("ens-apns refused a malformed notification", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
-                        case .refused(let reason):
-                            // spool-full, io-error, busy: not acknowledged, so not ours to
-                            // lose. The mail server redelivers the batch after a 503.
-                            logger.error("ens-apns did not take a notification; the mail server will retry", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
-                            return Delivery(delivered: false, recorded: true)
-                        }
-                    } catch {
-                        logger.error("ens-apns unreachable; the mail server will retry", metadata: ["record": "\(row.id)", "error": "\(error)"])
-                        return Delivery(delivered: false, recorded: true)
-                    }
-                }
-            }
-            return Delivery(delivered: true, recorded: true)
         }
     }
 }

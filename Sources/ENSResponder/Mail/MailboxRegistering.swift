@@ -43,6 +43,9 @@ public struct MailCredentials: Sendable {
         case basic(userName: String, password: String)
         case oauth(accessToken: String)
         case certificate(pkcs12: [UInt8], password: String)
+        /// A delegated Microsoft Graph access token (`graphAccessToken`): read once to
+        /// learn whose mailbox it is, then forgotten (docs/graph.md).
+        case graph(accessToken: String)
     }
 
     public let method: Method

@@ -59,10 +59,11 @@ public struct Dispatcher: Sendable {
             switch route.body {
             case .parameters: parameters = try readParameters(channel)
             case .xml(let limit): body = try readXML(channel, limit: limit)
+            case .raw(let limit): body = try readRaw(channel, limit: limit)
             }
         }
         let request = Request(
-            method: method, path: path, apiToken: apiToken,
+            method: method, path: path, query: String(decoding: channel.parameter("QUERY_STRING") ?? [], as: UTF8.self), apiToken: apiToken,
             badge: try flagHeader(channel, "HTTP_BADGE"),
             development: try flagHeader(channel, "HTTP_DEVELOPMENT"),
             parameters: parameters, body: body
@@ -85,6 +86,14 @@ public struct Dispatcher: Sendable {
         guard MediaType(channel.parameter("CONTENT_TYPE") ?? []) == .xml else { throw .unsupportedXMLMediaType }
         let body = channel.readBody(limit: length)
         guard body.count == length, length > 0 else { throw .invalidRequest("The request body is missing or ended early.") }
+        return body
+    }
+
+    /// Reads a body of any media type whole (possibly empty).
+    private func readRaw(_ channel: some RequestChannel, limit: Int) throws(APIError) -> [UInt8] {
+        let length = try contentLength(channel, limit: limit)
+        let body = length == 0 ? [] : channel.readBody(limit: length)
+        guard body.count == length else { throw .invalidRequest("The request body ended early.") }
         return body
     }
 

@@ -13,6 +13,7 @@ extension Router {
         router.add("/updatesynckey", DeviceAPI.updateSyncKey)
         let ews = EWSNotifications()
         router.add(prefix: ews.pathPrefix, MailCallback.route(ews))
+        router.add(prefix: GraphNotifications.pathPrefix, GraphNotifications.route)
         router.add("/metrics", MetricsEndpoint.route)
         return router
     }

@@ -9,6 +9,10 @@ public struct Route: Sendable {
         case parameters
         /// An XML document (text/xml), handed over raw in `Request.body`, up to `limit`.
         case xml(limit: Int)
+        /// Whatever arrives (any or no media type, possibly empty), raw in
+        /// `Request.body`, up to `limit`: the handler decides (Graph's notifications,
+        /// whose validation requests have an empty text/plain body).
+        case raw(limit: Int)
     }
 
     public let methods: [String]

@@ -1,0 +1,134 @@
+public import MariaDB
+internal import POSIX
+
+/// The SQL a Graph subscription needs beyond every backend's (`MailSubscriptionStore`):
+/// its tenant and expiry, the renewal schedule ens-cron keeps, finding records by the
+/// subscription a notification names, and remembering which new-mail events were
+/// already handed to the sender (Graph delivers at least once).
+public struct GraphSubscriptionStore {
+    public let database: any SQLDatabase
+
+    public init(database: any SQLDatabase) {
+        self.database = database
+    }
+
+    /// Graph renews never within this long of each other: a lifecycle event that asks
+    /// for a renewal right after one is already answered.
+    public static let renewalSpacing: Duration = .minutes(10)
+
+    /// Makes an attempt's Graph subscription the live one (see
+    /// `MailSubscriptionStore.completeRegistration`): the subscription counts as heard
+    /// until it expires (its "heartbeat" is its lifetime), and is renewed after half.
+    public func completeRegistration(recordID: Int64, generation: Int64, tenantID: String, userPath: String, subscription id: String,
+                                     expiresAt: Timestamp, now: Timestamp) throws -> Bool {
+        let lifetime = max(1, (expiresAt.millisecondsSinceEpoch - now.millisecondsSinceEpoch) / 60_000)
+        return try database.execute("""
+            UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, mail_backend = \(MailBackend.graph),
+                backend_url = \(userPath), backend_tenant = \(tenantID), subscription_id = \(id), watermark = NULL, backend_version = NULL,
+                subscription_expires_at = \(expiresAt.databaseString), renewed_at = \(now.databaseString),
+                renew_after = \(Self.renewAfter(now: now, expiresAt: expiresAt).databaseString),
+                heartbeat_minutes = \(lifetime), last_callback_at = \(now.databaseString),
+                pending_started_at = IF(pending_generation = \(generation), NULL, pending_started_at)
+            WHERE id = \(recordID) AND generation < \(generation)
+            """).affectedRows > 0
+    }
+
+    /// Renewal at about half the lifetime left.
+    static func renewAfter(now: Timestamp, expiresAt: Timestamp) -> Timestamp {
+        Timestamp(millisecondsSinceEpoch: now.millisecondsSinceEpoch + max(0, expiresAt.millisecondsSinceEpoch - now.millisecondsSinceEpoch) / 2)
+    }
+
+    /// The Graph record whose live subscription this is.
+    public func record(subscriptionID: String) throws -> (id: Int64, generation: Int64)? {
+        try database.queryOne("""
+            SELECT id, generation FROM EnsSubscriptionInfo WHERE subscription_id = \(subscriptionID) AND mail_backend = \(MailBackend.graph)
+            """).map { try $0.decode(Int64.self, Int64.self) }
+    }
+
+    /// Where a record's mailbox is: its tenant and its path under Graph's /v1.0.
+    public func mailbox(recordID: Int64) throws -> (tenantID: String, userPath: String)? {
+        guard let row = try database.queryOne("""
+            SELECT backend_tenant, backend_url FROM EnsSubscriptionInfo WHERE id = \(recordID) AND mail_backend = \(MailBackend.graph)
+            """) else { return nil }
+        let (tenant, path) = try row.decode(String?.self, String?.self)
+        guard let tenant, let path else { return nil }
+        return (tenant, path)
+    }
+
+    /// A lifecycle event asks for a renewal (reauthorizationRequired) or a new
+    /// subscription (subscriptionRemoved: the renewal finds it gone and creates one):
+    /// ens-cron's next run does it, unless the last renewal is under ten minutes old.
+    public func requestRenewal(recordID: Int64, generation: Int64, now: Timestamp) throws {
+        let spacing = now.subtracting(Self.renewalSpacing).databaseString
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET renew_after = \(now.databaseString)
+            WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph)
+              AND (renewed_at IS NULL OR renewed_at < \(spacing)) AND (renew_after IS NULL OR renew_after > \(now.databaseString))
+            """)
+    }
+
+    // MARK: Events already handed on
+
+    /// Claims new-mail events for a record (`keys`: 16-byte hashes); returns the ones
+    /// not claimed before, which the caller now owns: it hands them to the sender, or
+    /// releases them.
+    public func claim(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws -> [[UInt8]] {
+        try keys.filter { key in
+            try database.execute("""
+                INSERT IGNORE INTO MailItemsSeen (record_id, item_hash, seen_at) VALUES (\(recordID), \(key), \(now.databaseString))
+                """).affectedRows > 0
+        }
+    }
+
+    /// The sender did not take them: the backend's redelivery must find them unclaimed.
+    public func release(recordID: Int64, keys: [[UInt8]]) throws {
+        for key in keys {
+            try database.execute("DELETE FROM MailItemsSeen WHERE record_id = \(recordID) AND item_hash = \(key)")
+        }
+    }
+
+    // MARK: ens-cron renew
+
+    /// A subscription whose renewal is due.
+    public struct Due: Sendable {
+        public let recordID: Int64
+        public let generation: Int64
+        public let tenantID: String?
+        public let userPath: String?
+        public let subscriptionID: String?
+        public let expiresAt: Timestamp?
+        public let renewedAt: Timestamp?
+    }
+
+    public func due(now: Timestamp, after lastID: Int64, limit: Int) throws -> [Due] {
+        try database.query("""
+            SELECT id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at FROM EnsSubscriptionInfo
+            WHERE mail_backend = \(MailBackend.graph) AND registered = 1 AND renew_after <= \(now.databaseString) AND id > \(lastID)
+            ORDER BY id LIMIT \(limit)
+            """).map { row in
+            let (id, generation, tenant, path, subscription, expires, renewed)
+                = try row.decode(Int64.self, Int64.self, String?.self, String?.self, String?.self, Timestamp?.self, Timestamp?.self)
+            return Due(recordID: id, generation: generation, tenantID: tenant, userPath: path, subscriptionID: subscription, expiresAt: expires, renewedAt: renewed)
+        }
+    }
+
+    /// A renewal (or re-creation) succeeded.
+    public func renewed(recordID: Int64, generation: Int64, subscriptionID: String, expiresAt: Timestamp, now: Timestamp) throws {
+        let lifetime = max(1, (expiresAt.millisecondsSinceEpoch - now.millisecondsSinceEpoch) / 60_000)
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET subscription_id = \(subscriptionID), subscription_expires_at = \(expiresAt.databaseString),
+                renewed_at = \(now.databaseString), renew_after = \(Self.renewAfter(now: now, expiresAt: expiresAt).databaseString),
+                heartbeat_minutes = \(lifetime), last_callback_at = \(now.databaseString)
+            WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph)
+            """)
+    }
+
+    /// A renewal that failed for a reason that may pass (Graph down, throttled): tried
+    /// again after `retry`, unless the subscription expires first.
+    public func postpone(recordID: Int64, generation: Int64, until retry: Timestamp) throws {
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET renew_after = \(retry.databaseString)
+            WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph)
+            """)
+    }
+}

@@ -1,0 +1,313 @@
+import Curl
+import ENSCore
+import Foundation
+import MariaDB
+import POSIX
+import Testing
+
+/// Exchange Online mailboxes through Microsoft Graph, end to end through nginx: a
+/// delegated token proves the mailbox once, ENS subscribes with its own application
+/// (certificate client assertion), the Graph simulator validates both notification
+/// URLs and posts change notifications and lifecycle events, ENS hands each new message
+/// to ens-apns before answering 202. Includes the mistakes other projects made
+/// (research/graph.md §6): validation answered as JSON or 201, 403 on a bad clientState,
+/// lifecycle events without `resource` refused, notifications lost on a crash.
+@Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
+struct GraphTests {
+    let api: DeviceClient
+    let database: Connection
+
+    init() throws {
+        api = try DeviceClient(token: try TestStack.newToken("graph-tests"))
+        database = try TestStack.serviceConnection()
+        try GraphSimulator.reset()
+    }
+
+    func cron(_ arguments: [String]) throws -> String {
+        try TestStack.run(TestStack.root + "/.build/debug/ens-cron", arguments + ["--config", TestStack.directory + "/ens.conf"])
+    }
+
+    func recordColumns(_ user: GraphMailboxUser) throws -> (backend: String, subscription: String?, tenant: String?, path: String?, renewAfterHours: Double?) {
+        let row = try #require(try database.queryOne("""
+            SELECT mail_backend, subscription_id, backend_tenant, backend_url,
+                   TIMESTAMPDIFF(SECOND, NOW(3), renew_after) / 3600 FROM EnsSubscriptionInfo WHERE userid = \(user.user.userID)
+            """))
+        let (backend, subscription, tenant, path, hours) = try row.decode(String.self, String?.self, String?.self, String?.self, String?.self)
+        return (backend, subscription, tenant, path, hours.flatMap(Double.init))
+    }
+
+    /// POSTs a body to one of the user's live subscriptions' notification URL, as Graph
+    /// would (or as someone who learned the URL would); returns ENS's answer.
+    func postRaw(_ user: GraphMailboxUser, _ body: Any, lifecycle: Bool = false) throws -> (status: Int, contentType: String, body: String) {
+        let subscription = try #require(try GraphSimulator.live(of: user.user.email).first?["id"] as? String)
+        let answer = try GraphSimulator.control("/post-raw", ["subscriptionId": subscription, "body": body, "lifecycle": lifecycle, "wait": true])
+        return ((answer["status"] as? NSNumber)?.intValue ?? 0, answer["contentType"] as? String ?? "", "\(answer["body"] ?? "")")
+    }
+
+    func subscriptionID(_ user: GraphMailboxUser) throws -> String {
+        try #require(try GraphSimulator.live(of: user.user.email).first?["id"] as? String)
+    }
+
+    // MARK: Registration and delivery
+
+    @Test func aGraphMailboxRegistersAndReceivesNewMailWithSenderAndSubject() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let subscriptions = try GraphSimulator.live(of: user.user.email)
+        try #require(subscriptions.count == 1)
+        let subscription = subscriptions[0]
+        #expect(subscription["creatorKind"] as? String == "app", "subscribed with ENS's application token, not the user's")
+        #expect(subscription["immutableIds"] as? Bool == true)
+        #expect(subscription["hasLifecycleUrl"] as? Bool == true)
+        #expect(subscription["changeType"] as? String == "created")
+        #expect((subscription["clientStateLength"] as? NSNumber)?.intValue ?? 0 > 0 && (subscription["clientStateLength"] as? NSNumber)?.intValue ?? 999 <= 128)
+        let columns = try recordColumns(user)
+        #expect(columns.backend == "graph" && columns.tenant == GraphSimulator.contoso && columns.path == "users/\(user.objectID)")
+        // Renewal comes at about half of the 4,200-minute lifetime (35 h).
+        #expect(columns.renewAfterHours.map { $0 > 34 && $0 < 36 } == true, "\(String(describing: columns.renewAfterHours))")
+
+        let deliveries = try GraphSimulator.newMail(user.user.email, subject: "Graph lunch", fromName: "Ann Example")
+        #expect(GraphSimulator.statuses(deliveries) == [202], "\(deliveries)")
+        #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token, subject: "Graph lunch").isEmpty })
+        let push = try #require(user.pushes(to: user.token, subject: "Graph lunch").first)
+        #expect(((push.payload["aps"] as? [String: Any])?["alert"] as? [String: String])?["title"] == "Ann Example")
+        // ENS asked for sender and subject only, and no unread count for a device without a badge.
+        let stats = try GraphSimulator.stats()
+        #expect(((stats["message_gets"] as? [String: Any])?[user.user.email] as? NSNumber)?.intValue == 1)
+        #expect(((stats["folder_gets"] as? [String: Any])?[user.user.email] as? NSNumber)?.intValue ?? 0 == 0)
+        let violations = try GraphSimulator.violations()
+        #expect(violations.isEmpty, "\(violations)")
+    }
+
+    @Test func theBadgeCountIsAskedOnlyWhenADeviceWantsIt() throws {
+        let user = try GraphMailboxUser.register(with: api, headers: [("badge", "1")])
+        _ = try GraphSimulator.newMail(user.user.email, subject: "Badge mail")
+        #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token, subject: "Badge mail").isEmpty })
+        let push = try #require(user.pushes(to: user.token, subject: "Badge mail").first)
+        #expect((push.payload["aps"] as? [String: Any])?["badge"] != nil)
+        let folderGets = ((try GraphSimulator.stats()["folder_gets"] as? [String: Any])?[user.user.email] as? NSNumber)?.intValue ?? 0
+        #expect(folderGets == 1)
+    }
+
+    @Test func aSecondDeviceJoinsWithItsOwnTokenAndAStrangersTokenIsRefused() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let second = TestSecrets.apnsToken()
+        let joined = try user.register(with: api, token: second, accessToken: try GraphSimulator.userToken(user.user.email))
+        #expect(joined.json["responseCode"] == "UserUpdated", "\(joined.bodyText)")
+        #expect(try GraphSimulator.subscriptions(of: user.user.email).count == 1, "joining creates no second subscription")
+        // Someone else's valid token does not open this mailbox.
+        let stranger = "s\(UUID().uuidString.prefix(8).lowercased())@contoso.test"
+        try GraphSimulator.user(stranger)
+        let refused = try user.register(with: api, token: TestSecrets.apnsToken(), accessToken: try GraphSimulator.userToken(stranger))
+        #expect(refused.json["responseCode"] == "ExchangeAuthFailed", "\(refused.bodyText)")
+        // Nor does a revoked or forged one.
+        let revoked = try GraphSimulator.userToken(user.user.email)
+        try GraphSimulator.control("/revoke", ["mail": user.user.email])
+        #expect(try user.register(with: api, token: TestSecrets.apnsToken(), accessToken: revoked).json["responseCode"] == "ExchangeAuthFailed")
+        #expect(try user.register(with: api, token: TestSecrets.apnsToken(), accessToken: "eyJforged.token.x").json["responseCode"] == "ExchangeAuthFailed")
+        _ = try GraphSimulator.newMail(user.user.email, subject: "Two devices")
+        #expect(TestStack.eventually(within: 20) { !user.pushes(to: second, subject: "Two devices").isEmpty && !user.pushes(to: user.token, subject: "Two devices").isEmpty })
+    }
+
+    @Test func aNewRegistrationOfTheSameMailboxKeepsItsLiveSubscription() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let first = try subscriptionID(user)
+        let again = try user.register(with: api, token: user.token, accessToken: try GraphSimulator.userToken(user.user.email), force: true)
+        #expect(again.json["responseCode"] == "UserSubscribed", "\(again.bodyText)")
+        #expect(try GraphSimulator.live(of: user.user.email).map { $0["id"] as? String } == [first])
+    }
+
+    @Test func aMailboxOutsideTheAdminsScopeIsNotSubscribed() throws {
+        let email = "o\(UUID().uuidString.prefix(8).lowercased())@contoso.test"
+        try GraphSimulator.user(email)
+        try GraphSimulator.control("/scope", ["tenant": GraphSimulator.contoso, "mails": ["someone-else@contoso.test"]])
+        defer { _ = try? GraphSimulator.control("/scope", ["tenant": GraphSimulator.contoso, "mails": NSNull()]) }
+        let user = GraphMailboxUser(user: try api.newUser(email: email), token: TestSecrets.apnsToken(), objectID: "")
+        let answer = try user.register(with: api, token: user.token, accessToken: try GraphSimulator.userToken(email))
+        #expect(answer.json["responseCode"] == "ExchangeError", "\(answer.bodyText)")
+        #expect(try GraphSimulator.live(of: email).isEmpty)
+    }
+
+    // MARK: The notification endpoint
+
+    @Test func theValidationHandshakeEchoesTheDecodedTokenAsPlainText() throws {
+        // Before any URL or body check: even a path no subscription has.
+        for path in ["/graph/1/1/AAAAAAAAAAAAAAAAAAAAAA", "/graph/anything"] {
+            let answer = try TestStack.post(path + "?validationToken=Validation%3A%20Testing%20client%2Bapplication%2Fa%3D", body: [], contentType: "text/plain; charset=utf-8")
+            #expect(answer.status == 200)
+            #expect(answer.header("content-type")?.hasPrefix("text/plain") == true)
+            #expect(answer.bodyText == "Validation: Testing client+application/a=")
+        }
+        // The simulator's own handshakes (both URLs, tokens needing decoding) passed at registration.
+        let user = try GraphMailboxUser.register(with: api)
+        #expect(try GraphSimulator.stats()["validations_failed"] as? Int == 0)
+        _ = user
+    }
+
+    @Test func graphShapedTrafficNeverGetsA4xxAndForgeriesAreDropped() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let subscription = try subscriptionID(user)
+        let forged: [String: Any] = ["value": [[
+            "subscriptionId": subscription, "clientState": "guessed", "changeType": "created", "tenantId": GraphSimulator.contoso,
+            "resource": "Users/\(user.objectID)/Messages/AAMkForged=", "resourceData": ["id": "AAMkForged="],
+        ]]]
+        for body in [forged, ["value": "nope"], ["nothing": 1]] as [Any] {
+            let answer = try postRaw(user, body)
+            #expect(answer.status == 202, "\(answer)")
+        }
+        #expect(try postRaw(user, "not json at all").status == 202)
+        // A lifecycle event has no resource, and is accepted (202 exactly).
+        let lifecycle = try postRaw(user, ["value": [["subscriptionId": subscription, "clientState": "guessed", "lifecycleEvent": "missed"]]], lifecycle: true)
+        #expect(lifecycle.status == 202)
+        // A forged URL: still 202, nothing happens.
+        let bogus = try TestStack.post("/graph/1/1/AAAAAAAAAAAAAAAAAAAAAA", body: Array(#"{"value":[]}"#.utf8), contentType: "application/json")
+        #expect(bogus.status == 202)
+        Thread.sleep(forTimeInterval: 1)
+        #expect(user.pushes(to: user.token).isEmpty, "no forged item reached the device")
+        let metrics = try TestStack.get("/metrics").bodyText
+        #expect(metrics.contains(#"ens_mail_events_total{backend="graph",outcome="dropped_client_state"}"#))
+    }
+
+    @Test func aBatchSpanningSubscriptionsAndTenantsReachesEveryDevice() throws {
+        let contoso = try GraphMailboxUser.register(with: api)
+        let fabrikam = try GraphMailboxUser.register(with: api, tenant: GraphSimulator.fabrikam, domain: "fabrikam.test")
+        let answer = try GraphSimulator.control("/newmail-batch", ["items": [
+            ["mail": contoso.user.email, "subject": "Batch one", "fromName": "Ann", "fromAddress": "ann@elsewhere.test"],
+            ["mail": fabrikam.user.email, "subject": "Batch two", "fromName": "Bob", "fromAddress": "bob@elsewhere.test"],
+        ], "wait": true])
+        #expect(GraphSimulator.statuses(answer["deliveries"] as? [[String: Any]] ?? []).allSatisfy { $0 == 202 }, "\(answer)")
+        #expect(TestStack.eventually(within: 20) {
+            !contoso.pushes(to: contoso.token, subject: "Batch one").isEmpty && !fabrikam.pushes(to: fabrikam.token, subject: "Batch two").isEmpty
+        })
+    }
+
+    @Test func duplicatesAndRedeliveriesArePushedOnce() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        try GraphSimulator.control("/mode", ["duplicates": true, "reorder": true])
+        defer { _ = try? GraphSimulator.control("/mode", ["duplicates": false, "reorder": false]) }
+        _ = try GraphSimulator.newMail(user.user.email, subject: "Twice sent", count: 3)
+        #expect(TestStack.eventually(within: 20) { user.pushes(to: user.token, subject: "Twice sent").count >= 3 })
+        Thread.sleep(forTimeInterval: 2)
+        #expect(user.pushes(to: user.token, subject: "Twice sent").count == 3, "each message once, though Graph sent each twice")
+        let metrics = try TestStack.get("/metrics").bodyText
+        #expect(metrics.contains(#"ens_mail_events_total{backend="graph",outcome="duplicate"}"#))
+    }
+
+    @Test func throttlingAndVanishedMessagesStillGiveAGenericAlert() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        try GraphSimulator.fail("get-message", status: 404, code: "ErrorItemNotFound", count: 1)
+        _ = try GraphSimulator.newMail(user.user.email, subject: "Moved away")
+        #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token).isEmpty })
+        let generic = try #require(user.pushes(to: user.token).first)
+        let alert = (generic.payload["aps"] as? [String: Any])?["alert"] as? [String: String]
+        #expect(alert?["title"] == "New mail" && alert?["body"] != "Moved away")
+
+        try GraphSimulator.fail("get-message", status: 429, code: "ApplicationThrottled", retryAfter: 30, count: 1)
+        let before = try GraphSimulator.requests("get-message", of: user.user.email)
+        _ = try GraphSimulator.newMail(user.user.email, subject: "Throttled one")
+        _ = try GraphSimulator.newMail(user.user.email, subject: "Throttled two")
+        #expect(TestStack.eventually(within: 20) { user.pushes(to: user.token).count >= 3 })
+        let after = try GraphSimulator.requests("get-message", of: user.user.email)
+        #expect(after - before == 1, "inside Retry-After ENS does not ask again")
+        #expect(user.pushes(to: user.token, subject: "Throttled two").isEmpty)
+        #expect(try GraphSimulator.violations().filter { $0.contains("Retry-After") }.isEmpty)
+    }
+
+    @Test func aSenderOutageIsAnswered503AndGraphsRetryDeliversOnce() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        try TestStack.stack("apns-stop")
+        var restarted = false
+        defer { if !restarted { _ = try? TestStack.stack("apns-start") } }
+        let deliveries = try GraphSimulator.newMail(user.user.email, subject: "While down")
+        #expect(GraphSimulator.statuses(deliveries) == [503], "\(deliveries)")
+        try TestStack.stack("apns-start")
+        restarted = true
+        #expect(TestStack.eventually(within: 60) { !user.pushes(to: user.token, subject: "While down").isEmpty })
+        Thread.sleep(forTimeInterval: 2)
+        #expect(user.pushes(to: user.token, subject: "While down").count == 1)
+    }
+
+    @Test func killingTheSenderMidBurstLosesNoAcknowledgedNotification() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        // Under the test stack's cap of 40 pushes per record and minute, which the
+        // redeliveries after 503 must not be charged against twice.
+        let total = 30
+        let burst = try OSThread.start {
+            _ = try? GraphSimulator.newMail(user.user.email, subject: "Burst", count: total, wait: true)
+        }
+        _ = TestStack.eventually(within: 20) { user.pushes(to: user.token, subject: "Burst").count >= 10 }
+        let victim = TestStack.pids(matching: "ens-apns --config").first
+        #expect(victim != nil, "the sender runs, so it can be killed")
+        if let pid = victim {
+            kill(pid, SIGKILL)
+            _ = TestStack.eventually(within: 10) { kill(pid, 0) != 0 }
+        }
+        try TestStack.stack("apns-start")
+        burst.join()
+        #expect(TestStack.eventually(within: 120) { Set(user.pushes(to: user.token, subject: "Burst").compactMap(\.collapseID)).count == total },
+                "delivered \(Set(user.pushes(to: user.token, subject: "Burst").compactMap(\.collapseID)).count) of \(total)")
+    }
+
+    // MARK: Lifecycle and renewal
+
+    @Test func missedBecomesOneGenericAlertPerDevice() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let outcome = try GraphSimulator.control("/lifecycle", ["mail": user.user.email, "event": "missed", "wait": true])
+        #expect("\(outcome)".contains("202"), "\(outcome)")
+        #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token).isEmpty })
+        Thread.sleep(forTimeInterval: 1)
+        #expect(user.pushes(to: user.token).count == 1)
+        let alert = (user.pushes(to: user.token)[0].payload["aps"] as? [String: Any])?["alert"] as? [String: String]
+        #expect(alert?["title"] == "New mail")
+    }
+
+    @Test func lifecycleEventsScheduleRenewalAndARemovedSubscriptionIsRecreated() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let first = try subscriptionID(user)
+        // Renewals are never repeated within ten minutes: make the registration look older.
+        try database.execute("UPDATE EnsSubscriptionInfo SET renewed_at = NOW(3) - INTERVAL 11 MINUTE WHERE userid = \(user.user.userID)")
+        _ = try GraphSimulator.control("/lifecycle", ["mail": user.user.email, "event": "reauthorizationRequired", "wait": true])
+        #expect(try recordColumns(user).renewAfterHours.map { $0 <= 0 } == true, "renewal due now")
+        _ = try cron(["renew"])
+        let renewed = try #require(try GraphSimulator.live(of: user.user.email).first)
+        #expect(renewed["id"] as? String == first && (renewed["renewals"] as? NSNumber)?.intValue == 1)
+        #expect((renewed["reauthorizations"] as? NSNumber)?.intValue ?? 0 == 0, "ENS renews (PATCH), never reauthorizes as well")
+        #expect(try recordColumns(user).renewAfterHours.map { $0 > 34 } == true)
+
+        // Removed (a password reset, say): the next renewal creates a new subscription.
+        try database.execute("UPDATE EnsSubscriptionInfo SET renewed_at = NOW(3) - INTERVAL 11 MINUTE WHERE userid = \(user.user.userID)")
+        _ = try GraphSimulator.control("/lifecycle", ["mail": user.user.email, "event": "subscriptionRemoved", "wait": true])
+        #expect(try GraphSimulator.live(of: user.user.email).isEmpty)
+        _ = try cron(["renew"])
+        let recreated = try #require(try GraphSimulator.live(of: user.user.email).first?["id"] as? String)
+        #expect(recreated != first)
+        #expect(try recordColumns(user).subscription == recreated)
+        _ = try GraphSimulator.newMail(user.user.email, subject: "After removal")
+        #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token, subject: "After removal").isEmpty })
+        let violations = try GraphSimulator.violations()
+        #expect(violations.isEmpty, "\(violations)")
+    }
+
+    @Test func aSubscriptionENSMayNoLongerRenewWakesItsDevices() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        try database.execute("UPDATE EnsSubscriptionInfo SET renewed_at = NOW(3) - INTERVAL 1 DAY, renew_after = NOW(3) WHERE userid = \(user.user.userID)")
+        try GraphSimulator.fail("patch", status: 403, code: "ErrorAccessDenied", count: 1)
+        _ = try cron(["renew"])
+        let status = try api.call("/getsubscriptionstatusv2", [
+            "userid": user.user.userID, "subscriptionPayload": try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1]),
+        ])
+        #expect(status.json["responseCode"] == "UserRecordPresentNotSubscribed", "\(status.bodyText)")
+        #expect(TestStack.eventually(within: 20) { user.pushes(to: user.token).contains { $0.pushType == "background" } })
+    }
+
+    @Test func graphCallbacksNeverReachTheWebServersLogs() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        _ = try GraphSimulator.newMail(user.user.email, subject: "Unlogged")
+        _ = try TestStack.post("/graph/1/2/x?validationToken=abc", body: [], contentType: "text/plain")
+        _ = try TestStack.get("/graph/405-check")
+        let logs = try FileManager.default.contentsOfDirectory(atPath: TestStack.directory + "/log").filter { $0.hasPrefix("nginx") || $0.hasPrefix("apache") }
+        for log in logs {
+            let text = (try? String(contentsOfFile: TestStack.directory + "/log/" + log, encoding: .utf8)) ?? ""
+            #expect(!text.contains("/graph/"), "\(log) mentions a Graph notification URL")
+        }
+    }
+}
