@@ -77,11 +77,15 @@ public enum Base64 {
         return String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
     }
 
-    /// Strict URL-safe base64 without padding; nil for any other character.
+    /// Strict URL-safe base64 without padding; nil for any other character, and for a
+    /// last character whose unused low bits are not zero: each byte string has exactly
+    /// one spelling, so a URL cannot be altered into another that opens the same way.
     public static func decodeURLSafe(_ text: String) -> [UInt8]? {
-        guard text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }) else {
+        guard text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }),
+              let bytes = decodeLenient(String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })),
+              encodeURLSafe(bytes) == text else {
             return nil
         }
-        return decodeLenient(String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 }))
+        return bytes
     }
 }

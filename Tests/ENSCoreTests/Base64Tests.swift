@@ -125,4 +125,20 @@ import Testing
             }
         }
     }
+
+    @Test func urlSafeDecodingAcceptsOnlyTheCanonicalSpelling() {
+        // "QQ" is the only spelling of [0x41]: "QR".."QZ" differ only in the four unused
+        // bits of the last character, which a lenient decoder would ignore.
+        #expect(Base64.decodeURLSafe("QQ") == [0x41])
+        for last in "RSTUVWXYZ" { #expect(Base64.decodeURLSafe("Q\(last)") == nil, "Q\(last)") }
+        #expect(Base64.decodeURLSafe("QUI") == [0x41, 0x42])
+        #expect(Base64.decodeURLSafe("QUJ") == nil)  // two unused bits set
+        #expect(Base64.decodeURLSafe("-_8") == [0xFB, 0xFF])
+        #expect(Base64.decodeURLSafe("+/8") == nil && Base64.decodeURLSafe("QQ==") == nil)
+        var generator = SeededGenerator(seed: 0x65)
+        for length in 0..<40 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            #expect(Base64.decodeURLSafe(Base64.encodeURLSafe(bytes)) == bytes)
+        }
+    }
 }

@@ -41,7 +41,15 @@ struct DeviceClient {
     func newUser(email: String) throws -> TestUser {
         TestSecrets.remember(email)
         TestSecrets.remember(email.lowercased())
-        let response = try call("/getpublickey", ["email": email])
+        // A 503 asks the client to retry later, as an app would: the key pool may be
+        // empty for a moment after tests that register many users while its refiller
+        // waited out a MariaDB restart.
+        var response = try call("/getpublickey", ["email": email])
+        let deadline = Date().addingTimeInterval(60)
+        while response.status == 503 && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.5)
+            response = try call("/getpublickey", ["email": email])
+        }
         try #require(response.status == 200, "getpublickey: \(response.status) \(response.bodyText)")
         let json = response.json
         return TestUser(email: email, userID: json["userid"] ?? "", publicKeyPEM: json["pubKey"] ?? "", responseCode: json["responseCode"] ?? "")
