@@ -372,9 +372,11 @@ apache_render() {
     proxy-fcgi)
       printf 'LoadModule proxy_module %s/mod_proxy.so\nLoadModule proxy_fcgi_module %s/mod_proxy_fcgi.so\n' "$modules" "$modules" ;;
     fcgid|cgi)
-      # ens-fcgi runs as Apache's user: it reads the master key and the service
-      # password (as root: group root, which the stack's other secrets do not get).
-      chmod 750 "$VAR/secrets"; chmod 640 "$VAR/secrets/master.key" "$VAR/secrets/db-service.password"
+      # ens-fcgi runs as Apache's user: it reads the master key, the service password
+      # and the Graph application's certificate and key (as root: group root, which the
+      # stack's other secrets do not get).
+      chmod 750 "$VAR/secrets"
+      chmod 640 "$VAR/secrets/master.key" "$VAR/secrets/db-service.password" "$VAR/secrets/graph-app.crt" "$VAR/secrets/graph-app.key"
       # One worker of one thread per process (mod_fcgid sends one request at a time),
       # and metrics of its own, apart from the pool's.
       mkdir -p "$VAR/run/metrics-apache"; chmod 770 "$VAR/run/metrics-apache"
