@@ -247,6 +247,31 @@ struct GraphTests {
                 "delivered \(Set(user.pushes(to: user.token, subject: "Burst").compactMap(\.collapseID)).count) of \(total)")
     }
 
+    /// Graph gives up on an attempt after 3 s and sends the batch again while the first
+    /// request may still be handing it on: the second must not acknowledge what the first
+    /// may yet fail to hand on, and a claim left by a responder that died is taken over.
+    @Test func anItemStillBeingHandedOnIsNotAcknowledgedByARedelivery() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let record = try #require(try database.queryOne("SELECT id FROM EnsSubscriptionInfo WHERE userid = \(user.user.userID)")?.decode(Int64.self))
+        let store = GraphSubscriptionStore(database: database)
+        let now = Timestamp.now()
+        let item = (0..<16).map { _ in UInt8.random(in: 0...255) }, other = (0..<16).map { _ in UInt8.random(in: 0...255) }
+
+        #expect(try store.claim(recordID: record, keys: [item], now: now).claimed == [item])
+        let meanwhile = try store.claim(recordID: record, keys: [item], now: now)
+        #expect(meanwhile.claimed.isEmpty && meanwhile.inFlight == 1 && meanwhile.handed == 0, "a redelivery during the hand-off")
+        try store.release(recordID: record, keys: [item])
+        #expect(try store.claim(recordID: record, keys: [item], now: now).claimed == [item], "released: the redelivery takes it")
+        try store.markHanded(recordID: record, keys: [item], now: now)
+        try store.release(recordID: record, keys: [item])  // a late release cannot undo a hand-off
+        let after = try store.claim(recordID: record, keys: [item], now: now)
+        #expect(after.claimed.isEmpty && after.handed == 1 && after.inFlight == 0, "handed on: a duplicate")
+
+        #expect(try store.claim(recordID: record, keys: [other], now: now.adding(seconds: -200)).claimed == [other])
+        #expect(try store.claim(recordID: record, keys: [other], now: now.adding(seconds: -100)).inFlight == 1, "100 s old: still in flight")
+        #expect(try store.claim(recordID: record, keys: [other], now: now).claimed == [other], "abandoned for 200 s: taken over")
+    }
+
     // MARK: Lifecycle and renewal
 
     @Test func missedBecomesOneGenericAlertPerDevice() throws {

@@ -16,7 +16,9 @@
 -- MailItemsSeen remembers which new-mail events were already handed to the sender, per
 -- record, for as long as a backend may deliver the same event again (Graph retries for
 -- up to four hours; ens-cron reap forgets them after six). The key is a hash of the
--- subscription and message ids, never the ids themselves.
+-- subscription and message ids, never the ids themselves. handed_at stays NULL while a
+-- responder is handing the event on: a redelivery meanwhile is asked to retry, not
+-- acknowledged, so a hand-off that then fails (or a responder that dies) loses nothing.
 -- Idempotent (IF NOT EXISTS), like every migration; adding columns keeps older binaries
 -- working.
 ALTER TABLE EnsSubscriptionInfo
@@ -31,6 +33,7 @@ CREATE TABLE IF NOT EXISTS MailItemsSeen (
   record_id BIGINT UNSIGNED NOT NULL,
   item_hash BINARY(16) NOT NULL,
   seen_at DATETIME(3) NOT NULL,
+  handed_at DATETIME(3) NULL,
   PRIMARY KEY (record_id, item_hash),
   KEY ix_seen_at (seen_at),
   CONSTRAINT fk_seen_record FOREIGN KEY (record_id) REFERENCES EnsSubscriptionInfo (id) ON DELETE CASCADE

@@ -69,21 +69,61 @@ public struct GraphSubscriptionStore {
 
     // MARK: Events already handed on
 
-    /// Claims new-mail events for a record (`keys`: 16-byte hashes); returns the ones
-    /// not claimed before, which the caller now owns: it hands them to the sender, or
-    /// releases them.
-    public func claim(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws -> [[UInt8]] {
-        try keys.filter { key in
-            try database.execute("""
+    /// What `claim` found for each event.
+    public struct Claims: Sendable, Equatable {
+        /// Now the caller's: it hands them to the sender and marks them handed, or
+        /// releases them.
+        public var claimed: [[UInt8]] = []
+        /// Handed to the sender before: a duplicate.
+        public var handed = 0
+        /// Another request is handing them on right now: that one may still fail, so
+        /// this one must not acknowledge them (the backend is asked to retry).
+        public var inFlight = 0
+    }
+
+    /// A claim nobody marked handed for this long belongs to a responder that died
+    /// mid-request (requests end long before: nginx gives up after 65 s): it is taken over.
+    public static let abandonedClaim = Duration.seconds(120)
+
+    /// Claims new-mail events for a record (`keys`: 16-byte hashes).
+    public func claim(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws -> Claims {
+        let abandoned = now.subtracting(Self.abandonedClaim).databaseString
+        var claims = Claims()
+        for key in keys {
+            if try database.execute("""
                 INSERT IGNORE INTO MailItemsSeen (record_id, item_hash, seen_at) VALUES (\(recordID), \(key), \(now.databaseString))
-                """).affectedRows > 0
+                """).affectedRows > 0 {
+                claims.claimed.append(key)
+            } else if try database.execute("""
+                UPDATE MailItemsSeen SET seen_at = \(now.databaseString)
+                WHERE record_id = \(recordID) AND item_hash = \(key) AND handed_at IS NULL AND seen_at < \(abandoned)
+                """).affectedRows > 0 {
+                claims.claimed.append(key)
+            } else if try (database.queryOne("""
+                SELECT COUNT(*) FROM MailItemsSeen WHERE record_id = \(recordID) AND item_hash = \(key) AND handed_at IS NOT NULL
+                """)?.decode(Int.self) ?? 0) == 1 {
+                claims.handed += 1
+            } else {
+                // Being handed on elsewhere (or released a moment ago): not ours to answer for.
+                claims.inFlight += 1
+            }
+        }
+        return claims
+    }
+
+    /// The sender took them: from now on a redelivery is a duplicate.
+    public func markHanded(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws {
+        for key in keys {
+            try database.execute("""
+                UPDATE MailItemsSeen SET handed_at = \(now.databaseString) WHERE record_id = \(recordID) AND item_hash = \(key)
+                """)
         }
     }
 
     /// The sender did not take them: the backend's redelivery must find them unclaimed.
     public func release(recordID: Int64, keys: [[UInt8]]) throws {
         for key in keys {
-            try database.execute("DELETE FROM MailItemsSeen WHERE record_id = \(recordID) AND item_hash = \(key)")
+            try database.execute("DELETE FROM MailItemsSeen WHERE record_id = \(recordID) AND item_hash = \(key) AND handed_at IS NULL")
         }
     }
 

@@ -16,7 +16,8 @@ internal import OpenSSL
 /// - Each new-mail item is handed to the sender (which acknowledges only once it is on
 ///   disk) before the answer, 202. If the sender cannot take it, the answer is 503 and
 ///   Graph delivers the batch again; the items already handed on are remembered
-///   (`MailItemsSeen`), so a redelivery or a duplicate is not pushed twice.
+///   (`MailItemsSeen`), so a redelivery or a duplicate is not pushed twice, and an
+///   item another request is still handing on gets a 503 too (that one may fail).
 /// - Lifecycle events: `reauthorizationRequired` and `subscriptionRemoved` schedule
 ///   ens-cron's renewal (which re-creates a removed subscription); `missed` becomes one
 ///   generic new-mail alert per device.
@@ -163,10 +164,18 @@ enum GraphNotifications {
         private func deliver(_ items: [String], keyedBy key: (String) -> String, row: MailSubscriptionStore.CallbackRecord,
                              store: MailSubscriptionStore, graphStore: GraphSubscriptionStore, now: Timestamp, reader: (any MailboxReader)?) throws -> Bool {
             let keys = items.map { Array(Digest.sha256(key($0)).prefix(16)) }
-            let claimed = try graphStore.claim(recordID: row.id, keys: keys, now: now)
-            let fresh = zip(items, keys).filter { pair in claimed.contains(pair.1) }.map(\.0)
-            count("duplicate", items.count - fresh.count)
-            guard !fresh.isEmpty else { return true }
+            let claims = try graphStore.claim(recordID: row.id, keys: keys, now: now)
+            let fresh = zip(items, keys).filter { pair in claims.claimed.contains(pair.1) }.map(\.0)
+            count("duplicate", claims.handed)
+            if claims.inFlight > 0 {
+                // Graph sent them again (its 3 s timeout) while another request is still
+                // handing them on, and that one may yet fail: a 503 brings them back later.
+                logger.info("graph notification items still being handed on elsewhere; Graph will retry", metadata: [
+                    "record": "\(row.id)", "items": "\(claims.inFlight)",
+                ])
+                count("in_flight", claims.inFlight)
+            }
+            guard !fresh.isEmpty else { return claims.inFlight == 0 }
             let delivery = NewMailDelivery(context: context)
             let outcome = try context.services.callbackGate.ifAvailable { () throws -> NewMailDelivery.Outcome in
                 try delivery.deliver(items: fresh, row: row, reader: reader, store: store, watermark: nil, now: now,
@@ -174,11 +183,12 @@ enum GraphNotifications {
             }
             guard let outcome, outcome.delivered else {
                 if outcome == nil { logger.warning("graph lookups at capacity; Graph will retry", metadata: ["record": "\(row.id)"]) }
-                try graphStore.release(recordID: row.id, keys: claimed)
+                try graphStore.release(recordID: row.id, keys: claims.claimed)
                 return false
             }
+            try graphStore.markHanded(recordID: row.id, keys: claims.claimed, now: now)
             count("delivered", fresh.count)
-            return true
+            return claims.inFlight == 0
         }
 
         private func reader(for row: MailSubscriptionStore.CallbackRecord) throws -> (any MailboxReader)? {

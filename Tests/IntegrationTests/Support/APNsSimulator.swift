@@ -55,4 +55,10 @@ enum SimulatorControl {
         let response = try client.send(request)
         return (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]) ?? [:]
     }
+
+    /// A GET whose answer may be any JSON value (a list of records, say); nil if not JSON.
+    static func fetch(_ url: String) throws -> Any? {
+        let client = try HTTPClient(configuration: HTTPClientConfiguration(preferHTTP2: false))
+        return try? JSONSerialization.jsonObject(with: Data(try client.send(HTTPRequest(method: .get, url: url)).body))
+    }
 }

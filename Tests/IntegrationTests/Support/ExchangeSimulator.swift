@@ -13,9 +13,7 @@ enum ExchangeSimulator {
     }
 
     static func list(_ path: String) throws -> [[String: Any]] {
-        let client = try HTTPClient(configuration: HTTPClientConfiguration(preferHTTP2: false))
-        let response = try client.send(HTTPRequest(method: .get, url: controlURL + path))
-        let value = try JSONSerialization.jsonObject(with: Data(response.body))
+        let value = try SimulatorControl.fetch(controlURL + path)
         if let array = value as? [[String: Any]] { return array }
         return (value as? [String: Any])?[path.dropFirst().description] as? [[String: Any]] ?? []
     }
@@ -69,8 +67,6 @@ enum ExchangeSimulator {
     }
 
     static func violations() throws -> [String] {
-        let client = try HTTPClient(configuration: HTTPClientConfiguration(preferHTTP2: false))
-        let response = try client.send(HTTPRequest(method: .get, url: controlURL + "/requests"))
-        return ((try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any])?["violations"] as? [String] ?? []
+        (try SimulatorControl.fetch(controlURL + "/requests") as? [String: Any])?["violations"] as? [String] ?? []
     }
 }

@@ -17,17 +17,13 @@ enum GraphSimulator {
     }
 
     static func list(_ path: String) throws -> [[String: Any]] {
-        let client = try HTTPClient(configuration: HTTPClientConfiguration(preferHTTP2: false))
-        let response = try client.send(HTTPRequest(method: .get, url: controlURL + path))
-        return (try JSONSerialization.jsonObject(with: Data(response.body)) as? [[String: Any]]) ?? []
+        try SimulatorControl.fetch(controlURL + path) as? [[String: Any]] ?? []
     }
 
     static func reset() throws { try control("/reset", [:]) }
     static func stats() throws -> [String: Any] { try control("/stats") }
     static func violations() throws -> [String] {
-        let client = try HTTPClient(configuration: HTTPClientConfiguration(preferHTTP2: false))
-        let response = try client.send(HTTPRequest(method: .get, url: controlURL + "/violations"))
-        return ((try? JSONSerialization.jsonObject(with: Data(response.body))) as? [Any])?.map { "\($0)" } ?? []
+        (try SimulatorControl.fetch(controlURL + "/violations") as? [Any])?.map { "\($0)" } ?? []
     }
 
     /// A user in a tenant; returns its object id.
