@@ -248,28 +248,47 @@ struct GraphTests {
     }
 
     /// Graph gives up on an attempt after 3 s and sends the batch again while the first
-    /// request may still be handing it on: the second must not acknowledge what the first
-    /// may yet fail to hand on, and a claim left by a responder that died is taken over.
-    @Test func anItemStillBeingHandedOnIsNotAcknowledgedByARedelivery() throws {
+    /// request may still be handing it on. The claim commits with the hand-off, so the
+    /// redelivery waits for it: a duplicate if it went through, its own to deliver if it
+    /// failed, and after `claimWaitSeconds` a conflict (answered 503: Graph retries).
+    @Test func aRedeliveryWaitsForTheHandOffStillUnderWay() throws {
         let user = try GraphMailboxUser.register(with: api)
         let record = try #require(try database.queryOne("SELECT id FROM EnsSubscriptionInfo WHERE userid = \(user.user.userID)")?.decode(Int64.self))
         let store = GraphSubscriptionStore(database: database)
-        let now = Timestamp.now()
-        let item = (0..<16).map { _ in UInt8.random(in: 0...255) }, other = (0..<16).map { _ in UInt8.random(in: 0...255) }
-
-        #expect(try store.claim(recordID: record, keys: [item], now: now).claimed == [item])
-        let meanwhile = try store.claim(recordID: record, keys: [item], now: now)
-        #expect(meanwhile.claimed.isEmpty && meanwhile.inFlight == 1 && meanwhile.handed == 0, "a redelivery during the hand-off")
-        try store.release(recordID: record, keys: [item])
-        #expect(try store.claim(recordID: record, keys: [item], now: now).claimed == [item], "released: the redelivery takes it")
-        try store.markHanded(recordID: record, keys: [item], now: now)
-        try store.release(recordID: record, keys: [item])  // a late release cannot undo a hand-off
-        let after = try store.claim(recordID: record, keys: [item], now: now)
-        #expect(after.claimed.isEmpty && after.handed == 1 && after.inFlight == 0, "handed on: a duplicate")
-
-        #expect(try store.claim(recordID: record, keys: [other], now: now.adding(seconds: -200)).claimed == [other])
-        #expect(try store.claim(recordID: record, keys: [other], now: now.adding(seconds: -100)).inFlight == 1, "100 s old: still in flight")
-        #expect(try store.claim(recordID: record, keys: [other], now: now).claimed == [other], "abandoned for 200 s: taken over")
+        struct HandOffFailed: Error {}
+        for (outcome, holdSeconds) in [("fails", 1.0), ("succeeds", 1.0), ("takes too long", Double(GraphSubscriptionStore.claimWaitSeconds) + 1.5)] {
+            let item = (0..<16).map { _ in UInt8.random(in: 0...255) }
+            let redelivery = SynchronizedValues<String>()
+            var waiter: OSThread?
+            do {
+                try database.transaction {
+                    #expect(try store.claim(recordID: record, keys: [item], now: .now()) == [item])
+                    waiter = try OSThread.start {
+                        do {
+                            let other = GraphSubscriptionStore(database: try TestStack.serviceConnection())
+                            let started = Date()
+                            let claimed = try other.claim(recordID: record, keys: [item], now: .now())
+                            redelivery.append("\(claimed.isEmpty ? "duplicate" : "claimed") after \(Int(Date().timeIntervalSince(started)))s")
+                        } catch let error as MariaDBError where error.kind == .conflict {
+                            redelivery.append("conflict")
+                        } catch {
+                            redelivery.append("error \(error)")
+                        }
+                    }
+                    Thread.sleep(forTimeInterval: holdSeconds)
+                    if holdSeconds < Double(GraphSubscriptionStore.claimWaitSeconds) {
+                        #expect(redelivery.values.isEmpty, "\(outcome): the redelivery waits while the hand-off is under way")
+                    }
+                    if outcome != "succeeds" { throw HandOffFailed() }
+                }
+            } catch is HandOffFailed {}
+            waiter?.join()
+            switch outcome {
+            case "fails": #expect(redelivery.values == ["claimed after 1s"], "\(redelivery.values)")
+            case "succeeds": #expect(redelivery.values == ["duplicate after 1s"], "\(redelivery.values)")
+            default: #expect(redelivery.values == ["conflict"], "\(redelivery.values)")
+            }
+        }
     }
 
     // MARK: Lifecycle and renewal

@@ -16,9 +16,13 @@
 -- MailItemsSeen remembers which new-mail events were already handed to the sender, per
 -- record, for as long as a backend may deliver the same event again (Graph retries for
 -- up to four hours; ens-cron reap forgets them after six). The key is a hash of the
--- subscription and message ids, never the ids themselves. handed_at stays NULL while a
--- responder is handing the event on: a redelivery meanwhile is asked to retry, not
--- acknowledged, so a hand-off that then fails (or a responder that dies) loses nothing.
+-- subscription and message ids, never the ids themselves. A responder inserts the row
+-- and commits it only once the sender has taken the event, in the same transaction as
+-- the record's push reservation: a redelivery meanwhile waits on the row's lock and then
+-- finds it (a duplicate) or not (the hand-off failed: it is its own to deliver). No
+-- foreign key on purpose: the check would take a shared lock on the record's row, which
+-- the reservation then needs exclusively, and two notifications for one mailbox would
+-- deadlock; rows of a deleted record are forgotten by the reaper like any other.
 -- Idempotent (IF NOT EXISTS), like every migration; adding columns keeps older binaries
 -- working.
 ALTER TABLE EnsSubscriptionInfo
@@ -33,8 +37,6 @@ CREATE TABLE IF NOT EXISTS MailItemsSeen (
   record_id BIGINT UNSIGNED NOT NULL,
   item_hash BINARY(16) NOT NULL,
   seen_at DATETIME(3) NOT NULL,
-  handed_at DATETIME(3) NULL,
   PRIMARY KEY (record_id, item_hash),
-  KEY ix_seen_at (seen_at),
-  CONSTRAINT fk_seen_record FOREIGN KEY (record_id) REFERENCES EnsSubscriptionInfo (id) ON DELETE CASCADE
+  KEY ix_seen_at (seen_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

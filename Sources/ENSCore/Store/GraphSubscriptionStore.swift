@@ -38,13 +38,6 @@ public struct GraphSubscriptionStore {
         Timestamp(millisecondsSinceEpoch: now.millisecondsSinceEpoch + max(0, expiresAt.millisecondsSinceEpoch - now.millisecondsSinceEpoch) / 2)
     }
 
-    /// The Graph record whose live subscription this is.
-    public func record(subscriptionID: String) throws -> (id: Int64, generation: Int64)? {
-        try database.queryOne("""
-            SELECT id, generation FROM EnsSubscriptionInfo WHERE subscription_id = \(subscriptionID) AND mail_backend = \(MailBackend.graph)
-            """).map { try $0.decode(Int64.self, Int64.self) }
-    }
-
     /// Where a record's mailbox is: its tenant and its path under Graph's /v1.0.
     public func mailbox(recordID: Int64) throws -> (tenantID: String, userPath: String)? {
         guard let row = try database.queryOne("""
@@ -69,63 +62,24 @@ public struct GraphSubscriptionStore {
 
     // MARK: Events already handed on
 
-    /// What `claim` found for each event.
-    public struct Claims: Sendable, Equatable {
-        /// Now the caller's: it hands them to the sender and marks them handed, or
-        /// releases them.
-        public var claimed: [[UInt8]] = []
-        /// Handed to the sender before: a duplicate.
-        public var handed = 0
-        /// Another request is handing them on right now: that one may still fail, so
-        /// this one must not acknowledge them (the backend is asked to retry).
-        public var inFlight = 0
-    }
-
-    /// A claim nobody marked handed for this long belongs to a responder that died
-    /// mid-request (requests end long before: nginx gives up after 65 s): it is taken over.
-    public static let abandonedClaim = Duration.seconds(120)
-
-    /// Claims new-mail events for a record (`keys`: 16-byte hashes).
-    public func claim(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws -> Claims {
-        let abandoned = now.subtracting(Self.abandonedClaim).databaseString
-        var claims = Claims()
-        for key in keys {
-            if try database.execute("""
-                INSERT IGNORE INTO MailItemsSeen (record_id, item_hash, seen_at) VALUES (\(recordID), \(key), \(now.databaseString))
-                """).affectedRows > 0 {
-                claims.claimed.append(key)
-            } else if try database.execute("""
-                UPDATE MailItemsSeen SET seen_at = \(now.databaseString)
-                WHERE record_id = \(recordID) AND item_hash = \(key) AND handed_at IS NULL AND seen_at < \(abandoned)
-                """).affectedRows > 0 {
-                claims.claimed.append(key)
-            } else if try (database.queryOne("""
-                SELECT COUNT(*) FROM MailItemsSeen WHERE record_id = \(recordID) AND item_hash = \(key) AND handed_at IS NOT NULL
-                """)?.decode(Int.self) ?? 0) == 1 {
-                claims.handed += 1
-            } else {
-                // Being handed on elsewhere (or released a moment ago): not ours to answer for.
-                claims.inFlight += 1
-            }
-        }
-        return claims
-    }
-
-    /// The sender took them: from now on a redelivery is a duplicate.
-    public func markHanded(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws {
-        for key in keys {
+    /// Claims new-mail events for a record (`keys`: 16-byte hashes) and returns the ones
+    /// not handed on before. Call it inside the transaction that hands them on: the rows
+    /// stay locked until it commits, so a redelivery meanwhile waits for the outcome
+    /// (committed: a duplicate; rolled back: the redelivery's to deliver), at most
+    /// `claimWait` before the conflict is thrown and the backend is asked to retry.
+    public func claim(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws -> [[UInt8]] {
+        // In one order, so two batches sharing items cannot each hold what the other waits for.
+        try keys.sorted { $0.lexicographicallyPrecedes($1) }.filter { key in
             try database.execute("""
-                UPDATE MailItemsSeen SET handed_at = \(now.databaseString) WHERE record_id = \(recordID) AND item_hash = \(key)
-                """)
+                SET STATEMENT innodb_lock_wait_timeout = \(unsafe: String(Self.claimWaitSeconds)) FOR
+                INSERT IGNORE INTO MailItemsSeen (record_id, item_hash, seen_at) VALUES (\(recordID), \(key), \(now.databaseString))
+                """).affectedRows > 0
         }
     }
 
-    /// The sender did not take them: the backend's redelivery must find them unclaimed.
-    public func release(recordID: Int64, keys: [[UInt8]]) throws {
-        for key in keys {
-            try database.execute("DELETE FROM MailItemsSeen WHERE record_id = \(recordID) AND item_hash = \(key) AND handed_at IS NULL")
-        }
-    }
+    /// How long a redelivery waits for the request still handing the same event on
+    /// (its lookups have a budget of 1.5 s; Graph gives up on an attempt after 3 s).
+    public static let claimWaitSeconds = 3
 
     // MARK: ens-cron renew
 

@@ -27,9 +27,11 @@ public struct MailSubscriptionStore {
         public let subscriptionID: String?
         public let watermark: String?
         /// Where the backend is reached for this mailbox, and the protocol version the
-        /// server accepted (EWS: the EWS URL and its RequestServerVersion).
+        /// server accepted (EWS: the EWS URL and its RequestServerVersion; Graph: the
+        /// user's path under /v1.0, and the tenant in `backendTenant`).
         public let backendURL: String?
         public let backendVersion: String?
+        public let backendTenant: String?
         /// The record's sealed private key: the per-record input of the callback key.
         public let keyMaterial: [UInt8]
     }
@@ -132,18 +134,32 @@ public struct MailSubscriptionStore {
     // MARK: Callbacks
 
     public func callbackRecord(id: Int64) throws -> CallbackRecord? {
-        guard let row = try database.queryOne("""
-            SELECT id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark, backend_url,
-                backend_version, private_key_sealed
-            FROM EnsSubscriptionInfo WHERE id = \(id)
-            """) else { return nil }
-        let (recordID, userID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion, keyMaterial)
+        try database.queryOne("SELECT \(unsafe: Self.callbackColumns) FROM EnsSubscriptionInfo WHERE id = \(id)").map(Self.callbackRecord)
+    }
+
+    /// The record a backend's subscription id belongs to (Graph's notifications name
+    /// the subscription, not the record).
+    public func callbackRecord(subscriptionID: String, backend: MailBackend) throws -> CallbackRecord? {
+        try database.queryOne("""
+            SELECT \(unsafe: Self.callbackColumns) FROM EnsSubscriptionInfo WHERE subscription_id = \(subscriptionID) AND mail_backend = \(backend)
+            """).map(Self.callbackRecord)
+    }
+
+    /// A constant, so `unsafe:` splices no input into the SQL.
+    private static let callbackColumns = """
+        id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark, backend_url, \
+        backend_version, backend_tenant, private_key_sealed
+        """
+
+    private static func callbackRecord(_ row: Row) throws -> CallbackRecord {
+        let (recordID, userID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion,
+             backendTenant, keyMaterial)
             = try row.decode(Int64.self, String.self, Int64.self, Int64.self, Timestamp?.self, MailBackend.self, String?.self, String?.self,
-                             String?.self, String?.self, [UInt8].self)
+                             String?.self, String?.self, String?.self, [UInt8].self)
         return CallbackRecord(
             id: recordID, userID: userID, generation: generation, pendingGeneration: pendingGeneration, pendingStartedAt: pendingStartedAt,
             backend: backend, subscriptionID: subscriptionID, watermark: watermark, backendURL: backendURL, backendVersion: backendVersion,
-            keyMaterial: keyMaterial
+            backendTenant: backendTenant, keyMaterial: keyMaterial
         )
     }
 

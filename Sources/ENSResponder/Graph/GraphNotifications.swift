@@ -2,6 +2,7 @@ internal import Codecs
 internal import ENSCore
 internal import Graph
 internal import Logging
+internal import MariaDB
 internal import OpenSSL
 
 /// Microsoft Graph's change notifications: POSTs to `/graph/<record>/<generation>/<mac>`,
@@ -16,8 +17,9 @@ internal import OpenSSL
 /// - Each new-mail item is handed to the sender (which acknowledges only once it is on
 ///   disk) before the answer, 202. If the sender cannot take it, the answer is 503 and
 ///   Graph delivers the batch again; the items already handed on are remembered
-///   (`MailItemsSeen`), so a redelivery or a duplicate is not pushed twice, and an
-///   item another request is still handing on gets a 503 too (that one may fail).
+///   (`MailItemsSeen`, committed with the hand-off), so a redelivery or a duplicate is
+///   not pushed twice, and one that arrives while another request is still handing the
+///   item on waits for that outcome.
 /// - Lifecycle events: `reauthorizationRequired` and `subscriptionRemoved` schedule
 ///   ens-cron's renewal (which re-creates a removed subscription); `missed` becomes one
 ///   generic new-mail alert per device.
@@ -86,8 +88,7 @@ enum GraphNotifications {
             }
             for subscription in order {
                 let group = items[subscription] ?? []
-                guard let (recordID, _) = try graphStore.record(subscriptionID: subscription),
-                      let row = try store.callbackRecord(id: recordID), row.backend == .graph else {
+                guard let row = try store.callbackRecord(subscriptionID: subscription, backend: .graph) else {
                     if try registrationPending(store) {
                         // Created at Graph, not yet recorded here: Graph retries the batch.
                         logger.info("graph notification for a registration not yet recorded: asking for a retry", metadata: ["record": "\(address.recordID)"])
@@ -159,45 +160,67 @@ enum GraphNotifications {
             return true
         }
 
-        /// Claims the items not handed on before, delivers them, and releases the claims
-        /// if the sender did not take them.
+        /// Hands the items not handed on before to the sender, in one transaction with
+        /// their claims and the record's push reservation: it commits only once the
+        /// sender has taken them, so a redelivery meanwhile waits for the outcome, and a
+        /// failure (or a responder that dies) leaves nothing claimed. False when the
+        /// caller must answer 503.
         private func deliver(_ items: [String], keyedBy key: (String) -> String, row: MailSubscriptionStore.CallbackRecord,
                              store: MailSubscriptionStore, graphStore: GraphSubscriptionStore, now: Timestamp, reader: (any MailboxReader)?) throws -> Bool {
             let keys = items.map { Array(Digest.sha256(key($0)).prefix(16)) }
-            let claims = try graphStore.claim(recordID: row.id, keys: keys, now: now)
-            let fresh = zip(items, keys).filter { pair in claims.claimed.contains(pair.1) }.map(\.0)
-            count("duplicate", claims.handed)
-            if claims.inFlight > 0 {
-                // Graph sent them again (its 3 s timeout) while another request is still
-                // handing them on, and that one may yet fail: a 503 brings them back later.
-                logger.info("graph notification items still being handed on elsewhere; Graph will retry", metadata: [
-                    "record": "\(row.id)", "items": "\(claims.inFlight)",
-                ])
-                count("in_flight", claims.inFlight)
-            }
-            guard !fresh.isEmpty else { return claims.inFlight == 0 }
             let delivery = NewMailDelivery(context: context)
-            let outcome = try context.services.callbackGate.ifAvailable { () throws -> NewMailDelivery.Outcome in
-                try delivery.deliver(items: fresh, row: row, reader: reader, store: store, watermark: nil, now: now,
-                                     lookupBudget: context.settings.graph.lookupBudget)
-            }
-            guard let outcome, outcome.delivered else {
-                if outcome == nil { logger.warning("graph lookups at capacity; Graph will retry", metadata: ["record": "\(row.id)"]) }
-                try graphStore.release(recordID: row.id, keys: claims.claimed)
+            var duplicates = 0
+            let handed: Int
+            do {
+                handed = try context.database.transaction { () throws -> Int in
+                    let claimed: [[UInt8]]
+                    do {
+                        claimed = try graphStore.claim(recordID: row.id, keys: keys, now: now)
+                    } catch let error as MariaDBError where error.kind == .conflict {
+                        throw HandOffDeclined.stillBeingHandedOn
+                    }
+                    let fresh = zip(items, keys).filter { pair in claimed.contains(pair.1) }.map(\.0)
+                    duplicates = items.count - fresh.count
+                    guard !fresh.isEmpty else { return 0 }
+                    let outcome = try context.services.callbackGate.ifAvailable { () throws -> NewMailDelivery.Outcome in
+                        try delivery.deliver(items: fresh, row: row, reader: reader, store: store, watermark: nil, now: now,
+                                             lookupBudget: context.settings.graph.lookupBudget)
+                    }
+                    guard let outcome else { throw HandOffDeclined.atCapacity }
+                    guard outcome.delivered else { throw HandOffDeclined.senderDidNotTake }
+                    return fresh.count
+                }
+            } catch let declined as HandOffDeclined {
+                switch declined {
+                case .stillBeingHandedOn:
+                    // Graph gave up on an attempt (3 s) and sent it again while the first
+                    // request is still handing it on, and that one may yet fail.
+                    logger.info("graph notification items still being handed on by another request; Graph will retry", metadata: ["record": "\(row.id)"])
+                    count("in_flight", items.count)
+                case .atCapacity:
+                    logger.warning("graph lookups at capacity; Graph will retry", metadata: ["record": "\(row.id)"])
+                case .senderDidNotTake:
+                    break  // NewMailDelivery said why
+                }
                 return false
             }
-            try graphStore.markHanded(recordID: row.id, keys: claims.claimed, now: now)
-            count("delivered", fresh.count)
-            return claims.inFlight == 0
+            count("duplicate", duplicates)
+            count("delivered", handed)
+            return true
+        }
+
+        /// Why a hand-off was rolled back (claims and reservation with it).
+        private enum HandOffDeclined: Error {
+            case stillBeingHandedOn, atCapacity, senderDidNotTake
         }
 
         private func reader(for row: MailSubscriptionStore.CallbackRecord) throws -> (any MailboxReader)? {
-            guard let services = context.services.graph, let mailbox = try GraphSubscriptionStore(database: context.database).mailbox(recordID: row.id),
-                  let application = services.applications.application(tenantID: mailbox.tenantID) else {
+            guard let services = context.services.graph, let tenantID = row.backendTenant, let userPath = row.backendURL,
+                  let application = services.applications.application(tenantID: tenantID) else {
                 logger.warning("graph notification for a tenant no longer configured: generic alerts", metadata: ["record": "\(row.id)"])
                 return nil
             }
-            return GraphMailboxReader(client: try context.graphClient(), application: application, userPath: mailbox.userPath,
+            return GraphMailboxReader(client: try context.graphClient(), application: application, userPath: userPath,
                                       gate: services.mailboxes, recordID: row.id)
         }
     }
