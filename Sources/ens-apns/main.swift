@@ -31,6 +31,7 @@ struct ENSAPNs: ParsableCommand {
         let fcmAccounts: [String: FCMServiceAccount]
         let masterKey: AESGCMKey
         do {
+            try CoreDumps.forbid()  // before any secret is read
             settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
             masterKey = try settings.masterKey()
             _ = try settings.serviceDatabase()

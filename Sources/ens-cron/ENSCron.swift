@@ -37,6 +37,7 @@ struct CommonOptions: ParsableArguments {
 
     func load(_ command: String) throws -> ENSConfiguration {
         do {
+            try CoreDumps.forbid()  // before any secret is read
             let settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
             LogfmtLogHandler.bootstrap(label: "ens-cron", level: settings.logLevel)
             settings.logDeprecatedKeys(Logger(label: "ens-cron"))

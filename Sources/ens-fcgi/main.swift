@@ -77,6 +77,14 @@ struct ENSFastCGI: ParsableCommand {
 
 // Started by a web server as a CGI program: one request, then exit (flags do not
 // apply; the config comes from $ENS_CONFIG or /etc/ens/ens.conf).
+// Before any secret is read, in the pool, its workers and a CGI run alike.
+do {
+    try CoreDumps.forbid()
+} catch {
+    printError("ens-fcgi: \(error)")
+    ProcessInfoLite.exit(1)
+}
+
 if CGIResponder.isCGIRequest {
     let configuration: ENSConfiguration
     do {

@@ -109,6 +109,24 @@ struct FoundationTests {
         #expect(up)
     }
 
+    /// A core file would hold the master key and whatever credentials a process had
+    /// opened: the kernel must show every ENS process with a core size limit of zero
+    /// (soft and hard), whatever limit it was started with.
+    @Test func noENSProcessCanLeaveACoreFile() throws {
+        func coreLimit(_ pid: pid_t) -> String? {
+            let limits = (try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)) ?? ""
+            return limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }
+                .map { $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2).joined(separator: " ") }
+        }
+        let processes = ["ens-fcgi --config", "ens-fcgi --worker", "ens-apns --config"].flatMap { pattern in
+            TestStack.pids(matching: pattern).map { (pattern, $0) }
+        }
+        #expect(Set(processes.map(\.0)).count == 3, "the supervisor, its workers and the sender all run: \(processes)")
+        for (pattern, pid) in processes {
+            #expect(coreLimit(pid) == "0 0", "\(pattern) (pid \(pid)): \(coreLimit(pid) ?? "no limits")")
+        }
+    }
+
     @Test func aKilledResponderIsReplacedWhileNginxKeepsAnswering() throws {
         let workers = TestStack.pids(matching: "ens-fcgi --worker")
         try #require(workers.count >= 2, "expected at least two worker processes, found \(workers)")
