@@ -153,6 +153,7 @@ auth.refresh_seconds = ${ENS_TOKEN_REFRESH:-5}
 keys.pool_size = ${ENS_KEY_POOL:-50}
 push.socket = $VAR/run/apns.sock
 push.spool_dir = $VAR/spool
+push.credential_pause_seconds = ${ENS_CREDENTIAL_PAUSE:-60}
 apns.production_url = https://localhost:$APNS_PORT
 apns.sandbox_url = https://localhost:$APNS_PORT
 push.ca_file = $VAR/tls/server.crt

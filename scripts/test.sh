@@ -15,6 +15,8 @@ export ENS_ITEM_TIMEOUT_MS=2000 ENS_EWS_RETRY_SCALE=0.05
 # Graph: the simulator retries failed notifications 100x faster than Graph (1 s, 2 s,
 # 4 s ... become 10 ms, 20 ms ...), so the outage tests see the redelivery in seconds.
 export ENS_GRAPH_RETRY_SCALE=0.01
+# A refused push credential pauses its app's notifications for 1 s, not a minute.
+export ENS_CREDENTIAL_PAUSE=1
 # A per-record push cap small enough for CallbackLimitsTests to reach within a minute.
 export ENS_MAX_NOTIFICATIONS_PER_MINUTE=40
 # A registration budget short enough for the tarpit test to wait out.

@@ -67,6 +67,9 @@ public struct ENSConfiguration: Sendable {
     public var fcmServiceAccountFiles: [String: String] = [:]
     public var pushMaximumInFlight = 500
     public var pushConnectionsPerHost = 2
+    /// The first wait of an app's notifications after the push service refused its
+    /// credential (doubling, up to 15 minutes, while it stays refused).
+    public var pushCredentialPause: Duration = .seconds(60)
     public var lockFile = "/run/ens/ens-cron.lock"
 
     // Maintenance (ens-cron)
@@ -204,6 +207,7 @@ public struct ENSConfiguration: Sendable {
         "apns.key_id": { config, key, value throws(ConfigError) in config.apnsKeyID = try appleIdentifier(key, value) },
         "apns.team_id": { config, key, value throws(ConfigError) in config.apnsTeamID = try appleIdentifier(key, value) },
         "push.max_in_flight": { config, key, value throws(ConfigError) in config.pushMaximumInFlight = try integer(key, value, 1...10_000) },
+        "push.credential_pause_seconds": { config, key, value throws(ConfigError) in config.pushCredentialPause = try duration(key, value, 1...3600, Duration.seconds) },
         "push.connections": { config, key, value throws(ConfigError) in config.pushConnectionsPerHost = try integer(key, value, 1...16) },
         "push.socket": { config, key, value throws(ConfigError) in config.pushSocket = try path(key, value) },
         "reap.device_days": { config, key, value throws(ConfigError) in config.deviceRetention = try duration(key, value, 1...3650, Duration.days) },

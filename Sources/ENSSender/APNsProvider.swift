@@ -89,6 +89,10 @@ public final class APNsProvider: PushProvider {
         case (410, _): return .disableToken(timestamp: timestamp)
         case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"): return .disableToken(timestamp: nil)
         case (403, "ExpiredProviderToken"): return .refreshCredentialsAndRetry
+        case (403, "InvalidProviderToken"), (403, "MissingProviderToken"), (403, "BadCertificate"),
+             (403, "BadCertificateEnvironment"), (403, "Forbidden"), (400, "TopicDisallowed"):
+            // The key, team, certificate or its app is wrong: an operator must fix it.
+            return .credentialRefused(reason: "\(status) \(reason ?? "")")
         case (400, "IdleTimeout"): return .retry
         case (429, _), (500...599, _): return .retry
         default: return .drop(reason: "\(status) \(reason ?? "")")

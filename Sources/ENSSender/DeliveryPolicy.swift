@@ -11,6 +11,10 @@ public enum DeliveryAction: Sendable, Equatable {
     case refreshCredentialsAndRetry
     /// Temporary trouble (429, 5xx, lost connection): try again later.
     case retry
+    /// The service refused our credential itself (a revoked or wrong key, a certificate
+    /// for another app or environment): every notification sent with it would be
+    /// refused alike, so they wait until it is fixed (`CredentialPauses`).
+    case credentialRefused(reason: String)
     /// Any other refusal: our request is wrong and resending it will not help.
     case drop(reason: String)
 }

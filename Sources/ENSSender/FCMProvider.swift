@@ -155,6 +155,9 @@ public final class FCMProvider: PushProvider {
             // The token itself is malformed or not a registration token: never retry.
             return .disableToken(timestamp: nil)
         case (401, _): return .refreshCredentialsAndRetry
+        case (403, _):  // PERMISSION_DENIED and the like (SENDER_ID_MISMATCH is the token's, above)
+            // The service account may not send for this project: an operator must fix it.
+            return .credentialRefused(reason: "\(status) \(errorCode ?? "")")
         case (429, _), (500, _), (503, _): return .retry
         default: return .drop(reason: "\(status) \(errorCode ?? "")")
         }

@@ -19,11 +19,15 @@ public final class Sender: Sendable {
         public var maximumInFlight: Int
         /// Connections per push-service host and credential.
         public var connectionsPerHost: Int
+        /// How long an app's notifications first wait after the service refused its
+        /// credential (doubling, up to 15 minutes, while it stays refused).
+        public var credentialPause: Duration
 
-        public init(caBundlePath: String?, maximumInFlight: Int, connectionsPerHost: Int) {
+        public init(caBundlePath: String?, maximumInFlight: Int, connectionsPerHost: Int, credentialPause: Duration = .seconds(60)) {
             self.caBundlePath = caBundlePath
             self.maximumInFlight = maximumInFlight
             self.connectionsPerHost = connectionsPerHost
+            self.credentialPause = credentialPause
         }
     }
 
@@ -80,6 +84,7 @@ public final class Sender: Sendable {
     private let arrivals = SynchronizedBox<[SpoolEntry]>([])
     private let stopping = Atomic<Bool>(false)
     private let inFlightCount = Atomic<Int>(0)
+    private let pausedCredentials = Atomic<Int>(0)
     private let metrics: MetricsRecorder
 
     public init(spool: Spool, providers: [any PushProvider], settings: Settings, database: MariaDBConfiguration, metrics: MetricsRecorder, logger: Logger) {
@@ -99,6 +104,7 @@ public final class Sender: Sendable {
     public func refreshGauges() {
         metrics.set("ens_push_spool_depth", Double(spool.count))
         metrics.set("ens_push_in_flight", Double(inFlightCount.load(ordering: .relaxed)))
+        metrics.set("ens_push_paused_credentials", Double(pausedCredentials.load(ordering: .relaxed)))
     }
 
     private func count(_ outcome: String, _ provider: DeviceToken.Provider) {
@@ -134,6 +140,7 @@ public final class Sender: Sendable {
         let feedbackDatabase = Connection(configuration: database)
         let feedback = DeviceFeedback(database: feedbackDatabase)
         var inFlight: [Int: (pending: Pending, notification: PushNotification)] = [:]
+        var pauses = CredentialPauses(firstPauseMilliseconds: Int64(settings.credentialPause.wholeMilliseconds))
         var nextTag = 0
         var lastUpkeep = MonotonicClock.milliseconds()
         var lastCompaction = MonotonicClock.milliseconds()
@@ -174,6 +181,14 @@ public final class Sender: Sendable {
                         count("expired", kind)
                         continue
                     }
+                    switch pauses.gate(CredentialPauses.key(provider: kind.rawValue, topic: notification.topic), now: now) {
+                    case .send, .probe:
+                        break
+                    case .wait(let until):
+                        // Its app's credential was refused: kept, not sent, not counted as an attempt.
+                        queue.delayed.append(Pending(entry: pending.entry, attempts: Int(pending.attempts), notBefore: until))
+                        continue
+                    }
                     let request: PushRequest
                     do {
                         guard let provider = providers[kind] else { throw PushRequestError.credentials("no \(kind.rawValue) provider is configured") }
@@ -212,9 +227,10 @@ public final class Sender: Sendable {
             for completion in multiplexer.poll(timeoutMilliseconds: 20) {
                 guard let (pending, notification) = inFlight.removeValue(forKey: completion.tag) else { continue }
                 guard let provider = providers[notification.deviceToken.provider] else { continue }
-                if let retry = handle(completion, pending: pending, notification: notification, provider: provider, feedback: feedback) {
+                if let retry = handle(completion, pending: pending, notification: notification, provider: provider, feedback: feedback, pauses: &pauses) {
                     queue.delayed.append(retry)
                 }
+                pausedCredentials.store(pauses.pausedCount, ordering: .relaxed)
             }
             if MonotonicClock.milliseconds() - lastUpkeep > 10_000 {
                 multiplexer.upkeep()
@@ -230,7 +246,7 @@ public final class Sender: Sendable {
     }
 
     private func handle(_ completion: HTTP2Multiplexer.Completion, pending: Pending, notification: PushNotification,
-                        provider: any PushProvider, feedback: DeviceFeedback) -> Pending? {
+                        provider: any PushProvider, feedback: DeviceFeedback, pauses: inout CredentialPauses) -> Pending? {
         let kind = notification.deviceToken.provider
         let answer: PushAnswer
         switch completion.result {
@@ -246,7 +262,37 @@ public final class Sender: Sendable {
             ("provider", kind.rawValue), ("status", String(status ?? 0)), ("reason", verdict.reason),
         ]))
         let now = WallClock.milliseconds()
+        let credential = CredentialPauses.key(provider: kind.rawValue, topic: notification.topic)
         switch verdict.action {
+        case .credentialRefused:
+            break
+        case .retry, .refreshCredentialsAndRetry:
+            pauses.inconclusive(credential)
+        case .delivered, .disableToken, .drop:
+            // The service got past the credential.
+            if pauses.accepted(credential) {
+                logger.notice("the push service accepts the app's credential again; its notifications are delivered", metadata: [
+                    "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)",
+                ])
+            }
+        }
+        switch verdict.action {
+        case .credentialRefused(let why):
+            count("credential_refused", kind)
+            let (until, refusal) = pauses.refused(credential, now: now)
+            let metadata: Logger.Metadata = [
+                "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)", "push.answer": "\(why)",
+                "pause.seconds": "\((until - now + 999) / 1000)",
+            ]
+            switch refusal {
+            case .began:
+                logger.critical("the push service refused the app's credential: its notifications are kept in the spool and wait until the credential is fixed (then restart ens-apns) or they expire", metadata: metadata)
+            case .extended:
+                logger.error("the push service still refuses the app's credential; its notifications keep waiting", metadata: metadata)
+            case .alreadyPaused:
+                break
+            }
+            return Pending(entry: pending.entry, attempts: Int(pending.attempts), notBefore: until)
         case .delivered:
             spool.remove(pending.entry)
             count("delivered", kind)

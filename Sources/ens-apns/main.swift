@@ -79,7 +79,7 @@ struct ENSAPNs: ParsableCommand {
                 spool: spool,
                 providers: providers,
                 settings: .init(caBundlePath: settings.pushCAFile, maximumInFlight: settings.pushMaximumInFlight,
-                                connectionsPerHost: settings.pushConnectionsPerHost),
+                                connectionsPerHost: settings.pushConnectionsPerHost, credentialPause: settings.pushCredentialPause),
                 database: try settings.serviceDatabase(),
                 metrics: metrics,
                 logger: logger

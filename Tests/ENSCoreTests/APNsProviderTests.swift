@@ -51,6 +51,12 @@ import OpenSSL
         #expect(verdict(410, #"{"reason":"Unregistered","timestamp":1700000000123}"#)
             == PushVerdict(action: .disableToken(timestamp: 1_700_000_000_123), reason: "Unregistered"))
         #expect(verdict(403, #"{"reason":"ExpiredProviderToken"}"#) == PushVerdict(action: .refreshCredentialsAndRetry, reason: "ExpiredProviderToken"))
+        // A credential an operator must fix: its notifications wait, never dropped.
+        for (status, reason) in [(403, "InvalidProviderToken"), (403, "MissingProviderToken"), (403, "BadCertificate"),
+                                 (403, "BadCertificateEnvironment"), (403, "Forbidden"), (400, "TopicDisallowed")] {
+            #expect(verdict(status, #"{"reason":"\#(reason)"}"#).action == .credentialRefused(reason: "\(status) \(reason)"))
+        }
+        #expect(verdict(400, #"{"reason":"BadTopic"}"#).action == .drop(reason: "400 BadTopic"))
         #expect(verdict(nil, "") == PushVerdict(action: .retry, reason: ""))
         #expect(verdict(503, "not json") == PushVerdict(action: .retry, reason: ""))
         // A hostile or broken answer cannot mint new metric labels.

@@ -47,13 +47,19 @@ import Testing
         #expect(Self.action(400, "IdleTimeout") == .retry)
     }
 
+    /// A refused credential is an operator's mistake, not the notification's: it waits.
+    @Test func credentialRefusalsAreNotDropped() {
+        for (status, reason) in [(400, "TopicDisallowed"), (403, "BadCertificate"), (403, "BadCertificateEnvironment"),
+                                 (403, "Forbidden"), (403, "InvalidProviderToken"), (403, "MissingProviderToken")] {
+            #expect(Self.action(status, reason) == .credentialRefused(reason: "\(status) \(reason)"))
+        }
+    }
+
     @Test func permanentRefusalsAreDropped() {
         let cases: [(Int, String)] = [
             (400, "BadCollapseId"), (400, "BadExpirationDate"), (400, "BadMessageId"), (400, "BadPriority"),
             (400, "BadTopic"), (400, "DuplicateHeaders"), (400, "MissingTopic"), (400, "PayloadEmpty"),
-            (400, "TopicDisallowed"), (400, "MissingDeviceToken"), (403, "BadCertificate"),
-            (403, "InvalidProviderToken"), (403, "MissingProviderToken"), (404, "BadPath"),
-            (405, "MethodNotAllowed"), (413, "PayloadTooLarge"),
+            (400, "MissingDeviceToken"), (404, "BadPath"), (405, "MethodNotAllowed"), (413, "PayloadTooLarge"),
         ]
         for (status, reason) in cases {
             let action = Self.action(status, reason)
@@ -129,5 +135,56 @@ import Testing
         #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: 0, capMilliseconds: 50, jitter: 0) == 100)
         #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: 0, capMilliseconds: 120, jitter: -0.2) == 100)
         #expect(DeliveryPolicy.retryDelayMilliseconds(attempt: 0, capMilliseconds: 200, jitter: 0) == 200)
+    }
+}
+
+struct CredentialPausesTests {
+    @Test func aRefusedCredentialPausesItsAppThenProbesWithOneNotification() {
+        var pauses = CredentialPauses(firstPauseMilliseconds: 1000)
+        let app = CredentialPauses.key(provider: "apns", topic: "com.example.mail")
+        let other = CredentialPauses.key(provider: "apns", topic: "com.example.other")
+        func gate(_ key: String, _ now: Int64) -> CredentialPauses.Gate { pauses.gate(key, now: now) }
+        func refused(_ now: Int64) -> (until: Int64, refusal: CredentialPauses.Refusal) { pauses.refused(app, now: now) }
+
+        #expect(gate(app, 0) == .send)
+        #expect(refused(0) == (1000, .began))
+        // Requests already in flight come back refused too: the pause does not grow.
+        #expect(refused(10) == (1000, .alreadyPaused))
+        #expect(gate(app, 500) == .wait(until: 1000))
+        #expect(gate(other, 500) == .send, "another app's credential is not paused")
+        #expect(pauses.pausedCount == 1)
+
+        // After the pause one notification probes; the rest wait for its answer.
+        #expect(gate(app, 1000) == .probe)
+        #expect(gate(app, 1001) == .wait(until: 1001 + CredentialPauses.probeWaitMilliseconds))
+        // Refused again: twice as long, then four times.
+        #expect(refused(1100) == (3100, .extended))
+        #expect(gate(app, 3100) == .probe)
+        #expect(refused(3100) == (7100, .extended))
+        // A 5xx says nothing about the credential: the next notification probes again.
+        #expect(gate(app, 7100) == .probe)
+        pauses.inconclusive(app)
+        #expect(gate(app, 7200) == .probe)
+        // Accepted: delivery resumes.
+        let resumed = pauses.accepted(app)
+        #expect(resumed)
+        #expect(gate(app, 7300) == .send)
+        let again = pauses.accepted(app)
+        #expect(pauses.pausedCount == 0 && !again)
+    }
+
+    @Test func thePauseStopsGrowingAtFifteenMinutes() {
+        var pauses = CredentialPauses(firstPauseMilliseconds: 60_000)
+        let app = CredentialPauses.key(provider: "fcm", topic: "com.example.mail")
+        var now: Int64 = 0
+        var until = pauses.refused(app, now: now).until
+        for _ in 0..<30 {
+            now = until
+            let gate = pauses.gate(app, now: now)
+            #expect(gate == .probe)
+            until = pauses.refused(app, now: now).until
+            #expect(until - now <= CredentialPauses.longestPauseMilliseconds)
+        }
+        #expect(until - now == CredentialPauses.longestPauseMilliseconds)
     }
 }

@@ -162,6 +162,7 @@ import OpenSSL
         #expect(action(400, "INVALID_ARGUMENT", "Invalid value at 'message.android.ttl'") == .drop(reason: "400 INVALID_ARGUMENT"))
         #expect(action(401, "THIRD_PARTY_AUTH_ERROR") == .refreshCredentialsAndRetry)
         #expect(action(401, nil) == .refreshCredentialsAndRetry)
+        #expect(action(403, "PERMISSION_DENIED") == .credentialRefused(reason: "403 PERMISSION_DENIED"))
         for (status, code) in [(429, "QUOTA_EXCEEDED"), (503, "UNAVAILABLE"), (500, "INTERNAL")] {
             #expect(action(status, code) == .retry)
         }

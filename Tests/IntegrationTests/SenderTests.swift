@@ -1,3 +1,4 @@
+import Curl
 import ENSCore
 import ENSSender
 import Foundation
@@ -201,6 +202,33 @@ struct SenderTests {
         Thread.sleep(forTimeInterval: 0.01)
         #expect(try register().json["responseCode"] == "UserUpdated")
         #expect(try database.queryOne("SELECT disabled_at IS NULL FROM Devices WHERE id = \(row)")?.int(0) == 1)
+        _ = try APNsSimulator.control("/reset", [:])
+    }
+
+    /// A credential mistake (a revoked APNs key, a certificate for another app) must not
+    /// discard the queue: the app's notifications wait in the spool, one probes after
+    /// each pause (1 s, then 2 s in the test stack), and delivery resumes once APNs
+    /// accepts the credential again. One critical line says so, not one per notification.
+    @Test func aRefusedCredentialKeepsItsNotificationsUntilItIsAcceptedAgain() throws {
+        func counter(_ outcome: String) throws -> Double {
+            let line = try TestStack.get("/metrics").bodyText.split(separator: "\n")
+                .first { $0.hasPrefix(#"ens_push_notifications_total{outcome="\#(outcome)",provider="apns"}"#)
+                    || $0.hasPrefix(#"ens_push_notifications_total{provider="apns",outcome="\#(outcome)"}"#) }
+            return line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        }
+        _ = try APNsSimulator.control("/reset", [:])
+        let token = TestSecrets.apnsToken()
+        try APNsSimulator.fail(token: token, status: 403, reason: "InvalidProviderToken", count: 2)
+        let dropped = try counter("dropped")
+        let kept = Self.notification(token: token)
+        #expect(try client.submit(kept) == .accepted)
+        #expect(waitForAccepted([kept.id], within: 30), "refused twice, kept, delivered once the credential is accepted")
+        let rejected = try APNsSimulator.stats()["rejected"] as? [String: Any] ?? [:]
+        #expect((rejected["403 InvalidProviderToken"] as? NSNumber)?.intValue == 2, "\(rejected)")
+        #expect(TestStack.eventually(within: 10) { (try? counter("credential_refused")) ?? 0 >= 2 })
+        #expect(try counter("dropped") == dropped, "nothing dropped")
+        let log = try String(contentsOfFile: TestStack.directory + "/log/ens-apns.log", encoding: .utf8)
+        #expect(log.contains("refused the app's credential") && log.contains("accepts the app's credential again"))
         _ = try APNsSimulator.control("/reset", [:])
     }
 

@@ -69,6 +69,7 @@ public enum MetricsText {
         "ens_push_notifications_total": ("counter", "Spooled notifications by provider and outcome: delivered, dropped, disabled (token rejected), expired."),
         "ens_push_spool_depth": ("gauge", "Notifications in the spool, not yet delivered."),
         "ens_push_in_flight": ("gauge", "Push-service requests in flight."),
+        "ens_push_paused_credentials": ("gauge", "Apps whose push credential the service refused; their notifications wait in the spool."),
         "ens_subscriptions": ("gauge", "User records by Exchange subscription state."),
         "ens_devices": ("gauge", "Devices by state."),
         "ens_mail_events_total": ("counter", "Change notifications a mail backend sent, by outcome: delivered, duplicate, or dropped and why."),
