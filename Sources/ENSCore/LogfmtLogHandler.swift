@@ -34,7 +34,36 @@ public struct LogfmtLogHandler: LogHandler {
             line += " \(key)=\(Self.quote(merged[key]!.description))"
         }
         line += "\n"
-        Self.write(line)
+        Self.write(Self.toJournal ? Self.priorityPrefix(event.level) + line : line)
+    }
+
+    /// Under systemd with stderr connected to the journal (JOURNAL_STREAM names the
+    /// very file stderr is), each line starts with its syslog priority, `<3>` for an
+    /// error: journald strips the prefix and files the line at that priority, so
+    /// `journalctl -p warning` finds ENS's warnings. Elsewhere lines are left as they are.
+    static let toJournal: Bool = {
+        guard let stream = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
+        var status = stat()
+        guard fstat(2, &status) == 0 else { return false }
+        return journalStream(stream, matchesDevice: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+    }()
+
+    /// Whether JOURNAL_STREAM's "device:inode" (decimal) names this file.
+    static func journalStream(_ value: String, matchesDevice device: UInt64, inode: UInt64) -> Bool {
+        let parts = value.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count == 2 && UInt64(parts[0]) == device && UInt64(parts[1]) == inode
+    }
+
+    /// sd-daemon(3)'s priority prefix for a level.
+    static func priorityPrefix(_ level: Logger.Level) -> String {
+        switch level {
+        case .trace, .debug: "<7>"
+        case .info: "<6>"
+        case .notice: "<5>"
+        case .warning: "<4>"
+        case .error: "<3>"
+        case .critical: "<2>"
+        }
     }
 
     /// Installs this handler process-wide for `label` at `level`.

@@ -1,8 +1,25 @@
 import Testing
+import Logging
 @testable import ENSCore
 
 @Suite struct LogfmtLogHandlerTests {
     private func quote(_ value: String) -> String { LogfmtLogHandler.quote(value) }
+
+    @Test func journalPrioritiesFollowSyslog() {
+        #expect(LogfmtLogHandler.priorityPrefix(.critical) == "<2>")
+        #expect(LogfmtLogHandler.priorityPrefix(.error) == "<3>")
+        #expect(LogfmtLogHandler.priorityPrefix(.warning) == "<4>")
+        #expect(LogfmtLogHandler.priorityPrefix(.notice) == "<5>")
+        #expect(LogfmtLogHandler.priorityPrefix(.info) == "<6>")
+        #expect(LogfmtLogHandler.priorityPrefix(.debug) == "<7>" && LogfmtLogHandler.priorityPrefix(.trace) == "<7>")
+    }
+
+    @Test func journalStreamMustNameThisVeryFile() {
+        #expect(LogfmtLogHandler.journalStream("64769:1234567", matchesDevice: 64769, inode: 1_234_567))
+        for other in ["64769:1234568", "64770:1234567", "64769", "64769:1234567:1", "", ":", "x:y", "-1:1234567"] {
+            #expect(!LogfmtLogHandler.journalStream(other, matchesDevice: 64769, inode: 1_234_567), "\(other)")
+        }
+    }
 
     /// Reverses `quote`, for round-trip checks.
     private func unquote(_ text: String) -> String? {

@@ -127,6 +127,25 @@ struct FoundationTests {
         }
     }
 
+    /// Under systemd, stderr is a stream to journald named by JOURNAL_STREAM: each line
+    /// then carries its syslog priority for journald to file it by. Here the "journal"
+    /// is a file, JOURNAL_STREAM names it, and ens-cron writes its lines into it.
+    @Test func linesToTheJournalCarryTheirPriority() throws {
+        let journal = TestStack.directory + "/journal-\(UUID().uuidString.prefix(8)).log"
+        let cron = TestStack.root + "/.build/debug/ens-cron"
+        let script = #"exec 2>"$1"; JOURNAL_STREAM=$(stat -c %d:%i "$1") exec "$2" keys --config "$3""#
+        _ = try TestStack.run("/bin/sh", ["-c", script, "sh", journal, cron, TestStack.directory + "/ens.conf"])
+        let lines = try String(contentsOfFile: journal, encoding: .utf8).split(separator: "\n")
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("<6>") || $0.hasPrefix("<5>") || $0.hasPrefix("<4>") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("<6>") && $0.contains("level=info") })
+        // Not named by JOURNAL_STREAM (a file like any other): no prefix.
+        let plain = journal + ".plain"
+        let other = #"exec 2>"$1"; JOURNAL_STREAM=1:1 exec "$2" keys --config "$3""#
+        _ = try TestStack.run("/bin/sh", ["-c", other, "sh", plain, cron, TestStack.directory + "/ens.conf"])
+        let plainLines = try String(contentsOfFile: plain, encoding: .utf8).split(separator: "\n")
+        #expect(!plainLines.isEmpty && plainLines.allSatisfy { $0.first?.isNumber == true }, "\(plainLines)")
+    }
+
     @Test func aKilledResponderIsReplacedWhileNginxKeepsAnswering() throws {
         let workers = TestStack.pids(matching: "ens-fcgi --worker")
         try #require(workers.count >= 2, "expected at least two worker processes, found \(workers)")
