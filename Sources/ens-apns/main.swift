@@ -101,8 +101,18 @@ struct ENSAPNs: ParsableCommand {
         let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger, refresh: sender.refreshGauges) }
         let intake = try OSThread.start { ingest.run() }
 
-        let signal = Signals.wait(for: Signals.shutdownSignals)
+        // Under systemd (Type=notify): ready once the socket listens and delivery runs;
+        // with WatchdogSec=, alive as long as this thread answers.
+        SystemdNotifier.notify("READY=1")
+        let watchdogMilliseconds = SystemdNotifier.watchdogInterval?.wholeMilliseconds
+        var received: Int32?
+        while received == nil {
+            received = Signals.wait(for: Signals.shutdownSignals, timeoutMilliseconds: max(100, watchdogMilliseconds ?? 3_600_000))
+            if received == nil, watchdogMilliseconds != nil { SystemdNotifier.notify("WATCHDOG=1") }
+        }
+        let signal = received ?? Signals.terminate
         logger.info("sender stopping", metadata: ["signal": "\(Signals.name(signal))"])
+        SystemdNotifier.notify("STOPPING=1")
         ingest.stop()
         intake.join()
         UnixSocket.unlinkIfOurs(path: settings.pushSocket, inode: listener.inode)

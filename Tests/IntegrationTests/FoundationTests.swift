@@ -146,6 +146,42 @@ struct FoundationTests {
         #expect(!plainLines.isEmpty && plainLines.allSatisfy { $0.first?.isNumber == true }, "\(plainLines)")
     }
 
+    /// sd_notify without libsystemd: what systemd's notification socket receives, read
+    /// by Python on a real datagram socket, at a path and at an abstract address.
+    @Test func theServiceManagerHearsReadyAndStopping() throws {
+        for abstract in [false, true] {
+            let name = TestStack.directory + "/run/notify-\(UUID().uuidString.prefix(8))"
+            let address = abstract ? "@" + name : name
+            let receiver = #"""
+                import socket, sys
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                s.bind(("\0" + sys.argv[1][1:]) if sys.argv[1].startswith("@") else sys.argv[1])
+                open(sys.argv[2], "w").close()
+                s.settimeout(10)
+                print(s.recv(4096).decode() + "|" + s.recv(4096).decode())
+                """#
+            let bound = name + ".bound"
+            let output = SynchronizedValues<String>()
+            let thread = try OSThread.start {
+                output.append((try? TestStack.run("/usr/bin/env", ["python3", "-c", receiver, address, bound])) ?? "receiver failed")
+            }
+            #expect(TestStack.eventually(within: 10) { FileManager.default.fileExists(atPath: bound) })
+            setenv("NOTIFY_SOCKET", address, 1)
+            #expect(SystemdNotifier.notify("READY=1"))
+            #expect(SystemdNotifier.notify("STOPPING=1"))
+            unsetenv("NOTIFY_SOCKET")
+            thread.join()
+            #expect(output.values == ["READY=1|STOPPING=1"], "\(abstract ? "abstract" : "path"): \(output.values)")
+        }
+        #expect(!SystemdNotifier.notify("READY=1"), "no NOTIFY_SOCKET: nothing is sent")
+        setenv("WATCHDOG_USEC", "30000000", 1)
+        #expect(SystemdNotifier.watchdogInterval == .seconds(15))
+        setenv("WATCHDOG_PID", "1", 1)
+        #expect(SystemdNotifier.watchdogInterval == nil, "another process is watched")
+        unsetenv("WATCHDOG_PID")
+        unsetenv("WATCHDOG_USEC")
+    }
+
     @Test func aKilledResponderIsReplacedWhileNginxKeepsAnswering() throws {
         let workers = TestStack.pids(matching: "ens-fcgi --worker")
         try #require(workers.count >= 2, "expected at least two worker processes, found \(workers)")

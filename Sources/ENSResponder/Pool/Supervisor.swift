@@ -86,14 +86,22 @@ public struct Supervisor {
         }
 
         spawnMissing()
+        // Under systemd with WatchdogSec=: alive as long as this loop turns.
+        let watchdog = SystemdNotifier.watchdogInterval.map { UInt64($0.wholeMilliseconds) }
+        var lastWatchdog: UInt64 = 0
         while true {
             let signal = Signals.wait(for: Signals.shutdownSignals + [Signals.childExited], timeoutMilliseconds: 500)
             if let signal, signal != Signals.childExited {
                 logger.info("responder pool stopping", metadata: ["signal": "\(Signals.name(signal))"])
+                SystemdNotifier.notify("STOPPING=1")
                 break
             }
             reapExited()
             spawnMissing()
+            if let watchdog, MonotonicClock.milliseconds() - lastWatchdog >= watchdog {
+                SystemdNotifier.notify("WATCHDOG=1")
+                lastWatchdog = MonotonicClock.milliseconds()
+            }
         }
 
         // Graceful stop: TERM every worker and give them, together, 30 s to finish their

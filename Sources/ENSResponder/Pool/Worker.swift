@@ -106,6 +106,8 @@ public struct Worker {
         let baseline = metrics.snapshot
         let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger) { metrics.publish(counters, baseline: baseline) } }
         logger.info("responder started", metadata: ["threads": "\(threads.count)"])
+        // Under systemd (Type=notify, NotifyAccess=all): the pool is ready once a worker serves.
+        SystemdNotifier.notify("READY=1")
 
         let signal = Signals.wait(for: Signals.shutdownSignals)
         logger.info("shutting down", metadata: ["signal": "\(Signals.name(signal))"])
