@@ -168,6 +168,8 @@ public struct ENSConfiguration: Sendable {
     public var metricsDirectory = "/run/ens/metrics"
 
     public var logLevel = "info"
+    /// The file this configuration was read from, as written (for a reload to compare).
+    public private(set) var file = ConfigFile()
 
     public init() {}
 
@@ -311,6 +313,7 @@ public struct ENSConfiguration: Sendable {
     /// Applies a parsed file over the defaults.
     public init(file: ConfigFile) throws(ConfigError) {
         self.init()
+        self.file = file
         for key in file.values.keys.sorted() {
             if let prefix = Self.bundleKeyPrefixes.first(where: { key.hasPrefix($0) }) {
                 do {

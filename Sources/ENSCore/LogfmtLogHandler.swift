@@ -12,12 +12,23 @@ import Synchronization
 /// the rule is that callers never put an email, password, token or key into a log call.
 public struct LogfmtLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level
+    /// Process-wide, so a reload (SIGHUP) changes it for every logger at once.
+    public var logLevel: Logger.Level {
+        get { Self.levels[Int(Self.currentLevel.load(ordering: .relaxed))] }
+        set { Self.setLevel(newValue) }
+    }
     private let label: String
 
-    public init(label: String, level: Logger.Level) {
+    private static let levels = Logger.Level.allCases
+    private static let currentLevel = Atomic<UInt8>(UInt8(Logger.Level.allCases.firstIndex(of: .info)!))
+
+    /// Sets the level every ENS logger of this process logs at.
+    public static func setLevel(_ level: Logger.Level) {
+        currentLevel.store(UInt8(levels.firstIndex(of: level) ?? 2), ordering: .relaxed)
+    }
+
+    public init(label: String) {
         self.label = label
-        self.logLevel = level
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -69,7 +80,8 @@ public struct LogfmtLogHandler: LogHandler {
     /// Installs this handler process-wide for `label` at `level`.
     public static func bootstrap(label: String, level: String) {
         let parsed = Logger.Level(rawValue: level) ?? .info
-        LoggingSystem.bootstrap { _ in LogfmtLogHandler(label: label, level: parsed) }
+        setLevel(parsed)
+        LoggingSystem.bootstrap { _ in LogfmtLogHandler(label: label) }
     }
 
     /// Quotes a value when it contains spaces, quotes or control characters; control

@@ -5,7 +5,9 @@ import Glibc
 /// Signal handling for daemons that keep worker threads: block the signals in every
 /// thread, then let one thread take them synchronously with `sigwait`.
 public enum Signals {
-    public static let shutdownSignals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+    public static let shutdownSignals: [Int32] = [SIGTERM, SIGINT]
+    /// `systemctl reload`: re-read the configuration, never stop.
+    public static let reload = SIGHUP
     public static let terminate = SIGTERM
     public static let kill = SIGKILL
     public static let childExited = SIGCHLD

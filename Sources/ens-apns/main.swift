@@ -13,7 +13,8 @@ struct ENSAPNs: ParsableCommand {
         discussion: """
             A notification is acknowledged only once it is appended to the spool log in \
             push.spool_dir and fdatasynced; after a crash or restart the spool is replayed. SIGTERM stops \
-            taking notifications, lets requests in flight finish, and exits 0.
+            taking notifications, lets requests in flight finish, and exits 0; SIGHUP re-reads the \
+            configuration (applies log.level, names the changes that need a restart).
 
             Exit status: 0 after a clean stop or a good --check, 1 on a configuration or start-up error.
             """
@@ -49,7 +50,7 @@ struct ENSAPNs: ParsableCommand {
         let logger = Logger(label: "ens-apns")
         settings.logDeprecatedKeys(logger)
         Signals.ignoreBrokenPipe()
-        Signals.block(Signals.shutdownSignals)
+        Signals.block(Signals.shutdownSignals + [Signals.reload])
 
         let sender: Sender
         let ingest: Ingest
@@ -107,7 +108,11 @@ struct ENSAPNs: ParsableCommand {
         let watchdogMilliseconds = SystemdNotifier.watchdogInterval?.wholeMilliseconds
         var received: Int32?
         while received == nil {
-            received = Signals.wait(for: Signals.shutdownSignals, timeoutMilliseconds: max(100, watchdogMilliseconds ?? 3_600_000))
+            received = Signals.wait(for: Signals.shutdownSignals + [Signals.reload], timeoutMilliseconds: max(100, watchdogMilliseconds ?? 3_600_000))
+            if received == Signals.reload {
+                ConfigReload.perform(path: ENSConfiguration.resolvePath(flag: config), running: settings.file, logger: logger)
+                received = nil
+            }
             if received == nil, watchdogMilliseconds != nil { SystemdNotifier.notify("WATCHDOG=1") }
         }
         let signal = received ?? Signals.terminate

@@ -13,7 +13,8 @@ struct ENSFastCGI: ParsableCommand {
             Listens on fcgi.socket (or a socket handed over by spawn-fcgi on descriptor 0, \
             or by systemd socket activation on descriptor 3) and starts fcgi.processes \
             worker processes of fcgi.threads threads each. SIGTERM stops accepting, \
-            finishes requests in flight and exits 0.
+            finishes requests in flight and exits 0; SIGHUP re-reads the configuration \
+            (applies log.level, names the changes that need a restart).
 
             Started by a web server as a CGI program (GATEWAY_INTERFACE=CGI/1.1 and \
             REQUEST_METHOD in the environment), it answers that one request and exits; \
@@ -61,7 +62,7 @@ struct ENSFastCGI: ParsableCommand {
         if !worker { configuration.logDeprecatedKeys(logger) }
         if worker {
             // Each component gets its own part of the configuration, built here once.
-            throw ExitCode(Worker(configuration: configuration, settings: ResponderSettings(configuration), listenFD: 0, slot: slot, logger: logger).run())
+            throw ExitCode(Worker(configuration: configuration, settings: ResponderSettings(configuration), listenFD: 0, slot: slot, logger: logger, configPath: path).run())
         }
         let source: Supervisor.SocketSource
         if inheritSocket {

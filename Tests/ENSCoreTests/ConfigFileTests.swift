@@ -149,3 +149,16 @@ import Testing
         }
     }
 }
+
+struct ConfigReloadTests {
+    @Test func aReloadAppliesTheLogLevelAndNamesEveryOtherChange() throws {
+        let running = try ConfigFile(parsing: "log.level = info\nfcgi.threads = 4\npush.connections = 2\n")
+        let reloaded = try ConfigFile(parsing: "log.level = debug\nfcgi.threads = 8\nkeys.pool_size = 10\n")
+        let reload = ConfigReload(running: running, reloaded: reloaded)
+        #expect(reload.applied == ["log.level"])
+        // Changed, added and removed keys alike.
+        #expect(reload.needRestart == ["fcgi.threads", "keys.pool_size", "push.connections"])
+        #expect(ConfigReload(running: running, reloaded: running) == ConfigReload(running: reloaded, reloaded: reloaded))
+        #expect(ConfigReload(running: running, reloaded: running).applied.isEmpty && ConfigReload(running: running, reloaded: running).needRestart.isEmpty)
+    }
+}

@@ -182,6 +182,48 @@ struct FoundationTests {
         unsetenv("WATCHDOG_USEC")
     }
 
+    /// `systemctl reload` is SIGHUP: it must never stop a process (under
+    /// Restart=on-failure an exit 0 would leave the service down for good). It says
+    /// what it applied and which changed keys need a restart, and a file with an error
+    /// is refused while the running configuration stays.
+    @Test func sighupReloadsAndNeverStops() throws {
+        let config = TestStack.directory + "/ens.conf"
+        let original = try String(contentsOfFile: config, encoding: .utf8)
+        // Written whole and renamed into place, as an editor or a package does, so a
+        // reload never reads half a file.
+        func write(_ text: String) throws { try text.write(toFile: config, atomically: true, encoding: .utf8) }
+        defer { try? write(original) }
+        let sender = try #require(TestStack.pids(matching: "ens-apns --config").first)
+        let pool = try #require(TestStack.pids(matching: "ens-fcgi --config").first)
+        let workers = Set(TestStack.pids(matching: "ens-fcgi --worker"))
+        func log(_ name: String) -> String { (try? String(contentsOfFile: TestStack.directory + "/log/\(name).log", encoding: .utf8)) ?? "" }
+        func count(_ text: String, in name: String, after offset: Int) -> Int {
+            String(log(name).dropFirst(offset)).components(separatedBy: text).count - 1
+        }
+
+        var mark = (log("ens-apns").count, log("ens-fcgi").count)
+        try write(original + "\npush.connections = 3\n")
+        kill(sender, SIGHUP)
+        kill(pool, SIGHUP)
+        #expect(TestStack.eventually(within: 10) { count("restart_needed=push.connections", in: "ens-apns", after: mark.0) == 1 })
+        #expect(TestStack.eventually(within: 10) { count("restart_needed=push.connections", in: "ens-fcgi", after: mark.1) == 1 + workers.count },
+                "the supervisor and each worker say so")
+
+        mark = (log("ens-apns").count, log("ens-fcgi").count)
+        try write(original + "\nno.such.key = 1\n")
+        kill(sender, SIGHUP)
+        #expect(TestStack.eventually(within: 10) { count("configuration not reloaded", in: "ens-apns", after: mark.0) == 1 })
+
+        mark = (log("ens-apns").count, log("ens-fcgi").count)
+        try write(original)
+        kill(sender, SIGHUP)
+        #expect(TestStack.eventually(within: 10) { count(#"msg="configuration reloaded" applied="#, in: "ens-apns", after: mark.0) == 1 })
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(kill(sender, 0) == 0 && kill(pool, 0) == 0, "still running")
+        #expect(Set(TestStack.pids(matching: "ens-fcgi --worker")) == workers, "no worker restarted")
+        #expect(try TestStack.get("/alive").status == 200)
+    }
+
     @Test func aKilledResponderIsReplacedWhileNginxKeepsAnswering() throws {
         let workers = TestStack.pids(matching: "ens-fcgi --worker")
         try #require(workers.count >= 2, "expected at least two worker processes, found \(workers)")

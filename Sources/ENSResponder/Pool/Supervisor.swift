@@ -32,7 +32,7 @@ public struct Supervisor {
 
     public func run() -> Int32 {
         Signals.ignoreBrokenPipe()
-        Signals.block(Signals.shutdownSignals + [Signals.childExited])
+        Signals.block(Signals.shutdownSignals + [Signals.childExited, Signals.reload])
 
         let listenFD: Int32
         var ownedSocket: (path: String, inode: UInt64)?
@@ -90,8 +90,13 @@ public struct Supervisor {
         let watchdog = SystemdNotifier.watchdogInterval.map { UInt64($0.wholeMilliseconds) }
         var lastWatchdog: UInt64 = 0
         while true {
-            let signal = Signals.wait(for: Signals.shutdownSignals + [Signals.childExited], timeoutMilliseconds: 500)
-            if let signal, signal != Signals.childExited {
+            let signal = Signals.wait(for: Signals.shutdownSignals + [Signals.childExited, Signals.reload], timeoutMilliseconds: 500)
+            if signal == Signals.reload {
+                // Each worker reloads for itself (and says so); the pool's own settings
+                // (processes, threads, socket) are among what needs a restart.
+                ConfigReload.perform(path: configPath, running: configuration.file, logger: logger)
+                for pid in workers.runningPIDs { Signals.send(Signals.reload, to: pid) }
+            } else if let signal, signal != Signals.childExited {
                 logger.info("responder pool stopping", metadata: ["signal": "\(Signals.name(signal))"])
                 SystemdNotifier.notify("STOPPING=1")
                 break

@@ -7,7 +7,8 @@ internal import POSIX
 /// One responder process: `threads` threads, each accepting FastCGI requests on the
 /// inherited listening socket with its own request slot and database connection.
 ///
-/// On SIGTERM/SIGINT it stops accepting, lets requests in flight finish, and exits.
+/// On SIGTERM/SIGINT it stops accepting, lets requests in flight finish, and exits; on
+/// SIGHUP it re-reads its configuration file (`ConfigReload`).
 public struct Worker {
     /// The process's own wiring: threads, database account, secrets, token cache.
     let configuration: ENSConfiguration
@@ -18,8 +19,11 @@ public struct Worker {
     /// continues its predecessor's counters.
     let slot: Int
     let logger: Logger
+    /// Where the configuration was read from, for a reload.
+    let configPath: String
 
-    public init(configuration: ENSConfiguration, settings: ResponderSettings, listenFD: Int32, slot: Int, logger: Logger) {
+    public init(configuration: ENSConfiguration, settings: ResponderSettings, listenFD: Int32, slot: Int, logger: Logger, configPath: String) {
+        self.configPath = configPath
         self.configuration = configuration
         self.settings = settings
         self.listenFD = listenFD
@@ -38,7 +42,7 @@ public struct Worker {
         }
         // Block shutdown signals before any thread exists, so only sigwait sees them
         // (libfcgi's own SIGTERM handler would otherwise only set a flag).
-        Signals.block(Signals.shutdownSignals)
+        Signals.block(Signals.shutdownSignals + [Signals.reload])
         if configuration.fcgiBatchScheduling {
             do {
                 try Scheduling.useBatchPolicy()
@@ -109,7 +113,11 @@ public struct Worker {
         // Under systemd (Type=notify, NotifyAccess=all): the pool is ready once a worker serves.
         SystemdNotifier.notify("READY=1")
 
-        let signal = Signals.wait(for: Signals.shutdownSignals)
+        var signal = Signals.wait(for: Signals.shutdownSignals + [Signals.reload])
+        while signal == Signals.reload {
+            ConfigReload.perform(path: configPath, running: configuration.file, logger: logger)
+            signal = Signals.wait(for: Signals.shutdownSignals + [Signals.reload])
+        }
         logger.info("shutting down", metadata: ["signal": "\(Signals.name(signal))"])
         // Threads waiting for work wake up and stop; threads in the middle of a request
         // finish it first. Kept-alive connections close when the process exits.
