@@ -267,6 +267,14 @@ final class SynchronizedValues<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var storage: [Value] = []
     func append(_ value: Value) { lock.withLock { storage.append(value) } }
+    /// Appends only to an empty list: true for the one caller that did (a one-time trigger).
+    func appendIfEmpty(_ value: Value) -> Bool {
+        lock.withLock {
+            guard storage.isEmpty else { return false }
+            storage.append(value)
+            return true
+        }
+    }
     var values: [Value] { lock.withLock { storage } }
 }
 

@@ -264,8 +264,8 @@ struct SenderTests {
                         Thread.sleep(forTimeInterval: 0.05)
                     }
                     accepted.append(1)
-                    if accepted.values.count == total / 3 && killed.values.isEmpty {
-                        killed.append(1)
+                    // Once a third is in (at least: eight threads count at once), one thread kills.
+                    if accepted.values.count >= total / 3, killed.appendIfEmpty(1) {
                         if let pid = TestStack.pids(matching: "ens-apns --config").first {
                             kill(pid, SIGKILL)
                             killed.append(Int(pid))
