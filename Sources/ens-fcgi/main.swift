@@ -47,8 +47,9 @@ struct ENSFastCGI: ParsableCommand {
             configuration = try ENSConfiguration.load(path: path)
             _ = try configuration.serviceDatabase()
             _ = try configuration.masterKey()
-            // Graph tenants: complete, and each key matching its certificate.
-            _ = try GraphServices.responder(configuration)
+            // Graph tenants: complete, and each key matching its certificate. Checked by
+            // the supervisor (and --check); a worker builds them once, in its services.
+            if !worker { _ = try GraphServices.responder(configuration) }
         } catch {
             printError("ens-fcgi: \(error)")
             throw ExitCode(1)

@@ -34,6 +34,19 @@ public struct MailSubscriptionStore {
         public let backendTenant: String?
         /// The record's sealed private key: the per-record input of the callback key.
         public let keyMaterial: [UInt8]
+
+        /// How long a registration attempt may sit between subscribing and its commit
+        /// before notifications of its generation stop being asked to retry (a responder
+        /// that died there leaves an orphan subscription, which then ends).
+        public static let pendingRegistrationSeconds: Int64 = 120
+
+        /// Whether a notification URL of `generation` belongs to a registration that has
+        /// subscribed but not yet committed: the mail server is asked to retry, since by
+        /// then the subscription is recorded (or lost its race).
+        public func isRegistrationPending(generation urlGeneration: Int64, now: Timestamp) -> Bool {
+            guard urlGeneration > generation, urlGeneration <= pendingGeneration, let pendingStartedAt else { return false }
+            return pendingStartedAt.adding(seconds: Self.pendingRegistrationSeconds) > now
+        }
     }
 
     // MARK: Registration

@@ -123,9 +123,7 @@ enum GraphNotifications {
         /// Whether the URL's record has a registration between its subscription's
         /// creation and its commit, at the URL's generation.
         private func registrationPending(_ store: MailSubscriptionStore) throws -> Bool {
-            guard let row = try store.callbackRecord(id: address.recordID) else { return false }
-            return address.generation > row.generation && address.generation <= row.pendingGeneration
-                && (row.pendingStartedAt.map { $0.adding(seconds: Int64(MailCallback.pendingRegistrationSeconds)) > .now() } ?? false)
+            try store.callbackRecord(id: address.recordID)?.isRegistrationPending(generation: address.generation, now: .now()) ?? false
         }
 
         /// One subscription's genuine items; false when the sender did not take them all

@@ -66,11 +66,6 @@ public struct MailLookup: Sendable {
 /// lost. Redelivered batches produce the same notification ids, which are collapse
 /// ids, so a device shows a message once.
 enum MailCallback {
-    /// How long a registration attempt may sit between Subscribe and its commit before
-    /// callbacks of its generation stop being asked to retry (a responder that died
-    /// there leaves an orphan subscription, which the unsubscribe answer then ends).
-    static let pendingRegistrationSeconds = 120
-
     static func route<Source: MailNotificationSource>(_ source: Source) -> Route {
         Route(methods: ["POST"], requiresAPIToken: false, body: .xml(limit: source.maximumBodyBytes)) { request, context in
             guard let address = source.authenticate(String(request.path.dropFirst(source.pathPrefix.count)), vault: context.services.vault) else {
@@ -107,8 +102,7 @@ enum MailCallback {
                 logger.info("callback for a deleted record: unsubscribing", metadata: ["record": "\(record)"])
                 return source.answer(unsubscribe: true)
             }
-            if address.generation > row.generation && address.generation <= row.pendingGeneration,
-               let started = row.pendingStartedAt, started.adding(seconds: Int64(pendingRegistrationSeconds)) > .now() {
+            if row.isRegistrationPending(generation: address.generation, now: .now()) {
                 // A registration between its Subscribe and its commit: the backend
                 // retries this batch, by then the subscription is recorded (or lost its race).
                 logger.info("callback for a registration not yet recorded: asking for a retry", metadata: ["record": "\(record)"])
