@@ -2245,8 +2245,15 @@ def parse_resource(resource):
     return {"me": me, "ref": ref, "folder": folder, "select": select, "query": query}
 
 
+LOG_LOCK = threading.Lock()
+
+
 def log(text):
-    print(f"graph_simulator: {text}", file=sys.stderr, flush=True)
+    # One write per line under a lock: print() writes the text and the newline
+    # separately, so two threads' lines could interleave in the log.
+    with LOG_LOCK:
+        sys.stderr.write(f"graph_simulator: {text}\n")
+        sys.stderr.flush()
 
 
 # -- servers -------------------------------------------------------------------------------
