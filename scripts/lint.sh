@@ -21,7 +21,15 @@ if [ -n "$traps" ]; then echo "lint: fatalError/try! in Sources:"; echo "$traps"
 # OpenAPI validator's endpoint list name the same endpoints with the same methods.
 python3 scripts/check_routes.py || fail=1
 
-# 4. Shell scripts.
+# 4. The systemd units parse, with every directive known to this host's systemd (the
+# binaries themselves need not be installed here).
+if command -v systemd-analyze >/dev/null; then
+  unit_problems=$(systemd-analyze verify --man=no deploy/systemd/*.service deploy/systemd/*.socket deploy/systemd/*.timer 2>&1 \
+    | grep -v 'is not executable: No such file or directory' || true)
+  if [ -n "$unit_problems" ]; then echo "lint: systemd units:"; echo "$unit_problems"; fail=1; fi
+fi
+
+# 5. Shell scripts.
 if command -v shellcheck >/dev/null; then
   shellcheck -S warning scripts/*.sh bench/*.sh .ci/run || fail=1
 else
