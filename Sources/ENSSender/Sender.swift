@@ -259,7 +259,7 @@ public final class Sender: Sendable {
         let verdict = provider.verdict(for: answer)
         let status = answer.status
         metrics.add(MetricsText.key("ens_push_responses_total", [
-            ("provider", kind.rawValue), ("status", String(status ?? 0)), ("reason", verdict.reason),
+            ("provider", kind.rawValue), ("code", String(status ?? 0)), ("reason", verdict.reason),
         ]))
         let now = WallClock.milliseconds()
         let credential = CredentialPauses.key(provider: kind.rawValue, topic: notification.topic)

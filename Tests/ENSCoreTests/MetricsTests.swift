@@ -39,14 +39,57 @@ import Testing
             try a.write()
             try b.write()
             try directory.appendingPathComponent("notes.txt").write("ens_push_spool_depth 1000\n")  // not a .prom file
-            let (values, sources) = MetricsText.collect(directory: directory.path)
-            #expect(sources == 2)
+            let (values, sources, stale) = MetricsText.collect(directory: directory.path)
+            #expect(sources == 2 && stale == 0)
             #expect(values["ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}"] == 7)
             #expect(values["ens_push_spool_depth"] == 7)
             // A replacement process continues from its predecessor's file.
             let again = MetricsRecorder(file: directory.appendingPathComponent("fcgi-0.prom").path)
             again.add("ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}")
             #expect(again.snapshot["ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}"] == 4)
+        }
+    }
+
+    /// A process that is gone stops counting towards the gauges (a killed sender's spool
+    /// depth is not today's), but its counters stay in the sums so they never go down.
+    @Test func aStaleFileKeepsItsCountersButNotItsGauges() throws {
+        try withTemporaryDirectory { directory in
+            let live = MetricsRecorder(file: directory.appendingPathComponent("fcgi-0.prom").path)
+            let gone = MetricsRecorder(file: directory.appendingPathComponent("apns.prom").path)
+            let counter = MetricsText.key("ens_push_notifications_total", [("provider", "apns"), ("outcome", "delivered")])
+            live.add(counter, 2)
+            gone.add(counter, 5)
+            gone.set("ens_push_spool_depth", 9)
+            try live.write()
+            try gone.write()
+            // Seen from 11 s later: neither process has written since.
+            let later = Timestamp(millisecondsSinceEpoch: Timestamp.now().millisecondsSinceEpoch + 11_000)
+            let before = MetricsText.collect(directory: directory.path)
+            #expect(before.values["ens_push_spool_depth"] == 9 && before.sources == 2 && before.staleSources == 0)
+            let (values, sources, stale) = MetricsText.collect(directory: directory.path, now: later)
+            #expect(sources == 0 && stale == 2)
+            #expect(values[counter] == 7)
+            #expect(values["ens_push_spool_depth"] == nil)
+            #expect(values.keys.allSatisfy { !$0.hasPrefix("process_start_time_seconds") })
+        }
+    }
+
+    /// Each process says when it started, under its own label, and a restart in the same
+    /// slot replaces its predecessor's value instead of adding to it.
+    @Test func eachProcessHasItsOwnStartTime() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("fcgi-3.prom").path
+            let first = MetricsRecorder(file: path, startedAt: Timestamp(millisecondsSinceEpoch: 1_700_000_000_500))
+            try first.write()
+            let restarted = MetricsRecorder(file: path, startedAt: Timestamp(millisecondsSinceEpoch: 1_800_000_000_000))
+            try restarted.write()
+            try MetricsRecorder(file: directory.appendingPathComponent("apns.prom").path, startedAt: Timestamp(millisecondsSinceEpoch: 1_750_000_000_000)).write()
+            let (values, _, _) = MetricsText.collect(directory: directory.path)
+            #expect(values[MetricsText.startTimeKey(process: "fcgi-3")] == 1_800_000_000)
+            #expect(values[MetricsText.startTimeKey(process: "apns")] == 1_750_000_000)
+            let text = MetricsText.render(values)
+            #expect(text.contains("# TYPE process_start_time_seconds gauge"))
+            #expect(text.contains(#"process_start_time_seconds{process="fcgi-3"} 1800000000"#))
         }
     }
 
@@ -61,7 +104,7 @@ import Testing
         counters.record(label: "/ews/", status: 200, seconds: 0.02)
         let recorder = MetricsRecorder(file: nil)
         recorder.publish([counters], baseline: [:])
-        recorder.add(MetricsText.key("ens_push_responses_total", [("provider", "apns"), ("status", "410"), ("reason", "Unregistered")]))
+        recorder.add(MetricsText.key("ens_push_responses_total", [("provider", "apns"), ("code", "410"), ("reason", "Unregistered")]))
         recorder.set("ens_push_spool_depth", 3)
         let text = MetricsText.render(recorder.snapshot)
         try withTemporaryDirectory { directory in

@@ -1,4 +1,5 @@
 import Curl
+import ENSCore
 import Foundation
 import Testing
 
@@ -35,6 +36,51 @@ struct MetricsEndpointTests {
         // An unknown path is one label, not one per path.
         _ = try TestStack.post("/ews/nope", body: Array("<x/>".utf8), contentType: "text/xml")
         #expect(!text.contains("nope"))
+    }
+
+    /// Every process reports when it started, and every family the endpoint renders is
+    /// declared (so has HELP and TYPE lines).
+    @Test func everyProcessHasAStartTimeAndEveryFamilyIsDeclared() throws {
+        let text = try TestStack.get("/metrics").bodyText
+        let starts = text.split(separator: "\n").filter { $0.hasPrefix("process_start_time_seconds{process=") }
+        #expect(starts.contains { $0.contains(#"process="apns""#) })
+        #expect(starts.contains { $0.contains(#"process="fcgi-"#) })
+        let now = Date().timeIntervalSince1970
+        #expect(starts.allSatisfy { line in
+            let value = Double(line.split(separator: " ").last ?? "") ?? 0
+            return value > now - 86_400 && value <= now + 1
+        })
+        let rendered = Set(text.split(separator: "\n").compactMap { line -> String? in
+            line.hasPrefix("# ") ? nil : String(line.prefix { $0 != "{" && $0 != " " })
+        })
+        let undeclared = rendered.filter { name in
+            MetricsText.families[name] == nil
+                && !["_bucket", "_sum", "_count"].contains { name.hasSuffix($0) && MetricsText.families[String(name.dropLast($0.count))] != nil }
+        }
+        #expect(undeclared.isEmpty, "rendered but not declared: \(undeclared.sorted())")
+        #expect(text.contains("# TYPE process_start_time_seconds gauge"))
+    }
+
+    /// The Grafana dashboard in deploy/grafana only asks for series ENS exports: every
+    /// metric name in every panel's expression is a declared family (or a histogram's
+    /// part), and the dashboard covers the families an operator alerts on.
+    @Test func theGrafanaDashboardNamesOnlyMetricsENSExports() throws {
+        let path = TestStack.root + "/deploy/grafana/ens-overview.json"
+        let object = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path)))
+        let panels = try #require((object as? [String: Any])?["panels"] as? [[String: Any]])
+        let expressions = panels.flatMap { ($0["targets"] as? [[String: Any]] ?? []).compactMap { $0["expr"] as? String } }
+        #expect(expressions.count >= panels.count)
+        let names = Set(expressions.flatMap { expression in
+            expression.matches(of: /\b(?:ens|process)_[a-z_]+\b/).map { String($0.output) }
+        })
+        #expect(!names.isEmpty)
+        for name in names {
+            let family = ["_bucket", "_sum", "_count"].first { name.hasSuffix($0) }.map { String(name.dropLast($0.count)) } ?? name
+            #expect(MetricsText.families[family] != nil, "the dashboard asks for \(name), which ENS does not export")
+        }
+        for needed in ["ens_http_requests_total", "ens_push_spool_depth", "ens_push_paused_credentials", "ens_subscriptions", "process_start_time_seconds"] {
+            #expect(names.contains(needed), "the dashboard shows \(needed)")
+        }
     }
 
     @Test func onlyGetIsAllowed() throws {

@@ -9,7 +9,8 @@ import Synchronization
 /// `series value` lines. The /metrics endpoint, answered by whichever responder nginx
 /// picks, adds up the series of all files and renders the exposition format with HELP
 /// and TYPE lines. A process that restarts reloads its own file first, so counters only
-/// ever grow.
+/// ever grow. A gauge says how things are now, so a file its process has stopped writing
+/// (a killed or stopped process) no longer counts towards the gauges; its counters do.
 public enum MetricsText {
     /// One series key: `name` or `name{label="value",...}` (values escaped).
     public static func key(_ name: String, _ labels: [(String, String)] = []) -> String {
@@ -64,7 +65,7 @@ public enum MetricsText {
     public static let families: [String: (type: String, help: String)] = [
         "ens_http_requests_total": ("counter", "Requests answered by the responders, by endpoint and HTTP status."),
         "ens_http_request_duration_seconds": ("histogram", "Time from reading a request to writing its answer, by endpoint."),
-        "ens_push_responses_total": ("counter", "Push-service answers by provider, HTTP status and the provider's reason (status 0: no answer, a transport failure)."),
+        "ens_push_responses_total": ("counter", "Push-service answers by provider, HTTP status (code) and the provider's reason (code 0: no answer, a transport failure)."),
         "ens_push_intake_total": ("counter", "Notifications handed to the sender, by outcome: accepted into the spool or refused."),
         "ens_push_notifications_total": ("counter", "Spooled notifications by provider and outcome: delivered, dropped, disabled (token rejected), expired."),
         "ens_push_spool_depth": ("gauge", "Notifications in the spool, not yet delivered."),
@@ -74,7 +75,18 @@ public enum MetricsText {
         "ens_devices": ("gauge", "Devices by state."),
         "ens_mail_events_total": ("counter", "Change notifications a mail backend sent, by outcome: delivered, duplicate, or dropped and why."),
         "ens_metrics_sources": ("gauge", "Processes whose metrics files were read for this answer."),
+        "ens_metrics_stale_sources": ("gauge", "Metrics files not written for a while (their process is gone): counted for counters, not for gauges."),
+        "process_start_time_seconds": ("gauge", "When each ENS process started, in seconds since the Unix epoch, by process (fcgi-N: a responder worker slot, apns: the sender)."),
     ]
+
+    /// The label that names a process in `process_start_time_seconds`.
+    public static func startTimeKey(process: String) -> String {
+        key("process_start_time_seconds", [("process", process)])
+    }
+
+    /// A metrics file older than this belongs to a process that is gone (a live one
+    /// rewrites its file every second).
+    public static let staleAfter: Duration = .seconds(10)
 
     /// The exposition format for summed values, families in a stable order.
     public static func render(_ values: [String: Double]) -> String {
@@ -102,21 +114,34 @@ public enum MetricsText {
         return a < b
     }
 
-    /// Sums every `*.prom` file of `directory`.
-    public static func collect(directory: String) -> (values: [String: Double], sources: Int) {
+    /// Sums every `*.prom` file of `directory`: every series of a live process's file,
+    /// only the counters and histograms of a stale one (see `staleAfter`). `sources`
+    /// counts the live files, `staleSources` the others.
+    public static func collect(directory: String, now: Timestamp = .now()) -> (values: [String: Double], sources: Int, staleSources: Int) {
         var total: [String: Double] = [:]
         var sources = 0
+        var staleSources = 0
+        let staleBefore = now.millisecondsSinceEpoch - Int64(staleAfter.wholeMilliseconds)
         for name in ((try? Files.list(directory)) ?? []) where name.hasSuffix(".prom") {
-            guard let bytes = try? Files.read(directory + "/" + name, limit: 4 << 20),
+            let path = directory + "/" + name
+            guard let modified = Files.signature(path)?.modified,
+                  let bytes = try? Files.read(path, limit: 4 << 20),
                   let text = String(validating: bytes, as: UTF8.self) else { continue }
-            sources += 1
-            for (key, value) in parse(text) { total[key, default: 0] += value }
+            let stale = modified / 1_000_000 < staleBefore
+            if stale { staleSources += 1 } else { sources += 1 }
+            for (key, value) in parse(text) where !stale || families[family(of: key)]?.type != "gauge" {
+                total[key, default: 0] += value
+            }
         }
-        return (total, sources)
+        return (total, sources, staleSources)
     }
 }
 
 extension String {
+    fileprivate func replacingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+    }
+
     /// The key with its `le` label blanked, to group a histogram's buckets.
     fileprivate func replacingLE() -> String {
         guard let range = firstRange(of: "le=\"") else { return self }
@@ -131,12 +156,18 @@ public final class MetricsRecorder: Sendable {
     private let stopping = Mutex(false)
     public let file: String?
 
-    /// `file` nil: metrics are kept but never written (no metrics.dir).
-    public init(file: String?) {
+    /// `file` nil: metrics are kept but never written (no metrics.dir). The file's name
+    /// without `.prom` names the process in `process_start_time_seconds`.
+    public init(file: String?, startedAt: Timestamp = .now()) {
         self.file = file
         // Counters continue from what this process's predecessor wrote.
         let previous = file.flatMap { try? Files.read($0, limit: 4 << 20) }.flatMap { String(validating: $0, as: UTF8.self) }
-        values = Mutex(previous.map(MetricsText.parse) ?? [:])
+        var initial = previous.map(MetricsText.parse) ?? [:]
+        if let file {
+            let process = String(file.split(separator: "/").last ?? "").replacingSuffix(".prom")
+            initial[MetricsText.startTimeKey(process: process)] = Double(startedAt.millisecondsSinceEpoch / 1000)
+        }
+        values = Mutex(initial)
     }
 
     public func add(_ key: String, _ amount: Double = 1) {

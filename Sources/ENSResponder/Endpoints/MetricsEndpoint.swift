@@ -9,8 +9,10 @@ enum MetricsEndpoint {
     static let route = Route(methods: ["GET"], requiresAPIToken: false) { _, context in
         let directory = context.settings.metricsDirectory
         guard !directory.isEmpty else { throw APIError.notFound }
-        var (values, sources) = MetricsText.collect(directory: directory)
-        values["ens_metrics_sources"] = Double(sources)
+        let collected = MetricsText.collect(directory: directory)
+        var values = collected.values
+        values["ens_metrics_sources"] = Double(collected.sources)
+        values["ens_metrics_stale_sources"] = Double(collected.staleSources)
         for (key, value) in try databaseGauges(context) { values[key] = value }
         return APIResponse(status: 200, body: Array(MetricsText.render(values).utf8), contentType: "text/plain; version=0.0.4; charset=utf-8")
     }
