@@ -106,7 +106,9 @@ public struct GraphKeeper: SubscriptionKeeping {
             try end(due, store: maintenance.database, counts: &counts)
             return
         }
-        if let renewed = due.renewedAt, renewed > now.subtracting(GraphSubscriptionStore.renewalSpacing) {
+        // A live subscription is never renewed twice within ten minutes; one Graph removed
+        // (or that expired) is replaced at once.
+        if (due.expiresAt ?? now) > now, let renewed = due.renewedAt, renewed > now.subtracting(GraphSubscriptionStore.renewalSpacing) {
             try store.postpone(recordID: due.recordID, generation: due.generation, until: renewed.adding(GraphSubscriptionStore.renewalSpacing))
             return
         }

@@ -305,7 +305,17 @@ struct GraphTests {
     @Test func lifecycleEventsScheduleRenewalAndARemovedSubscriptionIsRecreated() throws {
         let user = try GraphMailboxUser.register(with: api)
         let first = try subscriptionID(user)
-        // Renewals are never repeated within ten minutes: make the registration look older.
+        // Right after the registration: renewals are never repeated within ten minutes, so
+        // the renewal is due ten minutes after it (not dropped, not at half the lifetime),
+        // and a cron run now leaves the subscription alone.
+        _ = try GraphSimulator.control("/lifecycle", ["mail": user.user.email, "event": "reauthorizationRequired", "wait": true])
+        let spaced = try #require(try recordColumns(user).renewAfterHours)
+        #expect(spaced > 0.14 && spaced <= 10.0 / 60, "renewal due ten minutes after the registration, not \(spaced) h")
+        _ = try cron(["renew"])
+        #expect((try GraphSimulator.live(of: user.user.email).first?["renewals"] as? NSNumber)?.intValue ?? 0 == 0)
+
+        // Eleven minutes later (the registration made to look older), the same event makes
+        // the renewal due at once.
         try database.execute("UPDATE EnsSubscriptionInfo SET renewed_at = NOW(3) - INTERVAL 11 MINUTE WHERE userid = \(user.user.userID)")
         _ = try GraphSimulator.control("/lifecycle", ["mail": user.user.email, "event": "reauthorizationRequired", "wait": true])
         #expect(try recordColumns(user).renewAfterHours.map { $0 <= 0 } == true, "renewal due now")
@@ -315,8 +325,8 @@ struct GraphTests {
         #expect((renewed["reauthorizations"] as? NSNumber)?.intValue ?? 0 == 0, "ENS renews (PATCH), never reauthorizes as well")
         #expect(try recordColumns(user).renewAfterHours.map { $0 > 34 } == true)
 
-        // Removed (a password reset, say): the next renewal creates a new subscription.
-        try database.execute("UPDATE EnsSubscriptionInfo SET renewed_at = NOW(3) - INTERVAL 11 MINUTE WHERE userid = \(user.user.userID)")
+        // Removed (a password reset, say) right after that renewal: the next cron run
+        // creates a new subscription at once (a new one is not a renewal).
         _ = try GraphSimulator.control("/lifecycle", ["mail": user.user.email, "event": "subscriptionRemoved", "wait": true])
         #expect(try GraphSimulator.live(of: user.user.email).isEmpty)
         _ = try cron(["renew"])

@@ -48,15 +48,32 @@ public struct GraphSubscriptionStore {
         return (tenant, path)
     }
 
-    /// A lifecycle event asks for a renewal (reauthorizationRequired) or a new
-    /// subscription (subscriptionRemoved: the renewal finds it gone and creates one):
-    /// ens-cron's next run does it, unless the last renewal is under ten minutes old.
-    public func requestRenewal(recordID: Int64, generation: Int64, now: Timestamp) throws {
-        let spacing = now.subtracting(Self.renewalSpacing).databaseString
+    /// `reauthorizationRequired`: ens-cron renews the subscription on its next run, or,
+    /// when the last renewal is under ten minutes old, on its first run ten minutes after
+    /// it (Graph must never see a renewal twice within ten minutes). Never later than
+    /// already planned. Returns when the renewal is due.
+    @discardableResult
+    public func requestRenewal(recordID: Int64, generation: Int64, now: Timestamp) throws -> Timestamp? {
+        let spacing = Int64(Self.renewalSpacing.components.seconds)
         try database.execute("""
-            UPDATE EnsSubscriptionInfo SET renew_after = \(now.databaseString)
+            UPDATE EnsSubscriptionInfo
+            SET renew_after = LEAST(COALESCE(renew_after, GREATEST(\(now.databaseString), COALESCE(renewed_at + INTERVAL \(spacing) SECOND, \(now.databaseString)))),
+                                    GREATEST(\(now.databaseString), COALESCE(renewed_at + INTERVAL \(spacing) SECOND, \(now.databaseString))))
             WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph)
-              AND (renewed_at IS NULL OR renewed_at < \(spacing)) AND (renew_after IS NULL OR renew_after > \(now.databaseString))
+            """)
+        return try database.queryOne("""
+            SELECT renew_after FROM EnsSubscriptionInfo WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph)
+            """).flatMap { row throws in try row.decode(Timestamp?.self) }
+    }
+
+    /// `subscriptionRemoved`: Graph has ended the subscription, so ens-cron's next run
+    /// creates a new one at once (a new subscription is not a renewal: the ten-minute
+    /// spacing does not apply). The subscription counts as expired from now.
+    public func subscriptionRemoved(recordID: Int64, generation: Int64, now: Timestamp) throws {
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET renew_after = \(now.databaseString),
+                subscription_expires_at = LEAST(COALESCE(subscription_expires_at, \(now.databaseString)), \(now.databaseString))
+            WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph)
             """)
     }
 

@@ -137,9 +137,16 @@ enum GraphNotifications {
                 switch item {
                 case .created(_, _, let messageID):
                     if !messages.contains(messageID) { messages.append(messageID) }
-                case .lifecycle(_, _, .reauthorizationRequired), .lifecycle(_, _, .subscriptionRemoved):
-                    logger.info("graph lifecycle event: renewal scheduled", metadata: ["record": "\(row.id)", "event": "\(item.eventName)"])
-                    try graphStore.requestRenewal(recordID: row.id, generation: row.generation, now: now)
+                case .lifecycle(_, _, .reauthorizationRequired):
+                    let due = try graphStore.requestRenewal(recordID: row.id, generation: row.generation, now: now)
+                    let inSeconds = due.map { max(0, ($0.millisecondsSinceEpoch - now.millisecondsSinceEpoch) / 1000) }
+                    logger.info("graph lifecycle event: renewal scheduled", metadata: [
+                        "record": "\(row.id)", "event": "\(item.eventName)", "due_in_seconds": "\(inSeconds.map(String.init) ?? "unknown")",
+                    ])
+                    count("lifecycle_" + item.eventName)
+                case .lifecycle(_, _, .subscriptionRemoved):
+                    logger.info("graph lifecycle event: new subscription scheduled", metadata: ["record": "\(row.id)", "event": "\(item.eventName)"])
+                    try graphStore.subscriptionRemoved(recordID: row.id, generation: row.generation, now: now)
                     count("lifecycle_" + item.eventName)
                 case .lifecycle(_, _, .missed):
                     missed = true
