@@ -110,6 +110,20 @@ struct GraphWireTests {
         #expect(gate.withSlot(mailbox: "m", nowNanoseconds: 32_000_000_000) { 1 } == 1)
     }
 
+    /// One application token per tenant serves every request until five minutes before
+    /// it expires; a token Graph refused is forgotten.
+    @Test func applicationTokensAreReusedUntilTheMarginAndForgottenOnRefusal() {
+        let tokens = GraphAppTokens()
+        let expiry: Int64 = 10_000_000
+        tokens.store(tenantID: "t1", token: "token-1", expiresAt: expiry)
+        #expect(tokens.cached(tenantID: "t1", nowMilliseconds: 0) == "token-1")
+        #expect(tokens.cached(tenantID: "t1", nowMilliseconds: expiry - 300_001) == "token-1")
+        #expect(tokens.cached(tenantID: "t1", nowMilliseconds: expiry - 300_000) == nil, "renewed five minutes before expiry")
+        #expect(tokens.cached(tenantID: "t2", nowMilliseconds: 0) == nil, "per tenant")
+        tokens.forget(tenantID: "t1")
+        #expect(tokens.cached(tenantID: "t1", nowMilliseconds: 0) == nil)
+    }
+
     @Test func tenantsAreConfiguredCompletelyOrRefused() throws {
         let good = """
             graph.tenant.contoso.id = 72F988BF-86F1-41AF-91AB-2D7CD011DB47

@@ -289,6 +289,30 @@ struct GraphTests {
         }
     }
 
+    /// ENS asks the token endpoint once per tenant and process, not per notification;
+    /// when Graph refuses the held token (revoked), the next lookup fetches a new one and
+    /// the notification still carries sender and subject.
+    @Test func applicationTokensAreReusedAndReplacedWhenRevoked() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        func issued() throws -> Int {
+            ((try GraphSimulator.stats()["tokens_issued"] as? [String: Any])?[GraphSimulator.contoso] as? NSNumber)?.intValue ?? 0
+        }
+        // Every responder process may already hold one (two processes in the test stack).
+        for round in 0..<3 { _ = try GraphSimulator.newMail(user.user.email, subject: "Warm \(round)") }
+        let warm = try issued()
+        for round in 0..<12 { _ = try GraphSimulator.newMail(user.user.email, subject: "Cached \(round)") }
+        #expect(TestStack.eventually(within: 20) { (0..<12).allSatisfy { !user.pushes(to: user.token, subject: "Cached \($0)").isEmpty } })
+        #expect(try issued() == warm, "no token fetched for twelve more notifications")
+        #expect(warm <= 3, "at most one per responder process and the registration's: \(warm)")
+
+        _ = try GraphSimulator.control("/revoke", ["tenant": GraphSimulator.contoso])
+        _ = try GraphSimulator.newMail(user.user.email, subject: "After revocation")
+        #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token, subject: "After revocation").isEmpty })
+        #expect(try issued() > warm, "a refused token is replaced")
+        let violations = try GraphSimulator.violations()
+        #expect(violations.isEmpty, "\(violations)")
+    }
+
     // MARK: Lifecycle and renewal
 
     @Test func missedBecomesOneGenericAlertPerDevice() throws {
