@@ -363,6 +363,39 @@ struct GraphTests {
         #expect(violations.isEmpty, "\(violations)")
     }
 
+    /// A subscription created at Graph but never recorded here (a crash between the two)
+    /// makes the next create answer 409: ENS finds it and reuses it when it carries the
+    /// record's generation (its clientState matches), else deletes it and creates anew.
+    @Test func aConflictReusesOurOwnSubscriptionAndReplacesAStaleOne() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let original = try subscriptionID(user)
+        // The record lost track of it: the renewal's PATCH finds nothing (404), the create 409s.
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET subscription_id = 'ffffffff-0000-4000-8000-000000000000',
+                renewed_at = NOW(3) - INTERVAL 1 DAY, renew_after = NOW(3) WHERE userid = \(user.user.userID)
+            """)
+        _ = try cron(["renew"])
+        #expect(try recordColumns(user).subscription == original, "the existing subscription is reused")
+        let live = try GraphSimulator.live(of: user.user.email)
+        #expect(live.count == 1 && live.first?["id"] as? String == original && (live.first?["renewals"] as? NSNumber)?.intValue == 1, "\(live)")
+        #expect(try GraphSimulator.requests("create", of: user.user.email) >= 2, "the registration's create and the one that met 409")
+
+        // Now the record has moved on (a newer generation): the subscription Graph holds
+        // carries the old generation's clientState and URL, so it is deleted and replaced.
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo SET generation = generation + 1, subscription_id = 'ffffffff-0000-4000-8000-000000000001',
+                renewed_at = NOW(3) - INTERVAL 1 DAY, renew_after = NOW(3) WHERE userid = \(user.user.userID)
+            """)
+        _ = try cron(["renew"])
+        let replaced = try #require(try recordColumns(user).subscription)
+        #expect(replaced != original)
+        #expect(try GraphSimulator.live(of: user.user.email).map { $0["id"] as? String } == [replaced])
+        _ = try GraphSimulator.newMail(user.user.email, subject: "After the conflict")
+        #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token, subject: "After the conflict").isEmpty })
+        let violations = try GraphSimulator.violations()
+        #expect(violations.isEmpty, "\(violations)")
+    }
+
     @Test func aSubscriptionENSMayNoLongerRenewWakesItsDevices() throws {
         let user = try GraphMailboxUser.register(with: api)
         try database.execute("UPDATE EnsSubscriptionInfo SET renewed_at = NOW(3) - INTERVAL 1 DAY, renew_after = NOW(3) WHERE userid = \(user.user.userID)")
