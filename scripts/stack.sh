@@ -172,6 +172,7 @@ graph.url = https://localhost:$GRAPH_PORT
 graph.login_url = https://localhost:$GRAPH_PORT
 graph.ca_file = $VAR/tls/server.crt
 graph.subscription_minutes = ${ENS_GRAPH_SUBSCRIPTION_MINUTES:-4200}
+graph.slot_dir = $VAR/run/graph-slots
 graph.tenant.contoso.id = $GRAPH_TENANT_CONTOSO
 graph.tenant.contoso.domains = contoso.test
 graph.tenant.contoso.client_id = $GRAPH_CLIENT_ID

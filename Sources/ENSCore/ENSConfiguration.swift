@@ -151,6 +151,8 @@ public struct ENSConfiguration: Sendable {
     /// Graph allows four requests in flight per mailbox; each responder process takes
     /// its share (this divided by fcgi.processes, at least one).
     public var graphMaximumRequestsPerMailbox = 4
+    /// Lock files that keep `graphMaximumRequestsPerMailbox` across the host's processes.
+    public var graphSlotDirectory = "/run/ens/graph-slots"
     /// The tenants whose mailboxes ENS serves through Graph, by a name of the
     /// operator's choosing (`graph.tenant.<name>.<field>`).
     public var graphTenants: [String: GraphTenantSettings] = [:]
@@ -270,6 +272,7 @@ public struct ENSConfiguration: Sendable {
         "graph.lookup_budget_ms": { config, key, value throws(ConfigError) in config.graphLookupBudget = try duration(key, value, 100...2500, Duration.milliseconds) },
         "graph.timeout_ms": { config, key, value throws(ConfigError) in config.graphTimeout = try duration(key, value, 500...60000, Duration.milliseconds) },
         "graph.max_requests_per_mailbox": { config, key, value throws(ConfigError) in config.graphMaximumRequestsPerMailbox = try integer(key, value, 1...4) },
+        "graph.slot_dir": { config, key, value throws(ConfigError) in config.graphSlotDirectory = try path(key, value) },
         "policy.url": { config, key, value throws(ConfigError) in config.policyURL = value.isEmpty ? "" : try httpURL(key, value) },
         "policy.ca_file": { config, key, value throws(ConfigError) in config.policyCAFile = value.isEmpty ? nil : try path(key, value) },
         "policy.timeout_ms": { config, key, value throws(ConfigError) in config.policyTimeout = try duration(key, value, 100...30000, Duration.milliseconds) },

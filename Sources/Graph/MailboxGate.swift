@@ -1,10 +1,13 @@
-internal import POSIX
+public import POSIX
 import Synchronization
 
-/// Graph's per-mailbox limits, as one process keeps them: at most `limit` requests in
-/// flight per mailbox, and none while Graph's Retry-After for that mailbox runs.
-/// Requests that find no room are not sent (the caller falls back to a generic alert),
-/// so a busy mailbox never holds a responder thread waiting.
+/// Graph's per-mailbox limits: at most `limit` requests in flight per mailbox, and none
+/// while Graph's Retry-After for that mailbox runs. With `hostSlots` the in-flight limit
+/// holds across every responder process of the host (Graph counts per mailbox and
+/// application, whichever process asks); without, within this process only. Requests
+/// that find no room are not sent (the caller falls back to a generic alert), so a busy
+/// mailbox never holds a responder thread waiting. A Retry-After is this process's to
+/// honour: the process that was told waits; another one that asks meanwhile is told too.
 public final class MailboxGate: Sendable {
     private struct State {
         var inFlight: [String: Int] = [:]
@@ -12,10 +15,12 @@ public final class MailboxGate: Sendable {
     }
 
     public let limit: Int
+    private let hostSlots: FileSlots?
     private let state = Mutex(State())
 
-    public init(limit: Int) {
+    public init(limit: Int, hostSlots: FileSlots? = nil) {
         self.limit = max(1, limit)
+        self.hostSlots = hostSlots
     }
 
     /// Runs `body` in one of the mailbox's slots; nil (not run) when the mailbox has
@@ -38,7 +43,8 @@ public final class MailboxGate: Sendable {
                 state.inFlight[mailbox] = left > 0 ? left : nil
             }
         }
-        return try body()
+        guard let hostSlots else { return try body() }
+        return try hostSlots.withSlot(key: mailbox, body)
     }
 
     /// Graph answered 429 with Retry-After for this mailbox.

@@ -212,6 +212,26 @@ struct GraphTests {
         #expect(try GraphSimulator.violations().filter { $0.contains("Retry-After") }.isEmpty)
     }
 
+    /// Eight notifications of one mailbox at once, spread by nginx over both responder
+    /// processes, while Graph holds each request 700 ms: the processes together never
+    /// have more than Graph's four requests in flight for the mailbox (Graph would answer
+    /// a fifth 429 MailboxConcurrency), and every message still reaches the phone, those
+    /// that found no room as a generic alert.
+    @Test func aBurstForOneMailboxStaysWithinGraphsConcurrencyLimitAcrossProcesses() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        _ = try GraphSimulator.control("/hold", ["mail": user.user.email, "ms": 700])
+        defer { _ = try? GraphSimulator.control("/hold", ["mail": user.user.email, "ms": 0]) }
+        let senders = try (0..<8).map { index in
+            try OSThread.start { _ = try? GraphSimulator.newMail(user.user.email, subject: "Burst \(index)") }
+        }
+        for sender in senders { sender.join() }
+        #expect(TestStack.eventually(within: 20) { user.pushes(to: user.token).count >= 8 }, "\(user.pushes(to: user.token).count) pushes")
+        let stats = try GraphSimulator.stats()
+        #expect((stats["throttled"] as? NSNumber)?.intValue == 0, "Graph never had to refuse a fifth request")
+        let most = ((stats["max_in_flight"] as? [String: Any])?[user.user.email.lowercased()] as? NSNumber)?.intValue ?? 0
+        #expect(most >= 2 && most <= 4, "\(most) requests in flight at most: \(stats)")
+    }
+
     @Test func aSenderOutageIsAnswered503AndGraphsRetryDeliversOnce() throws {
         let user = try GraphMailboxUser.register(with: api)
         try TestStack.stack("apns-stop")

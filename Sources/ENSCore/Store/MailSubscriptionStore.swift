@@ -246,6 +246,16 @@ public struct MailSubscriptionStore {
         return nil
     }
 
+    /// How many pushes the record may still make in its current minute, read without
+    /// locking the row (a hint: `reserveNotifications` decides).
+    public func notificationsLeft(recordID: Int64, limit: Int, now: Timestamp) throws -> Int {
+        let windowStart = now.adding(seconds: -60).databaseString
+        let used = try database.queryOne("""
+            SELECT IF(notify_window_started_at > \(windowStart), notify_count, 0) FROM EnsSubscriptionInfo WHERE id = \(recordID)
+            """)?.decode(Int.self) ?? 0
+        return max(0, limit - used)
+    }
+
     /// Gives back reserved pushes the sender did not take, so the mail server's
     /// redelivery after a 503 is not charged twice against the per-minute cap.
     public func returnNotifications(recordID: Int64, count: Int) throws {

@@ -46,12 +46,18 @@ public final class GraphServices: Sendable {
         self.mailboxes = mailboxes
     }
 
-    /// The process's share of Graph's per-mailbox limit, from the configuration; nil
-    /// when no tenant is configured.
+    /// Graph's per-mailbox limit for every responder process of the host, kept in lock
+    /// files under `graph.slot_dir`; nil when no tenant is configured.
     public static func responder(_ configuration: ENSConfiguration) throws -> GraphServices? {
         let tenants = try configuration.completeGraphTenants()
         guard !tenants.isEmpty else { return nil }
-        let share = max(1, configuration.graphMaximumRequestsPerMailbox / max(1, configuration.fcgiProcesses))
-        return GraphServices(applications: try GraphApplications(settings: tenants), mailboxes: MailboxGate(limit: share))
+        let limit = configuration.graphMaximumRequestsPerMailbox
+        let slots: FileSlots
+        do {
+            slots = try FileSlots(directory: configuration.graphSlotDirectory, slots: limit)
+        } catch {
+            throw ConfigError(key: "graph.slot_dir", problem: "cannot be used for the per-mailbox request limit (\(error)); every responder process must be able to create and lock files there")
+        }
+        return GraphServices(applications: try GraphApplications(settings: tenants), mailboxes: MailboxGate(limit: limit, hostSlots: slots))
     }
 }

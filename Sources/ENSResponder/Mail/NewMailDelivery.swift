@@ -34,8 +34,17 @@ struct NewMailDelivery {
         // exchange.max_notifications_per_minute, becomes one "N new messages" alert
         // per device; past the rate cap even that, the batch is dropped and said so.
         let perItem = items.count <= settings.maximumItemsPerCallback
+        // Sender and subject; if the server is slow or fails, a generic alert still
+        // goes. The lookups come before the reservation: inside a backend's hand-off
+        // transaction (Graph's) the reservation locks the record's row until the commit,
+        // and a lookup made under that lock would hold every other notification of the
+        // mailbox waiting for it. A record already at its per-minute cap is not looked up.
+        let wanted = perItem ? items.count * devices.count : devices.count
+        let worthLookingUp = try perItem && store.notificationsLeft(recordID: row.id, limit: settings.maximumNotificationsPerMinute, now: now) >= wanted
+        let lookup = reader?.lookUp(itemIDs: worthLookingUp ? items : [], unreadCount: devices.contains(where: \.device.badge),
+                                    budget: lookupBudget, logger: logger) ?? MailLookup()
         guard let reserved = try store.reserveNotifications(
-            recordID: row.id, preferring: perItem ? items.count * devices.count : devices.count, orElse: devices.count,
+            recordID: row.id, preferring: wanted, orElse: devices.count,
             limit: settings.maximumNotificationsPerMinute, watermark: watermark, now: now
         ) else {
             logger.warning("notification rate cap reached for the record; this batch is not pushed", metadata: [
@@ -48,11 +57,8 @@ struct NewMailDelivery {
             logger.info("new mail summarized: over a per-callback or per-minute cap", metadata: ["record": "\(row.id)", "items": "\(items.count)"])
         }
 
-        // Sender and subject; if the server is slow or fails, a generic alert still
-        // goes. A summary's id is derived from the batch, so a redelivery of it
-        // collapses on the device like any other.
-        let lookup = reader?.lookUp(itemIDs: summarized ? [] : items, unreadCount: devices.contains(where: \.device.badge),
-                                budget: lookupBudget, logger: logger) ?? MailLookup()
+        // A summary's id is derived from the batch, so a redelivery of it collapses on
+        // the device like any other.
         let summaries = summarized
             ? [MailSummary(itemID: "summary:\(items.first ?? ""):\(items.last ?? ""):\(items.count)",
                            subject: "\(items.count) new messages", senderName: "New mail")]

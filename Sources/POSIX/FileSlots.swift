@@ -1,0 +1,50 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A counting limit that holds across every process of the host: at most `slots`
+/// holders per bucket at once. Each slot is a file under `directory` locked with
+/// flock(2); the kernel releases a lock when its descriptor closes or its process dies,
+/// so a crashed responder never keeps a slot. Keys are spread over a fixed number of
+/// buckets (so the directory never grows): two keys that share a bucket share its
+/// slots, which can only make the limit stricter, never looser.
+public struct FileSlots: Sendable {
+    public let directory: String
+    public let slots: Int
+    public let buckets: Int
+
+    /// Creates `directory` (mode 0770) if it is missing, and checks a slot can be locked.
+    public init(directory: String, slots: Int, buckets: Int = 1024) throws(SystemError) {
+        self.directory = directory
+        self.slots = max(1, slots)
+        self.buckets = max(1, buckets)
+        try Files.createDirectory(directory, mode: 0o770)
+        guard let fd = try Files.tryLock(path(bucket: 0, slot: 0)) else { return }
+        close(fd)
+    }
+
+    /// Runs `body` holding one of the key's slots; nil (not run) when all are held.
+    /// A slot file that cannot be opened counts as held.
+    public func withSlot<T, Failure: Error>(key: String, _ body: () throws(Failure) -> T) throws(Failure) -> T? {
+        let bucket = Int(Self.stableHash(key) % UInt64(buckets))
+        for slot in 0..<slots {
+            guard let fd = (try? Files.tryLock(path(bucket: bucket, slot: slot))) ?? nil else { continue }
+            defer { close(fd) }
+            return try body()
+        }
+        return nil
+    }
+
+    func path(bucket: Int, slot: Int) -> String {
+        "\(directory)/\(bucket).\(slot)"
+    }
+
+    /// FNV-1a: the same in every process (Swift's `Hasher` is seeded per process).
+    static func stableHash(_ key: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+}
