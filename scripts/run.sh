@@ -19,8 +19,9 @@ Try:
   curl --cacert $ENS_VAR/tls/server.crt https://localhost:$ENS_PORT/alive
   curl --cacert $ENS_VAR/tls/server.crt -H 'ApiToken: $token' \\
        -d email=someone@example.com https://localhost:$ENS_PORT/getpublickey
-  scripts/demo.sh     # register a device with the Exchange simulator, send it new mail,
-                      # and show the push the APNs simulator received
+  scripts/demo.sh     # register devices with an Exchange mailbox (EWS simulator) and an
+                      # Exchange Online mailbox (Graph simulator), send them new mail, and
+                      # show the pushes the APNs and FCM simulators received
 
 Ctrl-C (or 'make stop' from another terminal) stops everything.
 TXT

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hand-run self-test for graph_simulator.py (not wired into make).
+"""Self-test for graph_simulator.py (make test runs it after the Swift tests).
 
 Makes throwaway certificates with `cryptography` (a CA and a "localhost" server
 certificate for the simulator's HTTPS port; a self-signed "localhost" certificate, like
