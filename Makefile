@@ -17,6 +17,8 @@
 #   make build   release build of ens-fcgi, ens-apns, ens-cron
 #   make install install the binaries, SQL, nginx and Apache snippets, deployment files
 #                and the example config under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local)
+#   make deb     the Debian package (debian/), built offline with dpkg-buildpackage from the
+#                same release build; the .deb lands in var/pkg; scripts/deb-test.sh tests it
 #   make clean   remove build output and var/
 
 SHELL := /bin/bash
@@ -25,6 +27,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 .PHONY: run stop test bench lint build build-debug deps clean install
 .PHONY: chaos
 .PHONY: fuzz
+.PHONY: deb
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -78,3 +81,17 @@ install: build
 	install -m 0644 apache/ens-site.conf apache/ens-locations.conf apache/ens-proxy-fcgi.conf apache/ens-fcgid.conf apache/ens-cgi.conf $(SHARE)/apache/
 	install -m 0644 apache/errors/*.json $(SHARE)/apache/errors/
 	cp -R deploy/. $(SHARE)/deploy/
+
+# dpkg-buildpackage -b -us -uc with no network (in a network namespace of its own where
+# unshare may make one): Swift package dependencies are resolved first, outside it.
+# Output: var/pkg/ens_VERSION_ARCH.deb, the -dbgsym .deb, .buildinfo and .changes.
+DEB_OUT := $(CURDIR)/var/pkg
+deb: deps
+	swift package resolve
+	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)
+	pva=ens_$$(dpkg-parsechangelog -S Version)_$$(dpkg-architecture -qDEB_HOST_ARCH); \
+	offline=; if unshare --net true 2>/dev/null; then offline="unshare --net"; echo "deb: building without a network (unshare --net)"; fi; \
+	DEB_DESTDIR=$(DEB_OUT) $$offline dpkg-buildpackage -b -us -uc \
+	  --buildinfo-option=-u$(DEB_OUT) --buildinfo-file=$(DEB_OUT)/$$pva.buildinfo \
+	  --changes-option=-u$(DEB_OUT) --changes-file=$(DEB_OUT)/$$pva.changes
+	@ls -l $(DEB_OUT)

@@ -11,6 +11,9 @@ packages=(
 # Apache httpd in front instead of nginx (apache/): mod_security2 for its body and rate
 # limits, mod_fcgid for the variant where Apache starts ens-fcgi itself.
 packages+=(apache2 libapache2-mod-security2 libapache2-mod-fcgid)
+# The Debian package (make deb, scripts/deb-test.sh): dpkg-buildpackage, debhelper, lintian
+# (no fakeroot: debian/control says Rules-Requires-Root: no).
+packages+=(dpkg-dev debhelper lintian)
 packages+=("$@")
 
 missing=()
