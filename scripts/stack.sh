@@ -13,7 +13,8 @@
 # Environment: ENS_VAR (state directory, default var), ENS_PORT (HTTPS port, default
 # 8443; the APNs simulator uses the next two ports, the Exchange simulator the three
 # after those: HTTPS, control, plain HTTP; the FCM simulator the two after those; the
-# Microsoft Graph simulator the two after those: HTTPS, control), ENS_BIN (directory
+# Microsoft Graph simulator the two after those: HTTPS, control; MariaDB listens on
+# ENS_PORT+20 on loopback with TLS besides its socket), ENS_BIN (directory
 # holding ens-fcgi etc., default .build/release), ENS_RATE (per-IP requests/s allowed
 # by nginx, default 1000000 for local use), ENS_FRONT (nginx, default, or apache:
 # Apache httpd on the same port for `up`).
@@ -25,6 +26,10 @@ PORT=${ENS_PORT:-8443}
 BIN=${ENS_BIN:-$ROOT/.build/release}
 RATE=${ENS_RATE:-1000000}
 DB_SOCKET=$VAR/run/mysqld.sock
+# MariaDB also listens on loopback TCP with TLS (127.0.0.1 and 127.0.0.2, a host name
+# its certificate does not list), for the tests of db.tls_*. No account of the stack
+# may log in over TCP.
+DB_PORT=$((PORT + 20))
 FCGI_SOCKET=$VAR/run/fcgi.sock
 CONFIG=$VAR/ens.conf
 APNS_PORT=$((PORT + 1))
@@ -120,6 +125,20 @@ PY
   umask 022
 }
 
+# The private MariaDB's TLS: a CA of its own and a server certificate for 127.0.0.1
+# and localhost (not 127.0.0.2), made on first use.
+init_db_tls() {
+  [ -s "$VAR/tls/mariadb-server.crt" ] && return 0
+  openssl req -x509 -newkey rsa:2048 -nodes -days 825 -subj "/CN=ENS dev MariaDB CA" \
+    -keyout "$VAR/tls/mariadb-ca.key" -out "$VAR/tls/mariadb-ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+    -keyout "$VAR/tls/mariadb-server.key" -out "$VAR/tls/mariadb-server.csr" 2>/dev/null
+  openssl x509 -req -in "$VAR/tls/mariadb-server.csr" -CA "$VAR/tls/mariadb-ca.crt" -CAkey "$VAR/tls/mariadb-ca.key" \
+    -CAcreateserial -days 825 -extfile <(printf 'subjectAltName=DNS:localhost,IP:127.0.0.1') \
+    -out "$VAR/tls/mariadb-server.crt" 2>/dev/null
+  chmod 600 "$VAR/tls/mariadb-ca.key" "$VAR/tls/mariadb-server.key"
+}
+
 # A self-signed certificate for localhost, made on first use.
 init_tls() {
   [ -s "$VAR/tls/server.crt" ] && return 0
@@ -213,7 +232,10 @@ db_start() {
       --auth-root-authentication-method=socket --skip-test-db >"$VAR/log/mariadb-install.log" 2>&1 \
       || die "mariadb-install-db failed; see $VAR/log/mariadb-install.log"
   fi
-  mariadbd --no-defaults --datadir="$VAR/db" --socket="$DB_SOCKET" --skip-networking \
+  init_db_tls
+  mariadbd --no-defaults --datadir="$VAR/db" --socket="$DB_SOCKET" \
+    --bind-address=127.0.0.1,127.0.0.2 --port="$DB_PORT" --skip-name-resolve \
+    --ssl-ca="$VAR/tls/mariadb-ca.crt" --ssl-cert="$VAR/tls/mariadb-server.crt" --ssl-key="$VAR/tls/mariadb-server.key" \
     --pid-file="$VAR/run/mysqld.pid" --log-error="$VAR/log/mariadb.log" --user="$ME" \
     --innodb-buffer-pool-size=256M --max-connections=500 \
     >/dev/null 2>&1 < /dev/null &

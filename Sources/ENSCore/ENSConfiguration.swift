@@ -28,6 +28,10 @@ public struct ENSConfiguration: Sendable {
     public var dbMigrationUser = "ens_migrate"
     public var dbMigrationPasswordFile = "/etc/ens/secrets/db-migrate.password"
     public var dbConnectTimeout: Duration = .seconds(2)
+    /// TLS to a database on another host (TCP): required and verified when a CA is set.
+    public var dbTLSCAFile: String?
+    public var dbTLSCertificateFile: String?
+    public var dbTLSKeyFile: String?
     public var migrationsDirectory = "/usr/share/ens/sql/migrations"
 
     // Secrets and authentication
@@ -194,6 +198,9 @@ public struct ENSConfiguration: Sendable {
         "db.migration_user": { config, key, value throws(ConfigError) in config.dbMigrationUser = try identifier(key, value) },
         "db.migration_password_file": { config, key, value throws(ConfigError) in config.dbMigrationPasswordFile = try path(key, value) },
         "db.connect_timeout_seconds": { config, key, value throws(ConfigError) in config.dbConnectTimeout = try duration(key, value, 1...60, Duration.seconds) },
+        "db.tls_ca_file": { config, key, value throws(ConfigError) in config.dbTLSCAFile = value.isEmpty ? nil : try path(key, value) },
+        "db.tls_cert_file": { config, key, value throws(ConfigError) in config.dbTLSCertificateFile = value.isEmpty ? nil : try path(key, value) },
+        "db.tls_key_file": { config, key, value throws(ConfigError) in config.dbTLSKeyFile = value.isEmpty ? nil : try path(key, value) },
         "db.migrations_dir": { config, key, value throws(ConfigError) in config.migrationsDirectory = try path(key, value) },
         "security.master_key_file": { config, key, value throws(ConfigError) in config.masterKeyFile = try path(key, value) },
         "auth.token_cache_file": { config, key, value throws(ConfigError) in config.apiTokenCacheFile = try path(key, value) },
@@ -351,6 +358,7 @@ public struct ENSConfiguration: Sendable {
                 throw ConfigError(key: key, line: file.lines[key], problem: error.problem)
             }
         }
+        try checkDatabaseTLS(file)
     }
 
     private mutating func applyBundleKey(prefix: String, bundleID: String, key: String, value: String) throws(ConfigError) {
@@ -443,6 +451,29 @@ public struct ENSConfiguration: Sendable {
         flag ?? Environment.get("ENS_CONFIG") ?? "/etc/ens/ens.conf"
     }
 
+    /// TLS settings that would be ignored are refused rather than silently unused.
+    private func checkDatabaseTLS(_ file: ConfigFile) throws(ConfigError) {
+        let anyTLS = dbTLSCAFile != nil || dbTLSCertificateFile != nil || dbTLSKeyFile != nil
+        guard anyTLS else { return }
+        guard let ca = dbTLSCAFile else {
+            throw ConfigError(key: "db.tls_ca_file", problem: "is needed with db.tls_cert_file or db.tls_key_file: the server's certificate is always verified")
+        }
+        if dbSocket != nil {
+            throw ConfigError(key: "db.tls_ca_file", line: file.lines["db.tls_ca_file"], problem: "applies to TCP connections, but db.socket is set (\(dbSocket ?? "")): for a database on another host set `db.socket =` (empty) and db.host")
+        }
+        if (dbTLSCertificateFile == nil) != (dbTLSKeyFile == nil) {
+            throw ConfigError(key: dbTLSCertificateFile == nil ? "db.tls_cert_file" : "db.tls_key_file", problem: "a client certificate needs both db.tls_cert_file and db.tls_key_file")
+        }
+        for (key, path) in [("db.tls_ca_file", ca), ("db.tls_cert_file", dbTLSCertificateFile), ("db.tls_key_file", dbTLSKeyFile)] {
+            guard let path else { continue }
+            guard Files.exists(path) else { throw ConfigError(key: key, line: file.lines[key], problem: "names \(path), which does not exist") }
+        }
+    }
+
+    private var databaseTLS: MariaDBConfiguration.TLS? {
+        dbTLSCAFile.map { MariaDBConfiguration.TLS(caFile: $0, certificateFile: dbTLSCertificateFile, keyFile: dbTLSKeyFile) }
+    }
+
     // MARK: Secrets (read from their own files, never from the config file itself)
 
     /// The service account's connection settings, with its password read from its file.
@@ -450,7 +481,7 @@ public struct ENSConfiguration: Sendable {
         MariaDBConfiguration(
             unixSocket: dbSocket, host: dbHost, port: dbPort,
             user: dbUser, password: try Self.secretText(key: "db.password_file", path: dbPasswordFile),
-            database: dbName, connectTimeout: dbConnectTimeout
+            database: dbName, connectTimeout: dbConnectTimeout, tls: databaseTLS
         )
     }
 
@@ -459,7 +490,7 @@ public struct ENSConfiguration: Sendable {
         MariaDBConfiguration(
             unixSocket: dbSocket, host: dbHost, port: dbPort,
             user: dbMigrationUser, password: try Self.secretText(key: "db.migration_password_file", path: dbMigrationPasswordFile),
-            database: dbName, connectTimeout: dbConnectTimeout
+            database: dbName, connectTimeout: dbConnectTimeout, tls: databaseTLS
         )
     }
 

@@ -12,11 +12,28 @@ public struct MariaDBConfiguration: Sendable {
     /// instead of stalling responders.
     public var connectTimeout: Duration
     public var readWriteTimeout: Duration
+    /// TLS for a TCP connection (a database on another host): nil, none.
+    public var tls: TLS?
+
+    /// TLS is required when set: the server's certificate must chain to `caFile` and
+    /// name the host connected to, or the connection fails. A client certificate and
+    /// key are optional (for accounts created `REQUIRE X509`).
+    public struct TLS: Sendable, Equatable {
+        public var caFile: String
+        public var certificateFile: String?
+        public var keyFile: String?
+
+        public init(caFile: String, certificateFile: String? = nil, keyFile: String? = nil) {
+            self.caFile = caFile
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+        }
+    }
 
     public init(
         unixSocket: String? = nil, host: String = "localhost", port: Int = 3306,
         user: String, password: String, database: String?,
-        connectTimeout: Duration = .seconds(2), readWriteTimeout: Duration = .seconds(10)
+        connectTimeout: Duration = .seconds(2), readWriteTimeout: Duration = .seconds(10), tls: TLS? = nil
     ) {
         self.unixSocket = unixSocket
         self.host = host
@@ -26,5 +43,6 @@ public struct MariaDBConfiguration: Sendable {
         self.database = database
         self.connectTimeout = connectTimeout
         self.readWriteTimeout = readWriteTimeout
+        self.tls = tls
     }
 }

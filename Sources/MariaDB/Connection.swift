@@ -27,6 +27,12 @@ public final class Connection {
 
     public var isConnected: Bool { handle != nil }
 
+    /// The TLS cipher of the connection, nil when it is not encrypted (or not open).
+    public var tlsCipher: String? {
+        guard let handle, let cipher = mysql_get_ssl_cipher(handle) else { return nil }
+        return String(cString: cipher)
+    }
+
     /// Closes the connection and forgets its prepared statements.
     public func disconnect() {
         statements.removeAll()  // statements close before the connection they belong to
@@ -50,6 +56,17 @@ public final class Connection {
         mysql_options(fresh, MYSQL_SET_CHARSET_NAME, "utf8mb4")
         // Every DATETIME ENS stores or compares is UTC, whatever the server's zone.
         mysql_options(fresh, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'")
+        if let tls = configuration.tls {
+            // Required, and verified: without MYSQL_OPT_SSL_VERIFY_SERVER_CERT Connector/C
+            // would encrypt to whoever answers; without ENFORCE a server that offers no TLS
+            // would be talked to in clear.
+            var yes: my_bool = 1
+            mysql_options(fresh, MYSQL_OPT_SSL_ENFORCE, &yes)
+            mysql_options(fresh, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &yes)
+            mysql_options(fresh, MYSQL_OPT_SSL_CA, tls.caFile)
+            if let certificate = tls.certificateFile { mysql_options(fresh, MYSQL_OPT_SSL_CERT, certificate) }
+            if let key = tls.keyFile { mysql_options(fresh, MYSQL_OPT_SSL_KEY, key) }
+        }
         let connected = mysql_real_connect(
             fresh,
             configuration.unixSocket == nil ? configuration.host : nil,

@@ -95,7 +95,9 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
     var isStaleConnection: Bool { Int32(code) == CR_SERVER_GONE_ERROR }
 
     public var description: String {
-        "MariaDB \(operation) failed: error \(code) (SQLSTATE \(sqlState), \(kind))"
+        let base = "MariaDB \(operation) failed: error \(code) (SQLSTATE \(sqlState), \(kind))"
+        guard Int32(code) == CR_SSL_CONNECTION_ERROR else { return base }
+        return base + ": TLS failed (the server's certificate is not signed by the configured CA or does not name the host connected to, or the server offers no TLS)"
     }
 
     public var debugDescription: String {
