@@ -21,10 +21,13 @@ import Synchronization
 /// `segmentLimit` bytes, so a record torn by a crash can only be the last one of a
 /// segment that is never appended to again; reopening stops reading a segment there.
 ///
-/// A record is `"ENS1"`, the sealed length (UInt32, big-endian), and the notification's
-/// JSON sealed with AES-256-GCM under a key derived from the master key ("ens/v1/spool";
-/// sender and subject are personal data), with `"<segment>:<offset>"` as associated
-/// data, so a record copied to another place does not open.
+/// A segment starts with `"ENSK"` and a random salt; a record is `"ENS1"`, the sealed
+/// length (UInt32, big-endian), and the notification's JSON sealed with AES-256-GCM
+/// (sender and subject are personal data) under the segment's key, derived from the
+/// master key ("ens/v1/spool") and the salt ("ens/v2/spool-segment/<salt hex>"), with
+/// `"<segment>:<offset>"` as associated data, so a record copied to another place does
+/// not open. Segments from before per-segment keys (no header) are read with the spool
+/// key itself until they are delivered (see `SpoolLayout`).
 public final class Spool: Sendable {
     public struct Full: Error, CustomStringConvertible, Sendable {
         public var description: String { "spool full" }
@@ -76,6 +79,8 @@ public final class Spool: Sendable {
         /// Per segment, the offsets of records not yet done.
         var live: [UInt32: Set<UInt32>] = [:]
         var readers: [UInt32: LogFile] = [:]
+        /// Each live segment's key.
+        var keys: [UInt32: AESGCMKey] = [:]
         var doneFiles: [UInt32: LogFile] = [:]
         /// Records `compact` moved: from the entry handed out to where the record is now,
         /// and back (so a record moved twice keeps one mapping).
@@ -85,12 +90,14 @@ public final class Spool: Sendable {
 
     public init(directory: String, masterKey: AESGCMKey, capacity: Int, segmentLimit: Int = 16 << 20) throws {
         self.directory = directory
-        self.key = masterKey.derived(label: "ens/v1/spool")
+        let key = masterKey.derived(label: "ens/v1/spool")
+        self.key = key
         self.capacity = capacity
         self.segmentLimit = min(max(segmentLimit, 1024), Int(UInt32.max) - SpoolLayout.maximumSealedSize)
         for path in [directory, directory + "/log"] { try Files.createDirectory(path, mode: 0o700) }
         var recovery = Recovery()
         var live: [UInt32: Set<UInt32>] = [:]
+        var keys: [UInt32: AESGCMKey] = [:]
         var highest: UInt32 = 0
         for (number, hasRecords) in try SpoolLayout.segmentNumbers(in: directory + "/log") {
             highest = max(highest, number)
@@ -98,7 +105,7 @@ public final class Spool: Sendable {
                 Files.remove(SpoolLayout.donePath(directory, number))  // its segment is gone
                 continue
             }
-            let (offsets, torn) = try SpoolLayout.scan(segment: SpoolLayout.segmentPath(directory, number))
+            let (offsets, torn, salt) = try SpoolLayout.scan(segment: SpoolLayout.segmentPath(directory, number))
             let remaining = offsets.subtracting(try SpoolLayout.doneOffsets(SpoolLayout.donePath(directory, number)))
             if torn { recovery.tornSegments += 1 }
             if remaining.isEmpty {
@@ -106,13 +113,17 @@ public final class Spool: Sendable {
                 Files.remove(SpoolLayout.donePath(directory, number))
             } else {
                 live[number] = remaining
+                keys[number] = salt.map { SpoolLayout.segmentKey(spoolKey: key, salt: $0) } ?? key
                 recovery.pending += remaining.count
             }
         }
         let count = recovery.pending
         size = SynchronizedBox(count)
         appender = Mutex(Appender(writer: nil, nextSegment: highest + 1))
-        state.withLock { $0.live = live }
+        state.withLock { state in
+            state.live = live
+            state.keys = keys
+        }
         recoveryBox.withLock { $0 = recovery }
         let imported = try importFilePerNotificationSpool()
         recoveryBox.withLock { $0.imported = imported; $0.pending += imported }
@@ -185,19 +196,21 @@ public final class Spool: Sendable {
     }
 
     public func load(_ entry: SpoolEntry) throws -> PushNotification {
-        let (place, reader) = try state.withLock { state throws -> (SpoolEntry, LogFile) in
+        let (place, reader, segmentKey) = try state.withLock { state throws -> (SpoolEntry, LogFile, AESGCMKey) in
             let place = state.relocated[entry] ?? entry
-            guard state.live[place.segment]?.contains(place.offset) == true else { throw NotSpooled(entry: entry) }
-            if let reader = state.readers[place.segment] { return (place, reader) }
+            guard state.live[place.segment]?.contains(place.offset) == true, let segmentKey = state.keys[place.segment] else {
+                throw NotSpooled(entry: entry)
+            }
+            if let reader = state.readers[place.segment] { return (place, reader, segmentKey) }
             let reader = try LogFile(path: SpoolLayout.segmentPath(directory, place.segment), mode: .readOnly)
             state.readers[place.segment] = reader
-            return (place, reader)
+            return (place, reader, segmentKey)
         }
         let header = try reader.read(count: SpoolLayout.headerSize, at: Int(place.offset))
         guard let length = SpoolLayout.sealedLength(header: header) else { throw DamagedRecord(entry: entry) }
         let sealed = try reader.read(count: length, at: Int(place.offset) + SpoolLayout.headerSize)
         guard sealed.count == length else { throw DamagedRecord(entry: entry) }
-        return try PushNotification(json: key.open(sealed, associatedData: SpoolLayout.associatedData(place)))
+        return try PushNotification(json: segmentKey.open(sealed, associatedData: SpoolLayout.associatedData(place)))
     }
 
     /// Marks a delivered or permanently rejected notification done; deletes its segment
@@ -257,7 +270,7 @@ public final class Spool: Sendable {
             let writer = try writableSegment(&appender, adding: SpoolLayout.headerSize + AESGCMKey.nonceSize + json.count + AESGCMKey.tagSize)
             let offset = writer.end.load(ordering: .relaxed)
             let entry = SpoolEntry(segment: writer.number, offset: UInt32(offset))
-            let sealed = try key.seal(json, associatedData: SpoolLayout.associatedData(entry))
+            let sealed = try writer.key.seal(json, associatedData: SpoolLayout.associatedData(entry))
             let record = SpoolLayout.magic + SpoolLayout.bigEndian(UInt32(sealed.count)) + sealed
             do {
                 try writer.file.write(record, at: offset)
@@ -297,14 +310,21 @@ public final class Spool: Sendable {
     /// The segment to append `recordSize` bytes to: the current one, or a new one when
     /// there is none yet, it is full, or it broke.
     private func writableSegment(_ appender: inout Appender, adding recordSize: Int) throws -> SpoolSegmentWriter {
+        let empty = SpoolLayout.segmentHeaderSize
         if let writer = appender.writer, !writer.broken.load(ordering: .acquiring),
-           writer.end.load(ordering: .relaxed) == 0 || writer.end.load(ordering: .relaxed) + recordSize <= segmentLimit {
+           writer.end.load(ordering: .relaxed) == empty || writer.end.load(ordering: .relaxed) + recordSize <= segmentLimit {
             return writer
         }
         let number = appender.nextSegment
         let path = SpoolLayout.segmentPath(directory, number)
-        let writer = SpoolSegmentWriter(number: number, file: try LogFile(path: path, mode: .createNew))
+        let salt = try Digest.randomBytes(SpoolLayout.saltSize)
+        let file = try LogFile(path: path, mode: .createNew)
+        // Synced with the segment's first commit, before any record in it is acknowledged.
+        try file.write(SpoolLayout.segmentHeader(salt: salt), at: 0)
+        let segmentKey = SpoolLayout.segmentKey(spoolKey: key, salt: salt)
+        let writer = SpoolSegmentWriter(number: number, file: file, key: segmentKey, headerSize: empty)
         Files.synchronizeDirectory(of: path)  // the new name must survive a crash before any record in it is acknowledged
+        state.withLock { $0.keys[number] = segmentKey }
         appender.nextSegment += 1
         let previous = appender.writer
         appender.writer = writer
@@ -320,6 +340,7 @@ public final class Spool: Sendable {
     private func deleteSegment(_ number: UInt32, _ state: inout State) {
         state.live[number] = nil
         state.readers[number] = nil
+        state.keys[number] = nil
         state.doneFiles[number] = nil
         Files.remove(SpoolLayout.segmentPath(directory, number))
         Files.remove(SpoolLayout.donePath(directory, number))

@@ -1,3 +1,4 @@
+internal import Codecs
 internal import POSIX
 internal import OpenSSL
 
@@ -7,6 +8,21 @@ internal import OpenSSL
 enum SpoolLayout {
     static let magic: [UInt8] = Array("ENS1".utf8)
     static let headerSize = 8
+    /// A segment written since 2026-11-25 starts with `"ENSK"` and a 32-byte random salt:
+    /// its records are sealed under a key of its own, derived from the spool key and the
+    /// salt (`segmentKey`), so no key ever seals more than one segment's records (a few
+    /// tens of thousands), far inside AES-GCM's bound for random nonces. Nothing new to
+    /// back up: the master key and the file are enough. A segment without it (written
+    /// before) has records from offset 0, sealed under the spool key itself.
+    static let segmentMagic: [UInt8] = Array("ENSK".utf8)
+    static let saltSize = 32
+    static let segmentHeaderSize = 4 + saltSize
+
+    static func segmentHeader(salt: [UInt8]) -> [UInt8] { segmentMagic + salt }
+
+    static func segmentKey(spoolKey: AESGCMKey, salt: [UInt8]) -> AESGCMKey {
+        spoolKey.derived(label: "ens/v2/spool-segment/" + Hex.encode(salt))
+    }
     /// Far above any notification (APNs payloads are at most 4 KiB); a larger length
     /// in a header means the header itself is damaged.
     static let maximumSealedSize = 64 * 1024
@@ -38,19 +54,27 @@ enum SpoolLayout {
         return found.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
     }
 
-    /// The offsets of the complete records in a segment, and whether it ends in a torn one.
-    static func scan(segment path: String) throws -> (Set<UInt32>, torn: Bool) {
+    /// The offsets of the complete records in a segment, whether it ends in a torn one,
+    /// and its salt (nil: a segment from before per-segment keys).
+    static func scan(segment path: String) throws -> (Set<UInt32>, torn: Bool, salt: [UInt8]?) {
         let file = try LogFile(path: path, mode: .readOnly)
         let size = try file.size()
         var offsets = Set<UInt32>()
         var offset = 0
+        var salt: [UInt8]?
+        if size >= 4, try file.read(count: 4, at: 0) == segmentMagic {
+            let header = try file.read(count: segmentHeaderSize, at: 0)
+            guard header.count == segmentHeaderSize else { return ([], true, nil) }  // torn in its header
+            salt = Array(header[4...])
+            offset = segmentHeaderSize
+        }
         while offset < size {
             guard let length = sealedLength(header: try file.read(count: headerSize, at: offset)),
-                  offset + headerSize + length <= size else { return (offsets, true) }
+                  offset + headerSize + length <= size else { return (offsets, true, salt) }
             offsets.insert(UInt32(offset))
             offset += headerSize + length
         }
-        return (offsets, false)
+        return (offsets, false, salt)
     }
 
     static func doneOffsets(_ path: String) throws -> Set<UInt32> {

@@ -1,3 +1,4 @@
+internal import OpenSSL
 internal import POSIX
 import Synchronization
 
@@ -6,8 +7,11 @@ final class SpoolSegmentWriter: @unchecked Sendable {
     // @unchecked: `synced` and `syncing` are only touched under `commit`.
     let number: UInt32
     let file: LogFile
-    /// Bytes written; only the appender (under its lock) advances it.
-    let end = Atomic<Int>(0)
+    /// The key this segment's records are sealed under.
+    let key: AESGCMKey
+    /// Bytes written (the segment header included); only the appender (under its lock)
+    /// advances it.
+    let end: Atomic<Int>
     /// Set when a write or sync failed: nothing more is appended here.
     let broken = Atomic<Bool>(false)
     /// Group commit: one thread syncs while the others sleep; when it is done, every
@@ -16,9 +20,11 @@ final class SpoolSegmentWriter: @unchecked Sendable {
     private var synced = 0
     private var syncing = false
 
-    init(number: UInt32, file: LogFile) {
+    init(number: UInt32, file: LogFile, key: AESGCMKey, headerSize: Int) {
         self.number = number
         self.file = file
+        self.key = key
+        self.end = Atomic(headerSize)
     }
 
     /// Returns once the bytes before `position` are durable.

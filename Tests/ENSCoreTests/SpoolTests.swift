@@ -61,8 +61,8 @@ import Testing
             let background = try Self.notification(2, pushType: .background)
             let first = try spool.store(alert)
             let second = try spool.store(background)
-            #expect(first == SpoolEntry(segment: 1, offset: 0))
-            #expect(second.segment == 1 && second.offset > 0)
+            #expect(first == SpoolEntry(segment: 1, offset: UInt32(SpoolLayout.segmentHeaderSize)))
+            #expect(second.segment == 1 && second.offset > first.offset)
             #expect(try spool.load(first) == alert)
             #expect(try spool.load(second) == background)
             #expect(spool.count == 2)
@@ -332,23 +332,100 @@ import Testing
 
     // MARK: Sealing
 
-    @Test func recordsAreSealed() throws {
-        try Self.withSpool { spool, path, master in
+    /// The documented layout, opened by an independent implementation: Python's
+    /// `cryptography` derives the segment key (HMAC-SHA-256 of "ens/v1/spool" under the
+    /// master key, then of "ens/v2/spool-segment/<salt hex>") and opens the record with
+    /// AES-256-GCM and "<segment>:<offset>" as associated data.
+    @Test func recordsAreSealedUnderTheirSegmentsKey() throws {
+        try withTemporaryDirectory { url in
+            let path = url.path + "/spool"
+            let masterBytes = (0..<32).map { UInt8($0 * 7 & 0xFF) }
+            let spool = try Spool(directory: path, masterKey: try AESGCMKey(bytes: masterBytes), capacity: 10)
             let notification = try Self.notification(1)
             let entry = try spool.store(notification)
             let onDisk = try [UInt8](Data(contentsOf: Self.segment(path, entry.segment)))
             let json = notification.json
             let sealedLength = AESGCMKey.nonceSize + json.count + AESGCMKey.tagSize
-            #expect(onDisk.count == 8 + sealedLength)
-            #expect(Array(onDisk[0..<8]) == Array("ENS1".utf8) + [0, 0, UInt8(sealedLength >> 8), UInt8(sealedLength & 0xFF)])
+            let header = SpoolLayout.segmentHeaderSize
+            #expect(Array(onDisk[0..<4]) == Array("ENSK".utf8) && header == 36)
+            #expect(onDisk.count == header + 8 + sealedLength)
+            #expect(Array(onDisk[header..<header + 8]) == Array("ENS1".utf8) + [0, 0, UInt8(sealedLength >> 8), UInt8(sealedLength & 0xFF)])
             for secret in [Self.alertText, "Alice", notification.deviceToken.value, "com.example.mail"] {
                 #expect(Data(onDisk).range(of: Data(secret.utf8)) == nil, "\(secret)")
             }
-            // Opening by hand needs the documented derived key and "<segment>:<offset>".
-            let sealed = Array(onDisk[8...])
-            #expect(try master.derived(label: "ens/v1/spool").open(sealed, associatedData: Array("1:0".utf8)) == json)
-            #expect(throws: OpenSSLError.self) { try master.open(sealed, associatedData: Array("1:0".utf8)) }
-            #expect(throws: OpenSSLError.self) { try master.derived(label: "ens/v1/spool").open(sealed, associatedData: Array("2:0".utf8)) }
+            let file = url.appendingPathComponent("segment")
+            try file.write(onDisk)
+            let opened = try Shell.python("""
+                import hashlib, hmac, sys
+                from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+                master = bytes(i * 7 & 0xFF for i in range(32))
+                data = open(sys.argv[1], "rb").read()
+                assert data[:4] == b"ENSK"
+                salt = data[4:36]
+                spool = hmac.new(master, b"ens/v1/spool", hashlib.sha256).digest()
+                key = hmac.new(spool, b"ens/v2/spool-segment/" + salt.hex().encode(), hashlib.sha256).digest()
+                length = int.from_bytes(data[40:44], "big")
+                sealed = data[44:44 + length]
+                print(AESGCM(key).decrypt(sealed[:12], sealed[12:], b"1:36").decode())
+                """, [file.path])
+            #expect(opened == String(decoding: json, as: UTF8.self))
+        }
+    }
+
+    /// Every segment has a key of its own: no key seals more than one segment's records.
+    @Test func eachSegmentHasItsOwnSalt() throws {
+        try withTemporaryDirectory { url in
+            let path = url.path + "/spool"
+            let key = try AESGCMKey.random()
+            let spool = try Spool(directory: path, masterKey: key, capacity: 100, segmentLimit: Self.smallSegments)
+            let entries = try (0..<12).map { try spool.store(try Self.notification($0)) }
+            let segments = Set(entries.map(\.segment))
+            #expect(segments.count >= 3)
+            let salts = try segments.map { try [UInt8](Data(contentsOf: Self.segment(path, $0)))[4..<36] }
+            #expect(Set(salts.map { Array($0) }).count == segments.count)
+            // And they reopen, each under its own key.
+            let reopened = try Spool(directory: path, masterKey: key, capacity: 100)
+            for (index, entry) in entries.enumerated() { #expect(try reopened.load(entry) == (try Self.notification(index))) }
+        }
+    }
+
+    /// A segment written before per-segment keys (records from offset 0, sealed under
+    /// the spool key) is still delivered after the upgrade; new records go to a new,
+    /// keyed segment.
+    @Test func aSegmentFromBeforePerSegmentKeysStillOpens() throws {
+        try withTemporaryDirectory { url in
+            let path = url.path + "/spool"
+            let master = try AESGCMKey.random()
+            try FileManager.default.createDirectory(atPath: path + "/log", withIntermediateDirectories: true)
+            var legacy: [UInt8] = []
+            for index in 0..<2 {
+                let sealed = try master.derived(label: "ens/v1/spool").seal(try Self.notification(index).json,
+                                                                           associatedData: Array("7:\(legacy.count)".utf8))
+                legacy += Array("ENS1".utf8) + SpoolLayout.bigEndian(UInt32(sealed.count)) + sealed
+            }
+            try Self.segment(path, 7).write(legacy)
+            let spool = try Spool(directory: path, masterKey: master, capacity: 10)
+            let pending = spool.pending()
+            #expect(pending.count == 2 && pending.first == SpoolEntry(segment: 7, offset: 0))
+            for (index, entry) in pending.enumerated() { #expect(try spool.load(entry) == (try Self.notification(index))) }
+            let added = try spool.store(try Self.notification(5))
+            #expect(added == SpoolEntry(segment: 8, offset: UInt32(SpoolLayout.segmentHeaderSize)))
+            #expect(try spool.load(added) == (try Self.notification(5)))
+        }
+    }
+
+    /// A damaged salt gives the wrong key after a restart: the records do not open.
+    @Test func aDamagedSaltDoesNotOpen() throws {
+        try withTemporaryDirectory { url in
+            let path = url.path + "/spool"
+            let master = try AESGCMKey.random()
+            let entry = try Spool(directory: path, masterKey: master, capacity: 10).store(try Self.notification(1))
+            var bytes = try [UInt8](Data(contentsOf: Self.segment(path, entry.segment)))
+            bytes[10] ^= 0x01
+            try Self.segment(path, entry.segment).write(bytes)
+            let reopened = try Spool(directory: path, masterKey: master, capacity: 10)
+            #expect(reopened.pending() == [entry])
+            #expect(throws: (any Error).self) { try reopened.load(entry) }
         }
     }
 
@@ -369,9 +446,11 @@ import Testing
             let second = try spool.store(try Self.notification(2))
             let file = Self.segment(path, 1)
             let original = try [UInt8](Data(contentsOf: file))
-            let length = Int(second.offset)
-            #expect(original.count == 2 * length)  // same-sized records
-            try file.write(Array(original[0..<length]) + Array(original[0..<length]))
+            let header = Int(first.offset)
+            let length = Int(second.offset) - header
+            #expect(original.count == header + 2 * length)  // same-sized records
+            let firstRecord = Array(original[header..<header + length])
+            try file.write(Array(original[0..<header]) + firstRecord + firstRecord)
             #expect(try spool.load(first) == (try Self.notification(1)))
             #expect(throws: (any Error).self) { try spool.load(second) }
             try file.write(original)
@@ -385,8 +464,11 @@ import Testing
             let file = Self.segment(path, 1)
             let original = try [UInt8](Data(contentsOf: file))
             var generator = SeededGenerator(seed: 0xF11)
-            let positions = [0, 3, 4, 6, 7, 8, 19, 20, original.count / 2, original.count - 17, original.count - 16, original.count - 1]
-                + (0..<20).map { _ in Int.random(in: 0..<original.count, using: &generator) }
+            // The record's bytes (the segment's header is checked on reopening, above).
+            let start = Int(entry.offset)
+            let positions = [0, 3, 4, 6, 7, 8, 19, 20].map { start + $0 }
+                + [original.count - (original.count - start) / 2, original.count - 17, original.count - 16, original.count - 1]
+                + (0..<20).map { _ in Int.random(in: start..<original.count, using: &generator) }
             for position in positions {
                 var tampered = original
                 tampered[position] ^= 0x01
