@@ -76,4 +76,7 @@ scripts/stack.sh token schemathesis > "$ENS_VAR/schemathesis-token"
 Tests/tools/schemathesis.sh "https://localhost:$ENS_PORT" "$ENS_VAR/schemathesis-token" 2>&1 | tee "$ENS_VAR/schemathesis.out" | tail -15
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 Tests/tools/scan-secrets.sh || status=1
+# The Debian package: built (make deb), linted, installed, configured as the README says,
+# the contract run against the installed binaries (var/deb, port 28443), then purged.
+scripts/deb-test.sh || status=1
 exit "$status"
