@@ -110,7 +110,7 @@ let package = Package(
         .executableTarget(
             name: "ens-cron",
             dependencies: [
-                "Codecs", "ENSCore", "Graph", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSCore", "ENSSender", "Graph", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

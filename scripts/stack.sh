@@ -185,6 +185,7 @@ fcm.url = https://localhost:$FCM_PORT
 fcm.service_account.com.example.mail = $VAR/secrets/fcm-service-account.json
 fcm.service_account.com.example.android = $VAR/secrets/fcm-service-account.json
 cron.lock_file = $VAR/run/ens-cron.lock
+cron.status_file = $VAR/lib/cron-status
 # Microsoft Graph: the simulator plays Graph and the identity platform for two tenants.
 graph.callback_url = https://localhost:$PORT/graph/
 graph.url = https://localhost:$GRAPH_PORT

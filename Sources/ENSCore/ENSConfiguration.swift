@@ -75,6 +75,8 @@ public struct ENSConfiguration: Sendable {
     /// credential (doubling, up to 15 minutes, while it stays refused).
     public var pushCredentialPause: Duration = .seconds(60)
     public var lockFile = "/run/ens/ens-cron.lock"
+    /// Each cron job's last run, for `ens-cron status` (see `CronJobLog`).
+    public var cronStatusFile = "/var/lib/ens/cron-status"
 
     // Maintenance (ens-cron)
     public var deviceRetention: Duration = .days(30)
@@ -226,6 +228,7 @@ public struct ENSConfiguration: Sendable {
         "reap.empty_record_days": { config, key, value throws(ConfigError) in config.emptyRecordRetention = try duration(key, value, 0...3650, Duration.days) },
         "renew.wakeup_interval_minutes": { config, key, value throws(ConfigError) in config.wakeupInterval = try duration(key, value, 1...10080, Duration.minutes) },
         "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },
+        "cron.status_file": { config, key, value throws(ConfigError) in config.cronStatusFile = try path(key, value) },
         "exchange.callback_url": { config, key, value throws(ConfigError) in
             guard value.isEmpty || value.hasPrefix("https://"), value.isEmpty || value.hasSuffix("/ews/"), value.utf8.count < 200, !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
                 throw ConfigError(key: key, problem: "must be the https:// URL of the callback location, ending in /ews/ (e.g. https://ens.example.com/ews/)")

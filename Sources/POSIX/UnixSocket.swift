@@ -109,6 +109,9 @@ public enum UnixSocket {
 public enum FileDescriptor {
     public static func close(_ fd: Int32) { _ = Glibc.close(fd) }
 
+    /// Whether `fd` is a terminal (a person is watching), not a pipe, file or journal.
+    public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+
     /// Clears FD_CLOEXEC so that a spawned child inherits `fd`.
     public static func setInheritable(_ fd: Int32) {
         let flags = fcntl(fd, F_GETFD)

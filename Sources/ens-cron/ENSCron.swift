@@ -18,7 +18,7 @@ struct ENSCron: ParsableCommand {
             Exit status: 0 on success (or a clean skip), 1 on a configuration or database error, \
             2 on bad usage.
             """,
-        subcommands: [All.self, APIKeys.self, Reap.self, Renew.self, SyncKeys.self, Keys.self, Migrate.self, Token.self]
+        subcommands: [All.self, APIKeys.self, Reap.self, Renew.self, SyncKeys.self, Keys.self, Migrate.self, Token.self, Status.self]
     )
 }
 
@@ -139,11 +139,7 @@ struct APIKeys: ParsableCommand {
 
     func run() throws {
         let settings = try options.load("api-keys")
-        try reportingFailures("api-keys") {
-            let database = Connection(configuration: try settings.serviceDatabase())
-            let count = try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
-            Logger(label: "ens-cron").info("api-keys done", metadata: ["tokens": "\(count)"])
-        }
+        try reportingFailures("api-keys") { try Jobs(settings: settings, now: options.clock).apiKeys() }
     }
 }
 
@@ -156,12 +152,7 @@ struct Keys: ParsableCommand {
     func run() throws {
         let settings = try options.load("keys")
         try reportingFailures("keys") {
-            let database = Connection(configuration: try settings.serviceDatabase())
-            let pool = KeyPool(database: database, vault: Vault(masterKey: try settings.masterKey()))
-            let logger = Logger(label: "ens-cron")
-            let added = try pool.refill(to: target ?? settings.keyPoolSize, threads: threads, logger: logger)
-            let size = try pool.count()
-            logger.info("keys done", metadata: ["keys.added": "\(added)", "keys.pool": "\(size)"])
+            try Jobs(settings: settings, now: options.clock).keys(target: target ?? settings.keyPoolSize, threads: threads)
         }
     }
 }
@@ -226,13 +217,14 @@ struct All: ParsableCommand {
                 try jobs.reap()
                 try jobs.renew()
                 try jobs.syncKeys()
-                try jobs.keys()
+                try jobs.keys(target: settings.keyPoolSize, threads: 2)
             }
         }
     }
 }
 
-/// The jobs, each logging one summary line.
+/// The jobs, each logging one summary line and recording its outcome for
+/// `ens-cron status` (cron.status_file).
 struct Jobs {
     let settings: ENSConfiguration
     let database: Connection
@@ -242,15 +234,40 @@ struct Jobs {
     init(settings: ENSConfiguration, now: Timestamp) throws {
         self.settings = settings
         database = Connection(configuration: try settings.serviceDatabase())
-        maintenance = Maintenance(database: database, policy: settings.maintenancePolicy, now: now, logger: Logger(label: "ens-cron"))
+        maintenance = Maintenance(database: database, policy: settings.maintenancePolicy, now: now, logger: Logger(label: "ens-cron"),
+                                  progress: { what, rows in TerminalProgress.shared.report(what, rows) })
+    }
+
+    /// Runs one job and records how it went; a status file that cannot be written is
+    /// logged, never the job's failure.
+    private func recorded(_ job: String, _ body: () throws -> Void) throws {
+        let started = MonotonicClock.milliseconds()
+        var outcome = "failed"
+        defer {
+            TerminalProgress.shared.finish()
+            let took = Duration.milliseconds(Int64(MonotonicClock.milliseconds() - started))
+            do {
+                try CronJobLog(path: settings.cronStatusFile).record(.init(job: job, outcome: outcome, finishedAt: .now(), took: took))
+            } catch {
+                logger.warning("cannot record the job's outcome for ens-cron status", metadata: ["job": "\(job)", "error": "\(error)"])
+            }
+        }
+        try body()
+        outcome = "ok"
     }
 
     func apiKeys() throws {
-        let count = try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
-        logger.info("api-keys done", metadata: ["tokens": "\(count)"])
+        try recorded("api-keys") {
+            let count = try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
+            logger.info("api-keys done", metadata: ["tokens": "\(count)"])
+        }
     }
 
     func reap() throws {
+        try recorded("reap") { try reapNow() }
+    }
+
+    private func reapNow() throws {
         let counts = try maintenance.reap()
         logger.info("reap done", metadata: [
             "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",
@@ -261,6 +278,10 @@ struct Jobs {
     }
 
     func renew() throws {
+        try recorded("renew") { try renewNow() }
+    }
+
+    private func renewNow() throws {
         let vault = Vault(masterKey: try settings.masterKey())
         var keepers: [any SubscriptionKeeping] = [HeartbeatKeeper(backend: .ews)]
         let tenants = try settings.completeGraphTenants()
@@ -278,15 +299,19 @@ struct Jobs {
     }
 
     func syncKeys() throws {
-        let count = try maintenance.purgeSyncKeys()
-        logger.info("sync-keys done", metadata: ["synckeys.purged": "\(count)"])
-        print("sync-keys: \(count) expired sync keys erased")
+        try recorded("sync-keys") {
+            let count = try maintenance.purgeSyncKeys()
+            logger.info("sync-keys done", metadata: ["synckeys.purged": "\(count)"])
+            print("sync-keys: \(count) expired sync keys erased")
+        }
     }
 
-    func keys() throws {
-        let pool = KeyPool(database: database, vault: Vault(masterKey: try settings.masterKey()))
-        let added = try pool.refill(to: settings.keyPoolSize, threads: 2, logger: logger)
-        let size = try pool.count()
-        logger.info("keys done", metadata: ["keys.added": "\(added)", "keys.pool": "\(size)"])
+    func keys(target: Int, threads: Int) throws {
+        try recorded("keys") {
+            let pool = KeyPool(database: database, vault: Vault(masterKey: try settings.masterKey()))
+            let added = try pool.refill(to: target, threads: threads, logger: logger) { TerminalProgress.shared.report("keys generated", $0) }
+            let size = try pool.count()
+            logger.info("keys done", metadata: ["keys.added": "\(added)", "keys.pool": "\(size)"])
+        }
     }
 }

@@ -133,4 +133,56 @@ struct MaintenanceTests {
         let output = try cron(["all"])
         #expect(output.contains("reap:") && output.contains("renew:") && output.contains("sync-keys:"))
     }
+
+    /// The operator's view: after `all`, every job's last run is "ok"; subscriptions by
+    /// backend, devices by app and provider, the spool, tokens and the key pool, as text
+    /// and as JSON, and never a user id, address or token.
+    @Test func statusShowsHealthWithoutPersonalData() throws {
+        let (user, _) = try subscribedUserWithDevice(TestSecrets.apnsToken())
+        try cron(["all"])
+        let text = try cron(["status"])
+        for section in ["Subscriptions", "Devices", "Spool (ens-apns)", "Cron jobs", "API tokens:", "RSA key pool:"] {
+            #expect(text.contains(section), "\(section) in \(text)")
+        }
+        #expect(text.contains("com.example.mail") && text.contains("apns"))
+        let jobs = text.split(separator: "\n").filter { line in ["api-keys", "reap", "renew", "sync-keys", "keys"].contains { line.hasPrefix("  \($0) ") } }
+        #expect(jobs.count == 5 && jobs.allSatisfy { $0.contains(" ok ") }, "\(jobs)")
+
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(cron(["status", "--json"]).utf8)) as? [String: Any])
+        let subscriptions = try #require(json["subscriptions"] as? [[String: Any]])
+        #expect(Set(subscriptions.compactMap { $0["backend"] as? String }).isSuperset(of: ["ews", "graph"]))
+        let ews = try #require(subscriptions.first { $0["backend"] as? String == "ews" })
+        #expect((ews["healthy"] as? Int ?? 0) >= 1)
+        let devices = try #require(json["devices"] as? [[String: Any]])
+        // The stack has an APNs key and an FCM service account for com.example.mail.
+        #expect(devices.contains { $0["app"] as? String == "com.example.mail" && $0["pushCredentials"] as? String == "apns+fcm" && ($0["enabled"] as? Int ?? 0) >= 1 }, "\(devices)")
+        let spool = try #require(json["spool"] as? [String: Any])
+        #expect(spool["pending"] is Int)
+        let cronJobs = try #require(json["cronJobs"] as? [[String: Any]])
+        #expect(cronJobs.count == 5 && cronJobs.allSatisfy { $0["outcome"] as? String == "ok" && $0["lastRun"] is String })
+        #expect(((json["apiTokens"] as? [String: Any])?["active"] as? Int ?? 0) >= 1)
+        #expect((json["keyPool"] as? [String: Any])?["target"] is Int)
+        for output in [text, try cron(["status", "--json"])] {
+            #expect(!output.contains(user.userID) && !output.contains(user.email) && !output.contains("@"))
+        }
+    }
+
+    /// A job that fails is recorded as failed (its error goes to the journal), and the
+    /// status file survives garbage.
+    @Test func aFailedJobIsRecordedAsFailed() throws {
+        let statusFile = TestStack.directory + "/lib/cron-status"
+        let broken = TestStack.directory + "/broken-db.conf"
+        let config = try String(contentsOfFile: TestStack.directory + "/ens.conf", encoding: .utf8)
+            .replacingOccurrences(of: "db.socket = ", with: "db.socket = /nonexistent/mysqld.sock\n#")
+        try config.write(toFile: broken, atomically: true, encoding: .utf8)
+        let (status, _) = try ChildProcess.run(TestStack.root + "/.build/debug/ens-cron", ["reap", "--config", broken])
+        #expect(status == 1)
+        let lines = try String(contentsOfFile: statusFile, encoding: .utf8).split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("reap failed ") }, "\(lines)")
+        try (String(contentsOfFile: statusFile, encoding: .utf8) + "garbage line\n\u{0}\u{1}\n").write(toFile: statusFile, atomically: true, encoding: .utf8)
+        try cron(["reap"])
+        let after = try String(contentsOfFile: statusFile, encoding: .utf8)
+        #expect(after.contains("reap ok ") && !after.contains("garbage"))
+        #expect(try cron(["status"]).contains("Cron jobs"))
+    }
 }

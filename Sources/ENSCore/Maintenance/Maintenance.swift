@@ -33,12 +33,17 @@ public struct Maintenance {
     public let policy: Policy
     public let now: Timestamp
     public let logger: Logger
+    /// Called after each batch of a long job with what it is doing and how many rows so
+    /// far (ens-cron shows it on a terminal).
+    public let progress: (@Sendable (_ what: String, _ rows: Int) -> Void)?
 
-    public init(database: any SQLDatabase, policy: Policy, now: Timestamp, logger: Logger) {
+    public init(database: any SQLDatabase, policy: Policy, now: Timestamp, logger: Logger,
+                progress: (@Sendable (_ what: String, _ rows: Int) -> Void)? = nil) {
         self.database = database
         self.policy = policy
         self.now = now
         self.logger = logger
+        self.progress = progress
     }
 
     private func ago(_ duration: Duration) -> String {
@@ -46,11 +51,12 @@ public struct Maintenance {
     }
 
     /// Runs `statement` (which must carry `LIMIT batchSize`) until it affects fewer rows.
-    private func inBatches(_ statement: Query) throws -> Int {
+    private func inBatches(_ statement: Query, _ what: String) throws -> Int {
         var total = 0
         while true {
             let affected = try database.execute(statement).affectedRows
             total += affected
+            progress?(what, total)
             if affected < Self.batchSize { return total }
         }
     }
@@ -72,8 +78,8 @@ public struct Maintenance {
     public func reap() throws -> ReapCounts {
         var counts = ReapCounts()
         let limit = Self.batchSize
-        counts.staleDevices = try inBatches("DELETE FROM Devices WHERE last_checkin_at < \(ago(policy.deviceRetention)) LIMIT \(limit)")
-        counts.disabledDevices = try inBatches("DELETE FROM Devices WHERE disabled_at < \(ago(policy.disabledRetention)) LIMIT \(limit)")
+        counts.staleDevices = try inBatches("DELETE FROM Devices WHERE last_checkin_at < \(ago(policy.deviceRetention)) LIMIT \(limit)", "stale devices removed")
+        counts.disabledDevices = try inBatches("DELETE FROM Devices WHERE disabled_at < \(ago(policy.disabledRetention)) LIMIT \(limit)", "rejected devices removed")
         // Records with no devices: found by id in batches (a multi-table DELETE takes no LIMIT).
         let cutoff = ago(policy.emptyRecordRetention)
         var lastID: Int64 = 0
@@ -92,10 +98,11 @@ public struct Maintenance {
                     AND NOT EXISTS (SELECT 1 FROM Devices d WHERE d.subscription_row = EnsSubscriptionInfo.id)
                     """).affectedRows
             }
+            progress?("empty records removed", counts.emptyRecords)
             if ids.count < limit { break }
         }
-        counts.expiredURLCache = try inBatches("DELETE FROM EWSUrlCache WHERE expires_at < \(now.databaseString) LIMIT \(limit)")
-        counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)")
+        counts.expiredURLCache = try inBatches("DELETE FROM EWSUrlCache WHERE expires_at < \(now.databaseString) LIMIT \(limit)", "expired URL cache rows removed")
+        counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)", "old Graph event ids forgotten")
         return counts
     }
 
@@ -106,6 +113,6 @@ public struct Maintenance {
         try inBatches("""
             UPDATE Devices SET sync_key_sealed = NULL, sync_key_expires_at = NULL
             WHERE sync_key_expires_at IS NOT NULL AND sync_key_expires_at <= \(now.databaseString) LIMIT \(Self.batchSize)
-            """)
+            """, "expired sync keys erased")
     }
 }

@@ -34,7 +34,7 @@ public struct KeyPool {
     /// Generates keys until the pool holds `target`, using `threads` threads for the
     /// (slow, CPU-bound) generation. Returns how many were added.
     @discardableResult
-    public func refill(to target: Int, threads: Int = 2, logger: Logger) throws -> Int {
+    public func refill(to target: Int, threads: Int = 2, logger: Logger, progress: (Int) -> Void = { _ in }) throws -> Int {
         var missing = max(0, target - (try count()))
         var added = 0
         while missing > 0 {
@@ -48,6 +48,7 @@ public struct KeyPool {
             added += batch
             missing -= batch
             logger.debug("key pool batch stored", metadata: ["keys.added": "\(added)"])
+            progress(added)
         }
         return added
     }

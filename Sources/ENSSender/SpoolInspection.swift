@@ -1,0 +1,27 @@
+public import ENSCore
+internal import POSIX
+
+extension Spool {
+    /// How much waits in a spool, read from its files without opening any record (no
+    /// key needed, nothing changed): for `ens-cron status`. A segment ens-apns is
+    /// appending to meanwhile may be counted a record short.
+    public static func inspect(directory: String) throws -> StatusReport.Spool {
+        let log = directory + "/log"
+        guard Files.exists(log) else { return StatusReport.Spool(pending: 0, segments: 0, oldestWrittenAt: nil) }
+        var pending = 0
+        var segments = 0
+        var oldest: Timestamp?
+        for (number, hasRecords) in try SpoolLayout.segmentNumbers(in: log) where hasRecords {
+            let path = SpoolLayout.segmentPath(directory, number)
+            let (offsets, _, _) = try SpoolLayout.scan(segment: path)
+            let waiting = offsets.subtracting(try SpoolLayout.doneOffsets(SpoolLayout.donePath(directory, number))).count
+            guard waiting > 0 else { continue }
+            pending += waiting
+            segments += 1
+            if oldest == nil, let modified = Files.signature(path)?.modified {
+                oldest = Timestamp(millisecondsSinceEpoch: modified / 1_000_000)  // segments sort oldest first
+            }
+        }
+        return StatusReport.Spool(pending: pending, segments: segments, oldestWrittenAt: oldest)
+    }
+}

@@ -1,0 +1,60 @@
+import ArgumentParser
+import ENSCore
+import ENSSender
+import Logging
+import MariaDB
+import POSIX
+
+/// `ens-cron status`: how healthy is this ENS, for a person or (`--json`) a script.
+/// Reads only: the database (counts), the spool's files and the cron status file.
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show subscriptions by backend and health, devices by app and state, the spool, the cron jobs' last runs, API tokens and the key pool.",
+        discussion: "Counts only: no user, address, token or URL is shown. Exit status 0, or 1 when the database cannot be read."
+    )
+    @OptionGroup var options: CommonOptions
+    @Flag(name: .long, help: "One JSON object instead of text.") var json = false
+
+    func run() throws {
+        let settings = try options.load("status")
+        try reportingFailures("status") {
+            let database = Connection(configuration: try settings.serviceDatabase())
+            var report = try StatusReport.gather(database: database, configuration: settings, now: options.clock)
+            do {
+                report.spool = try Spool.inspect(directory: settings.pushSpoolDirectory)
+            } catch {
+                // ens-cron may not be allowed to read the spool (it is ens-apns's): say so, go on.
+                report.spoolProblem = "\(settings.pushSpoolDirectory): \(error)"
+            }
+            report.cronJobs = CronJobLog(path: settings.cronStatusFile).read().values.sorted { $0.job < $1.job }
+            if json {
+                try FileDescriptor.writeAll(1, report.json())
+            } else {
+                print(report.text(), terminator: "")
+            }
+        }
+    }
+}
+
+/// Progress of a long job, on standard error when that is a terminal (a person waiting),
+/// at most a few times a second; nothing under cron or systemd.
+final class TerminalProgress: Sendable {
+    static let shared = TerminalProgress()
+    let enabled = FileDescriptor.isTerminal(2)
+    private let last = SynchronizedBox<(what: String, at: UInt64)>(("", 0))
+
+    func report(_ what: String, _ count: Int) {
+        guard enabled else { return }
+        let now = MonotonicClock.milliseconds()
+        let show = last.withLock { last -> Bool in
+            guard last.what != what || now - last.at >= 200 else { return false }
+            last = (what, now)
+            return true
+        }
+        if show { try? FileDescriptor.writeAll(2, Array("\r\u{1B}[K\(count) \(what)".utf8)) }
+    }
+
+    func finish() {
+        if enabled { try? FileDescriptor.writeAll(2, Array("\r\u{1B}[K".utf8)) }
+    }
+}
