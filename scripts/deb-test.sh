@@ -24,6 +24,17 @@ started=$SECONDS
 
 # It installs and purges a package: CI runs as root; elsewhere it says so and skips.
 [ "$(id -u)" -eq 0 ] || { say "skipped: installing a package needs root (CI runs this as root)"; exit 0; }
+# A run that was killed before its clean-up left its installation (var/deb/installed says
+# so, and whether the ens user was there before it): purge that first.
+if [ -f "$ROOT/var/deb/installed" ]; then
+  say "purging what an interrupted run left"
+  # shellcheck disable=SC1091
+  . "$ROOT/var/deb/installed"
+  ENS_VAR=$ROOT/var/deb scripts/stack.sh down >/dev/null 2>&1 || true
+  apt-get purge -y -qq ens >/dev/null 2>&1 || dpkg --purge ens >/dev/null 2>&1 || true
+  rm -rf /etc/ens "$ROOT/var/deb/installed"
+  if [ "${had_user:-1}" = 0 ] && getent passwd ens >/dev/null; then userdel ens 2>/dev/null || true; fi
+fi
 # Never touch a real installation or an operator's configuration.
 if dpkg-query -W -f='${Status}' ens 2>/dev/null | grep -q 'installed'; then
   say "the ens package is installed on this machine already; not testing over it"; exit 1
@@ -53,6 +64,7 @@ cleanup() {
   rm -rf /etc/ens
   if [ "$had_user" = 0 ] && getent passwd ens >/dev/null; then userdel ens 2>/dev/null || true; fi
   getent group ens >/dev/null && [ "$had_user" = 0 ] && { groupdel ens 2>/dev/null || true; }
+  rm -f "$ENS_VAR/installed"
   exit "$status"
 }
 trap cleanup EXIT
@@ -93,6 +105,7 @@ runs() { # runs PROGRAM: some process runs it
   return 1
 }
 say "apt-get install $(basename "$deb")"
+echo "had_user=$had_user" > "$ENS_VAR/installed"
 apt-get install -y -qq --no-install-recommends "$deb" > "$ENS_VAR/apt-install.out" 2>&1 \
   || { cat "$ENS_VAR/apt-install.out"; fail "apt-get install"; exit 1; }
 
