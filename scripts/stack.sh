@@ -405,8 +405,12 @@ apache_render() {
       # One worker of one thread per process (mod_fcgid sends one request at a time),
       # and metrics of its own, apart from the pool's.
       mkdir -p "$VAR/run/metrics-apache"; chmod 770 "$VAR/run/metrics-apache"
+      # Graph's per-mailbox lock files: Apache's user must create and lock them (a host
+      # runs either the pool or these, so they need not share the pool's).
+      mkdir -p "$VAR/run/graph-slots-apache"; chmod 1777 "$VAR/run/graph-slots-apache"
       sed -e 's/^fcgi.processes = .*/fcgi.processes = 1/' -e 's/^fcgi.threads = .*/fcgi.threads = 1/' \
-          -e "s|^metrics.dir = .*|metrics.dir = $VAR/run/metrics-apache|" "$CONFIG" > "$VAR/ens-apache.conf"
+          -e "s|^metrics.dir = .*|metrics.dir = $VAR/run/metrics-apache|" \
+          -e "s|^graph.slot_dir = .*|graph.slot_dir = $VAR/run/graph-slots-apache|" "$CONFIG" > "$VAR/ens-apache.conf"
       printf 'Define ENS_FCGI "%s"\nDefine ENS_FCGI_DIR "%s"\nDefine ENS_FCGID_CONFIG "%s"\nDefine ENS_CGI_CONFIG "%s"\n' \
         "$(readlink -f "$BIN/ens-fcgi")" "$(dirname "$(readlink -f "$BIN/ens-fcgi")")" "$VAR/ens-apache.conf" "$VAR/ens-apache.conf"
       if [ "$APACHE_BACKEND" = fcgid ]; then

@@ -6,8 +6,8 @@ import Synchronization
 /// holds across every responder process of the host (Graph counts per mailbox and
 /// application, whichever process asks); without, within this process only. Requests
 /// that find no room are not sent (the caller falls back to a generic alert), so a busy
-/// mailbox never holds a responder thread waiting. A Retry-After is this process's to
-/// honour: the process that was told waits; another one that asks meanwhile is told too.
+/// mailbox never holds a responder thread waiting. A Retry-After holds for every process
+/// of the host too, when `hostSlots` is given.
 public final class MailboxGate: Sendable {
     private struct State {
         var inFlight: [String: Int] = [:]
@@ -27,6 +27,8 @@ public final class MailboxGate: Sendable {
     /// `limit` requests in flight or is inside a Retry-After.
     @discardableResult
     public func withSlot<T, Failure: Error>(mailbox: String, nowNanoseconds: UInt64, _ body: () throws(Failure) -> T) throws(Failure) -> T? {
+        // Another process's Retry-After (a file read, so outside the lock).
+        if let hostSlots, hostSlots.blockedUntil(key: mailbox) > WallClock.milliseconds() { return nil }
         let admitted = state.withLock { state -> Bool in
             if let until = state.blockedUntil[mailbox] {
                 if until > nowNanoseconds { return false }
@@ -53,5 +55,6 @@ public final class MailboxGate: Sendable {
         state.withLock { state in
             state.blockedUntil[mailbox] = max(state.blockedUntil[mailbox] ?? 0, until)
         }
+        hostSlots?.block(key: mailbox, untilMilliseconds: WallClock.milliseconds() + Int64(max(0, duration.wholeMilliseconds)))
     }
 }

@@ -7,7 +7,8 @@ import Glibc
 /// flock(2); the kernel releases a lock when its descriptor closes or its process dies,
 /// so a crashed responder never keeps a slot. Keys are spread over a fixed number of
 /// buckets (so the directory never grows): two keys that share a bucket share its
-/// slots, which can only make the limit stricter, never looser.
+/// slots, which can only make the limit stricter, never looser. A bucket can also be
+/// told to wait until a time (a server's Retry-After), which every process then honours.
 public struct FileSlots: Sendable {
     public let directory: String
     public let slots: Int
@@ -33,6 +34,25 @@ public struct FileSlots: Sendable {
             return try body()
         }
         return nil
+    }
+
+    /// Until when (milliseconds since the epoch) the key's bucket is told to wait, as
+    /// `block` left it; 0 when it is not.
+    public func blockedUntil(key: String) -> Int64 {
+        guard let bytes = try? Files.read(blockPath(key), limit: 32),
+              let text = String(validating: bytes, as: UTF8.self), let until = Int64(text) else { return 0 }
+        return until
+    }
+
+    /// Makes every process wait until `until` (milliseconds since the epoch) before the
+    /// key's next request, unless a later time is already set.
+    public func block(key: String, untilMilliseconds until: Int64) {
+        guard until > blockedUntil(key: key) else { return }
+        try? Files.writeAtomically(Array(String(until).utf8), to: blockPath(key), mode: 0o644)
+    }
+
+    private func blockPath(_ key: String) -> String {
+        "\(directory)/\(Int(Self.stableHash(key) % UInt64(buckets))).after"
     }
 
     func path(bucket: Int, slot: Int) -> String {

@@ -54,6 +54,23 @@ import Testing
         }
     }
 
+    /// A Retry-After one process was told holds for the others: the time is in a file of
+    /// the key's bucket, and an earlier time never shortens it.
+    @Test func aBlockIsSeenByEveryHolderOfTheDirectory() throws {
+        try withTemporaryDirectory { directory in
+            let first = try FileSlots(directory: directory.path + "/slots", slots: 4)
+            let second = try FileSlots(directory: directory.path + "/slots", slots: 4)
+            #expect(second.blockedUntil(key: "users/a") == 0)
+            first.block(key: "users/a", untilMilliseconds: 2_000_000_000_000)
+            #expect(second.blockedUntil(key: "users/a") == 2_000_000_000_000)
+            second.block(key: "users/a", untilMilliseconds: 1_000)
+            #expect(first.blockedUntil(key: "users/a") == 2_000_000_000_000)
+            // Garbage in the file reads as no block rather than an error.
+            try directory.appendingPathComponent("slots/\(FileSlots.stableHash("users/b") % 1024).after").write("not a number")
+            #expect(first.blockedUntil(key: "users/b") == 0)
+        }
+    }
+
     @Test func theHashIsTheSameInEveryProcess() {
         // FNV-1a test vectors (Fowler, Noll, Vo): "" and "a".
         #expect(FileSlots.stableHash("") == 0xcbf2_9ce4_8422_2325)

@@ -4,6 +4,7 @@ import ENSCore
 import Foundation
 @testable import Graph
 import OpenSSL
+@testable import POSIX
 import Testing
 
 /// Graph's wire formats and ENS's own parts of the protocol, without a network: change
@@ -90,6 +91,19 @@ struct GraphWireTests {
         #expect(GraphNotifications.validationToken(in: "validationtoken=a") == nil)
         #expect(GraphNotifications.validationToken(in: "validationToken=%ZZ") == nil)
         #expect(GraphNotifications.validationToken(in: "validationToken=" + String(repeating: "a", count: 5000)) == nil)
+    }
+
+    /// Two gates on one slot directory (two responder processes): a Retry-After the one
+    /// was told keeps the other from asking.
+    @Test func aRetryAfterHoldsAcrossGatesOfOneHost() throws {
+        let directory = NSTemporaryDirectory() + "gate-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let told = MailboxGate(limit: 4, hostSlots: try FileSlots(directory: directory, slots: 4))
+        let other = MailboxGate(limit: 4, hostSlots: try FileSlots(directory: directory, slots: 4))
+        #expect(other.withSlot(mailbox: "users/x", nowNanoseconds: 0) { true } == true)
+        told.block(mailbox: "users/x", for: .seconds(30), nowNanoseconds: 0)
+        #expect(other.withSlot(mailbox: "users/x", nowNanoseconds: 0) { true } == nil)
+        #expect(other.withSlot(mailbox: "users/y", nowNanoseconds: 0) { true } == true || FileSlots.stableHash("users/x") % 1024 == FileSlots.stableHash("users/y") % 1024)
     }
 
     @Test func theMailboxGateAdmitsItsLimitAndHonoursRetryAfter() {
