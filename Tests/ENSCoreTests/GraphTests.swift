@@ -1,5 +1,5 @@
 import Codecs
-import ENSCore
+@testable import ENSCore
 @testable import ENSResponder
 import Foundation
 @testable import Graph
@@ -71,7 +71,23 @@ struct GraphWireTests {
 
     @Test func routingTokensAuthenticateRecordAndGeneration() throws {
         let vault = Vault(masterKey: try AESGCMKey(bytes: Array(repeating: 7, count: 32)))
-        let path = RoutingToken(recordID: 42, generation: 3).path(vault: vault)
+        // The URL's form since 2026-11-25: sealed, so neither record id nor generation shows.
+        let sealed = RoutingToken(recordID: 42, generation: 3).path(vault: vault)
+        #expect(sealed.hasPrefix("r2.") && sealed.utf8.count == 3 + 59 && !sealed.contains("/"))
+        #expect(RoutingToken(path: sealed, vault: vault) == RoutingToken(recordID: 42, generation: 3))
+        #expect(RoutingToken(path: RoutingToken(recordID: Int64(Int32.max) * 4, generation: 0).path(vault: vault), vault: vault)
+                == RoutingToken(recordID: Int64(Int32.max) * 4, generation: 0))
+        var flipped = Array(sealed.utf8)
+        for index in [3, 10, 30, flipped.count - 2] {
+            flipped = Array(sealed.utf8)
+            flipped[index] = flipped[index] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            #expect(RoutingToken(path: String(decoding: flipped, as: UTF8.self), vault: vault) == nil, "byte \(index)")
+        }
+        for forged in ["r2.", "r2." + String(sealed.dropFirst(3).dropLast(4)), sealed + "AAAA", "r2.!!!!", "r3." + sealed.dropFirst(3)] {
+            #expect(RoutingToken(path: forged, vault: vault) == nil, "\(forged)")
+        }
+        // Subscriptions created before carry the authenticated form, still read.
+        let path = RoutingToken(recordID: 42, generation: 3).legacyPath(vault: vault)
         #expect(RoutingToken(path: path, vault: vault) == RoutingToken(recordID: 42, generation: 3))
         let parts = path.split(separator: "/").map(String.init)
         for forged in ["43/3/\(parts[2])", "42/4/\(parts[2])", "042/3/\(parts[2])", "42/3/\(parts[2].dropLast())A", "42/3", "42/3/\(parts[2])/x", ""] {
@@ -79,6 +95,7 @@ struct GraphWireTests {
         }
         let other = Vault(masterKey: try AESGCMKey(bytes: Array(repeating: 8, count: 32)))
         #expect(RoutingToken(path: path, vault: other) == nil)
+        #expect(RoutingToken(path: sealed, vault: other) == nil)
         // The clientState is derived, fits Graph's 128 characters, and differs per generation.
         let state = vault.graphClientState(recordID: 42, generation: 3)
         #expect(state.utf8.count <= 128 && state != vault.graphClientState(recordID: 42, generation: 4))

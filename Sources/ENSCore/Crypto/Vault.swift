@@ -15,6 +15,8 @@ public struct Vault: Sendable {
     /// Graph notification URLs (RoutingToken.swift) and the clientState each
     /// subscription is created with: derived, so neither is stored.
     let routingMACKey: [UInt8]
+    /// Seals the record id and generation in Graph notification URLs.
+    let routingSealKey: AESGCMKey
     private let clientStateKey: [UInt8]
 
     public init(masterKey: AESGCMKey) {
@@ -27,6 +29,7 @@ public struct Vault: Sendable {
         callbackMACKey = masterKey.derivedBytes(label: "ens/v1/callback-mac")
         callbackSealBase = masterKey.derivedBytes(label: "ens/v1/callback-seal")
         routingMACKey = masterKey.derivedBytes(label: "ens/v1/routing-mac")
+        routingSealKey = masterKey.derived(label: "ens/v2/graph-route-seal")
         clientStateKey = masterKey.derivedBytes(label: "ens/v1/graph-client-state")
     }
 
