@@ -9,7 +9,10 @@ internal import POSIX
 /// What one responder thread owns: its database connection and its cached health state.
 /// Handlers get the context of the thread they run on; nothing in it is shared.
 public final class RequestContext {
-    public let settings: ResponderSettings
+    public private(set) var settings: ResponderSettings
+    /// Where a reload leaves new settings (nil: these never change).
+    private let live: LiveSettings?
+    private var liveVersion = 0
     public let services: SharedServices
     public let database: any SQLDatabase
     public var logger: Logger
@@ -27,12 +30,21 @@ public final class RequestContext {
     var graphDeadline: Deadline?
 
     public init(settings: ResponderSettings, services: SharedServices, database: any SQLDatabase, logger: Logger,
-                requestCounters: RequestCounters? = nil) {
-        self.settings = settings
+                requestCounters: RequestCounters? = nil, live: LiveSettings? = nil) {
+        self.settings = live?.settings ?? settings
+        self.live = live
+        self.liveVersion = live?.version ?? 0
         self.services = services
         self.database = database
         self.logger = logger
         self.requestCounters = requestCounters
+    }
+
+    /// Takes over what a reload changed, between requests (never during one).
+    func refreshSettings() {
+        guard let live, live.version != liveVersion else { return }
+        liveVersion = live.version
+        settings = live.settings
     }
 
     /// Whether this thread can query the database, re-checked with `SELECT 1` at most

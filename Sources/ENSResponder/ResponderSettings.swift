@@ -1,10 +1,11 @@
 public import ENSCore
 public import EWS
 public import POSIX
+import Synchronization
 
 /// What request handling reads of ens.conf, one part per component. `main` builds it
-/// once from the configuration; a handler sees its component's settings and nothing
-/// else of the file.
+/// once from the configuration (a reload replaces only the limits, `reloadingLimits`);
+/// a handler sees its component's settings and nothing else of the file.
 public struct ResponderSettings: Sendable {
     /// How long a responder trusts its last database check when answering /alive.
     public var healthCache: Duration
@@ -61,6 +62,46 @@ public struct ResponderSettings: Sendable {
             ),
             metricsDirectory: configuration.metricsDirectory
         )
+    }
+
+    /// The limits a running responder takes over on SIGHUP (`systemctl reload`), so an
+    /// operator can tighten or loosen them under load without a restart: each request
+    /// reads them afresh. Everything else needs a restart.
+    public static let reloadableKeys: Set<String> = [
+        "exchange.max_items_per_callback", "exchange.max_notifications_per_minute", "exchange.proof_failure_limit",
+        "exchange.proof_window_seconds", "quota.records_per_token_per_hour", "devices.max_per_record",
+    ]
+
+    /// These settings with the reloadable limits taken from `configuration`.
+    public func reloadingLimits(from configuration: ENSConfiguration) -> ResponderSettings {
+        var next = self
+        next.deviceAPI.maximumDevicesPerRecord = configuration.maximumDevicesPerRecord
+        next.deviceAPI.recordsPerTokenPerHour = configuration.recordsPerTokenPerHour
+        next.exchange.proofFailureLimit = configuration.exchangeProofFailureLimit
+        next.exchange.proofWindow = configuration.exchangeProofWindow
+        next.callbacks.maximumItemsPerCallback = configuration.exchangeMaximumItemsPerCallback
+        next.callbacks.maximumNotificationsPerMinute = configuration.exchangeMaximumNotificationsPerMinute
+        next.callbacks.maximumDevicesPerRecord = configuration.maximumDevicesPerRecord
+        return next
+    }
+}
+
+/// A responder process's settings as the last reload left them: its threads pick up a
+/// new version before their next request (one atomic load per request).
+public final class LiveSettings: Sendable {
+    private let current: Mutex<ResponderSettings>
+    private let versionCounter = Atomic<Int>(0)
+
+    public init(_ settings: ResponderSettings) {
+        current = Mutex(settings)
+    }
+
+    public var version: Int { versionCounter.load(ordering: .acquiring) }
+    public var settings: ResponderSettings { current.withLock { $0 } }
+
+    public func update(_ change: (ResponderSettings) -> ResponderSettings) {
+        current.withLock { $0 = change($0) }
+        versionCounter.add(1, ordering: .releasing)
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import ENSCore
+import ENSResponder
 
 @Suite struct ConfigFileTests {
     @Test func parsesKeysCommentsAndBlankLines() throws {
@@ -151,6 +152,15 @@ import Testing
 }
 
 struct ConfigReloadTests {
+    @Test func aResponderAlsoAppliesItsLimits() throws {
+        let running = try ConfigFile(parsing: "exchange.max_items_per_callback = 50\nfcgi.threads = 4\n")
+        let reloaded = try ConfigFile(parsing: "exchange.max_items_per_callback = 2\nfcgi.threads = 8\n")
+        let reload = ConfigReload(running: running, reloaded: reloaded, alsoApplied: ["exchange.max_items_per_callback"])
+        #expect(reload.applied == ["exchange.max_items_per_callback"] && reload.needRestart == ["fcgi.threads"])
+        // Every reloadable key is a real setting.
+        for key in ResponderSettings.reloadableKeys { #expect(ENSConfiguration.knownKeys.contains(key), "\(key)") }
+    }
+
     @Test func aReloadAppliesTheLogLevelAndNamesEveryOtherChange() throws {
         let running = try ConfigFile(parsing: "log.level = info\nfcgi.threads = 4\npush.connections = 2\n")
         let reloaded = try ConfigFile(parsing: "log.level = debug\nfcgi.threads = 8\nkeys.pool_size = 10\n")

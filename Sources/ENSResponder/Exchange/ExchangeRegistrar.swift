@@ -200,13 +200,15 @@ private struct Attempt {
     let settings: ExchangeSettings
 
     func proofAllowed() throws -> Bool {
-        let allowed = try store.proofAllowed(recordID: request.record.id, limit: settings.proofFailureLimit, window: settings.proofWindow, now: .now())
+        // From the context, not the registrar's copy: a reload may have changed the limit.
+        let limits = context.settings.exchange
+        let allowed = try store.proofAllowed(recordID: request.record.id, limit: limits.proofFailureLimit, window: limits.proofWindow, now: .now())
         if !allowed { context.logger.warning("registration throttled: too many failed proofs", metadata: ["record": "\(request.record.id)"]) }
         return allowed
     }
 
     func recordProofFailure() throws {
-        try store.recordProofFailure(recordID: request.record.id, window: settings.proofWindow, now: .now())
+        try store.recordProofFailure(recordID: request.record.id, window: context.settings.exchange.proofWindow, now: .now())
     }
 
     /// The request's credentials in EWS form; nil (a failed proof) for a PKCS#12 bundle

@@ -94,7 +94,7 @@ public struct Supervisor {
             if signal == Signals.reload {
                 // Each worker reloads for itself (and says so); the pool's own settings
                 // (processes, threads, socket) are among what needs a restart.
-                ConfigReload.perform(path: configPath, running: configuration.file, logger: logger)
+                ConfigReload.perform(path: configPath, running: configuration.file, logger: logger, alsoApplied: ResponderSettings.reloadableKeys)
                 for pid in workers.runningPIDs { Signals.send(Signals.reload, to: pid) }
             } else if let signal, signal != Signals.childExited {
                 logger.info("responder pool stopping", metadata: ["signal": "\(Signals.name(signal))"])

@@ -78,6 +78,7 @@ public struct Worker {
             logger.warning("no API tokens loaded; every authenticated request will get 401", metadata: ["auth.token_cache_file": "\(configuration.apiTokenCacheFile)"])
         }
         var threads: [OSThread] = []
+        let live = LiveSettings(self.settings)
         for index in 0..<configuration.fcgiThreads {
             let settings = self.settings
             var threadLogger = logger
@@ -88,7 +89,7 @@ public struct Worker {
                 threads.append(try OSThread.start {
                     Self.serve(connections: connections, dispatcher: dispatcher, context: RequestContext(
                         settings: settings, services: services,
-                        database: Connection(configuration: database), logger: logger, requestCounters: threadCounters))
+                        database: Connection(configuration: database), logger: logger, requestCounters: threadCounters, live: live))
                 })
             } catch {
                 logger.critical("cannot start responder thread", metadata: ["error": "\(error)"])
@@ -115,7 +116,10 @@ public struct Worker {
 
         var signal = Signals.wait(for: Signals.shutdownSignals + [Signals.reload])
         while signal == Signals.reload {
-            ConfigReload.perform(path: configPath, running: configuration.file, logger: logger)
+            if let fresh = ConfigReload.perform(path: configPath, running: configuration.file, logger: logger,
+                                                alsoApplied: ResponderSettings.reloadableKeys) {
+                live.update { $0.reloadingLimits(from: fresh) }
+            }
             signal = Signals.wait(for: Signals.shutdownSignals + [Signals.reload])
         }
         logger.info("shutting down", metadata: ["signal": "\(Signals.name(signal))"])
@@ -140,6 +144,7 @@ public struct Worker {
             return
         }
         while slot.accept(from: connections) {
+            context.refreshSettings()
             dispatcher.respond(to: slot, context: context)
             // Read the request's standard input to its end before the connection is
             // kept for the next request: libfcgi does not, and a kept connection whose
