@@ -33,10 +33,9 @@ public struct PushAnswer: Sendable {
         self.retryAfter = retryAfter
     }
 
-    /// Retry-After as delta-seconds, at most a day; nil when absent or not a number.
-    public static func retryAfter(_ header: String?) -> Duration? {
-        guard let text = header?.trimmingCharacters(in: " "), let seconds = Int(text), seconds >= 0 else { return nil }
-        return .seconds(min(seconds, 86_400))
+    /// Retry-After (seconds or an HTTP-date), at most a day; nil when absent or unreadable.
+    public static func retryAfter(_ header: String?, now: Timestamp = .now()) -> Duration? {
+        RetryAfter.parse(header, now: now, maximum: .seconds(86_400))
     }
 }
 

@@ -240,8 +240,9 @@ public final class GraphClient {
         case 404: throw .notFound(code: code)
         case 409: throw .conflict
         case 429, 503:
-            let seconds = response.header("retry-after").flatMap { Int($0.trimmingCharacters(in: " ")) } ?? 5
-            throw .throttled(retryAfter: .seconds(min(max(seconds, 1), 3600)))
+            // Graph sends seconds; without a readable header, 5 s. At least 1 s, at most an hour.
+            let asked = RetryAfter.parse(response.header("retry-after"), now: .now(), maximum: .seconds(3600)) ?? .seconds(5)
+            throw .throttled(retryAfter: max(asked, .seconds(1)))
         default: throw .status(response.status, code: code)
         }
     }

@@ -173,7 +173,10 @@ import OpenSSL
         #expect(verdict.reason == "QUOTA_EXCEEDED" && verdict.retryAfter == .seconds(7))
         #expect(provider.verdict(for: PushAnswer(status: 500, body: Array("<html>oops</html>".utf8))).action == .retry)
         #expect(FCMProvider.reasonLabel("a label that grows") == "other")
-        #expect(PushAnswer.retryAfter(" 12 ") == .seconds(12) && PushAnswer.retryAfter("Wed, 21 Oct 2026 07:28:00 GMT") == nil)
+        // An HTTP-date is read too: one already past asks for no wait.
+        let now = Timestamp(millisecondsSinceEpoch: 1_792_567_560_000)  // two minutes before that date
+        #expect(PushAnswer.retryAfter(" 12 ") == .seconds(12) && PushAnswer.retryAfter("Wed, 21 Oct 2026 07:28:00 GMT", now: now) == .seconds(120))
+        #expect(PushAnswer.retryAfter("Wed, 21 Oct 2026 07:28:00 GMT", now: Timestamp(millisecondsSinceEpoch: 1_795_600_000_000)) == .zero)
         #expect(PushAnswer.retryAfter("99999999") == .seconds(86_400))
     }
 

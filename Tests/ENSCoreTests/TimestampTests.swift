@@ -183,3 +183,37 @@ import Testing
         #expect(Timestamp(apiString: now.apiString) == now)
     }
 }
+
+/// Retry-After as push services and Graph may send it: seconds or an HTTP-date.
+@Suite struct RetryAfterTests {
+    /// IMF-fixdate read the same as Python's email.utils (an independent parser) reads it.
+    @Test func httpDatesMatchPythonsParser() throws {
+        let dates = ["Sun, 06 Nov 1994 08:49:37 GMT", "Wed, 25 Nov 2026 12:00:00 GMT", "Thu, 29 Feb 2024 23:59:59 GMT", "Fri, 31 Dec 1999 00:00:00 GMT"]
+        let expected = try Shell.python("""
+            import sys
+            from email.utils import parsedate_to_datetime
+            print(" ".join(str(int(parsedate_to_datetime(d).timestamp())) for d in sys.argv[1:]))
+            """, dates).split(separator: " ").map { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        for (date, seconds) in zip(dates, expected) {
+            #expect(Timestamp(httpDate: date)?.millisecondsSinceEpoch == seconds.map { $0 * 1000 }, "\(date)")
+        }
+        for bad in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 08:49:37 UTC",
+                    "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 06 Nov 1994 25:49:37 GMT", "", "GMT"] {
+            #expect(Timestamp(httpDate: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func secondsDatesAndGarbage() {
+        let now = Timestamp(millisecondsSinceEpoch: 1_795_600_000_000)  // 2026-11-25T09:46:40Z
+        let day = Duration.seconds(86_400)
+        #expect(RetryAfter.parse("120", now: now, maximum: day) == .seconds(120))
+        #expect(RetryAfter.parse(" 7 ", now: now, maximum: day) == .seconds(7))
+        #expect(RetryAfter.parse("999999", now: now, maximum: day) == day)
+        #expect(RetryAfter.parse("99999999999999999999999", now: now, maximum: day) == day)
+        #expect(RetryAfter.parse("Wed, 25 Nov 2026 09:48:40 GMT", now: now, maximum: day) == .seconds(120))
+        #expect(RetryAfter.parse("Wed, 25 Nov 2026 09:00:00 GMT", now: now, maximum: day) == .zero, "a date in the past: no wait")
+        for garbage in [nil, "", "-5", "soon", "1.5", "Wed, 25 Nov 2026"] as [String?] {
+            #expect(RetryAfter.parse(garbage, now: now, maximum: day) == nil, "\(garbage ?? "nil")")
+        }
+    }
+}

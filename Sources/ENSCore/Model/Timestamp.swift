@@ -49,6 +49,21 @@ public struct Timestamp: Sendable, Comparable, Hashable {
         self.init(year: year, month: month, day: day, hour: hour, minute: minute, second: second, millisecond: millisecond)
     }
 
+    /// Parses an HTTP-date in its preferred form, IMF-fixdate (RFC 9110 §5.6.7):
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`. The obsolete RFC 850 and asctime forms are refused.
+    public init?(httpDate text: String) {
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        let days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 6, parts[0].count == 4, parts[0].hasSuffix(","), days.contains(String(parts[0].dropLast())),
+              parts[5] == "GMT", let month = months.firstIndex(of: parts[2]) else { return nil }
+        let day = Array(parts[1].utf8), year = Array(parts[3].utf8), time = Array(parts[4].utf8)
+        guard day.count == 2, year.count == 4, time.count == 8, time[2] == 0x3A, time[5] == 0x3A,
+              let dayNumber = Self.number(day, 0, 2), let yearNumber = Self.number(year, 0, 4),
+              let hour = Self.number(time, 0, 2), let minute = Self.number(time, 3, 2), let second = Self.number(time, 6, 2) else { return nil }
+        self.init(year: yearNumber, month: month + 1, day: dayNumber, hour: hour, minute: minute, second: second, millisecond: 0)
+    }
+
     /// Parses MariaDB's `yyyy-MM-dd HH:mm:ss[.SSS]`.
     public init?(databaseString text: String) {
         let bytes = Array(text.utf8)
