@@ -56,31 +56,21 @@ public struct StatusReport: Sendable {
     /// Reads the database's side of the report.
     public static func gather(database: any SQLDatabase, configuration: ENSConfiguration, now: Timestamp) throws -> StatusReport {
         var report = StatusReport(generatedAt: now)
-        let grace = configuration.subscriptionGrace.wholeSeconds
         var byBackend: [String: Subscriptions] = [:]
         for backend in MailBackend.allCases { byBackend[backend.rawValue] = Subscriptions(backend: backend.rawValue) }
-        for row in try database.query("""
-            SELECT mail_backend,
-                   CASE WHEN registered = 0 OR subscription_id IS NULL THEN 'unregistered'
-                        WHEN last_callback_at IS NOT NULL
-                             AND last_callback_at + INTERVAL (heartbeat_minutes * 60 + \(grace)) SECOND >= \(now.databaseString) THEN 'healthy'
-                        ELSE 'stale' END AS state,
-                   COUNT(*), MAX(last_callback_at), MIN(last_callback_at)
-            FROM EnsSubscriptionInfo GROUP BY mail_backend, state
-            """) {
-            let (backend, state, count, newest, oldest) = try row.decode(String.self, String.self, Int.self, Timestamp?.self, Timestamp?.self)
-            var entry = byBackend[backend] ?? Subscriptions(backend: backend)
-            switch state {
-            case "healthy": entry.healthy += count
+        for group in try SubscriptionHealth.groups(database: database, grace: configuration.subscriptionGrace, now: now) {
+            var entry = byBackend[group.backend] ?? Subscriptions(backend: group.backend)
+            switch group.state {
+            case "healthy": entry.healthy += group.count
             case "stale":
-                entry.stale += count
-                entry.oldestOverdueSince = [entry.oldestOverdueSince, oldest].compactMap { $0 }.min()
-            default: entry.unregistered += count
+                entry.stale += group.count
+                entry.oldestOverdueSince = [entry.oldestOverdueSince, group.oldest].compactMap { $0 }.min()
+            default: entry.unregistered += group.count
             }
-            if state != "unregistered" {
-                entry.lastHeardFrom = [entry.lastHeardFrom, newest].compactMap { $0 }.max()
+            if group.state != "unregistered" {
+                entry.lastHeardFrom = [entry.lastHeardFrom, group.newest].compactMap { $0 }.max()
             }
-            byBackend[backend] = entry
+            byBackend[group.backend] = entry
         }
         report.subscriptions = byBackend.keys.sorted().compactMap { byBackend[$0] }
 
@@ -133,9 +123,8 @@ public struct StatusReport: Sendable {
         }
         lines.append("")
         lines.append("Cron jobs")
-        let byName = Dictionary(cronJobs.map { ($0.job, $0) }, uniquingKeysWith: { a, _ in a })
         lines += table(["job", "last run", "outcome", "took"], Self.jobs.map { job in
-            guard let entry = byName[job] else { return [job, "never (or not recorded)", "-", "-"] }
+            guard let entry = lastRun(of: job) else { return [job, "never (or not recorded)", "-", "-"] }
             return [job, when(entry.finishedAt), entry.outcome, "\(entry.took.wholeMilliseconds) ms"]
         })
         lines.append("")
@@ -184,11 +173,10 @@ public struct StatusReport: Sendable {
         } else {
             root.add("spool", rawJSON: Array("null".utf8))
         }
-        let byName = Dictionary(cronJobs.map { ($0.job, $0) }, uniquingKeysWith: { a, _ in a })
         root.add("cronJobs", rawJSON: array(Self.jobs.map { job in
             var object = JSONObjectWriter()
             object.add("job", job)
-            if let entry = byName[job] {
+            if let entry = lastRun(of: job) {
                 object.add("lastRun", rawJSON: time(entry.finishedAt))
                 object.add("outcome", entry.outcome)
                 object.add("tookMilliseconds", entry.took.wholeMilliseconds)
@@ -207,6 +195,10 @@ public struct StatusReport: Sendable {
         pool.add("target", keyPoolTarget)
         root.add("keyPool", rawJSON: pool.finished())
         return root.finished() + [UInt8(ascii: "\n")]
+    }
+
+    private func lastRun(of job: String) -> CronJobLog.Entry? {
+        cronJobs.first { $0.job == job }
     }
 
     private func when(_ time: Timestamp?) -> String {

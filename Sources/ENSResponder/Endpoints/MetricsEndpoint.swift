@@ -20,19 +20,10 @@ enum MetricsEndpoint {
     /// Records by subscription state (healthy: heard from within the status frequency
     /// plus grace; stale: registered but silent; unregistered) and devices by state.
     private static func databaseGauges(_ context: RequestContext) throws -> [String: Double] {
-        let grace = context.settings.deviceAPI.subscriptionGrace.wholeSeconds
-        let now = Timestamp.now().databaseString
         var values: [String: Double] = [:]
         for state in ["healthy", "stale", "unregistered"] { values[MetricsText.key("ens_subscriptions", [("state", state)])] = 0 }
-        for row in try context.database.query("""
-            SELECT CASE WHEN registered = 0 OR subscription_id IS NULL THEN 'unregistered'
-                        WHEN last_callback_at IS NOT NULL
-                             AND last_callback_at + INTERVAL (heartbeat_minutes * 60 + \(grace)) SECOND >= \(now) THEN 'healthy'
-                        ELSE 'stale' END AS state, COUNT(*)
-            FROM EnsSubscriptionInfo GROUP BY state
-            """) {
-            let (state, count) = try row.decode(String.self, Int64.self)
-            values[MetricsText.key("ens_subscriptions", [("state", state)])] = Double(count)
+        for group in try SubscriptionHealth.groups(database: context.database, grace: context.settings.deviceAPI.subscriptionGrace, now: .now()) {
+            values[MetricsText.key("ens_subscriptions", [("state", group.state)]), default: 0] += Double(group.count)
         }
         values[MetricsText.key("ens_devices", [("state", "enabled")])] = 0
         values[MetricsText.key("ens_devices", [("state", "disabled")])] = 0
