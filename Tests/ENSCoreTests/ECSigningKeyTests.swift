@@ -153,29 +153,19 @@ enum ECDSASignatureDER {
     }
 
     @Test func refusesOtherAlgorithmsAndCurves() throws {
-        try withTemporaryDirectory { directory in
-            for (name, options) in [("p384", "-algorithm EC -pkeyopt ec_paramgen_curve:P-384"),
-                                    ("p521", "-algorithm EC -pkeyopt ec_paramgen_curve:P-521"),
-                                    ("ed25519", "-algorithm ed25519"),
-                                    ("x25519", "-algorithm x25519")] {
-                let path = directory.appendingPathComponent(name + ".pem").path
-                _ = try Shell.run("openssl genpkey \(options) -out \"$1\" 2>/dev/null", [path])
-                let text = try String(contentsOfFile: path, encoding: .utf8)
-                #expect(throws: OpenSSLError.self, "\(name)") { try ECSigningKey(pem: text) }
-            }
+        for options in ["-algorithm EC -pkeyopt ec_paramgen_curve:P-384", "-algorithm EC -pkeyopt ec_paramgen_curve:P-521",
+                        "-algorithm ed25519", "-algorithm x25519"] {
+            let pem = try Shell.genpkey(options)
+            #expect(throws: OpenSSLError.self, "\(options)") { try ECSigningKey(pem: pem) }
         }
     }
 
     /// Other 256-bit curves are not P-256: ES256 is defined on P-256 only, and APNs
     /// would reject every token signed with such a key.
     @Test func refusesOther256BitCurves() throws {
-        try withTemporaryDirectory { directory in
-            for curve in ["secp256k1", "brainpoolP256r1"] {
-                let path = directory.appendingPathComponent(curve + ".pem").path
-                _ = try Shell.run("openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:\(curve) -out \"$1\" 2>/dev/null", [path])
-                let text = try String(contentsOfFile: path, encoding: .utf8)
-                #expect(throws: OpenSSLError.self, "\(curve)") { try ECSigningKey(pem: text) }
-            }
+        for curve in ["secp256k1", "brainpoolP256r1"] {
+            let pem = try Shell.genpkey("-algorithm EC -pkeyopt ec_paramgen_curve:\(curve)")
+            #expect(throws: OpenSSLError.self, "\(curve)") { try ECSigningKey(pem: pem) }
         }
     }
 

@@ -51,6 +51,12 @@ enum Shell {
     static func python(_ program: String, _ arguments: [String] = []) throws -> String {
         try run("program=$1; shift; exec python3 -c \"$program\" \"$@\"", [program] + arguments)
     }
+
+    /// A fresh private key from `openssl genpkey` with `options` (e.g. "-algorithm x25519"),
+    /// as PKCS#8 PEM.
+    static func genpkey(_ options: String) throws -> String {
+        try run("openssl genpkey \(options) 2>/dev/null")
+    }
 }
 
 /// A fresh directory under the system temporary directory, removed afterwards.
