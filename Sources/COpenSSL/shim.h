@@ -13,6 +13,7 @@
 #include <openssl/core_names.h>
 #include <openssl/params.h>
 #include <openssl/hmac.h>
+#include <openssl/kdf.h>
 #include <openssl/sha.h>
 #include <openssl/pkcs7.h>
 

@@ -1,7 +1,7 @@
 internal import COpenSSL
 
-/// AES-256-GCM sealing for secrets at rest (private keys, sync keys) and for the
-/// credentials inside callback URLs.
+/// AES-256-GCM sealing for secrets at rest (private keys, sync keys), for the
+/// credentials inside callback URLs, and, under a key from ECDH, for encrypted previews.
 ///
 /// Sealed layout: 12-byte random nonce ‖ ciphertext ‖ 16-byte tag. `associatedData`
 /// binds a sealed value to its context (e.g. the row it belongs to), so a value copied
@@ -37,7 +37,17 @@ public struct AESGCMKey: Sendable {
     }
 
     public func seal(_ plaintext: [UInt8], associatedData: [UInt8] = []) throws(OpenSSLError) -> [UInt8] {
-        let nonce = try Digest.randomBytes(Self.nonceSize)
+        try seal(plaintext, associatedData: associatedData, nonce: Digest.randomBytes(Self.nonceSize))
+    }
+
+    /// Seals with the caller's nonce, in the same layout. Package-only: a nonce repeated
+    /// under one key gives away the authentication key and the XOR of the plaintexts, so
+    /// callers outside this package get random nonces. Inside it, for a key used once
+    /// (a fresh ECDH-derived key) and for fixed test vectors.
+    package func seal(_ plaintext: [UInt8], associatedData: [UInt8], nonce: [UInt8]) throws(OpenSSLError) -> [UInt8] {
+        guard nonce.count == Self.nonceSize else {
+            throw OpenSSLError(operation: "seal", reasons: ["nonce must be \(Self.nonceSize) bytes, got \(nonce.count)"])
+        }
         guard let context = EVP_CIPHER_CTX_new() else { throw .drain("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
         var output = nonce

@@ -42,6 +42,21 @@ final class EVPKey: @unchecked Sendable {
         self.init(takingOwnershipOf: parsed)
     }
 
+    /// A DER SubjectPublicKeyInfo of any type. The whole input must be the one
+    /// structure: bytes after it would be a second thing the caller did not mean to send.
+    convenience init(publicKeyDER der: [UInt8], operation: String) throws(OpenSSLError) {
+        var consumed = 0
+        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
+            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
+            let key = d2i_PUBKEY(nil, &cursor, buffer.count)
+            if let start = buffer.baseAddress, let cursor { consumed = cursor - start }
+            return key
+        }
+        guard let parsed else { throw .drain(operation) }
+        self.init(takingOwnershipOf: parsed)
+        guard consumed == der.count else { throw OpenSSLError(operation: operation, reasons: ["bytes after the key"]) }
+    }
+
     // MARK: Generating
 
     static func generateRSA(bits: Int32) throws(OpenSSLError) -> EVPKey {
@@ -102,11 +117,28 @@ final class EVPKey: @unchecked Sendable {
     /// d inverts e, the CRT values agree; no primality tests). OpenSSL reads a key whose
     /// numbers were damaged without complaint; this refuses it before it signs garbage.
     func requireConsistent(operation: String) throws(OpenSSLError) {
+        try check(EVP_PKEY_pairwise_check, operation: operation, refusal: "the private and public parts of the key do not match")
+    }
+
+    /// Throws unless the public key is sound for its type: for EC, a point on the curve,
+    /// not the point at infinity, of the group's order. An ECDH peer that is not would
+    /// leak bits of the private key it is combined with (invalid-curve attacks).
+    func requireValidPublicKey(operation: String) throws(OpenSSLError) {
+        try check(EVP_PKEY_public_check, operation: operation, refusal: "not a valid public key")
+    }
+
+    /// Throws unless the whole key pair is sound: the public check above, a private key
+    /// in range (1 … n−1 for EC), and halves that agree.
+    func requireValidKeyPair(operation: String) throws(OpenSSLError) {
+        try check(EVP_PKEY_check, operation: operation, refusal: "not a valid key pair")
+    }
+
+    private func check(_ test: (OpaquePointer) -> Int32, operation: String, refusal: String) throws(OpenSSLError) {
         guard let context = EVP_PKEY_CTX_new(pointer, nil) else { throw .drain(operation) }
         defer { EVP_PKEY_CTX_free(context) }
-        guard EVP_PKEY_pairwise_check(context) == 1 else {
+        guard test(context) == 1 else {
             OpenSSLError.clearQueue()
-            throw OpenSSLError(operation: operation, reasons: ["the private and public parts of the key do not match"])
+            throw OpenSSLError(operation: operation, reasons: [refusal])
         }
     }
 
@@ -140,6 +172,25 @@ final class EVPKey: @unchecked Sendable {
     /// The public half as PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`).
     var publicKeyPEM: String {
         get throws(OpenSSLError) { PEM.encodeString(try publicKeyDER, label: "PUBLIC KEY") }
+    }
+
+    // MARK: Key agreement
+
+    /// The raw ECDH (or other key-agreement) output of this private key with `peer`'s
+    /// public key, with no KDF applied: for EC, the x-coordinate of the shared point
+    /// (SEC 1 §3.3.1), 32 bytes on P-256. OpenSSL checks the peer key first
+    /// (`EVP_PKEY_derive_set_peer` validates it).
+    func deriveSharedSecret(with peer: EVPKey) throws(OpenSSLError) -> [UInt8] {
+        guard let context = EVP_PKEY_CTX_new(pointer, nil) else { throw .drain("EVP_PKEY_CTX_new") }
+        defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_derive_init(context) == 1 else { throw .drain("EVP_PKEY_derive_init") }
+        guard EVP_PKEY_derive_set_peer(context, peer.pointer) == 1 else { throw .drain("EVP_PKEY_derive_set_peer") }
+        var length = 0
+        guard EVP_PKEY_derive(context, nil, &length) == 1 else { throw .drain("EVP_PKEY_derive") }
+        var secret = [UInt8](repeating: 0, count: length)
+        guard EVP_PKEY_derive(context, &secret, &length) == 1 else { throw .drain("EVP_PKEY_derive") }
+        secret.removeSubrange(length...)
+        return secret
     }
 
     // MARK: Signing

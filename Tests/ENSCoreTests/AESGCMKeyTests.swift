@@ -158,9 +158,18 @@ import Testing
             let sealedHex = try Shell.python(Self.pythonSeal, [Hex.encode(Self.keyBytes), Hex.encode(nonce), Hex.encode(plaintext), Hex.encode(associatedData)])
             let sealed = try #require(Hex.decode(sealedHex))
             #expect(try key.open(sealed, associatedData: associatedData) == plaintext, "length \(length)")
+            // Given Python's nonce, the package-only seal writes Python's bytes.
+            #expect(try key.seal(plaintext, associatedData: associatedData, nonce: nonce) == sealed, "length \(length)")
             if !associatedData.isEmpty {
                 #expect(throws: OpenSSLError.self) { try key.open(sealed) }
             }
+        }
+    }
+
+    @Test func aGivenNonceMustBe12Bytes() throws {
+        let key = try Self.key()
+        for size in [0, 8, 11, 13, 16] {
+            #expect(throws: OpenSSLError.self, "\(size)") { try key.seal([1], associatedData: [], nonce: [UInt8](repeating: 0, count: size)) }
         }
     }
 }
