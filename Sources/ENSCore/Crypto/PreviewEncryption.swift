@@ -1,0 +1,116 @@
+internal import Codecs
+public import OpenSSL
+
+/// ENS preview encryption, version 1 (issue 18's `encrypted` privacy mode; the
+/// construction, a test vector and reference decryptors are in docs/privacy.md).
+///
+/// ECIES to the device's P-256 key: a fresh ephemeral key pair (e, E) per message,
+/// Z = ECDH(e, R), K = HKDF-SHA256(Z, salt: E ‖ R, info: "ENS preview v1", 32 bytes),
+/// then AES-256-GCM under K with a random nonce and the notification id as associated
+/// data. Blob: 0x01 ‖ E (65) ‖ nonce (12) ‖ ciphertext ‖ tag (16); everything after
+/// the first 66 bytes is CryptoKit's `AES.GCM.SealedBox.combined`.
+///
+/// The salt holds both public keys, so K belongs to this ephemeral key *and* this
+/// recipient; the associated data holds the id, so a blob moved into another
+/// notification does not open there.
+public enum PreviewEncryption {
+    public static let version: UInt8 = 1
+    static let info = Array("ENS preview v1".utf8)
+    /// Version byte and ephemeral point: what comes before the sealed box.
+    static let headerSize = 1 + P256PublicKey.x963Size
+    /// An empty plaintext's blob.
+    public static let minimumBlobSize = headerSize + AESGCMKey.nonceSize + AESGCMKey.tagSize
+
+    /// The device's public key as it sends it: base64 (standard alphabet, padding
+    /// optional) of the 65-byte uncompressed point or the 91-byte SubjectPublicKeyInfo.
+    public static func recipientKey(base64: String) throws(PreviewEncryptionError) -> P256PublicKey {
+        // Room for the longest form's 124 characters with line breaks; garbage costs no more.
+        guard base64.utf8.count <= 4 * P256PublicKey.subjectPublicKeyInfoSize else {
+            throw .recipientKeyRefused(reason: "longer than any accepted key")
+        }
+        guard let bytes = Base64.decodeLenient(base64) else { throw .recipientKeyRefused(reason: "not base64") }
+        do {
+            return try P256PublicKey(bytes: bytes)
+        } catch {
+            throw .recipientKeyRefused(reason: error.reasons.joined(separator: "; "))
+        }
+    }
+
+    /// Seals `plaintext` (the caller's JSON) to `recipient` for the notification
+    /// `notificationID` (32 lowercase hex digits). Returns the blob; the caller
+    /// base64-encodes it.
+    public static func seal(_ plaintext: [UInt8], to recipient: P256PublicKey, notificationID: String) throws(PreviewEncryptionError) -> [UInt8] {
+        let ephemeralKey: P256KeyAgreementKey
+        let nonce: [UInt8]
+        do {
+            ephemeralKey = try P256KeyAgreementKey.generate()
+            nonce = try Digest.randomBytes(AESGCMKey.nonceSize)
+        } catch {
+            throw .sealingFailed(error)
+        }
+        return try seal(plaintext, to: recipient, notificationID: notificationID, ephemeralKey: ephemeralKey, nonce: nonce)
+    }
+
+    /// `seal` with the ephemeral key and the nonce given: for test vectors only. A
+    /// reused ephemeral key and nonce would make two blobs share a key stream.
+    static func seal(_ plaintext: [UInt8], to recipient: P256PublicKey, notificationID: String,
+                     ephemeralKey: P256KeyAgreementKey, nonce: [UInt8]) throws(PreviewEncryptionError) -> [UInt8] {
+        guard isNotificationID(notificationID) else { throw .malformedNotificationID }
+        do {
+            let key = try messageKey(agreement: ephemeralKey.sharedSecret(with: recipient), ephemeral: ephemeralKey.publicKey, recipient: recipient)
+            let sealedBox = try key.seal(plaintext, associatedData: Array(notificationID.utf8), nonce: nonce)
+            return [version] + ephemeralKey.publicKey.x963 + sealedBox
+        } catch {
+            throw .sealingFailed(error)
+        }
+    }
+
+    /// The reference decryptor (what a device does; ENS itself never opens a preview).
+    /// Every failure — wrong version, short blob, bad point, wrong key, wrong id,
+    /// altered bytes — is the one `cannotOpen`.
+    public static func open(_ blob: [UInt8], with key: P256KeyAgreementKey, notificationID: String) throws(PreviewEncryptionError) -> [UInt8] {
+        guard blob.count >= minimumBlobSize, blob[0] == version else { throw .cannotOpen }
+        do {
+            let ephemeral = try P256PublicKey(bytes: Array(blob[1..<headerSize]))
+            let messageKey = try messageKey(agreement: key.sharedSecret(with: ephemeral), ephemeral: ephemeral, recipient: key.publicKey)
+            return try messageKey.open(Array(blob[headerSize...]), associatedData: Array(notificationID.utf8))
+        } catch {
+            throw .cannotOpen
+        }
+    }
+
+    /// K = HKDF-SHA256(IKM: Z, salt: E ‖ R, info: "ENS preview v1", 32 bytes).
+    static func messageKey(agreement: [UInt8], ephemeral: P256PublicKey, recipient: P256PublicKey) throws(OpenSSLError) -> AESGCMKey {
+        try AESGCMKey(bytes: HKDF.sha256(ikm: agreement, salt: ephemeral.x963 + recipient.x963, info: info, length: AESGCMKey.keySize))
+    }
+
+    /// Notification ids are 32 lowercase hex digits (16 bytes of a SHA-256). The device
+    /// authenticates the id it was sent, so a different spelling would not open.
+    static func isNotificationID(_ id: String) -> Bool {
+        id.utf8.count == 32 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+}
+
+/// Why a preview was not sealed or opened. The descriptions are safe to log: they
+/// never quote a key, an id or a blob.
+public enum PreviewEncryptionError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The device's key is not a P-256 public key in an accepted form; `reason` is
+    /// fixed text (ours or OpenSSL's), never the input.
+    case recipientKeyRefused(reason: String)
+    /// `seal` was given an id that is not 32 lowercase hex digits: a caller's bug.
+    case malformedNotificationID
+    /// OpenSSL failed while sealing (randomness, key generation).
+    case sealingFailed(OpenSSLError)
+    /// The blob does not open with this key and id. One case for every cause, so a
+    /// decryptor that reports it gives an attacker nothing to tell causes apart.
+    case cannotOpen
+
+    public var description: String {
+        switch self {
+        case .recipientKeyRefused(let reason): "encryption key refused: \(reason)"
+        case .malformedNotificationID: "notification id is not 32 lowercase hex digits"
+        case .sealingFailed(let error): "preview encryption failed: \(error)"
+        case .cannotOpen: "cannot open the encrypted preview"
+        }
+    }
+}
