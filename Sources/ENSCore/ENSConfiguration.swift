@@ -137,6 +137,16 @@ public struct ENSConfiguration: Sendable {
     /// ships in every install, so this bounds how fast anyone can fill the database.
     public var recordsPerTokenPerHour = 5000
 
+    // Private notifications (docs/privacy.md)
+    /// The least private mode any device's pushes use: a device that chose less is
+    /// raised to it (`encrypted` without a key: `secure`).
+    public var privacyMinimumMode: PrivacyMode = .preview
+    /// How long a `secure` notification's content waits, sealed, for its one fetch.
+    public var privacyFetchTTL: Duration = .seconds(86400)
+    /// Notifications per device the history keeps (0: no history is kept), and for how long.
+    public var historyCount = 20
+    public var historyRetention: Duration = .hours(72)
+
     // Microsoft Graph (Exchange Online; docs/graph.md)
     /// The public https URL of the Graph notification location, ending in `/graph/`;
     /// empty: no Graph subscription can be made.
@@ -290,6 +300,13 @@ public struct ENSConfiguration: Sendable {
             guard value == "allow" || value == "deny" else { throw ConfigError(key: key, problem: "must be allow or deny") }
             config.policyAllowOnError = value == "allow"
         },
+        "privacy.minimum_mode": { config, key, value throws(ConfigError) in
+            guard let mode = PrivacyMode(name: value) else { throw ConfigError(key: key, problem: "must be one of preview, generic, encrypted, secure") }
+            config.privacyMinimumMode = mode
+        },
+        "privacy.fetch_ttl_seconds": { config, key, value throws(ConfigError) in config.privacyFetchTTL = try duration(key, value, 60...2_592_000, Duration.seconds) },
+        "history.count": { config, key, value throws(ConfigError) in config.historyCount = try integer(key, value, 0...500) },
+        "history.retention_hours": { config, key, value throws(ConfigError) in config.historyRetention = try duration(key, value, 1...8760, Duration.hours) },
         "metrics.dir": { config, key, value throws(ConfigError) in config.metricsDirectory = value.isEmpty ? "" : try path(key, value) },
         "log.level": { config, key, value throws(ConfigError) in
             guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
@@ -565,7 +582,8 @@ public struct ENSConfiguration: Sendable {
     public var maintenancePolicy: Maintenance.Policy {
         Maintenance.Policy(
             deviceRetention: deviceRetention, disabledRetention: disabledRetention,
-            emptyRecordRetention: emptyRecordRetention, subscriptionGrace: subscriptionGrace, wakeupInterval: wakeupInterval
+            emptyRecordRetention: emptyRecordRetention, subscriptionGrace: subscriptionGrace, wakeupInterval: wakeupInterval,
+            historyRetention: historyRetention, historyCount: historyCount
         )
     }
 

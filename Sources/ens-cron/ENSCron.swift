@@ -272,9 +272,10 @@ struct Jobs {
         logger.info("reap done", metadata: [
             "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",
             "records.empty": "\(counts.emptyRecords)", "ewsurlcache.expired": "\(counts.expiredURLCache)",
-            "events.forgotten": "\(counts.forgottenEvents)",
+            "events.forgotten": "\(counts.forgottenEvents)", "notifications.content_erased": "\(counts.expiredContent)",
+            "notifications.removed": "\(counts.oldNotifications)",
         ])
-        print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed")
+        print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed")
     }
 
     func renew() throws {

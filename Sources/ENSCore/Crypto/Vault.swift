@@ -7,6 +7,7 @@ public struct Vault: Sendable {
     private let privateKeys: AESGCMKey
     private let deviceTokens: AESGCMKey
     private let syncKeys: AESGCMKey
+    private let notificationLog: AESGCMKey
     private let tokenHashKey: [UInt8]
     /// Callback URLs (CallbackToken.swift): the MAC key every URL is checked with, and
     /// the base from which each record's sealing key is derived.
@@ -23,6 +24,7 @@ public struct Vault: Sendable {
         privateKeys = masterKey.derived(label: "ens/v1/private-key")
         deviceTokens = masterKey.derived(label: "ens/v1/device-token")
         syncKeys = masterKey.derived(label: "ens/v1/sync-key")
+        notificationLog = masterKey.derived(label: "ens/v1/notification-log")
         // A keyed hash: finding a device by its token must not let a database reader
         // confirm a guessed token.
         tokenHashKey = masterKey.derivedBytes(label: "ens/v1/device-token-hash")
@@ -88,6 +90,25 @@ public struct Vault: Sendable {
 
     public func openSyncKey(_ sealed: [UInt8], tokenHash: [UInt8]) throws -> String {
         String(decoding: try syncKeys.open(sealed, associatedData: tokenHash), as: UTF8.self)
+    }
+
+    // MARK: Notification log
+
+    /// What the notification log keeps of one notification: its history entry or the
+    /// content a `secure` device fetches. Bound to the notification, its device and the
+    /// part, so no sealed value opens in another row or as the other part.
+    public enum LogPart: String, Sendable { case summary, content }
+
+    public func sealLogEntry(_ bytes: [UInt8], part: LogPart, notificationID: [UInt8], deviceID: Int64) throws -> [UInt8] {
+        try notificationLog.seal(bytes, associatedData: Self.logBinding(part, notificationID, deviceID))
+    }
+
+    public func openLogEntry(_ sealed: [UInt8], part: LogPart, notificationID: [UInt8], deviceID: Int64) throws -> [UInt8] {
+        try notificationLog.open(sealed, associatedData: Self.logBinding(part, notificationID, deviceID))
+    }
+
+    private static func logBinding(_ part: LogPart, _ notificationID: [UInt8], _ deviceID: Int64) -> [UInt8] {
+        Array("notification-log/\(part.rawValue)/\(deviceID)/".utf8) + notificationID
     }
 }
 

@@ -16,14 +16,20 @@ public struct Maintenance {
         public var subscriptionGrace: Duration
         /// At most one wake-up push per device per this long.
         public var wakeupInterval: Duration
+        /// The notification log: entries older than this go (history.retention_hours),
+        /// and beyond the newest `historyCount` per device once their content is gone.
+        public var historyRetention: Duration
+        public var historyCount: Int
 
         public init(deviceRetention: Duration, disabledRetention: Duration, emptyRecordRetention: Duration,
-                    subscriptionGrace: Duration, wakeupInterval: Duration) {
+                    subscriptionGrace: Duration, wakeupInterval: Duration, historyRetention: Duration = .seconds(72 * 3600), historyCount: Int = 20) {
             self.deviceRetention = deviceRetention
             self.disabledRetention = disabledRetention
             self.emptyRecordRetention = emptyRecordRetention
             self.subscriptionGrace = subscriptionGrace
             self.wakeupInterval = wakeupInterval
+            self.historyRetention = historyRetention
+            self.historyCount = historyCount
         }
     }
 
@@ -69,6 +75,8 @@ public struct Maintenance {
         public var emptyRecords = 0
         public var expiredURLCache = 0
         public var forgottenEvents = 0
+        public var expiredContent = 0
+        public var oldNotifications = 0
     }
 
     /// How long the new-mail events a backend delivered are remembered against
@@ -103,7 +111,33 @@ public struct Maintenance {
         }
         counts.expiredURLCache = try inBatches("DELETE FROM EWSUrlCache WHERE expires_at < \(now.databaseString) LIMIT \(limit)", "expired URL cache rows removed")
         counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)", "old Graph event ids forgotten")
+        try reapNotificationLog(&counts)
         return counts
+    }
+
+    /// The notification log (rows of removed devices went with them): `secure` content
+    /// past its expiry erased; entries past the retention removed; per device, entries
+    /// beyond the newest history.count removed once their content is gone. The newest
+    /// entry of a device always stays (until the retention): check-ins compare against it.
+    private func reapNotificationLog(_ counts: inout ReapCounts) throws {
+        let limit = Self.batchSize
+        counts.expiredContent = try inBatches("""
+            UPDATE NotificationLog SET content_sealed = NULL, content_expires_at = NULL
+            WHERE content_expires_at <= \(now.databaseString) LIMIT \(limit)
+            """, "expired secure notification content erased")
+        counts.oldNotifications = try inBatches("""
+            DELETE FROM NotificationLog WHERE created_at < \(ago(policy.historyRetention)) LIMIT \(limit)
+            """, "notifications past the history retention removed")
+        counts.oldNotifications += try database.execute("""
+            DELETE NotificationLog FROM NotificationLog JOIN (
+                SELECT id FROM (
+                    SELECT id, content_sealed,
+                           ROW_NUMBER() OVER (PARTITION BY device_id ORDER BY created_at DESC, id) AS newness
+                    FROM NotificationLog
+                ) ranked WHERE newness > \(max(policy.historyCount, 1)) AND content_sealed IS NULL
+            ) beyond USING (id)
+            """).affectedRows
+        progress?("notifications beyond history.count removed", counts.oldNotifications)
     }
 
     // MARK: sync-keys

@@ -211,8 +211,9 @@ public struct MailSubscriptionStore {
             WHERE subscription_row = \(recordID) AND disabled_at IS NULL ORDER BY last_checkin_at DESC, id LIMIT \(limit)
             """)
         return try rows.compactMap { row in
-            let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<9])))
-            let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[9...])).decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
+            let columns = SubscriptionStore.deviceColumnCount
+            let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])))
+            let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[columns...])).decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
             guard let token = try vault.openToken(tokenSealed) else { return nil }
             var syncKey: (key: String, expiresAt: Timestamp)?
             if let sealed = syncKeySealed, let expiry = syncKeyExpiry, expiry > now {

@@ -45,6 +45,22 @@ public struct DeviceRecord: Sendable, Equatable {
     public let development: Bool
     public let disabledAt: Timestamp?
     public let lastNotifiedAt: Timestamp?
+    /// The device's own privacy mode, and its P-256 key (65 bytes) for `encrypted`.
+    public let privacy: DevicePrivacy
+}
+
+/// A device's choice of privacy mode (docs/privacy.md); `encrypted` always with the key
+/// its previews are sealed to (the 65-byte uncompressed P-256 point).
+public struct DevicePrivacy: Sendable, Equatable {
+    public let mode: PrivacyMode
+    public let previewKey: [UInt8]?
+
+    public static let preview = DevicePrivacy(mode: .preview, previewKey: nil)
+
+    public init(mode: PrivacyMode, previewKey: [UInt8]?) {
+        self.mode = mode
+        self.previewKey = mode == .encrypted ? previewKey : nil
+    }
 }
 
 /// The settings a registration gives a device. Nil header flags mean "not sent": keep
@@ -55,12 +71,15 @@ public struct DeviceSettings: Sendable, Equatable {
     public var ewsDeviceID: String?
     public var badge: Bool?
     public var development: Bool?
+    /// Nil: keep what is stored (preview for a new device).
+    public var privacy: DevicePrivacy?
 
-    public init(bundleID: String, defaultSound: String?, ewsDeviceID: String?, badge: Bool?, development: Bool?) {
+    public init(bundleID: String, defaultSound: String?, ewsDeviceID: String?, badge: Bool?, development: Bool?, privacy: DevicePrivacy? = nil) {
         self.bundleID = bundleID
         self.defaultSound = defaultSound
         self.ewsDeviceID = ewsDeviceID
         self.badge = badge
         self.development = development
+        self.privacy = privacy
     }
 }

@@ -57,7 +57,8 @@ public struct SubscriptionStore {
         let rows = try database.query("""
             SELECT s.id, s.userid, s.registered, s.generation, s.mail_backend, s.subscription_id,
                    s.heartbeat_minutes, s.last_callback_at,
-                   d.id, d.token_hash, d.bundle_id, d.default_sound, d.ews_device_id, d.badge, d.development, d.disabled_at, d.last_notified_at
+                   d.id, d.token_hash, d.bundle_id, d.default_sound, d.ews_device_id, d.badge, d.development, d.disabled_at, d.last_notified_at,
+                   d.privacy_mode, d.preview_key
             FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
             WHERE s.userid = \(userID) LIMIT 1000
             """)
@@ -97,7 +98,8 @@ public struct SubscriptionStore {
 
     // MARK: Devices
 
-    static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at"
+    static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key"
+    static let deviceColumnCount = 11
 
     public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws -> DeviceRecord? {
         let hash = vault.tokenHash(token)
@@ -113,10 +115,13 @@ public struct SubscriptionStore {
 
     /// A DeviceRecord from a row of exactly `deviceColumns`.
     static func device(from row: Row) throws -> DeviceRecord {
-        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt)
-            = try row.decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self, Timestamp?.self, Timestamp?.self)
+        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey)
+            = try row.decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self, Timestamp?.self, Timestamp?.self,
+                             Int64.self, [UInt8]?.self)
+        // A mode this binary does not know (a newer one's) is treated as the strictest.
+        let privacy = DevicePrivacy(mode: PrivacyMode(rawValue: Int(mode)) ?? .secure, previewKey: previewKey)
         return DeviceRecord(id: id, tokenHash: tokenHash, bundleID: bundleID, defaultSound: defaultSound, ewsDeviceID: ewsDeviceID,
-                            badge: badge, development: development, disabledAt: disabledAt, lastNotifiedAt: lastNotifiedAt)
+                            badge: badge, development: development, disabledAt: disabledAt, lastNotifiedAt: lastNotifiedAt, privacy: privacy)
     }
 
     public enum RegistrationOutcome: Sendable, Equatable {
@@ -134,9 +139,10 @@ public struct SubscriptionStore {
         let existing = try device(recordID: recordID, token: token)
         let badge = settings.badge ?? existing?.badge ?? false
         let development = settings.development ?? existing?.development ?? false
+        let privacy = settings.privacy ?? existing?.privacy ?? .preview
         if let existing, existing.disabledAt == nil, existing.bundleID == settings.bundleID,
            existing.defaultSound == settings.defaultSound, existing.ewsDeviceID == settings.ewsDeviceID,
-           existing.badge == badge, existing.development == development {
+           existing.badge == badge, existing.development == development, existing.privacy == privacy {
             try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(existing.id)")
             return .unchanged
         }
@@ -144,12 +150,13 @@ public struct SubscriptionStore {
         try database.retryingConflicts {
             try database.execute("""
                 INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
-                                     badge, development, registered_at, disabled_at, last_checkin_at)
+                                     badge, development, privacy_mode, preview_key, registered_at, disabled_at, last_checkin_at)
                 VALUES (\(recordID), \(vault.tokenHash(token)), \(tokenSealed), \(settings.bundleID),
                         \(settings.defaultSound), \(settings.ewsDeviceID), \(badge), \(development),
-                        \(now.databaseString), NULL, \(now.databaseString))
+                        \(privacy.mode.rawValue), \(privacy.previewKey), \(now.databaseString), NULL, \(now.databaseString))
                 ON DUPLICATE KEY UPDATE bundle_id = VALUES(bundle_id), default_sound = VALUES(default_sound),
                     ews_device_id = VALUES(ews_device_id), badge = VALUES(badge), development = VALUES(development),
+                    privacy_mode = VALUES(privacy_mode), preview_key = VALUES(preview_key),
                     registered_at = VALUES(registered_at), disabled_at = NULL, last_checkin_at = VALUES(last_checkin_at)
                 """)
         }
@@ -283,6 +290,11 @@ public struct SubscriptionStore {
             return
         }
         try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(deviceID)")
+    }
+
+    /// Changes the device's privacy mode (/updateprivacy).
+    public func setPrivacy(deviceID: Int64, _ privacy: DevicePrivacy) throws {
+        try database.execute("UPDATE Devices SET privacy_mode = \(privacy.mode.rawValue), preview_key = \(privacy.previewKey) WHERE id = \(deviceID)")
     }
 
     public func storeSyncKey(deviceID: Int64, tokenHash: [UInt8], syncKey: String, expiresAt: Timestamp) throws {
