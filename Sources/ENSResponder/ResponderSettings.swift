@@ -13,18 +13,21 @@ public struct ResponderSettings: Sendable {
     public var exchange: ExchangeSettings
     public var callbacks: CallbackSettings
     public var graph: GraphSettings
+    public var privacy: PrivacySettings
     /// The SEG policy service; nil when none is configured.
     public var devicePolicy: DevicePolicySettings?
     /// Where /metrics reads every process's counters (empty: metrics off).
     public var metricsDirectory: String
 
     public init(healthCache: Duration = .seconds(1), deviceAPI: DeviceAPISettings = DeviceAPISettings(), exchange: ExchangeSettings = ExchangeSettings(),
-                callbacks: CallbackSettings = CallbackSettings(), graph: GraphSettings = GraphSettings(), devicePolicy: DevicePolicySettings? = nil, metricsDirectory: String = "") {
+                callbacks: CallbackSettings = CallbackSettings(), graph: GraphSettings = GraphSettings(),
+                privacy: PrivacySettings = PrivacySettings(), devicePolicy: DevicePolicySettings? = nil, metricsDirectory: String = "") {
         self.healthCache = healthCache
         self.deviceAPI = deviceAPI
         self.exchange = exchange
         self.callbacks = callbacks
         self.graph = graph
+        self.privacy = privacy
         self.devicePolicy = devicePolicy
         self.metricsDirectory = metricsDirectory
     }
@@ -56,6 +59,10 @@ public struct ResponderSettings: Sendable {
                 maximumDevicesPerRecord: configuration.maximumDevicesPerRecord, pushSocket: configuration.pushSocket
             ),
             graph: GraphSettings(configuration),
+            privacy: PrivacySettings(
+                minimumMode: configuration.privacyMinimumMode, fetchTTL: configuration.privacyFetchTTL,
+                historyCount: configuration.historyCount, historyRetention: configuration.historyRetention
+            ),
             devicePolicy: configuration.policyURL.isEmpty ? nil : DevicePolicySettings(
                 url: configuration.policyURL, caFile: configuration.policyCAFile, timeout: configuration.policyTimeout,
                 allowOnError: configuration.policyAllowOnError
@@ -70,6 +77,7 @@ public struct ResponderSettings: Sendable {
     public static let reloadableKeys: Set<String> = [
         "exchange.max_items_per_callback", "exchange.max_notifications_per_minute", "exchange.proof_failure_limit",
         "exchange.proof_window_seconds", "quota.records_per_token_per_hour", "devices.max_per_record",
+        "privacy.minimum_mode", "history.count",
     ]
 
     /// These settings with the reloadable limits taken from `configuration`.
@@ -82,6 +90,8 @@ public struct ResponderSettings: Sendable {
         next.callbacks.maximumItemsPerCallback = configuration.exchangeMaximumItemsPerCallback
         next.callbacks.maximumNotificationsPerMinute = configuration.exchangeMaximumNotificationsPerMinute
         next.callbacks.maximumDevicesPerRecord = configuration.maximumDevicesPerRecord
+        next.privacy.minimumMode = configuration.privacyMinimumMode
+        next.privacy.historyCount = configuration.historyCount
         return next
     }
 }
@@ -119,6 +129,24 @@ public struct DeviceAPISettings: Sendable {
         self.subscriptionGrace = subscriptionGrace
         self.maximumDevicesPerRecord = maximumDevicesPerRecord
         self.recordsPerTokenPerHour = recordsPerTokenPerHour
+    }
+}
+
+/// Private notifications (docs/privacy.md): the operator's floor, how long `secure`
+/// content waits for its fetch, and the history.
+public struct PrivacySettings: Sendable {
+    /// The least private mode any push uses (privacy.minimum_mode).
+    public var minimumMode: PrivacyMode
+    public var fetchTTL: Duration
+    /// Entries per device the history keeps and lists; 0 keeps none (history.count).
+    public var historyCount: Int
+    public var historyRetention: Duration
+
+    public init(minimumMode: PrivacyMode = .preview, fetchTTL: Duration = .seconds(86400), historyCount: Int = 20, historyRetention: Duration = .hours(72)) {
+        self.minimumMode = minimumMode
+        self.fetchTTL = fetchTTL
+        self.historyCount = historyCount
+        self.historyRetention = historyRetention
     }
 }
 

@@ -71,8 +71,9 @@ public struct FCMServiceAccount: Sendable {
 ///
 /// ENS's canonical payload (APNs's shape) is translated: an alert becomes a
 /// high-priority message with `notification.title`/`body`, a background push a
-/// normal-priority data-only message; the badge, sound, user id, action and sync key
-/// travel as string data. The collapse key is the notification id (a replay replaces
+/// normal-priority data-only message, an alert the app shows itself (`encrypted` and
+/// `secure` privacy) a high-priority data-only message; the badge, sound, user id,
+/// action, sync key and `ens` members (id, ts, privacy, enc) travel as string data. The collapse key is the notification id (a replay replaces
 /// its first delivery), the TTL what is left of the notification's expiry.
 public final class FCMProvider: PushProvider {
     public let kind = DeviceToken.Provider.fcm
@@ -256,6 +257,10 @@ public final class FCMProvider: PushProvider {
             break
         }
         let isAlert = notification.pushType == .alert && (title != nil || body != nil)
+        // `encrypted` and `secure` alerts (docs/privacy.md) are shown by the app once it
+        // has decrypted or fetched the content: a high-priority data-only message, so
+        // Android wakes the app instead of showing a generic notification itself.
+        let appShowsIt = isAlert && aps["mutable-content"]?.scalarText == "1"
 
         var android = JSONObjectWriter()
         android.add("priority", isAlert ? "HIGH" : "NORMAL")
@@ -266,7 +271,7 @@ public final class FCMProvider: PushProvider {
         var message = JSONObjectWriter()
         message.add("token", notification.deviceToken.value)
         message.add("android", rawJSON: android.finished())
-        if isAlert {
+        if isAlert && !appShowsIt {
             var shown = JSONObjectWriter()
             if let title { shown.add("title", title) }
             if let body { shown.add("body", body) }

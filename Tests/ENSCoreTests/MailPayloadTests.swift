@@ -6,6 +6,8 @@ import Testing
 /// The APNs payload of the contract's last section, and its 4096-byte bound.
 @Suite struct MailPayloadTests {
     static let userID = String(repeating: "ab", count: 32)
+    static let notificationID = String(repeating: "0f", count: 16)
+    static let createdAt = Timestamp(millisecondsSinceEpoch: 1_764_000_000_123)
 
     static func decode(_ bytes: [UInt8]) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
@@ -14,13 +16,17 @@ import Testing
     @Test func carriesExactlyTheContractsFields() throws {
         let expiry = Timestamp(millisecondsSinceEpoch: 1_800_000_000_000)
         let full = try Self.decode(MailPayload(sender: "Ann", subject: "Hi", userID: Self.userID, badge: 3, sound: "chime.caf",
-                                               syncKey: (key: "KEK", expiresAt: expiry)).encoded)
+                                               syncKey: (key: "KEK", expiresAt: expiry), notificationID: Self.notificationID,
+                                               createdAt: Self.createdAt).encoded)
         let aps = try #require(full["aps"] as? [String: Any])
         #expect(aps["alert"] as? [String: String] == ["title": "Ann", "body": "Hi"])
         #expect(aps["badge"] as? Int == 3)
         #expect(aps["sound"] as? String == "chime.caf")
         #expect(aps["content-available"] as? Int == 1)
-        #expect(full["ens"] as? [String: String] == ["userid": Self.userID])
+        let ens = try #require(full["ens"] as? [String: Any])
+        #expect(Set(ens.keys) == ["userid", "id", "ts"])
+        #expect(ens["userid"] as? String == Self.userID && ens["id"] as? String == Self.notificationID)
+        #expect((ens["ts"] as? NSNumber)?.int64Value == Self.createdAt.millisecondsSinceEpoch)
         #expect(full["backgroundSyncKey"] as? String == "KEK")
         #expect(full["syncKeyExpirationTime"] as? String == expiry.apiString)
 
@@ -49,6 +55,77 @@ import Testing
         let subject = String(repeating: "x", count: 3000)
         let decoded = try Self.decode(MailPayload(sender: "S", subject: subject, userID: Self.userID).encoded)
         #expect(((decoded["aps"] as? [String: Any])?["alert"] as? [String: String])?["body"] == subject)
+    }
+
+    static func private_(_ subject: String = "Quarterly numbers", badge: Int? = 4, isSummary: Bool = false) -> MailPayload {
+        MailPayload(sender: "Ann Example", subject: subject, userID: userID, badge: badge, sound: "chime.caf",
+                    syncKey: (key: "SYNCKEY-123", expiresAt: Timestamp(millisecondsSinceEpoch: 1_900_000_000_000)),
+                    notificationID: notificationID, createdAt: createdAt, isSummary: isSummary)
+    }
+
+    /// `generic`: "New mail" and the badge; no sender, subject or sync key. A summary's
+    /// "N new messages" is no one's content, so it may show.
+    @Test func genericShowsNeitherSenderNorSubjectNorSyncKey() throws {
+        let bytes = Self.private_().encoded(.generic)
+        let text = String(decoding: bytes, as: UTF8.self)
+        for secret in ["Ann Example", "Quarterly", "SYNCKEY"] { #expect(!text.contains(secret)) }
+        let decoded = try Self.decode(bytes)
+        let aps = try #require(decoded["aps"] as? [String: Any])
+        #expect(aps["alert"] as? [String: String] == ["title": "New mail", "body": ""])
+        #expect(aps["badge"] as? Int == 4 && aps["mutable-content"] == nil)
+        #expect((decoded["ens"] as? [String: Any])?["privacy"] as? String == "generic")
+        let summary = try Self.decode(Self.private_("3 new messages", isSummary: true).encoded(.generic))
+        #expect(((summary["aps"] as? [String: Any])?["alert"] as? [String: String])?["body"] == "3 new messages")
+    }
+
+    /// `secure`: the id and time alone (and the device's own sound); the content, for
+    /// the fetch, is everything the preview had.
+    @Test func secureCarriesTheIDAlone() throws {
+        let payload = Self.private_()
+        let decoded = try Self.decode(payload.encoded(.secure))
+        let aps = try #require(decoded["aps"] as? [String: Any])
+        #expect(aps["alert"] as? [String: String] == ["title": "New mail", "body": ""])
+        #expect(aps["badge"] == nil && aps["mutable-content"] as? Int == 1 && aps["sound"] as? String == "chime.caf")
+        #expect(Set(decoded.keys) == ["aps", "ens"])
+        let ens = try #require(decoded["ens"] as? [String: Any])
+        #expect(Set(ens.keys) == ["userid", "id", "ts", "privacy"])
+        #expect(payload.encoded(.encrypted) == payload.encoded(.secure), "encrypted without a key is never weaker than secure")
+        let content = try Self.decode(payload.content)
+        #expect(content["sender"] as? String == "Ann Example" && content["subject"] as? String == "Quarterly numbers")
+        #expect(content["badge"] as? Int == 4 && content["backgroundSyncKey"] as? String == "SYNCKEY-123")
+    }
+
+    /// `encrypted`: a generic alert with `mutable-content`, and the content sealed to
+    /// the device's key, cut so the payload stays within 4096 bytes however long the
+    /// subject (the cross-check with Python's `cryptography` is PreviewEncryptionTests').
+    @Test func encryptedSealsTheContentWithinTheLimit() throws {
+        let device = try P256KeyAgreementKey.generate()
+        for subject in ["Quarterly numbers", String(repeating: "日本", count: 3000)] {
+            let bytes = try Self.private_(subject).encrypted(to: device.publicKey)
+            #expect(bytes.count <= 4096 && !String(decoding: bytes, as: UTF8.self).contains("Ann Example"))
+            let decoded = try Self.decode(bytes)
+            let aps = try #require(decoded["aps"] as? [String: Any])
+            #expect(aps["mutable-content"] as? Int == 1 && aps["badge"] == nil)
+            let ens = try #require(decoded["ens"] as? [String: Any])
+            #expect(ens["privacy"] as? String == "encrypted")
+            let enc = try #require(ens["enc"] as? String)
+            let blob = try #require(Data(base64Encoded: enc))
+            let opened = try Self.decode(try PreviewEncryption.open(Array(blob), with: device, notificationID: Self.notificationID))
+            let shown = try #require(opened["subject"] as? String)
+            #expect(shown == subject || (shown.hasSuffix("…") && subject.hasPrefix(String(shown.dropLast()))))
+            #expect(opened["backgroundSyncKey"] as? String == "SYNCKEY-123" && opened["badge"] as? Int == 4)
+        }
+    }
+
+    /// The floor raises, never lowers; `encrypted` without a key becomes `secure`.
+    @Test func theFloorRaisesModes() {
+        #expect(PrivacyMode.preview.raised(to: .generic, hasPreviewKey: false) == .generic)
+        #expect(PrivacyMode.secure.raised(to: .generic, hasPreviewKey: false) == .secure)
+        #expect(PrivacyMode.generic.raised(to: .encrypted, hasPreviewKey: false) == .secure)
+        #expect(PrivacyMode.encrypted.raised(to: .encrypted, hasPreviewKey: true) == .encrypted)
+        #expect(PrivacyMode.encrypted.raised(to: .preview, hasPreviewKey: true) == .encrypted)
+        #expect(PrivacyMode.allCases.allSatisfy { PrivacyMode(name: $0.name) == $0 })
+        #expect(PrivacyMode(name: "Preview") == nil)
     }
 }
 

@@ -65,6 +65,8 @@ struct NewMailDelivery {
             : items.map { item in lookup.summaries.first { $0.itemID == item } ?? MailSummary(itemID: item, subject: "", senderName: "New mail") }
 
         let sender = SenderClient(socketPath: settings.pushSocket)
+        let privacy = context.settings.privacy
+        let log = NotificationLog(database: context.database, vault: context.services.vault)
         let policy = try context.policyClient()
         let allowOnError = context.settings.devicePolicy?.allowOnError ?? false
         var handed = 0
@@ -86,17 +88,28 @@ struct NewMailDelivery {
                     if !allowOnError { continue }
                 }
             }
+            let mode = target.device.privacy.mode.raised(to: privacy.minimumMode, hasPreviewKey: target.device.privacy.previewKey != nil)
             for summary in summaries {
+                let id = Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(summary.itemID)").prefix(16)))
                 let payload = MailPayload(
                     sender: summary.senderName, subject: summary.subject, userID: row.userID,
-                    badge: target.device.badge ? lookup.unreadCount : nil, sound: target.device.defaultSound, syncKey: target.syncKey
+                    badge: target.device.badge ? lookup.unreadCount : nil, sound: target.device.defaultSound, syncKey: target.syncKey,
+                    notificationID: id, createdAt: now, isSummary: summarized
                 )
+                let (encoded, shown) = render(payload, mode: mode, previewKey: target.device.privacy.previewKey)
+                // Logged before the push, so a `secure` device finds its content when the
+                // push arrives; a redelivered batch finds its rows already there.
+                try log.record(NotificationLog.Entry(
+                    notificationID: id, deviceID: target.device.id, createdAt: now,
+                    summary: privacy.historyCount > 0 ? payload.summary : nil,
+                    content: shown == .secure ? payload.content : nil,
+                    contentExpiresAt: shown == .secure ? now.adding(privacy.fetchTTL) : nil
+                ))
                 let notification = PushNotification(
-                    id: Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(summary.itemID)").prefix(16))),
-                    deviceToken: target.token, topic: target.device.bundleID,
+                    id: id, deviceToken: target.token, topic: target.device.bundleID,
                     environment: target.device.development ? .sandbox : .production, pushType: .alert,
                     expiration: now.adding(settings.notificationTTL).millisecondsSinceEpoch / 1000,
-                    payload: payload.encoded, deviceRowID: target.device.id
+                    payload: encoded, deviceRowID: target.device.id
                 )
                 do {
                     switch try sender.submit(notification) {
@@ -119,5 +132,19 @@ struct NewMailDelivery {
             }
         }
         return Outcome(delivered: true, recorded: true)
+    }
+
+    /// The payload in the device's effective mode, and that mode. An `encrypted` device
+    /// whose key cannot be used (or a sealing failure) gets `secure`: stricter, never
+    /// weaker.
+    private func render(_ payload: MailPayload, mode: PrivacyMode, previewKey: [UInt8]?) -> (payload: [UInt8], mode: PrivacyMode) {
+        guard mode == .encrypted else { return (payload.encoded(mode), mode) }
+        do {
+            guard let previewKey else { throw PreviewEncryptionError.recipientKeyRefused(reason: "the device has no key stored") }
+            return (try payload.encrypted(to: try P256PublicKey(bytes: previewKey)), .encrypted)
+        } catch {
+            logger.error("a preview could not be sealed to the device's key; sending it as secure", metadata: ["error": "\(error)"])
+            return (payload.encoded(.secure), .secure)
+        }
     }
 }
