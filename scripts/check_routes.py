@@ -33,26 +33,31 @@ def router():
     table = read("Sources/ENSResponder/Routing/ENSRouter.swift")
     adds = re.findall(r'router\.add\("(/[^"]*)",\s*(\w+)\.(\w+)\)', table)
     prefixes = re.findall(r'router\.add\(prefix:', table)
-    routes = {}
+    def method_set(methods):
+        return {m.strip().strip('"').lower() for m in methods.split(",") if m.strip()}
+    sources = []
     for directory, _, files in os.walk(os.path.join(ROOT, "Sources/ENSResponder")):
         for name in files:
-            if not name.endswith(".swift"):
-                continue
-            with open(os.path.join(directory, name), encoding="utf-8") as f:
-                text = f.read()
-            owner = re.search(r'^(?:public )?(?:enum|struct|final class|class) (\w+)', text, re.M)
-            def method_set(methods):
-                return {m.strip().strip('"').lower() for m in methods.split(",") if m.strip()}
-            for route, methods in re.findall(r'static let (\w+) = Route\(methods: \[([^\]]*)\]', text):
-                if owner:
-                    routes[(owner.group(1), route)] = method_set(methods)
-            # Routes made by a helper (`static func sealedOperation(...) -> Route {
-            # Route(methods: [...]) ...}`) take the helper's methods.
-            helpers = {name: method_set(methods) for name, methods in re.findall(
-                r'static func (\w+)\([^{]*-> Route \{\s*Route\(methods: \[([^\]]*)\]', text)}
-            for route, helper in re.findall(r'static let (\w+) = (\w+)\(', text):
-                if owner and helper in helpers:
-                    routes[(owner.group(1), route)] = helpers[helper]
+            if name.endswith(".swift"):
+                with open(os.path.join(directory, name), encoding="utf-8") as f:
+                    sources.append(f.read())
+    # Routes made by a helper (`static func sealedOperation(...) -> Route {
+    # Route(methods: [...]) ...}`) take the helper's methods, from whichever file
+    # defines it (`DeviceAPI.sealedOperation` is used beside DeviceAPI too).
+    helpers = {}
+    for text in sources:
+        helpers.update({name: method_set(methods) for name, methods in re.findall(
+            r'static func (\w+)\([^{]*-> Route \{\s*Route\(methods: \[([^\]]*)\]', text)})
+    routes = {}
+    for text in sources:
+        owner = re.search(r'^(?:public )?(?:enum|struct|final class|class) (\w+)', text, re.M)
+        if not owner:
+            continue
+        for route, methods in re.findall(r'static let (\w+) = Route\(methods: \[([^\]]*)\]', text):
+            routes[(owner.group(1), route)] = method_set(methods)
+        for route, helper in re.findall(r'static let (\w+) = (?:\w+\.)?(\w+)\(', text):
+            if helper in helpers:
+                routes[(owner.group(1), route)] = helpers[helper]
     paths = {}
     problems = []
     for path, owner, route in adds:

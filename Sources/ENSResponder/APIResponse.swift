@@ -15,6 +15,9 @@ public enum ResponseCode: String, Sendable {
     case autodiscoverFailed = "AutodiscoverFailed"
     case exchangeAuthFailed = "ExchangeAuthFailed"
     case exchangeError = "ExchangeError"
+    case notificationFound = "NotificationFound"
+    case notificationNotFound = "NotificationNotFound"
+    case notificationHistory = "NotificationHistory"
     // Errors
     case invalidRequest = "InvalidRequest"
     case unauthorized = "Unauthorized"
@@ -45,6 +48,15 @@ public struct APIResponse: Sendable {
     public static func ok(_ code: ResponseCode, _ fields: [(String, String)] = []) -> APIResponse {
         var writer = JSONObjectWriter()
         for (key, value) in fields { writer.add(key, value) }
+        writer.add("responseCode", code.rawValue)
+        return APIResponse(status: 200, body: writer.finished())
+    }
+
+    /// A 200 answer whose fields are not all strings (a number, an object, a list):
+    /// `fields` writes them, then `responseCode` is added.
+    static func json(_ code: ResponseCode, _ fields: (inout JSONObjectWriter) -> Void) -> APIResponse {
+        var writer = JSONObjectWriter()
+        fields(&writer)
         writer.add("responseCode", code.rawValue)
         return APIResponse(status: 200, body: writer.finished())
     }

@@ -25,6 +25,10 @@ ENDPOINTS = {
     "/getsubscriptionstatus": {"post"},
     "/getsubscriptionstatusv2": {"post"},
     "/updatesynckey": {"post"},
+    "/updateprivacy": {"post"},
+    "/getnotification": {"post"},
+    "/getnotificationhistory": {"post"},
+    "/marknotificationsread": {"post"},
 }
 HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 

@@ -60,10 +60,13 @@ enum DeviceAPI {
         let creds = try SealedPayload(key: try store.privateKey(of: record), maximumBlocks: SealedParameter.maximumBlocks).object(sealedCreds)
         let token = try creds.sealedToken("apnsToken")
         let credentials = try exchangeCredentials(creds)
+        let privacy = try PrivateNotifications.requestedPrivacy(mode: parameters["privacy"], key: parameters["privacyKey"])
         let settings = DeviceSettings(
             bundleID: bundleID, defaultSound: nonEmpty(parameters["defaultSound"]), ewsDeviceID: nonEmpty(parameters["ewsDeviceId"]),
-            badge: request.badge, development: request.development
+            badge: request.badge, development: request.development, privacy: privacy
         )
+        // A registration that chose a mode hears the one its pushes will use.
+        let privacyAnswer = privacy.map { [("privacy", PrivateNotifications.effective($0, context: context).name)] } ?? []
         guard let mailbox = mailboxAddress(parameters["email"], credentials: credentials, userID: userID) else {
             throw APIError.invalidRequest("Parameter 'email' is required: the mailbox the credentials must open.")
         }
@@ -81,10 +84,10 @@ enum DeviceAPI {
         switch outcome {
         case .proven:
             let registration = try store.register(recordID: record.id, token: token, settings: settings, now: .now())
-            return .ok(registration == .unchanged ? .userAlreadySubscribed : .userUpdated)
+            return .ok(registration == .unchanged ? .userAlreadySubscribed : .userUpdated, privacyAnswer)
         case .subscribed:
             _ = try store.register(recordID: record.id, token: token, settings: settings, now: .now())
-            return .ok(.userSubscribed)
+            return .ok(.userSubscribed, privacyAnswer)
         case .autodiscoverFailed:
             return .ok(.autodiscoverFailed, [("message", "The Exchange server for this address could not be discovered.")])
         case .authenticationFailed:
@@ -199,7 +202,14 @@ enum DeviceAPI {
         let payload = try operation.object()
         let token = try payload.sealedToken("pushToken")
         let ignoreLastMessageDate = try payload.sealedFlag("ignoreLastMessageDate")
-        let lastMessageDate = ignoreLastMessageDate ? nil : try payload.sealedTimestamp("lastMessageDate")
+        // The `ens.ts` of the newest push the device has: server time against server
+        // time, so no device clock, fast or slow, skews the answer. It replaces
+        // lastMessageDate, which is then not required.
+        let lastNotificationTs = try payload["lastNotificationTs"].map { member throws(APIError) -> Timestamp in
+            guard let text = member.scalarText, let milliseconds = Int64(text), milliseconds >= 0 else { throw .sealedParameterRejected }
+            return Timestamp(millisecondsSinceEpoch: milliseconds)
+        }
+        let lastMessageDate = ignoreLastMessageDate || lastNotificationTs != nil ? nil : try payload.sealedTimestamp("lastMessageDate")
         let tokenHash = context.services.vault.tokenHash(token)
         guard let device = operation.devices.first(where: { Digest.constantTimeEqual($0.tokenHash, tokenHash) }) else {
             return .ok(.userSubscriptionNotFound)
@@ -210,6 +220,10 @@ enum DeviceAPI {
         let now = Timestamp.now()
         try operation.store.checkIn(deviceID: device.id, now: now)
         try operation.store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
+        if !ignoreLastMessageDate, let lastNotificationTs {
+            let newest = try NotificationLog(database: context.database, vault: context.services.vault).newestCreatedAt(deviceID: device.id)
+            return .ok(status(operation.record, lastNotified: newest, lastMessageDate: lastNotificationTs, now: now, context: context))
+        }
         return .ok(status(operation.record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context))
     }
 

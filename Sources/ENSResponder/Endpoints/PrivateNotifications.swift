@@ -1,0 +1,139 @@
+internal import Codecs
+internal import ENSCore
+internal import Logging
+internal import OpenSSL
+
+/// The device API's private-notification endpoints (docs/api.md, docs/privacy.md):
+/// choosing a privacy mode, fetching a `secure` notification's content, and the
+/// history. Each is a sealed device operation whose sealed object names the device by
+/// `pushToken`, the proof every device operation takes; a device sees only its own
+/// notifications.
+enum PrivateNotifications {
+    // MARK: Privacy modes
+
+    /// The privacy a registration or /updateprivacy asks for: `privacy` (a mode's name)
+    /// and, for `encrypted` only, `privacyKey` (base64 of the P-256 public key). Nil
+    /// when neither is given; 400 for anything else.
+    static func requestedPrivacy(mode: String?, key: String?) throws(APIError) -> DevicePrivacy? {
+        let mode = mode.flatMap { $0.isEmpty ? nil : $0 }
+        let key = key.flatMap { $0.isEmpty ? nil : $0 }
+        guard let mode else {
+            if key != nil { throw .invalidRequest("Parameter 'privacyKey' is only for privacy 'encrypted'.") }
+            return nil
+        }
+        guard let chosen = PrivacyMode(name: mode) else {
+            throw .invalidRequest("Parameter 'privacy' must be one of preview, generic, encrypted, secure.")
+        }
+        switch (chosen, key) {
+        case (.encrypted, let key?):
+            do {
+                return DevicePrivacy(mode: .encrypted, previewKey: try PreviewEncryption.recipientKey(base64: key).x963)
+            } catch {
+                throw .invalidRequest("Parameter 'privacyKey' must be a P-256 public key: base64 of its 65-byte uncompressed point or its DER SubjectPublicKeyInfo.")
+            }
+        case (.encrypted, nil):
+            throw .invalidRequest("Privacy 'encrypted' needs 'privacyKey', the device's P-256 public key.")
+        case (_, .some):
+            throw .invalidRequest("Parameter 'privacyKey' is only for privacy 'encrypted'.")
+        case (_, nil):
+            return DevicePrivacy(mode: chosen, previewKey: nil)
+        }
+    }
+
+    /// The mode a device's pushes will use under the operator's floor.
+    static func effective(_ privacy: DevicePrivacy, context: RequestContext) -> PrivacyMode {
+        privacy.mode.raised(to: context.settings.privacy.minimumMode, hasPreviewKey: privacy.previewKey != nil)
+    }
+
+    /// POST /updateprivacy: `info` sealed {"pushToken", "privacy", "privacyKey"}.
+    /// UpdateSuccess with the mode the device's pushes now use (`privacy`), UpdateFail
+    /// for a device the record does not have.
+    static let updatePrivacy = DeviceAPI.sealedOperation(parameter: "info") { operation, request, context in
+        let info = try operation.object()
+        let token = try info.sealedToken("pushToken")
+        guard let privacy = try requestedPrivacy(mode: info["privacy"]?.stringValue ?? "", key: info["privacyKey"]?.stringValue) else {
+            throw APIError.invalidRequest("The sealed 'info' must name a 'privacy' mode.")
+        }
+        guard let device = try operation.store.device(recordID: operation.record.id, token: token) else { return .ok(.updateFail) }
+        try operation.store.setPrivacy(deviceID: device.id, privacy)
+        context.logger.info("device privacy mode changed", metadata: ["device": "\(device.id)", "privacy": "\(privacy.mode.name)"])
+        return .ok(.updateSuccess, [("privacy", effective(privacy, context: context).name)])
+    }
+
+    // MARK: Secure fetch
+
+    /// POST /getnotification: `info` sealed {"pushToken", "id"}. The content of one of
+    /// this device's `secure` notifications, erased as it is answered. Another device's
+    /// notification, an unknown id, one already fetched and one expired all answer the
+    /// same NotificationNotFound, so the answer tells nothing about other devices.
+    static let getNotification = DeviceAPI.sealedOperation(parameter: "info") { operation, request, context in
+        let info = try operation.object()
+        let token = try info.sealedToken("pushToken")
+        let id = try info.sealedString("id")
+        let log = NotificationLog(database: context.database, vault: context.services.vault)
+        guard let device = try operation.store.device(recordID: operation.record.id, token: token),
+              let content = try log.takeContent(notificationID: id.lowercased(), deviceID: device.id, now: .now()) else {
+            return .ok(.notificationNotFound)
+        }
+        return .json(.notificationFound) { answer in
+            answer.add("id", id.lowercased())
+            answer.add("content", rawJSON: content)
+        }
+    }
+
+    // MARK: History
+
+    /// POST /getnotificationhistory: `info` sealed {"pushToken", "limit"}. The device's
+    /// newest notifications (at most `limit` and history.count), newest first.
+    static let history = DeviceAPI.sealedOperation(parameter: "info") { operation, request, context in
+        let info = try operation.object()
+        let token = try info.sealedToken("pushToken")
+        let settings = context.settings.privacy
+        var limit = settings.historyCount
+        if let asked = info["limit"] {
+            guard let text = asked.scalarText, let number = Int(text), number >= 1 else { throw APIError.sealedParameterRejected }
+            limit = min(limit, number)
+        }
+        guard let device = try operation.store.device(recordID: operation.record.id, token: token) else { return .ok(.userSubscriptionNotFound) }
+        let now = Timestamp.now()
+        let entries = try NotificationLog(database: context.database, vault: context.services.vault)
+            .history(deviceID: device.id, limit: limit, since: now.subtracting(settings.historyRetention))
+        var list: [UInt8] = [UInt8(ascii: "[")]
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { list.append(UInt8(ascii: ",")) }
+            var item = JSONObjectWriter()
+            item.add("id", entry.notificationID)
+            item.add("ts", Int(entry.createdAt.millisecondsSinceEpoch))
+            // The logged {"sender","subject"}, member by member into this entry.
+            let summary = try? JSONParser.parse(entry.summary)
+            item.add("sender", summary?["sender"]?.stringValue ?? "")
+            item.add("subject", summary?["subject"]?.stringValue ?? "")
+            item.add("read", entry.readAt == nil ? 0 : 1)
+            list += item.finished()
+        }
+        list.append(UInt8(ascii: "]"))
+        return .json(.notificationHistory) { answer in answer.add("notifications", rawJSON: list) }
+    }
+
+    /// At most this many ids per /marknotificationsread (they fit the small sealed limit).
+    static let maximumIDsPerMark = 25
+
+    /// POST /marknotificationsread: `info` sealed {"pushToken", "ids": [id, ...]}.
+    /// UpdateSuccess with how many were newly marked (`marked`); ids that are not this
+    /// device's are ignored alike.
+    static let markRead = DeviceAPI.sealedOperation(parameter: "info") { operation, request, context in
+        let info = try operation.object()
+        let token = try info.sealedToken("pushToken")
+        guard case .array(let members)? = info["ids"], !members.isEmpty, members.count <= maximumIDsPerMark else {
+            throw APIError.invalidRequest("The sealed 'info' must carry 'ids': 1 to \(maximumIDsPerMark) notification ids.")
+        }
+        let ids = try members.map { member throws(APIError) -> String in
+            guard let id = member.stringValue, id.utf8.count == 32, Hex.decode(id) != nil else { throw APIError.sealedParameterRejected }
+            return id.lowercased()
+        }
+        guard let device = try operation.store.device(recordID: operation.record.id, token: token) else { return .ok(.updateFail) }
+        let marked = try NotificationLog(database: context.database, vault: context.services.vault)
+            .markRead(notificationIDs: ids, deviceID: device.id, now: .now())
+        return .json(.updateSuccess) { answer in answer.add("marked", marked) }
+    }
+}
