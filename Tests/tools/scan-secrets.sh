@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # After the test suite: dump the database and read every log; none may contain any of
 # the secrets the tests handed to the server (emails, passwords, OAuth tokens, APNs
-# tokens, sync keys), listed one per line in $ENS_VAR/test-secrets.txt.
+# tokens, sync keys), listed one per line in $ENS_VAR/test-secrets.txt; and the push
+# simulators' records may not contain what was meant for private-mode devices only
+# ($ENS_VAR/private-secrets.txt).
 # Prints "secret scan: N passed, M failed" and exits non-zero on any leak.
 set -euo pipefail
 VAR=${ENS_VAR:?}
@@ -24,6 +26,25 @@ if [ -n "$leaked" ]; then
   done <<< "$leaked"
 fi
 passed=$((total - failed))
+# What only devices in a private mode were sent (their senders, subjects and sync keys:
+# PrivateNotificationTests) must never have reached a push service: the APNs and FCM
+# simulators' records of every push they accepted are searched for it too.
+private=$VAR/private-secrets.txt
+records=("$VAR"/sim/*-accepted.jsonl)
+if [ ! -s "$private" ]; then
+  echo "secret scan: no private-mode secrets were recorded; the privacy tests did not run"; failed=$((failed + 1))
+else
+  private_total=$(grep -c . "$private")
+  exposed=$(grep -hoiF -f <(grep . "$private") "${records[@]}" | tr 'A-Z' 'a-z' | sort -u || true)
+  if [ -n "$exposed" ]; then
+    while IFS= read -r secret; do
+      echo "secret scan: a private-mode secret (${#secret} chars, starts '${secret:0:4}') reached a push service: $(grep -Fli -- "$secret" "${records[@]}" | tr '\n' ' ')"
+      failed=$((failed + 1))
+    done <<< "$exposed"
+  else
+    passed=$((passed + private_total))
+  fi
+fi
 # Private keys must be sealed: no PEM private key may appear anywhere.
 if grep -q "PRIVATE KEY" "${haystacks[@]}"; then echo "secret scan: a private key in clear"; failed=$((failed + 1)); fi
 echo "secret scan: $passed passed, $failed failed"

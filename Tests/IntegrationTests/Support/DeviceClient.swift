@@ -90,7 +90,11 @@ enum Sealer {
 /// check afterwards that none of them reached the database dump or a log file.
 enum TestSecrets {
     static func remember(_ secret: String) {
-        let path = TestStack.directory + "/test-secrets.txt"
+        append(secret, to: "test-secrets.txt")
+    }
+
+    private static func append(_ secret: String, to file: String) {
+        let path = TestStack.directory + "/" + file
         let line = Data((secret + "\n").utf8)
         if let handle = FileHandle(forWritingAtPath: path) {
             handle.seekToEndOfFile()
@@ -99,6 +103,14 @@ enum TestSecrets {
         } else {
             _ = FileManager.default.createFile(atPath: path, contents: line)
         }
+    }
+
+    /// A secret that only devices in a private mode (generic, encrypted, secure) are
+    /// sent: besides the database and the logs, the scan checks that it never reached
+    /// a push service, in the APNs and FCM simulators' records.
+    static func rememberPrivate(_ secret: String) {
+        remember(secret)
+        append(secret, to: "private-secrets.txt")
     }
 
     /// A random APNs-style token (32 bytes as hex), remembered as a secret.

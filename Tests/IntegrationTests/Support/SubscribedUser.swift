@@ -48,12 +48,13 @@ struct RegisteredUser {
         return creds
     }
 
+    /// `extra`: more parameters (a privacy mode, say).
     func register(with api: DeviceClient, token: String, creds: [String: Any]? = nil, force: Bool = false,
-                  headers: [(String, String)] = []) throws -> HTTPResponse {
+                  headers: [(String, String)] = [], extra: [String: String] = [:]) throws -> HTTPResponse {
         try api.call("/registerdevicev2", [
             "userid": user.userID, "email": user.email, "creds": try user.sealJSON(creds ?? self.creds(token: token)),
             "bundleid": "com.example.mail", "exchVersion": "3", "force": force ? "1" : "0",
-        ], headers: headers)
+        ].merging(extra) { _, new in new }, headers: headers)
     }
 
     /// New mail for this user; true once a push with `subject` reached `token`.
