@@ -169,6 +169,20 @@ final class EVPKey: @unchecked Sendable {
         get throws(OpenSSLError) { try DER.encode("i2d_PUBKEY") { i2d_PUBKEY(pointer, $0) } }
     }
 
+    /// An EC key's public point as OpenSSL encodes it by default: uncompressed, 0x04 ‖ X ‖
+    /// Y (65 bytes on P-256). Read as a parameter, not through i2d: OpenSSL 3's encoder
+    /// machinery costs more than the ECDH the point is used for.
+    var encodedPublicPoint: [UInt8] {
+        get throws(OpenSSLError) {
+            var point = [UInt8](repeating: 0, count: 133)  // the largest uncompressed point, P-521's
+            var length = 0
+            guard EVP_PKEY_get_octet_string_param(pointer, OSSL_PKEY_PARAM_PUB_KEY, &point, point.count, &length) == 1 else {
+                throw .drain("EVP_PKEY_get_octet_string_param")
+            }
+            return Array(point.prefix(length))
+        }
+    }
+
     /// The public half as PEM SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`).
     var publicKeyPEM: String {
         get throws(OpenSSLError) { PEM.encodeString(try publicKeyDER, label: "PUBLIC KEY") }

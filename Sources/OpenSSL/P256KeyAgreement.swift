@@ -43,18 +43,18 @@ public struct P256PublicKey: Sendable, Equatable {
         try self.init(key, operation: operation)
     }
 
-    /// The public half of `key`, checked like a received one.
-    init(_ key: EVPKey, operation: String) throws(OpenSSLError) {
+    /// The public half of `key`, checked like a received one unless `checked` is false
+    /// (a key this process just generated: its point is OpenSSL's own).
+    init(_ key: EVPKey, operation: String, checked: Bool = true) throws(OpenSSLError) {
         try key.require(.p256, operation: operation)
-        try key.requireValidPublicKey(operation: operation)
-        // A P-256 SubjectPublicKeyInfo with an uncompressed point is the fixed header
-        // and the point; anything else (a compressed point, explicit curve parameters)
-        // is not a form this type holds.
-        let der = try key.publicKeyDER
-        guard der.count == Self.subjectPublicKeyInfoSize, der.starts(with: P256DER.subjectPublicKeyInfoPrefix) else {
-            throw OpenSSLError(operation: operation, reasons: ["not an uncompressed P-256 point with a named curve"])
+        if checked { try key.requireValidPublicKey(operation: operation) }
+        // Only the uncompressed form is held; a compressed point cannot reach here (the
+        // readers above refuse it, and OpenSSL exports uncompressed by default).
+        let point = try key.encodedPublicPoint
+        guard point.count == Self.x963Size, point.first == 0x04 else {
+            throw OpenSSLError(operation: operation, reasons: ["not an uncompressed P-256 point"])
         }
-        x963 = Array(der.dropFirst(P256DER.subjectPublicKeyInfoPrefix.count))
+        x963 = point
         self.key = key
     }
 
@@ -72,14 +72,16 @@ public final class P256KeyAgreementKey: @unchecked Sendable {
     private let key: EVPKey
     public let publicKey: P256PublicKey
 
-    private init(_ key: EVPKey, operation: String) throws(OpenSSLError) {
+    private init(_ key: EVPKey, operation: String, checked: Bool = true) throws(OpenSSLError) {
         self.key = key
-        publicKey = try P256PublicKey(key, operation: operation)
+        publicKey = try P256PublicKey(key, operation: operation, checked: checked)
     }
 
-    /// A fresh key pair (ENS's ephemeral key for each sealed message).
+    /// A fresh key pair (ENS's ephemeral key for each sealed message). OpenSSL made the
+    /// point, so it is not checked again: a check per push would cost as much as the
+    /// key agreement.
     public static func generate() throws(OpenSSLError) -> P256KeyAgreementKey {
-        try P256KeyAgreementKey(EVPKey.generateP256(), operation: "generate P-256 key")
+        try P256KeyAgreementKey(EVPKey.generateP256(), operation: "generate P-256 key", checked: false)
     }
 
     /// Reads a PEM private key (PKCS#8 or SEC 1). Refuses anything but a valid P-256 key.

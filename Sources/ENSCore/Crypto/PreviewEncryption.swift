@@ -1,5 +1,6 @@
 internal import Codecs
 public import OpenSSL
+import Synchronization
 
 /// ENS preview encryption, version 1 (issue 18's `encrypted` privacy mode; the
 /// construction, a test vector and reference decryptors are in docs/privacy.md).
@@ -35,6 +36,27 @@ public enum PreviewEncryption {
             throw .recipientKeyRefused(reason: error.reasons.joined(separator: "; "))
         }
     }
+
+    /// A stored device key (its 65-byte point) ready to seal to. Keys are parsed once
+    /// per process and kept (up to `cachedKeys`, then the cache starts over): a device
+    /// gets many pushes, and OpenSSL 3's key decoder costs more than a seal.
+    public static func recipientKey(x963: [UInt8]) throws(PreviewEncryptionError) -> P256PublicKey {
+        if let cached = parsedKeys.withLock({ $0[x963] }) { return cached }
+        let key: P256PublicKey
+        do {
+            key = try P256PublicKey(bytes: x963)
+        } catch {
+            throw .recipientKeyRefused(reason: error.reasons.joined(separator: "; "))
+        }
+        parsedKeys.withLock { keys in
+            if keys.count >= cachedKeys { keys.removeAll(keepingCapacity: true) }
+            keys[x963] = key
+        }
+        return key
+    }
+
+    static let cachedKeys = 4096
+    private static let parsedKeys = Mutex<[[UInt8]: P256PublicKey]>([:])
 
     /// Seals `plaintext` (the caller's JSON) to `recipient` for the notification
     /// `notificationID` (32 lowercase hex digits). Returns the blob; the caller

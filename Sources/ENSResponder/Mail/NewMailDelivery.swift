@@ -141,7 +141,7 @@ struct NewMailDelivery {
         guard mode == .encrypted else { return (payload.encoded(mode), mode) }
         do {
             guard let previewKey else { throw PreviewEncryptionError.recipientKeyRefused(reason: "the device has no key stored") }
-            return (try payload.encrypted(to: try P256PublicKey(bytes: previewKey)), .encrypted)
+            return (try payload.encrypted(to: try PreviewEncryption.recipientKey(x963: previewKey)), .encrypted)
         } catch {
             logger.error("a preview could not be sealed to the device's key; sending it as secure", metadata: ["error": "\(error)"])
             return (payload.encoded(.secure), .secure)
