@@ -186,31 +186,53 @@ struct PrivateNotificationTests {
         let row = try database.queryOne("SELECT content_sealed IS NULL FROM NotificationLog WHERE id = UNHEX(\(id))")
         let erased: Bool? = try row.map { try $0.decode(Bool.self) }
         #expect(erased == true, "the reaper erased the expired content")
+        // An entry past history.retention_hours (72 h here) goes entirely.
+        try database.execute("UPDATE NotificationLog SET created_at = NOW(3) - INTERVAL 73 HOUR WHERE id = UNHEX(\(id))")
+        _ = try TestStack.run(TestStack.root + "/.build/debug/ens-cron", ["reap", "--config", TestStack.directory + "/ens.conf"])
+        #expect(try database.queryOne("SELECT 1 FROM NotificationLog WHERE id = UNHEX(\(id))") == nil, "the reaper removed the old entry")
     }
 
-    /// An Android device in `encrypted` mode gets a high-priority data-only message
-    /// (the app shows the preview once decrypted), with nothing of the mail in clear.
-    @Test func anAndroidDeviceGetsEncryptedPreviewsAsDataOnly() throws {
+    /// Android devices in each private mode: `generic` is a notification that says
+    /// "New mail"; `encrypted` and `secure` are high-priority data-only messages (the
+    /// app shows them once decrypted or fetched); none has anything of the mail in clear.
+    @Test func androidDevicesInEachPrivateModeShowNothingToFCM() throws {
         let user = try RegisteredUser.register(with: api)
+        #expect(try sealed(user, "/updateprivacy", ["pushToken": user.token, "privacy": "secure"]).json["responseCode"] == "UpdateSuccess")
         let key = try DeviceKey.make()
-        let token = TestSecrets.fcmToken()
-        let creds: [String: Any] = ["fcmToken": token, "userName": user.user.email, "password": user.password]
-        let answer = try user.register(with: api, token: token, creds: creds, extra: ["privacy": "encrypted", "privacyKey": key.spkiBase64])
-        #expect(answer.json["privacy"] == "encrypted", "\(answer.bodyText)")
-        let syncKey = try setSyncKey(user, token: token, field: "fcmToken")
+        var devices: [(mode: String, token: String, syncKey: String)] = []
+        for (mode, extra) in [("generic", ["privacy": "generic"]), ("encrypted", ["privacy": "encrypted", "privacyKey": key.spkiBase64]),
+                              ("secure", ["privacy": "secure"])] {
+            let token = TestSecrets.fcmToken()
+            let creds: [String: Any] = ["fcmToken": token, "userName": user.user.email, "password": user.password]
+            let answer = try user.register(with: api, token: token, creds: creds, extra: extra)
+            #expect(answer.json["privacy"] == mode, "\(answer.bodyText)")
+            devices.append((mode, token, try setSyncKey(user, token: token, field: "fcmToken")))
+        }
         let mail = PrivateMail()
         _ = try ExchangeSimulator.newMail(user.user.email, subject: mail.subject, fromName: mail.sender)
-        #expect(TestStack.eventually(within: 20) { FCMSimulator.accepted().contains { $0.token == token } })
-        let push = try #require(FCMSimulator.accepted().last { $0.token == token })
-        #expect(push.message["notification"] == nil, "data only: the app shows it")
-        #expect(push.android["priority"] as? String == "HIGH")
-        #expect(push.data["privacy"] == "encrypted" && push.data["id"] == push.collapseKey)
-        let text = Self.text(push.message)
-        #expect(!text.contains(mail.sender) && !text.contains(mail.subject) && !text.contains(syncKey))
-        let enc = try #require(push.data["enc"])
-        let collapseKey = try #require(push.collapseKey)
+        #expect(TestStack.eventually(within: 20) { devices.allSatisfy { device in FCMSimulator.accepted().contains { $0.token == device.token } } })
+        for device in devices {
+            let push = try #require(FCMSimulator.accepted().last { $0.token == device.token })
+            let text = Self.text(push.message)
+            #expect(!text.contains(mail.sender) && !text.contains(mail.subject) && !text.contains(device.syncKey), "\(device.mode)")
+            #expect(push.android["priority"] as? String == "HIGH")
+            #expect(push.data["privacy"] == device.mode && push.data["id"] == push.collapseKey && push.data["ts"] != nil)
+            if device.mode == "generic" {
+                #expect(push.notification == ["title": "New mail", "body": ""])
+            } else {
+                #expect(push.message["notification"] == nil, "\(device.mode): data only, the app shows it")
+            }
+            #expect((push.data["enc"] != nil) == (device.mode == "encrypted"))
+        }
+        let encrypted = try #require(FCMSimulator.accepted().last { $0.token == devices[1].token })
+        let enc = try #require(encrypted.data["enc"])
+        let collapseKey = try #require(encrypted.collapseKey)
         let content = try #require(try key.open(enc, notificationID: collapseKey))
-        #expect(content["subject"] as? String == mail.subject && content["backgroundSyncKey"] as? String == syncKey)
+        #expect(content["subject"] as? String == mail.subject && content["backgroundSyncKey"] as? String == devices[1].syncKey)
+        // The secure Android device fetches its content with its `fcm:` token.
+        let secure = try #require(FCMSimulator.accepted().last { $0.token == devices[2].token })
+        let fetched = try sealed(user, "/getnotification", ["pushToken": "fcm:" + devices[2].token, "id": try #require(secure.collapseKey)])
+        #expect(((object(fetched)["content"] as? [String: Any])?["sender"] as? String) == mail.sender, "\(fetched.bodyText)")
     }
 
     /// The operator's floor (privacy.minimum_mode, applied by a reload): a `preview`
