@@ -26,29 +26,6 @@ for ((round = 0; round < ROUNDS; round++)); do
   awk -v r="$round" -v n="$ROUNDS" 'NR % n == r' "$ENS_VAR/b8-graph.txt" > "$ENS_VAR/b8-graph.$round.txt"
 done
 
-# Waits (up to a minute) until ens-apns has delivered what the last run spooled, so its
-# backlog does not take the next run's CPU.
-wait_for_empty_spool() {
-  for _ in $(seq 600); do
-    curl -sk "$BENCH_URL_BASE/metrics" | awk '/^ens_push_spool_depth[ {]/ {depth += $NF} END {exit depth > 0}' && return 0
-    sleep 0.1
-  done
-  echo "B8 warning: the spool did not drain within a minute" >&2
-}
-
-# run_wrk LUA PATH REQUESTS: one bounded wrk run after the spool drained; prints
-# "rps p50 p99 total unexpected".
-run_wrk() {
-  local errors out
-  wait_for_empty_spool
-  errors=$(mktemp)
-  out=$(timeout $((SECONDS_PER_RUN + 30)) wrk -t2 -c16 -d"${SECONDS_PER_RUN}s" --latency -s "$1" "$BENCH_URL_BASE$2" -- "$3" 2>"$errors")
-  awk '/Requests\/sec/ {rps=$2} $1 == "50%" {p50=$2} $1 == "99%" {p99=$2} /requests in/ {total=$1}
-       END {printf "%s %s %s %s", rps, p50, p99, total}' <<<"$out"
-  echo " $(wc -l < "$errors")"
-  rm -f "$errors"
-}
-
 ews=() graph=() ratios=()
 for ((round = 0; round < ROUNDS; round++)); do
   if ((round % 2 == 0)); then

@@ -5,9 +5,12 @@
                                 one sealed /getsubscriptionstatusv2 JSON body per line
   devices.py b3-latency N [S]   time N /getpublickey calls for new users, each answered
                                 status S (default 200); print p50/p99
-  devices.py b6-setup N OUT     register N users with Exchange (the simulator, Basic auth,
+  devices.py b6-setup N OUT [MODE]
+                                register N users with Exchange (the simulator, Basic auth,
                                 POX Autodiscover) and write, per user, a real new-mail
-                                SendNotification to OUT.<n>.xml and "path<TAB>file" to OUT
+                                SendNotification to OUT.<n>.xml and "path<TAB>file" to OUT;
+                                MODE: the devices' privacy mode (default preview; encrypted
+                                gives each device a P-256 key of its own)
   devices.py b8-setup N M OUT   register N Exchange Online users through Graph (the Graph
                                 simulator, delegated tokens) and write M change-notification
                                 batches per user, each for a new message, as "path<TAB>json"
@@ -94,7 +97,19 @@ def simulator(path, obj):
     return answer
 
 
-def b6_setup(count, out_path):
+def privacy_parameters(mode):
+    """The registration parameters of a privacy mode: `encrypted` with a fresh device key."""
+    if mode == "preview":
+        return {}
+    if mode != "encrypted":
+        return {"privacy": mode}
+    from cryptography.hazmat.primitives.asymmetric import ec
+    point = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    return {"privacy": "encrypted", "privacyKey": base64.b64encode(point).decode()}
+
+
+def b6_setup(count, out_path, mode="preview"):
     conn = connection()
     simulator("/domains", {"domain": "bench.test", "mode": "pox-root"})
     lines = []
@@ -108,7 +123,7 @@ def b6_setup(count, out_path):
         creds = seal(pem, json.dumps({"apnsToken": secrets.token_hex(32), "userName": email, "password": password}))
         status, answer = post(conn, "/registerdevicev2", {"userid": userid, "email": email, "creds": creds,
                                                           "bundleid": "com.example.mail", "exchVersion": 3,
-                                                          "defaultSound": "default"})
+                                                          "defaultSound": "default", **privacy_parameters(mode)})
         assert answer.get("responseCode") == "UserSubscribed", answer
         mail = simulator("/newmail", {"email": email, "subject": f"Benchmark message {i}", "fromName": "Bench",
                                       "fromAddress": "bench@elsewhere.test", "deliver": False})
@@ -178,7 +193,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "b2-setup":
         b2_setup(int(sys.argv[2]), sys.argv[3])
     elif sys.argv[1] == "b6-setup":
-        b6_setup(int(sys.argv[2]), sys.argv[3])
+        b6_setup(int(sys.argv[2]), sys.argv[3], *sys.argv[4:5])
     elif sys.argv[1] == "b8-setup":
         b8_setup(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "b3-latency":
