@@ -56,9 +56,18 @@ let package = Package(
         ),
         .target(name: "EWS", dependencies: ["Codecs", "ENSCore", "Curl", "OpenSSL", "POSIX"], path: "Modules/EWS", swiftSettings: testable),
         .target(
+            name: "Graph",
+            dependencies: [
+                "Codecs", "ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Modules/Graph",
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "ENSResponder",
             dependencies: [
-                "Codecs", "ENSCore", "EWS", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSCore", "EWS", "Graph", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Modules/ENSResponder",
