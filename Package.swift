@@ -33,12 +33,15 @@ let package = Package(
         .systemLibrary(name: "CMariaDB", pkgConfig: "libmariadb", providers: [.apt(["libmariadb-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CLibXML2", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"])]),
 
         // MARK: One wrapper per C library; each owns every pointer of its library.
         .target(name: "FastCGI", dependencies: ["CFastCGI", "POSIX"], swiftSettings: swiftSettings),
         .target(name: "MariaDB", dependencies: ["CMariaDB"], swiftSettings: swiftSettings),
         .target(name: "OpenSSL", dependencies: ["COpenSSL", "Codecs"], swiftSettings: swiftSettings),
         .target(name: "Curl", dependencies: ["CCurl", "POSIX"], swiftSettings: swiftSettings),
+        // XMLTree: libxml2's SAX2 parser under limits, DTDs refused, no network.
+        .target(name: "XML", dependencies: ["CLibXML2"], swiftSettings: swiftSettings),
 
         // MARK: Pure Swift
         // Hex and base64 (standard and URL-safe): the one codec of each.
@@ -54,10 +57,10 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Exchange Web Services: Autodiscover, push subscriptions, callbacks (SOAP over
-        // libcurl; XML parsed with FoundationXML, DTDs refused).
+        // libcurl; XML parsed by the XML module).
         .target(
             name: "EWS",
-            dependencies: ["Codecs", "ENSCore", "Curl", "OpenSSL", "POSIX"],
+            dependencies: ["Codecs", "ENSCore", "Curl", "OpenSSL", "POSIX", "XML"],
             swiftSettings: swiftSettings
         ),
         // Microsoft Graph: application tokens (certificate client assertions),
@@ -121,7 +124,7 @@ let package = Package(
         .testTarget(
             name: "ENSCoreTests",
             dependencies: [
-                "Codecs", "ENSCore", "ENSResponder", "ENSSender", "EWS", "Graph", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX",
+                "Codecs", "ENSCore", "ENSResponder", "ENSSender", "EWS", "Graph", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX", "XML",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

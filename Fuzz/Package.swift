@@ -41,11 +41,13 @@ let package = Package(
         .systemLibrary(name: "CMariaDB", path: "Modules/CMariaDB", pkgConfig: "libmariadb"),
         .systemLibrary(name: "COpenSSL", path: "Modules/COpenSSL", pkgConfig: "openssl"),
         .systemLibrary(name: "CCurl", path: "Modules/CCurl", pkgConfig: "libcurl"),
+        .systemLibrary(name: "CLibXML2", path: "Modules/CLibXML2", pkgConfig: "libxml-2.0"),
         .target(name: "FastCGI", dependencies: ["CFastCGI", "POSIX"], path: "Modules/FastCGI", swiftSettings: swiftSettings),
         .target(name: "MariaDB", dependencies: ["CMariaDB"], path: "Modules/MariaDB", swiftSettings: swiftSettings),
         .target(name: "Codecs", path: "Modules/Codecs", swiftSettings: swiftSettings),
         .target(name: "OpenSSL", dependencies: ["COpenSSL", "Codecs"], path: "Modules/OpenSSL", swiftSettings: swiftSettings),
         .target(name: "Curl", dependencies: ["CCurl", "POSIX"], path: "Modules/Curl", swiftSettings: swiftSettings),
+        .target(name: "XML", dependencies: ["CLibXML2"], path: "Modules/XML", swiftSettings: swiftSettings),
         .systemLibrary(name: "CLinux", path: "Modules/CLinux"),
         .target(name: "POSIX", dependencies: ["CLinux"], path: "Modules/POSIX", swiftSettings: swiftSettings),
         .target(
@@ -54,11 +56,20 @@ let package = Package(
             path: "Modules/ENSCore",
             swiftSettings: testable
         ),
-        .target(name: "EWS", dependencies: ["Codecs", "ENSCore", "Curl", "OpenSSL", "POSIX"], path: "Modules/EWS", swiftSettings: testable),
+        .target(name: "EWS", dependencies: ["Codecs", "ENSCore", "Curl", "OpenSSL", "POSIX", "XML"], path: "Modules/EWS", swiftSettings: testable),
+        .target(
+            name: "Graph",
+            dependencies: [
+                "Codecs", "ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Modules/Graph",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "ENSResponder",
             dependencies: [
-                "Codecs", "ENSCore", "EWS", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSCore", "EWS", "Graph", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Modules/ENSResponder",
@@ -76,7 +87,7 @@ let package = Package(
         fuzzTarget("sealed", ["ENSCore", "ENSResponder", "OpenSSL"]),
         fuzzTarget("callback", ["ENSCore", "EWS", "OpenSSL"]),
         fuzzTarget("soap", ["EWS"]),
-        fuzzTarget("autodiscover", ["EWS"]),
+        fuzzTarget("autodiscover", ["EWS", "XML"]),
         fuzzTarget("frames", ["ENSCore"]),
         fuzzTarget("config", ["ENSCore"]),
     ]

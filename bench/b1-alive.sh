@@ -16,8 +16,8 @@ for round in $(seq "$ROUNDS"); do
   wrk_rps /alive "$SECONDS_PER_RUN" > /tmp/ens-b1-alive.$$ &
   load=$!
   sleep $((SECONDS_PER_RUN / 2))
-  r=$(max_rss_mb 'ens-fcgi --worker')
-  breakdown=$(memory_breakdown_mb 'ens-fcgi --worker')
+  r=$(max_rss_mb "ens-fcgi --worker .*$ENS_VAR/ens.conf")
+  breakdown=$(memory_breakdown_mb "ens-fcgi --worker .*$ENS_VAR/ens.conf")
   wait $load
   a=$(cat /tmp/ens-b1-alive.$$); rm -f /tmp/ens-b1-alive.$$
   statics+=("$s"); alives+=("$a"); ratios+=("$(ratio "$a" "$s")")

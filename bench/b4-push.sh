@@ -55,6 +55,6 @@ print(f'B4 CPU per push: simulator {$sim_ens / hz * 1000 / n:.3f} ms for ens-apn
 # Memory with a deep spool: stop the simulator so nothing drains, fill, measure.
 scripts/stack.sh sim-stop
 read -r ok seconds < <(python3 bench/pushes.py submit "$sock" "$SPOOLED" 16)
-rss=$(max_rss_mb 'ens-apns --config')
+rss=$(max_rss_mb "ens-apns --config $ENS_VAR/ens.conf")
 printf 'B4 result: ens-apns RSS %s MB with %s notifications spooled (target <= 50 MB; spooled in %s s)\n' "$rss" "$ok" "$seconds"
 scripts/stack.sh apns-stop && rm -rf "$ENS_VAR/spool/log" && scripts/stack.sh sim-start && scripts/stack.sh apns-start

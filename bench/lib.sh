@@ -15,7 +15,8 @@ median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) f
 
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$1" "$2"; }
 
-# max_rss_mb PATTERN: largest RSS (MB) among processes whose command line matches.
+# max_rss_mb PATTERN: largest RSS (MB) among processes whose command line matches
+# (name the stack's $ENS_VAR in PATTERN: other stacks may run on the same host).
 max_rss_mb() {
   local max=0 rss
   for pid in $(pgrep -f "$1"); do

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  libfcgi-dev libmariadb-dev libssl-dev libcurl4-openssl-dev pkg-config
+  libfcgi-dev libmariadb-dev libssl-dev libcurl4-openssl-dev libxml2-dev pkg-config
   mariadb-server mariadb-client nginx openssl curl wrk nghttp2-client python3
   python3-venv procps psmisc shellcheck time
 )

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 fail=0
 
 # 1. Each C module is imported by exactly one wrapper module, and nothing else.
-for pair in CFastCGI:FastCGI CMariaDB:MariaDB COpenSSL:OpenSSL CCurl:Curl; do
+for pair in CFastCGI:FastCGI CMariaDB:MariaDB COpenSSL:OpenSSL CCurl:Curl CLibXML2:XML; do
   module=${pair%%:*} wrapper=${pair##*:}
   offenders=$(grep -rlE "^\s*(@_implementationOnly |internal |public |private )?import $module\b" Sources Tests | grep -v "^Sources/$wrapper/" || true)
   if [ -n "$offenders" ]; then

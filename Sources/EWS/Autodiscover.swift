@@ -1,5 +1,6 @@
 internal import Curl
 internal import POSIX
+internal import XML
 
 /// What Autodiscover found for an address.
 public enum AutodiscoverResult: Sendable, Equatable {

@@ -2,6 +2,7 @@ public import Curl
 public import ENSCore
 internal import OpenSSL
 public import POSIX
+internal import XML
 
 /// Where and how ENS reaches Exchange servers.
 public struct EWSClientConfiguration: Sendable {

@@ -1,3 +1,5 @@
+internal import XML
+
 /// The XML namespaces EWS and Autodiscover use. All of them are `http://` URIs: the
 /// `https://` variants printed on some Microsoft pages make Exchange answer with an
 /// error (docs/exchange.md, "Namespaces").

@@ -1,3 +1,5 @@
+public import XML
+
 /// One `Notification` of a SendNotification callback.
 public struct EWSNotification: Sendable, Equatable {
     public let subscriptionID: String

@@ -2,6 +2,7 @@ import Codecs
 import Foundation
 import OpenSSL
 import Testing
+import XML
 @testable import ENSCore
 @testable import EWS
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XML
 @testable import EWS
 
 /// SendNotification parsing against the shapes real servers send (docs/exchange.md).

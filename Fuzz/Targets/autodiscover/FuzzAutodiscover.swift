@@ -7,6 +7,7 @@
 // their contract: settings only with an https URL, address redirects only with an @.
 @testable import EWS
 import FuzzSupport
+import XML
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {

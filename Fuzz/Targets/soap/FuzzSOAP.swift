@@ -1,6 +1,6 @@
 // libFuzzer target: Exchange SendNotification callbacks (the body POSTed to /ews/).
 //
-// SendNotification(xml:) — XMLTree.parse (screening, FoundationXML/libxml2, limits)
+// SendNotification(xml:) — XMLTree.parse (screening, libxml2, limits)
 // and the SOAP/EWS walk. Thrown errors are normal; a trap is a finding.
 import EWS
 import FuzzSupport

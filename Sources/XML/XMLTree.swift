@@ -1,0 +1,179 @@
+/// One element of a parsed XML document: expanded name (namespace URI + local name),
+/// attributes, text and children. Everything EWS sends is small, so a tree is simpler
+/// than streaming and the limits below keep it small.
+public struct XMLTreeElement: Sendable {
+    public let namespace: String
+    public let name: String
+    /// Keyed by the attribute's name as written: `Id` for an unprefixed attribute (in no
+    /// namespace, whatever the default namespace), `prefix:local` for a prefixed one.
+    /// Namespace declarations are not attributes here.
+    public let attributes: [String: String]
+    public internal(set) var text: String
+    public internal(set) var children: [XMLTreeElement]
+
+    /// The first child with this namespace and local name.
+    public func child(_ namespace: String, _ name: String) -> XMLTreeElement? {
+        children.first { $0.name == name && $0.namespace == namespace }
+    }
+
+    public func children(_ namespace: String, _ name: String) -> [XMLTreeElement] {
+        children.filter { $0.name == name && $0.namespace == namespace }
+    }
+
+    /// Follows a path of children in one namespace.
+    public func path(_ namespace: String, _ names: String...) -> XMLTreeElement? {
+        var element: XMLTreeElement? = self
+        for name in names { element = element?.child(namespace, name) }
+        return element
+    }
+
+    /// The text without leading and trailing Unicode white space (the White_Space
+    /// property: the same set as Foundation's `.whitespacesAndNewlines`).
+    public var trimmedText: String {
+        let scalars = text.unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        return String(scalars[first...last])
+    }
+
+    /// Every descendant (depth first) with this namespace and local name.
+    public func descendants(_ namespace: String, _ name: String) -> [XMLTreeElement] {
+        var found: [XMLTreeElement] = []
+        for child in children {
+            if child.namespace == namespace && child.name == name { found.append(child) }
+            found += child.descendants(namespace, name)
+        }
+        return found
+    }
+}
+
+/// Why a document was refused. The descriptions are log-safe: they never quote input.
+public enum XMLTreeError: Error, Sendable, Equatable, CustomStringConvertible {
+    case tooLarge(limit: Int)
+    case documentTypeDeclaration
+    case processingInstruction
+    case notUTF8
+    case tooDeep(limit: Int)
+    case tooManyElements(limit: Int)
+    case tooManyAttributes(limit: Int)
+    case malformed(line: Int)
+
+    public var description: String {
+        switch self {
+        case .tooLarge(let limit): "XML document over \(limit) bytes"
+        case .documentTypeDeclaration: "XML document carries a DOCTYPE or ENTITY declaration (refused: no DTDs in SOAP)"
+        case .processingInstruction: "XML document carries a processing instruction (refused: none in SOAP)"
+        case .notUTF8: "XML document is not UTF-8"
+        case .tooDeep(let limit): "XML nesting deeper than \(limit)"
+        case .tooManyElements(let limit): "XML document has more than \(limit) elements"
+        case .tooManyAttributes(let limit): "XML element has more than \(limit) attributes and namespace declarations"
+        case .malformed(let line): "malformed XML near line \(line)"
+        }
+    }
+}
+
+/// Parses XML with libxml2's SAX2 parser (see SAXTreeBuilder), namespace-aware, with
+/// hard limits, and without any DTD processing: SOAP forbids DTDs (SOAP 1.1 §3), so a
+/// document that declares one — the carrier of external entities and "billion laughs"
+/// entity expansion — is refused before the parser sees it, and the parser is told
+/// neither to load external entities nor to touch the network either.
+public enum XMLTree {
+    public struct Limits: Sendable {
+        public var maximumBytes: Int
+        public var maximumDepth: Int
+        public var maximumElements: Int
+        /// Per start tag, namespace declarations included. libxml2 2.9 compares each
+        /// attribute of a tag with every other one: 100,000 attributes (under 1 MB) took
+        /// it 3.6 s, so a tag with more than this is refused before it is parsed.
+        public var maximumAttributes: Int
+
+        public init(maximumBytes: Int = 1_048_576, maximumDepth: Int = 32, maximumElements: Int = 20_000,
+                    maximumAttributes: Int = 128) {
+            self.maximumBytes = maximumBytes
+            self.maximumDepth = maximumDepth
+            self.maximumElements = maximumElements
+            self.maximumAttributes = maximumAttributes
+        }
+    }
+
+    public static func parse(_ bytes: [UInt8], limits: Limits = Limits()) throws(XMLTreeError) -> XMLTreeElement {
+        guard bytes.count <= limits.maximumBytes else { throw .tooLarge(limit: limits.maximumBytes) }
+        try screen(bytes)
+        try countAttributes(bytes, limit: limits.maximumAttributes)
+        return try SAXTreeBuilder.parse(bytes, limits: limits)
+    }
+
+    /// Refuses what must never reach the parser: DTDs and entity declarations anywhere;
+    /// processing instructions other than the leading XML declaration (SOAP allows
+    /// none); encodings other than UTF-8 (a UTF-16 document would slip past the byte
+    /// scan).
+    static func screen(_ bytes: [UInt8]) throws(XMLTreeError) {
+        if bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) || bytes.contains(0) { throw .notUTF8 }
+        guard String(validating: bytes, as: UTF8.self) != nil else { throw .notUTF8 }
+        let markers = [Array("<!DOCTYPE".utf8), Array("<!ENTITY".utf8)]
+        var index = 0
+        let declaration = Array("<?xml ".utf8)
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "<"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "?") {
+                guard index == 0, bytes.starts(with: declaration) else { throw .processingInstruction }
+            }
+            if bytes[index] == UInt8(ascii: "<"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "!") {
+                for marker in markers where index + marker.count <= bytes.count {
+                    if zip(bytes[index..<(index + marker.count)], marker).allSatisfy({ asciiUpper($0) == $1 }) {
+                        throw .documentTypeDeclaration
+                    }
+                }
+            }
+            index += 1
+        }
+        if let declarationEnd = bytes.firstIndex(of: UInt8(ascii: ">")), bytes.starts(with: Array("<?xml".utf8)) {
+            let declaration = bytes[..<declarationEnd].map(asciiLower)
+            if let range = declaration.firstRange(of: Array("encoding".utf8)) {
+                let value = declaration[range.upperBound...].drop { $0 == 0x20 || $0 == 0x3D || $0 == 0x22 || $0 == 0x27 }
+                guard value.starts(with: Array("utf-8".utf8)) || value.starts(with: Array("utf8".utf8)) else { throw .notUTF8 }
+            }
+        }
+    }
+
+    /// Refuses a start tag with more than `limit` attributes and namespace declarations
+    /// (each has one `=` outside quotes) before libxml2 spends quadratic time on it.
+    /// Comments and CDATA sections are skipped: a `<` in them opens no tag.
+    static func countAttributes(_ bytes: [UInt8], limit: Int) throws(XMLTreeError) {
+        let comment = (open: Array("<!--".utf8), close: Array("-->".utf8))
+        let cdata = (open: Array("<![CDATA[".utf8), close: Array("]]>".utf8))
+        var index = 0
+        while let open = bytes[index...].firstIndex(of: UInt8(ascii: "<")) {
+            let rest = bytes[open...]
+            if let skipped = [comment, cdata].first(where: { rest.starts(with: $0.open) }) {
+                guard let end = rest.firstRange(of: skipped.close) else { return }
+                index = end.upperBound
+                continue
+            }
+            var count = 0
+            var quote: UInt8?
+            index = open + 1
+            while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                if let open = quote {
+                    if byte == open { quote = nil }
+                } else if byte == 0x22 || byte == 0x27 {
+                    quote = byte
+                } else if byte == UInt8(ascii: "=") {
+                    count += 1
+                    guard count <= limit else { throw .tooManyAttributes(limit: limit) }
+                } else if byte == UInt8(ascii: ">") {
+                    break
+                }
+            }
+        }
+    }
+
+    private static func asciiUpper(_ byte: UInt8) -> UInt8 {
+        byte >= 0x61 && byte <= 0x7A ? byte - 0x20 : byte
+    }
+
+    private static func asciiLower(_ byte: UInt8) -> UInt8 {
+        byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte
+    }
+}
