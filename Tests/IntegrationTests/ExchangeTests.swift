@@ -96,7 +96,7 @@ struct ExchangeTests {
         #expect(aps["badge"] as? Int == 5)
         #expect(aps["sound"] as? String == "chime.caf")
         #expect(aps["content-available"] as? Int == 1)
-        #expect((push.payload["ens"] as? [String: String])?["userid"] == user.userID)
+        #expect((push.payload["ens"] as? [String: Any])?["userid"] as? String == user.userID)
         #expect(push.topic == "com.example.mail" && push.pushType == "alert" && push.priority == 10)
 
         // The same batch delivered again (Exchange retries when our answer got lost)

@@ -99,6 +99,8 @@ struct NewMailDelivery {
                 let (encoded, shown) = render(payload, mode: mode, previewKey: target.device.privacy.previewKey)
                 // Logged before the push, so a `secure` device finds its content when the
                 // push arrives; a redelivered batch finds its rows already there.
+                // A failure to log throws: inside Graph's hand-off transaction it is retried
+                // whole; for EWS the callback is answered 500 and Exchange redelivers.
                 try log.record(NotificationLog.Entry(
                     notificationID: id, deviceID: target.device.id, createdAt: now,
                     summary: privacy.historyCount > 0 ? payload.summary : nil,
