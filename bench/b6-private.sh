@@ -20,15 +20,9 @@ python3 bench/devices.py b6-setup "$USERS" "$ENS_VAR/b6-encrypted.txt" encrypted
 
 preview=() encrypted=() ratios=()
 for ((round = 0; round < ROUNDS; round++)); do
-  if ((round % 2 == 0)); then
-    p=$(run_wrk bench/b6-callbacks.lua /ews/ "$ENS_VAR/b6-preview.txt")
-    e=$(run_wrk bench/b6-callbacks.lua /ews/ "$ENS_VAR/b6-encrypted.txt")
-  else
-    e=$(run_wrk bench/b6-callbacks.lua /ews/ "$ENS_VAR/b6-encrypted.txt")
-    p=$(run_wrk bench/b6-callbacks.lua /ews/ "$ENS_VAR/b6-preview.txt")
-  fi
-  read -r p_rps p_p50 p_p99 _ p_errors <<<"$p"
-  read -r e_rps e_p50 e_p99 _ e_errors <<<"$e"
+  run_pair "$round" bench/b6-callbacks.lua /ews/ "$ENS_VAR/b6-preview.txt" bench/b6-callbacks.lua /ews/ "$ENS_VAR/b6-encrypted.txt"
+  read -r p_rps p_p50 p_p99 _ p_errors <<<"$PAIR_A"
+  read -r e_rps e_p50 e_p99 _ e_errors <<<"$PAIR_B"
   r=$(ratio "$e_rps" "$p_rps")
   echo "B6-private round $((round + 1)): encrypted $e_rps/s (p50 $e_p50, p99 $e_p99; $e_errors unexpected), preview $p_rps/s (p50 $p_p50, p99 $p_p99; $p_errors unexpected): ratio $r"
   preview+=("$p_rps") encrypted+=("$e_rps") ratios+=("$r")

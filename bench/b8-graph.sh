@@ -28,15 +28,9 @@ done
 
 ews=() graph=() ratios=()
 for ((round = 0; round < ROUNDS; round++)); do
-  if ((round % 2 == 0)); then
-    e=$(run_wrk bench/b6-callbacks.lua /ews/ "$ENS_VAR/b8-ews.txt")
-    g=$(run_wrk bench/b8-graph.lua /graph/ "$ENS_VAR/b8-graph.$round.txt")
-  else
-    g=$(run_wrk bench/b8-graph.lua /graph/ "$ENS_VAR/b8-graph.$round.txt")
-    e=$(run_wrk bench/b6-callbacks.lua /ews/ "$ENS_VAR/b8-ews.txt")
-  fi
-  read -r e_rps e_p50 e_p99 _ e_errors <<<"$e"
-  read -r g_rps g_p50 g_p99 g_total g_errors <<<"$g"
+  run_pair "$round" bench/b6-callbacks.lua /ews/ "$ENS_VAR/b8-ews.txt" bench/b8-graph.lua /graph/ "$ENS_VAR/b8-graph.$round.txt"
+  read -r e_rps e_p50 e_p99 _ e_errors <<<"$PAIR_A"
+  read -r g_rps g_p50 g_p99 g_total g_errors <<<"$PAIR_B"
   [ "$g_total" -le "$(wc -l < "$ENS_VAR/b8-graph.$round.txt")" ] || echo "B8 warning: round $round sent more requests than it has messages; the rest were duplicates"
   r=$(ratio "$g_rps" "$e_rps")
   echo "B8 round $((round + 1)): Graph $g_rps/s (p50 $g_p50, p99 $g_p99; $g_errors unexpected), EWS $e_rps/s (p50 $e_p50, p99 $e_p99; $e_errors unexpected): ratio $r"

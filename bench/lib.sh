@@ -88,3 +88,16 @@ run_wrk() {
   rm -f "$errors"
 }
 
+# run_pair ROUND LUA_A PATH_A REQUESTS_A LUA_B PATH_B REQUESTS_B: one round of two
+# alternating measurements, A first in even rounds and B first in odd ones, so a change
+# in this host's speed during the run falls on both; sets PAIR_A and PAIR_B to
+# run_wrk's output for each.
+run_pair() {
+  if (($1 % 2 == 0)); then
+    PAIR_A=$(run_wrk "$2" "$3" "$4")
+    PAIR_B=$(run_wrk "$5" "$6" "$7")
+  else
+    PAIR_B=$(run_wrk "$5" "$6" "$7")
+    PAIR_A=$(run_wrk "$2" "$3" "$4")
+  fi
+}
