@@ -91,7 +91,8 @@ run_wrk() {
 # run_pair ROUND LUA_A PATH_A REQUESTS_A LUA_B PATH_B REQUESTS_B: one round of two
 # alternating measurements, A first in even rounds and B first in odd ones, so a change
 # in this host's speed during the run falls on both; sets PAIR_A and PAIR_B to
-# run_wrk's output for each.
+# run_wrk's output for each (read by the sourcing script, hence SC2034).
+# shellcheck disable=SC2034
 run_pair() {
   if (($1 % 2 == 0)); then
     PAIR_A=$(run_wrk "$2" "$3" "$4")
