@@ -294,6 +294,14 @@ struct PrivateNotificationTests {
         #expect(listed.allSatisfy { $0["sender"] as? String == "Ann Example" && ($0["read"] as? NSNumber)?.intValue == 0 })
         #expect(try list(limit: 2).count == 2)
         let ids = listed.prefix(2).compactMap { $0["id"] as? String }
+        // Another device of the same user (registered after the mail) sees none of it and
+        // cannot mark it: a device's history is its own.
+        let other = TestSecrets.apnsToken()
+        #expect(try user.register(with: api, token: other).json["responseCode"] == "UserUpdated")
+        let othersList = try sealed(user, "/getnotificationhistory", ["pushToken": other])
+        #expect((object(othersList)["notifications"] as? [Any])?.isEmpty == true, "\(othersList.bodyText)")
+        let othersMark = try sealed(user, "/marknotificationsread", ["pushToken": other, "ids": ids])
+        #expect((object(othersMark)["marked"] as? NSNumber)?.intValue == 0, "\(othersMark.bodyText)")
         let marked = try sealed(user, "/marknotificationsread", ["pushToken": user.token, "ids": ids + [String(repeating: "0", count: 32)]])
         #expect(object(marked)["responseCode"] as? String == "UpdateSuccess" && (object(marked)["marked"] as? NSNumber)?.intValue == 2, "\(marked.bodyText)")
 
