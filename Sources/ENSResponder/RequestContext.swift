@@ -47,6 +47,11 @@ public final class RequestContext {
         settings = live.settings
     }
 
+    /// The notifications made for devices, on this thread's connection (docs/privacy.md).
+    var notificationLog: NotificationLog {
+        NotificationLog(database: database, vault: services.vault)
+    }
+
     /// Whether this thread can query the database, re-checked with `SELECT 1` at most
     /// once per `health.cache_ms`, so /alive under load does not hammer MariaDB.
     public func databaseIsHealthy() -> Bool {

@@ -53,33 +53,17 @@ struct CallbackLimitsTests {
     /// exchange.max_items_per_callback lowered to 2, a batch of three becomes a summary;
     /// restored, three are pushed one by one. The workers say what they applied.
     @Test func aReloadChangesTheItemCapWithoutARestart() throws {
-        let config = TestStack.directory + "/ens.conf"
-        let original = try String(contentsOfFile: config, encoding: .utf8)
-        let pool = try #require(TestStack.pids(matching: "ens-fcgi --config").first)
+        let original = try String(contentsOfFile: TestStack.configPath, encoding: .utf8)
         let workers = Set(TestStack.pids(matching: "ens-fcgi --worker"))
-        func log() -> String { (try? String(contentsOfFile: TestStack.directory + "/log/ens-fcgi.log", encoding: .utf8)) ?? "" }
-        func reloadApplyingTheItemCap(_ text: String) throws {
-            let mark = log().count
-            try text.write(toFile: config, atomically: true, encoding: .utf8)
-            kill(pool, SIGHUP)
-            #expect(TestStack.eventually(within: 10) {
-                String(log().dropFirst(mark)).components(separatedBy: #"msg="configuration reloaded" applied=exchange.max_items_per_callback"#).count - 1 >= 1 + workers.count
-            }, "the supervisor and each worker apply it")
-        }
-        defer {
-            try? original.write(toFile: config, atomically: true, encoding: .utf8)
-            kill(pool, SIGHUP)
-        }
-        try reloadApplyingTheItemCap(original + "\nexchange.max_items_per_callback = 2\n")
+        defer { _ = try? TestStack.reloadResponders(with: original) }
+        #expect(try TestStack.reloadResponders(with: original + "\nexchange.max_items_per_callback = 2\n", applied: "exchange.max_items_per_callback"),
+                "the supervisor and each worker apply it")
         let registered = try RegisteredUser.register(with: api)
         _ = try ExchangeSimulator.newMail(registered.user.email, subject: "Reloaded", fromName: "Ann", count: 3)
         #expect(TestStack.eventually(within: 20) { alerts(to: registered.token).contains("3 new messages") })
         #expect(alerts(to: registered.token).filter { $0 == "Reloaded" }.isEmpty)
 
-        let mark = log().count
-        try original.write(toFile: config, atomically: true, encoding: .utf8)
-        kill(pool, SIGHUP)
-        #expect(TestStack.eventually(within: 10) { String(log().dropFirst(mark)).components(separatedBy: "configuration reloaded").count - 1 >= 1 + workers.count })
+        #expect(try TestStack.reloadResponders(with: original))
         _ = try ExchangeSimulator.newMail(registered.user.email, subject: "Restored", fromName: "Ann", count: 3)
         #expect(TestStack.eventually(within: 20) { alerts(to: registered.token).filter { $0 == "Restored" }.count == 3 })
         #expect(Set(TestStack.pids(matching: "ens-fcgi --worker")) == workers, "no worker restarted")

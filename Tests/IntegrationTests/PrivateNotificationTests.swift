@@ -1,3 +1,4 @@
+import Codecs
 import Curl
 import ENSCore
 import Foundation
@@ -48,18 +49,12 @@ struct PrivateNotificationTests {
         /// The content of an `ens.enc`, opened by tools/preview_encryption.py (Python's
         /// `cryptography`); nil if it does not open.
         func open(_ enc: String, notificationID: String) throws -> [String: Any]? {
-            let blob = try #require(Data(base64Encoded: enc)).map { String(format: "%02x", $0) }.joined()
+            let blob = Hex.encode(Array(try #require(Data(base64Encoded: enc))))
             let output = try TestStack.run("/usr/bin/env", ["python3", TestStack.root + "/Tests/tools/preview_encryption.py", "decrypt", scalarHex, notificationID, blob])
             // A JSON list: the plaintext in hex, or null when the blob does not open.
             let opened = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [Any]
-            guard let hex = opened?.first as? String, let bytes = hexBytes(hex) else { return nil }
+            guard let hex = opened?.first as? String, let bytes = Hex.decode(hex) else { return nil }
             return try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
-        }
-
-        private func hexBytes(_ text: String) -> [UInt8]? {
-            let digits = Array(text.utf8)
-            guard digits.count % 2 == 0 else { return nil }
-            return stride(from: 0, to: digits.count, by: 2).compactMap { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16) }
         }
     }
 
@@ -238,23 +233,9 @@ struct PrivateNotificationTests {
     /// The operator's floor (privacy.minimum_mode, applied by a reload): a `preview`
     /// device gets `generic` pushes while it is set, and its own mode again after.
     @Test func theOperatorsFloorRaisesEveryDevice() throws {
-        let config = TestStack.directory + "/ens.conf"
-        let original = try String(contentsOfFile: config, encoding: .utf8)
-        let pool = try #require(TestStack.pids(matching: "ens-fcgi --config").first)
-        let workers = TestStack.pids(matching: "ens-fcgi --worker").count
-        func log() -> String { (try? String(contentsOfFile: TestStack.directory + "/log/ens-fcgi.log", encoding: .utf8)) ?? "" }
-        func reload(_ text: String) throws {
-            let mark = log().count
-            try text.write(toFile: config, atomically: true, encoding: .utf8)
-            kill(pool, SIGHUP)
-            #expect(TestStack.eventually(within: 10) {
-                String(log().dropFirst(mark)).components(separatedBy: #"msg="configuration reloaded" applied="#).count - 1 >= 1 + workers
-            })
-        }
-        defer {
-            try? original.write(toFile: config, atomically: true, encoding: .utf8)
-            kill(pool, SIGHUP)
-        }
+        let original = try String(contentsOfFile: TestStack.configPath, encoding: .utf8)
+        func reload(_ text: String) throws { #expect(try TestStack.reloadResponders(with: text, applied: "")) }
+        defer { _ = try? TestStack.reloadResponders(with: original) }
         let user = try RegisteredUser.register(with: api)
         try reload(original + "\nprivacy.minimum_mode = generic\n")
         // A device asking for less hears what it gets.

@@ -37,7 +37,4 @@ public enum PrivacyMode: Int, Sendable, Comparable, CaseIterable {
         let mode = max(self, floor)
         return mode == .encrypted && !hasPreviewKey ? .secure : mode
     }
-
-    /// Whether the push service may see the mail's sender and subject.
-    public var showsContent: Bool { self == .preview }
 }

@@ -221,7 +221,7 @@ enum DeviceAPI {
         try operation.store.checkIn(deviceID: device.id, now: now)
         try operation.store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
         if !ignoreLastMessageDate, let lastNotificationTs {
-            let newest = try NotificationLog(database: context.database, vault: context.services.vault).newestCreatedAt(deviceID: device.id)
+            let newest = try context.notificationLog.newestCreatedAt(deviceID: device.id)
             return .ok(status(operation.record, lastNotified: newest, lastMessageDate: lastNotificationTs, now: now, context: context))
         }
         return .ok(status(operation.record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context))
@@ -245,7 +245,7 @@ enum DeviceAPI {
         let syncKey = try payload.sealedString("backgroundSyncKey")
         let expiry = try payload.sealedTimestamp("syncKeyExpirationTime")
         let store = operation.store
-        guard syncKey.utf8.count <= 512, let device = try store.device(recordID: operation.record.id, token: token), expiry > .now() else {
+        guard syncKey.utf8.count <= 512, let device = try operation.device(token), expiry > .now() else {
             return .ok(.updateFail)
         }
         try store.storeSyncKey(deviceID: device.id, tokenHash: device.tokenHash, syncKey: syncKey, expiresAt: expiry)
@@ -271,6 +271,8 @@ enum DeviceAPI {
         func object() throws(APIError) -> [String: JSONValue] { try opener.object(sealed) }
         /// The sealed parameter as a bare string.
         func text() throws(APIError) -> String { try opener.text(sealed) }
+        /// The record's device with this push token, if it has one.
+        func device(_ token: DeviceToken) throws -> DeviceRecord? { try store.device(recordID: record.id, token: token) }
         /// The sealed parameter as whichever of the two it is.
         func objectOrText() throws(APIError) -> SealedPayload.Plaintext { try opener.objectOrText(sealed) }
     }
@@ -295,7 +297,8 @@ enum DeviceAPI {
         }
     }
 
-    private static func nonEmpty(_ text: String?) -> String? {
+    /// A parameter's value, nil when absent or empty (the API's rule: an empty value counts as absent).
+    static func nonEmpty(_ text: String?) -> String? {
         guard let text, !text.isEmpty else { return nil }
         return text
     }

@@ -15,8 +15,8 @@ enum PrivateNotifications {
     /// and, for `encrypted` only, `privacyKey` (base64 of the P-256 public key). Nil
     /// when neither is given; 400 for anything else.
     static func requestedPrivacy(mode: String?, key: String?) throws(APIError) -> DevicePrivacy? {
-        let mode = mode.flatMap { $0.isEmpty ? nil : $0 }
-        let key = key.flatMap { $0.isEmpty ? nil : $0 }
+        let mode = DeviceAPI.nonEmpty(mode)
+        let key = DeviceAPI.nonEmpty(key)
         guard let mode else {
             if key != nil { throw .invalidRequest("Parameter 'privacyKey' is only for privacy 'encrypted'.") }
             return nil
@@ -54,7 +54,7 @@ enum PrivateNotifications {
         guard let privacy = try requestedPrivacy(mode: info["privacy"]?.stringValue ?? "", key: info["privacyKey"]?.stringValue) else {
             throw APIError.invalidRequest("The sealed 'info' must name a 'privacy' mode.")
         }
-        guard let device = try operation.store.device(recordID: operation.record.id, token: token) else { return .ok(.updateFail) }
+        guard let device = try operation.device(token) else { return .ok(.updateFail) }
         try operation.store.setPrivacy(deviceID: device.id, privacy)
         context.logger.info("device privacy mode changed", metadata: ["device": "\(device.id)", "privacy": "\(privacy.mode.name)"])
         return .ok(.updateSuccess, [("privacy", effective(privacy, context: context).name)])
@@ -70,8 +70,8 @@ enum PrivateNotifications {
         let info = try operation.object()
         let token = try info.sealedToken("pushToken")
         let id = try info.sealedString("id")
-        let log = NotificationLog(database: context.database, vault: context.services.vault)
-        guard let device = try operation.store.device(recordID: operation.record.id, token: token),
+        let log = context.notificationLog
+        guard let device = try operation.device(token),
               let content = try log.takeContent(notificationID: id.lowercased(), deviceID: device.id, now: .now()) else {
             return .ok(.notificationNotFound)
         }
@@ -94,9 +94,9 @@ enum PrivateNotifications {
             guard let text = asked.scalarText, let number = Int(text), number >= 1 else { throw APIError.sealedParameterRejected }
             limit = min(limit, number)
         }
-        guard let device = try operation.store.device(recordID: operation.record.id, token: token) else { return .ok(.userSubscriptionNotFound) }
+        guard let device = try operation.device(token) else { return .ok(.userSubscriptionNotFound) }
         let now = Timestamp.now()
-        let entries = try NotificationLog(database: context.database, vault: context.services.vault)
+        let entries = try context.notificationLog
             .history(deviceID: device.id, limit: limit, since: now.subtracting(settings.historyRetention))
         var list: [UInt8] = [UInt8(ascii: "[")]
         for (index, entry) in entries.enumerated() {
@@ -131,8 +131,8 @@ enum PrivateNotifications {
             guard let id = member.stringValue, id.utf8.count == 32, Hex.decode(id) != nil else { throw APIError.sealedParameterRejected }
             return id.lowercased()
         }
-        guard let device = try operation.store.device(recordID: operation.record.id, token: token) else { return .ok(.updateFail) }
-        let marked = try NotificationLog(database: context.database, vault: context.services.vault)
+        guard let device = try operation.device(token) else { return .ok(.updateFail) }
+        let marked = try context.notificationLog
             .markRead(notificationIDs: ids, deviceID: device.id, now: .now())
         return .json(.updateSuccess) { answer in answer.add("marked", marked) }
     }

@@ -66,7 +66,7 @@ struct NewMailDelivery {
 
         let sender = SenderClient(socketPath: settings.pushSocket)
         let privacy = context.settings.privacy
-        let log = NotificationLog(database: context.database, vault: context.services.vault)
+        let log = context.notificationLog
         let policy = try context.policyClient()
         let allowOnError = context.settings.devicePolicy?.allowOnError ?? false
         var handed = 0

@@ -83,6 +83,23 @@ enum TestStack {
         }
     }
 
+    /// The stack's ens.conf, and its text as the stack wrote it.
+    static var configPath: String { directory + "/ens.conf" }
+
+    /// Writes `text` as the stack's ens.conf and reloads the responder pool (SIGHUP, what
+    /// `systemctl reload` sends); true once the supervisor and every worker have logged
+    /// the reload, with `applied` leading what they say they applied when it is given.
+    static func reloadResponders(with text: String, applied: String? = nil) throws -> Bool {
+        guard let pool = pids(matching: "ens-fcgi --config").first else { throw StackError(message: "no responder pool is running") }
+        let workers = pids(matching: "ens-fcgi --worker").count
+        func log() -> String { (try? String(contentsOfFile: directory + "/log/ens-fcgi.log", encoding: .utf8)) ?? "" }
+        let mark = log().count
+        let line = applied.map { #"msg="configuration reloaded" applied="# + $0 } ?? "configuration reloaded"
+        try text.write(toFile: configPath, atomically: true, encoding: .utf8)
+        kill(pool, SIGHUP)
+        return eventually(within: 10) { String(log().dropFirst(mark)).components(separatedBy: line).count - 1 >= 1 + workers }
+    }
+
     /// A fresh API token for a test.
     static func newToken(_ label: String = "test") throws -> String {
         try stack("token", label)
