@@ -135,6 +135,11 @@ public final class Spool: Sendable {
     /// Notifications spooled and not yet removed.
     public var count: Int { size.withLock { $0 } }
 
+    /// The oldest segment still holding a notification to deliver (for the heartbeat).
+    var oldestLiveSegment: UInt32? {
+        state.withLock { state in state.live.filter { !$0.value.isEmpty }.keys.min() }
+    }
+
     /// Everything spooled and not yet removed, in arrival order (for replay after a restart).
     public func pending() -> [SpoolEntry] {
         state.withLock { state in

@@ -31,6 +31,7 @@ struct ENSAPNs: ParsableCommand {
         let credentials: APNsCredentials
         let fcmAccounts: [String: FCMServiceAccount]
         let masterKey: AESGCMKey
+        let hostName: String
         do {
             try CoreDumps.forbid()  // before any secret is read
             settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
@@ -38,6 +39,7 @@ struct ENSAPNs: ParsableCommand {
             _ = try settings.serviceDatabase()
             credentials = try Self.credentials(settings)
             fcmAccounts = try Self.fcmAccounts(settings)
+            hostName = try settings.senderHostName()
         } catch {
             printError("ens-apns: \(error)")
             throw ExitCode(1)
@@ -54,6 +56,7 @@ struct ENSAPNs: ParsableCommand {
 
         let sender: Sender
         let ingest: Ingest
+        let heartbeat: SenderHeartbeat
         let listener: (fd: Int32, inode: UInt64)
         let metrics = MetricsRecorder(file: settings.metricsFile("apns"))
         do {
@@ -86,13 +89,14 @@ struct ENSAPNs: ParsableCommand {
                 logger: logger
             )
             ingest = try Ingest(listener: listener.fd, spool: spool, metrics: metrics, logger: logger, handOff: sender.enqueue)
+            heartbeat = SenderHeartbeat(host: hostName, spool: spool, database: try settings.serviceDatabase(), logger: logger)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             UnixSocket.unlinkIfOurs(path: settings.pushSocket, inode: listener.inode)
             throw ExitCode(1)
         }
         logger.info("sender started", metadata: [
-            "socket": "\(settings.pushSocket)", "spool.dir": "\(settings.pushSpoolDirectory)",
+            "socket": "\(settings.pushSocket)", "spool.dir": "\(settings.pushSpoolDirectory)", "host": "\(hostName)",
             "auth.token": "\(credentials.token != nil)", "auth.certificates": "\(credentials.certificates.keys.sorted().joined(separator: ","))",
             "fcm.packages": "\(fcmAccounts.keys.sorted().joined(separator: ","))",
         ])
@@ -101,6 +105,7 @@ struct ENSAPNs: ParsableCommand {
         let metricsLogger = logger
         let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger, refresh: sender.refreshGauges) }
         let intake = try OSThread.start { ingest.run() }
+        let beating = try OSThread.start { heartbeat.run() }
 
         // Under systemd (Type=notify): ready once the socket listens and delivery runs;
         // with WatchdogSec=, alive as long as this thread answers.
@@ -123,6 +128,8 @@ struct ENSAPNs: ParsableCommand {
         UnixSocket.unlinkIfOurs(path: settings.pushSocket, inode: listener.inode)
         sender.stop()
         delivery.join()
+        heartbeat.stop()  // its last row: what delivery left in the spool
+        beating.join()
         metrics.stop()
         metricsWriter?.join()
         FileDescriptor.close(listener.fd)
