@@ -1,4 +1,5 @@
 public import MariaDB
+internal import Logging
 
 /// One host's sender (ens-apns) as its heartbeat row in SenderHosts says: how much its
 /// spool holds and when it last wrote. Several hosts share the database, each with its
@@ -63,5 +64,23 @@ public struct SenderHost: Sendable, Equatable {
         try database.execute("""
             DELETE FROM SenderHosts WHERE host = \(host) AND heartbeat_at < \(now.subtracting(lostAfter).databaseString)
             """).affectedRows > 0
+    }
+}
+
+extension Maintenance {
+    /// One warning per sender host lost with notifications in its spool (run with reap, so
+    /// cron repeats it until someone drains that spool). Host names and counts only. A
+    /// table that cannot be read is a warning too, never reap's failure.
+    public func warnAboutLostSenders() {
+        do {
+            for host in try SenderHost.all(database: database) where host.isLost(now: now) {
+                logger.warning("sender host lost with queued notifications", metadata: [
+                    "host": "\(host.host)", "spool.entries": "\(host.spoolEntries)",
+                    "heartbeat_at": "\(host.heartbeatAt.databaseString)", "drain": "\(host.drainCommand)",
+                ])
+            }
+        } catch {
+            logger.warning("cannot read SenderHosts", metadata: ["db.error": "\(error)"])
+        }
     }
 }
