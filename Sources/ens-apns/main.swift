@@ -5,10 +5,21 @@ import Logging
 import OpenSSL
 import POSIX
 
-/// ens-apns: the push sender (named for its first provider, APNs).
-struct ENSAPNs: ParsableCommand {
+/// ens-apns: the push sender (named for its first provider, APNs); `drain` hands a lost
+/// host's spool to it. A command of its own, so that each has its own --config.
+struct ENSAPNsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ens-apns",
+        abstract: "ENS push sender (serve, the default) and its drain command.",
+        subcommands: [ENSAPNs.self, Drain.self],
+        defaultSubcommand: ENSAPNs.self
+    )
+}
+
+/// The sender itself.
+struct ENSAPNs: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
         abstract: "ENS push sender: takes notifications from the responders on push.socket, spools them durably and delivers them to APNs over HTTP/2.",
         discussion: """
             A notification is acknowledged only once it is appended to the spool log in \
@@ -182,4 +193,4 @@ extension ENSAPNs {
     }
 }
 
-ENSAPNs.main()
+ENSAPNsCommand.main()
