@@ -324,6 +324,7 @@ struct Jobs {
 
     private func reapNow() throws {
         let counts = try maintenance.reap()
+        maintenance.warnAboutLostSenders()
         logger.info("reap done", metadata: [
             "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",
             "records.empty": "\(counts.emptyRecords)", "ewsurlcache.expired": "\(counts.expiredURLCache)",
