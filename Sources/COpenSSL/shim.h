@@ -101,3 +101,17 @@ static inline long copenssl_pkcs12_max_iterations(PKCS12 *_Nonnull bundle, const
     sk_PKCS7_pop_free(safes, PKCS7_free);
     return most;
 }
+
+/* A stack of certificates (PKCS12_parse's CA certificates): its size, one member
+ * (borrowed), and freeing it with its members. The sk_X509_* names are macros. */
+static inline int copenssl_x509_stack_count(STACK_OF(X509) *_Nullable stack) {
+    return stack == NULL ? 0 : sk_X509_num(stack);
+}
+
+static inline X509 *_Nullable copenssl_x509_stack_value(STACK_OF(X509) *_Nonnull stack, int index) {
+    return sk_X509_value(stack, index);
+}
+
+static inline void copenssl_x509_stack_free(STACK_OF(X509) *_Nullable stack) {
+    if (stack != NULL) sk_X509_pop_free(stack, X509_free);
+}

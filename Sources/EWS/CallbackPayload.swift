@@ -1,8 +1,9 @@
 public import OpenSSL
 
-/// What a callback URL carries, sealed (see ENSCore's CallbackToken): the credentials
-/// to call back into the mailbox (GetItem, GetFolder). A compact tag-length-value encoding keeps URLs short:
-/// Exchange refuses callback URLs of 2,083 characters or more.
+/// The credentials a callback uses to call back into the mailbox (GetItem, GetFolder),
+/// stored sealed in the database (or, for subscriptions made before, sealed in the
+/// callback URL itself: see ENSCore's CallbackToken). A compact tag-length-value
+/// encoding: each field at most 65,535 bytes; a chain certificate may repeat.
 public struct CallbackPayload: Sendable, Equatable {
     public let credentials: EWSCredentials
 
@@ -11,7 +12,7 @@ public struct CallbackPayload: Sendable, Equatable {
     }
 
     private enum Tag: UInt8 {
-        case method = 1, userName, password, accessToken, certificate, privateKey, mailbox
+        case method = 1, userName, password, accessToken, certificate, privateKey, mailbox, chainCertificate
     }
 
     private static let format: UInt8 = 1
@@ -35,6 +36,7 @@ public struct CallbackPayload: Sendable, Equatable {
             field(.method, [3])
             field(.certificate, identity.certificateDER)
             field(.privateKey, identity.privateKeyDER)
+            for certificate in identity.chainDER { field(.chainCertificate, certificate) }
         }
         return bytes
     }
@@ -47,12 +49,19 @@ public struct CallbackPayload: Sendable, Equatable {
     public init(encoded bytes: [UInt8]) throws(Invalid) {
         guard bytes.first == Self.format else { throw Invalid(problem: "unknown format") }
         var fields: [Tag: [UInt8]] = [:]
+        var chain: [[UInt8]] = []
         var index = 1
         while index < bytes.count {
             guard index + 3 <= bytes.count, let tag = Tag(rawValue: bytes[index]) else { throw Invalid(problem: "bad field header") }
             let length = Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
             guard index + 3 + length <= bytes.count else { throw Invalid(problem: "truncated field") }
-            fields[tag] = Array(bytes[(index + 3)..<(index + 3 + length)])
+            let value = Array(bytes[(index + 3)..<(index + 3 + length)])
+            if tag == .chainCertificate {
+                guard chain.count < ClientIdentity.maximumChainLength else { throw Invalid(problem: "too many chain certificates") }
+                chain.append(value)
+            } else {
+                fields[tag] = value
+            }
             index += 3 + length
         }
         func text(_ tag: Tag) throws(Invalid) -> String {
@@ -65,7 +74,7 @@ public struct CallbackPayload: Sendable, Equatable {
         case [2]?: method = .oauth(accessToken: try text(.accessToken))
         case [3]?:
             guard let certificate = fields[.certificate], let key = fields[.privateKey] else { throw Invalid(problem: "certificate fields missing") }
-            method = .certificate(ClientIdentity(certificateDER: certificate, privateKeyDER: key))
+            method = .certificate(ClientIdentity(certificateDER: certificate, privateKeyDER: key, chainDER: chain))
         default: throw Invalid(problem: "unknown method")
         }
         self.credentials = EWSCredentials(method: method, mailbox: fields[.mailbox].flatMap { String(validating: $0, as: UTF8.self) })

@@ -8,10 +8,17 @@ public struct ClientIdentity: Sendable, Equatable {
     public let certificateDER: [UInt8]
     /// The private key, PKCS#8 DER.
     public let privateKeyDER: [UInt8]
+    /// The intermediate certificates the bundle carries, DER, sent after the leaf so a
+    /// server that only trusts the root can build the chain.
+    public let chainDER: [[UInt8]]
 
-    public init(certificateDER: [UInt8], privateKeyDER: [UInt8]) {
+    /// The most intermediate certificates kept from a bundle (real chains have one or two).
+    public static let maximumChainLength = 8
+
+    public init(certificateDER: [UInt8], privateKeyDER: [UInt8], chainDER: [[UInt8]] = []) {
         self.certificateDER = certificateDER
         self.privateKeyDER = privateKeyDER
+        self.chainDER = chainDER
     }
 
     /// The most key-derivation iterations a client's bundle may ask for, per KDF.
@@ -41,13 +48,28 @@ public struct ClientIdentity: Sendable, Equatable {
         }
         var parsedKey: OpaquePointer?
         var parsedCertificate: OpaquePointer?
-        guard PKCS12_parse(bundle, password, &parsedKey, &parsedCertificate, nil) == 1 else { throw .drain("open PKCS#12") }
+        var parsedChain: OpaquePointer?
+        guard PKCS12_parse(bundle, password, &parsedKey, &parsedCertificate, &parsedChain) == 1 else { throw .drain("open PKCS#12") }
         let key = parsedKey.map(EVPKey.init(takingOwnershipOf:))
-        defer { X509_free(parsedCertificate) }
+        defer {
+            X509_free(parsedCertificate)
+            copenssl_x509_stack_free(parsedChain)
+        }
         guard let key, let certificate = parsedCertificate else {
             throw OpenSSLError(operation: "open PKCS#12", reasons: ["no certificate and key in the bundle"])
         }
-        try self.init(certificate: certificate, key: key, mismatch: "PKCS#12 key does not match its certificate")
+        let count = Int(copenssl_x509_stack_count(parsedChain))
+        guard count <= Self.maximumChainLength else {
+            throw OpenSSLError(operation: "open PKCS#12", reasons: ["it carries \(count) CA certificates, more than \(Self.maximumChainLength)"])
+        }
+        var chain: [[UInt8]] = []
+        if let parsedChain {
+            for index in 0..<count {
+                guard let member = copenssl_x509_stack_value(parsedChain, Int32(index)) else { continue }
+                chain.append(try DER.encode("i2d_X509") { i2d_X509(member, $0) })
+            }
+        }
+        try self.init(certificate: certificate, key: key, chain: chain, mismatch: "PKCS#12 key does not match its certificate")
     }
 
     /// Reads a PEM file holding a certificate and its unencrypted private key (in
@@ -56,19 +78,23 @@ public struct ClientIdentity: Sendable, Equatable {
         guard let certificate = MemoryBIO.reading(bytes, { PEM_read_bio_X509($0, nil, nil, nil) }) else { throw .drain("read PEM certificate") }
         defer { X509_free(certificate) }
         let key = try EVPKey(pem: bytes, operation: "read PEM private key")
-        try self.init(certificate: certificate, key: key, mismatch: "PEM key does not match its certificate")
+        try self.init(certificate: certificate, key: key, chain: [], mismatch: "PEM key does not match its certificate")
     }
 
     /// The identity of a certificate (borrowed) and its key, refused (as `mismatch`)
     /// unless they belong together.
-    private init(certificate: OpaquePointer, key: EVPKey, mismatch: String) throws(OpenSSLError) {
+    private init(certificate: OpaquePointer, key: EVPKey, chain: [[UInt8]], mismatch: String) throws(OpenSSLError) {
         guard X509_check_private_key(certificate, key.pointer) == 1 else { throw .drain(mismatch) }
         certificateDER = try DER.encode("i2d_X509") { i2d_X509(certificate, $0) }
         privateKeyDER = try key.pkcs8DER
+        chainDER = chain
     }
 
-    /// The certificate as PEM text (libcurl's CURLOPT_SSLCERT_BLOB).
-    public var certificatePEM: [UInt8] { PEM.encode(certificateDER, label: "CERTIFICATE") }
+    /// The certificate, then its intermediates, as PEM text (libcurl's
+    /// CURLOPT_SSLCERT_BLOB, which sends the certificates after the first as its chain).
+    public var certificatePEM: [UInt8] {
+        ([certificateDER] + chainDER).flatMap { PEM.encode($0, label: "CERTIFICATE") }
+    }
 
     /// The key as PEM text (libcurl's CURLOPT_SSLKEY_BLOB).
     public var privateKeyPEM: [UInt8] { PEM.encode(privateKeyDER, label: "PRIVATE KEY") }

@@ -132,6 +132,7 @@ import XML
         for credentials in [
             EWSCredentials(method: .oauth(accessToken: "eyJ0.eyJ1.sig"), mailbox: "bob@example.test"),
             EWSCredentials(method: .certificate(identity), mailbox: nil),
+            EWSCredentials(method: .certificate(ClientIdentity(certificateDER: [1], privateKeyDER: [2], chainDER: [[3, 3], [4]])), mailbox: nil),
             EWSCredentials(method: .basic(userName: "ü", password: ""), mailbox: nil),
         ] {
             let decoded = try CallbackPayload(encoded: CallbackPayload(credentials: credentials).encoded)

@@ -59,4 +59,26 @@ import Testing
     @Test func aWrongPasswordStillFails() throws {
         #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: try Self.bundle(iterations: 2048), password: "wrong") }
     }
+
+    /// A bundle whose certificate was issued by an intermediate CA (the openssl CLI's
+    /// `-certfile`): the intermediate is kept and sent after the leaf, byte for byte the
+    /// certificate openssl wrote.
+    @Test func aBundlesIntermediateIsKeptAsTheChain() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("p12-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = try Shell.run("""
+            cd "$1" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -subj /CN=issuing-ca -days 2 2>/dev/null && \
+            openssl req -newkey rsa:2048 -nodes -keyout key.pem -out leaf.csr -subj /CN=client 2>/dev/null && \
+            openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out leaf.pem 2>/dev/null && \
+            openssl pkcs12 -export -inkey key.pem -in leaf.pem -certfile ca.pem -out bundle.p12 -passout pass:secret && \
+            openssl x509 -in ca.pem -outform DER -out ca.der && openssl x509 -in leaf.pem -outform DER -out leaf.der
+            """, [directory])
+        let bundle = Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/bundle.p12")))
+        let identity = try ClientIdentity(pkcs12: bundle, password: "secret")
+        let intermediate = Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/ca.der")))
+        #expect(identity.certificateDER == Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/leaf.der"))))
+        #expect(identity.chainDER == [intermediate])
+        #expect(String(decoding: identity.certificatePEM, as: UTF8.self).components(separatedBy: "BEGIN CERTIFICATE").count == 3)
+    }
 }

@@ -156,11 +156,7 @@ struct ExchangeTests {
     @Test func certificateRegistrationThroughTheHTTPRedirect() throws {
         try ExchangeSimulator.domain("redirect.test", mode: "http-redirect")
         let email = "c\(UUID().uuidString.prefix(8).lowercased())@redirect.test"
-        let issued = try ExchangeSimulator.mailbox(email, certificate: true)
-        let pkcs12 = try #require(issued["pkcs12"] as? String)
-        let bundlePassword = try #require(issued["pkcs12Password"] as? String)
-        TestSecrets.remember(pkcs12)
-        TestSecrets.remember(bundlePassword)
+        let (pkcs12, bundlePassword) = try ExchangeSimulator.certificateMailbox(email)
         let user = try api.newUser(email: email)
         let token = TestSecrets.apnsToken()
         let creds: [String: Any] = ["apnsToken": token, "CBAData": ["certificate": pkcs12, "password": bundlePassword]]

@@ -227,11 +227,7 @@ struct RegistrationTrustTests {
     @Test func aClientCertificateConnectionServesThatCertificateOnly() throws {
         func certificateUser() throws -> (TestUser, [String: Any]) {
             let email = "c\(UUID().uuidString.prefix(8).lowercased())@pox.test"
-            let issued = try ExchangeSimulator.mailbox(email, certificate: true)
-            let pkcs12 = try #require(issued["pkcs12"] as? String)
-            let password = try #require(issued["pkcs12Password"] as? String)
-            TestSecrets.remember(pkcs12)
-            TestSecrets.remember(password)
+            let (pkcs12, password) = try ExchangeSimulator.certificateMailbox(email)
             return (try api.newUser(email: email), ["CBAData": ["certificate": pkcs12, "password": password] as [String: Any]])
         }
         let (firstUser, firstCreds) = try certificateUser()

@@ -259,10 +259,11 @@ CONTROL API (plain HTTP/1.1, JSON, 127.0.0.1:C). Errors: 400/404 {"error": "..."
       true, "versions"?: [...], "unread"?: n, "displayName"?: s}
       Creates the mailbox, or updates an existing one (same email, case-insensitive):
       credentials and versions are replaced (omitted ones removed), "unread" is set when
-      given, items/watermarks/subscriptions are kept. With "certificate": true an EC
-      P-256 client certificate (CN = email, issued by the client CA; extensions only
-      basicConstraints CA:false and extendedKeyUsage clientAuth) is issued, replacing any
-      earlier one: {"ok": true, "pkcs12": base64, "pkcs12Password": s} (PKCS#12 with
+      given, items/watermarks/subscriptions are kept. With "certificate": true (or "ec",
+      "rsa2048", "rsa4096", "rsa2048-chain") a client certificate with that key (CN =
+      email, issued by the client CA, or for "-chain" by an issuing CA under it that the
+      bundle carries and the client must send; extensions only basicConstraints CA:false
+      and extendedKeyUsage clientAuth) is issued, replacing any earlier one: {"ok": true, "pkcs12": base64, "pkcs12Password": s} (PKCS#12 with
       BestAvailableEncryption). Otherwise {"ok": true}.
   GET  /mailboxes  [{"email", "unread", "total", "items", "liveSubscriptions"}].
   POST /domains {"domain", "mode", "target"?} (target required for redirect-addr).
@@ -321,7 +322,7 @@ from xml.sax.saxutils import escape
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -1439,21 +1440,41 @@ class Simulator:
             raise ValueError("unread must be a non-negative integer")
         answer = {"ok": True}
         fingerprint = None
-        if req.get("certificate") is True:
-            key = ec.generate_private_key(ec.SECP256R1())
+        kind = req.get("certificate")
+        if kind is not None and kind is not False:
+            kind = "ec" if kind is True else kind
+            if kind not in ("ec", "rsa2048", "rsa4096", "rsa2048-chain"):
+                raise ValueError("certificate must be true, ec, rsa2048, rsa4096 or rsa2048-chain")
+            key = (ec.generate_private_key(ec.SECP256R1()) if kind == "ec"
+                   else rsa.generate_private_key(65537, 4096 if kind == "rsa4096" else 2048))
             now = datetime.datetime.now(datetime.timezone.utc)
+            issuer_key, issuer_cert, chain = self.client_ca_key, self.client_ca_cert, None
+            if kind.endswith("-chain"):
+                # An issuing CA under the client CA: the server trusts only the root, so
+                # the client must send the intermediate after its certificate.
+                issuer_key = ec.generate_private_key(ec.SECP256R1())
+                issuer_cert = (x509.CertificateBuilder().subject_name(_name("ENS simulator issuing CA"))
+                               .issuer_name(self.client_ca_cert.subject).public_key(issuer_key.public_key())
+                               .serial_number(x509.random_serial_number())
+                               .not_valid_before(now - datetime.timedelta(hours=1))
+                               .not_valid_after(now + datetime.timedelta(days=365))
+                               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                               .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                                              critical=True)
+                               .sign(self.client_ca_key, hashes.SHA256()))
+                chain = [issuer_cert]
             cert = (x509.CertificateBuilder().subject_name(_name(email))
-                    .issuer_name(self.client_ca_cert.subject).public_key(key.public_key())
+                    .issuer_name(issuer_cert.subject).public_key(key.public_key())
                     .serial_number(x509.random_serial_number())
                     .not_valid_before(now - datetime.timedelta(hours=1))
                     .not_valid_after(now + datetime.timedelta(days=365))
                     .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                     .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
                                    critical=False)
-                    .sign(self.client_ca_key, hashes.SHA256()))
+                    .sign(issuer_key, hashes.SHA256()))
             password = secrets.token_urlsafe(18)
             p12 = pkcs12.serialize_key_and_certificates(
-                email.encode(), key, cert, None,
+                email.encode(), key, cert, chain,
                 serialization.BestAvailableEncryption(password.encode()))
             fingerprint = cert.fingerprint(hashes.SHA256()).hex()
             answer.update(pkcs12=base64.b64encode(p12).decode(), pkcs12Password=password)

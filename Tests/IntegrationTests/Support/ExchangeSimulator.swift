@@ -21,14 +21,28 @@ enum ExchangeSimulator {
     /// Creates a mailbox; returns the simulator's answer (a PKCS#12 for certificate mailboxes).
     @discardableResult
     static func mailbox(_ email: String, userName: String? = nil, password: String? = nil, oauthToken: String? = nil,
-                        certificate: Bool = false, versions: [String]? = nil, unread: Int = 0) throws -> [String: Any] {
+                        certificate: Bool = false, certificateKind: String? = nil, versions: [String]? = nil, unread: Int = 0) throws -> [String: Any] {
         var body: [String: Any] = ["email": email, "unread": unread]
         if let userName { body["userName"] = userName }
         if let password { body["password"] = password }
         if let oauthToken { body["oauthToken"] = oauthToken }
         if certificate { body["certificate"] = true }
+        if let certificateKind { body["certificate"] = certificateKind }
         if let versions { body["versions"] = versions }
         return try control("/mailboxes", body)
+    }
+
+    /// A mailbox whose user signs in with a client certificate of `kind` (ec, rsa2048,
+    /// rsa4096, rsa2048-chain): the issued PKCS#12 (base64) and its password, both
+    /// remembered as secrets the scan must never find.
+    static func certificateMailbox(_ email: String, kind: String = "ec") throws -> (pkcs12: String, password: String) {
+        let issued = try mailbox(email, certificateKind: kind)
+        guard let pkcs12 = issued["pkcs12"] as? String, let password = issued["pkcs12Password"] as? String else {
+            throw StackError(message: "the Exchange simulator issued no certificate for \(kind)")
+        }
+        TestSecrets.remember(pkcs12)
+        TestSecrets.remember(password)
+        return (pkcs12, password)
     }
 
     static func domain(_ domain: String, mode: String, target: String? = nil) throws {

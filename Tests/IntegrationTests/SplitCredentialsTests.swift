@@ -1,0 +1,132 @@
+import Curl
+import ENSCore
+import EWS
+import Foundation
+import MariaDB
+import OpenSSL
+import Testing
+
+/// Credentials of any size, kept in split form (docs/exchange.md): the callback URL
+/// carries a key of its subscription, the database the credentials sealed under it and
+/// the master key. Through nginx, the Exchange simulator and the APNs simulator.
+@Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
+struct SplitCredentialsTests {
+    let api: DeviceClient
+    let database: Connection
+
+    init() throws {
+        api = try DeviceClient(token: try TestStack.newToken("split-credentials-tests"))
+        database = try TestStack.serviceConnection()
+        try ExchangeSimulator.domain("pox.test", mode: "pox-root")
+    }
+
+    func register(_ user: TestUser, creds: [String: Any], force: Bool = false) throws -> String? {
+        let response = try api.call("/registerdevicev2", [
+            "userid": user.userID, "email": user.email, "creds": try user.sealJSON(creds), "bundleid": "com.example.mail",
+            "exchVersion": "3", "force": force ? "1" : "0",
+        ])
+        return response.json["responseCode"]
+    }
+
+    func recordState(_ user: TestUser) throws -> (id: Int64, generation: Int64, keyMaterial: [UInt8]) {
+        let row = try #require(try database.queryOne("SELECT id, generation, private_key_sealed FROM EnsSubscriptionInfo WHERE userid = \(user.userID)"))
+        let (id, generation, keyMaterial) = try row.decode(Int64.self, Int64.self, [UInt8].self)
+        return (id, generation, keyMaterial)
+    }
+
+    func storedCredentials(_ recordID: Int64) throws -> Int64 {
+        try database.queryOne("SELECT COUNT(*) FROM MailCredentials WHERE record_id = \(recordID)")?.int(0) ?? -1
+    }
+
+    func delivered(_ token: String, subject: String) -> Bool {
+        TestStack.eventually(within: 20) {
+            APNsSimulator.accepted().contains { push in
+                push.token == token && ((push.payload["aps"] as? [String: Any])?["alert"] as? [String: String])?["body"] == subject
+            }
+        }
+    }
+
+    /// The subscription's URL as Exchange holds it.
+    func callbackURL(_ email: String) throws -> String {
+        try #require(try ExchangeSimulator.subscriptions(of: email).last { $0["alive"] as? Bool == true }?["url"] as? String)
+    }
+
+    /// RSA-2048 with an issuing CA the bundle carries (sent as the chain), RSA-4096 and
+    /// EC P-256: each registers, gets a short URL, and its notifications carry sender and
+    /// subject (GetItem authenticated by the certificate).
+    @Test(arguments: ["rsa2048-chain", "rsa4096", "ec"])
+    func clientCertificatesOfOrdinarySizesRegisterAndNotify(kind: String) throws {
+        let email = "c\(UUID().uuidString.prefix(8).lowercased())@pox.test"
+        let (pkcs12, password) = try ExchangeSimulator.certificateMailbox(email, kind: kind)
+        let user = try api.newUser(email: email)
+        let token = TestSecrets.apnsToken()
+        #expect(try register(user, creds: ["apnsToken": token, "CBAData": ["certificate": pkcs12, "password": password]]) == "UserSubscribed")
+        let url = try callbackURL(email)
+        #expect(url.utf8.count < 200 && url.contains("/k."), "\(url.utf8.count) characters, while the bundle is \(pkcs12.utf8.count)")
+        let record = try recordState(user)
+        #expect(try storedCredentials(record.id) == 1)
+        let subject = "Certificate \(kind) \(UUID().uuidString.prefix(6))"
+        #expect(try ExchangeSimulator.newMail(email, subject: subject, fromName: "Carol").first?["subscriptionStatus"] as? String == "OK")
+        #expect(delivered(token, subject: subject))
+        let lookups = try ExchangeSimulator.requests().filter { ($0["operation"] as? String) == "GetItem" && ($0["host"] as? String)?.contains("pox.test") == true }
+        #expect(lookups.last?["auth"] as? String == "certificate")
+    }
+
+    /// An OAuth access token of 4,000 characters (it used to fail above about 1,400).
+    @Test func aLargeOAuthTokenFits() throws {
+        let email = "o\(UUID().uuidString.prefix(8).lowercased())@pox.test"
+        let accessToken = "eyJ" + (0..<4000).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement().map(String.init) ?? "a" }.joined()
+        TestSecrets.remember(accessToken)
+        try ExchangeSimulator.mailbox(email, oauthToken: accessToken)
+        let user = try api.newUser(email: email)
+        let token = TestSecrets.apnsToken()
+        #expect(try register(user, creds: ["apnsToken": token, "oauthAccessToken": accessToken]) == "UserSubscribed")
+        #expect(try callbackURL(email).utf8.count < 200)
+        let subject = "Large token \(UUID().uuidString.prefix(6))"
+        _ = try ExchangeSimulator.newMail(email, subject: subject, fromName: "Dan")
+        #expect(delivered(token, subject: subject))
+    }
+
+    /// A subscription made before credentials moved to the database has a URL that
+    /// carries them and no stored row: it keeps delivering with sender and subject.
+    /// When its device registers again (force), the new subscription is keyed, and the
+    /// old URL hears Unsubscribe. Deleting the record erases what is stored.
+    @Test func aSubscriptionWhoseURLCarriesTheCredentialsKeepsWorkingUntilRenewed() throws {
+        let email = "m\(UUID().uuidString.prefix(8).lowercased())@pox.test"
+        let password = "Pa55-\(UUID().uuidString.prefix(8))"
+        TestSecrets.remember(password)
+        try ExchangeSimulator.mailbox(email, userName: email, password: password)
+        let user = try api.newUser(email: email)
+        let token = TestSecrets.apnsToken()
+        let creds: [String: Any] = ["apnsToken": token, "userName": email, "password": password]
+        #expect(try register(user, creds: creds) == "UserSubscribed")
+        let record = try recordState(user)
+
+        // What the subscription would look like had it been made by the previous
+        // version: the credentials in its URL, nothing stored.
+        let vault = Vault(masterKey: try TestStack.masterKey())
+        let payload = CallbackPayload(credentials: EWSCredentials(method: .basic(userName: email, password: password), mailbox: nil)).encoded
+        let carrying = try CallbackToken.makeCarrying(payload: payload, recordID: record.id, generation: record.generation,
+                                                      recordKeyMaterial: record.keyMaterial, vault: vault)
+        try database.execute("DELETE FROM MailCredentials WHERE record_id = \(record.id)")
+
+        let subject = "Old URL \(UUID().uuidString.prefix(6))"
+        let prepared = try ExchangeSimulator.control("/newmail", ["email": email, "subject": subject, "fromName": "Erin",
+                                                                  "fromAddress": "erin@elsewhere.test", "deliver": false])
+        let body = try #require((prepared["notifications"] as? [[String: Any]])?.first?["body"] as? String)
+        let answer = try TestStack.post("/ews/" + carrying, body: Array(body.utf8), contentType: "text/xml; charset=utf-8")
+        #expect(answer.status == 200 && answer.bodyText.contains("OK"), "\(answer.status) \(answer.bodyText)")
+        #expect(delivered(token, subject: subject))
+
+        #expect(try register(user, creds: creds, force: true) == "UserSubscribed")
+        #expect(try callbackURL(email).contains("/k."))
+        let after = try TestStack.post("/ews/" + carrying, body: Array(body.utf8), contentType: "text/xml; charset=utf-8")
+        #expect(after.status == 200 && after.bodyText.contains("Unsubscribe"), "\(after.status) \(after.bodyText)")
+        let renewed = try recordState(user)
+        #expect(try database.queryOne("SELECT generation FROM MailCredentials WHERE record_id = \(record.id)")?.decode(Int64.self) == renewed.generation)
+
+        let unregistered = try api.call("/unregister", ["userid": user.userID, "token": try user.seal(token)])
+        #expect(unregistered.json["responseCode"] == "DeviceUnregistered")
+        #expect(try storedCredentials(record.id) == 0)
+    }
+}
