@@ -89,8 +89,9 @@ struct SplitCredentialsTests {
 
     /// A subscription made before credentials moved to the database has a URL that
     /// carries them and no stored row: it keeps delivering with sender and subject.
-    /// When its device registers again (force), the new subscription is keyed, and the
-    /// old URL hears Unsubscribe. Deleting the record erases what is stored.
+    /// Marked not subscribed (docs/exchange.md's migration), its device is woken and
+    /// registers again; the new subscription is keyed, and the old URL hears
+    /// Unsubscribe. Deleting the record erases what is stored.
     @Test func aSubscriptionWhoseURLCarriesTheCredentialsKeepsWorkingUntilRenewed() throws {
         let email = "m\(UUID().uuidString.prefix(8).lowercased())@pox.test"
         let password = "Pa55-\(UUID().uuidString.prefix(8))"
@@ -118,6 +119,16 @@ struct SplitCredentialsTests {
         #expect(answer.status == 200 && answer.bodyText.contains("OK"), "\(answer.status) \(answer.bodyText)")
         #expect(delivered(token, subject: subject))
 
+        // docs/exchange.md's way to move every such subscription at once: mark them not
+        // subscribed; `ens-cron renew` wakes their devices, which register again.
+        let marked = try database.execute("""
+            UPDATE EnsSubscriptionInfo s SET s.registered = 0
+            WHERE s.mail_backend = 'ews' AND s.registered = 1 AND s.id = \(record.id)
+              AND NOT EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = s.id AND c.generation = s.generation)
+            """)
+        #expect(marked.affectedRows == 1)
+        _ = try TestStack.run(TestStack.root + "/.build/debug/ens-cron", ["renew", "--config", TestStack.configPath])
+        #expect(try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(record.id) AND last_wakeup_at IS NOT NULL")?.int(0) == 1)
         #expect(try register(user, creds: creds, force: true) == "UserSubscribed")
         #expect(try callbackURL(email).contains("/k."))
         let after = try TestStack.post("/ews/" + carrying, body: Array(body.utf8), contentType: "text/xml; charset=utf-8")
