@@ -11,6 +11,10 @@
                                 SendNotification to OUT.<n>.xml and "path<TAB>file" to OUT;
                                 MODE: the devices' privacy mode (default preview; encrypted
                                 gives each device a P-256 key of its own)
+  devices.py b6-carrying KEYED OUT
+                                from b6-setup's KEYED file, the same callbacks to URLs that
+                                carry the users' credentials (the form before they moved to
+                                the database), made by Tests/tools/callback_url.py
   devices.py b8-setup N M OUT   register N Exchange Online users through Graph (the Graph
                                 simulator, delegated tokens) and write M change-notification
                                 batches per user, each for a new message, as "path<TAB>json"
@@ -20,6 +24,7 @@ Sealing uses Python's cryptography (PKCS#1 v1.5, k-11 byte chunks), like a devic
 """
 import base64
 import http.client
+import importlib.util
 import json
 import os
 import secrets
@@ -113,6 +118,7 @@ def b6_setup(count, out_path, mode="preview"):
     conn = connection()
     simulator("/domains", {"domain": "bench.test", "mode": "pox-root"})
     lines = []
+    users = []
     for i in range(count):
         email = f"b6-{i}-{secrets.token_hex(4)}@bench.test"
         password = secrets.token_hex(12)
@@ -133,6 +139,32 @@ def b6_setup(count, out_path, mode="preview"):
             with open(body_path, "w") as f:
                 f.write(notification["body"])
             lines.append(f"{path}\t{body_path}")
+            users.append({"path": path, "email": email, "password": password})
+    with open(out_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    # The credentials, for b6-carrying only (a bench stack's throwaway mailboxes).
+    with open(out_path + ".users.json", "w") as f:
+        json.dump(users, f)
+
+
+def b6_carrying(keyed_path, out_path):
+    spec = importlib.util.spec_from_file_location(
+        "callback_url", os.path.join(os.path.dirname(__file__), "..", "Tests", "tools", "callback_url.py"))
+    callback_url = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(callback_url)
+    with open(os.path.join(VAR, "secrets", "master.key")) as f:
+        master = bytes.fromhex(f.read().strip())
+    bodies = dict(line.split("\t") for line in open(keyed_path).read().splitlines() if line)
+    lines = []
+    for user in json.load(open(keyed_path + ".users.json")):
+        record, generation = (int(part) for part in user["path"].split("/")[2:4])
+        key_material = subprocess.run(
+            ["mariadb", "--no-defaults", "-S", os.path.join(VAR, "run", "mysqld.sock"), "-uroot", "-N", "-B", "-e",
+             f"SELECT HEX(private_key_sealed) FROM ens.EnsSubscriptionInfo WHERE id = {record}"],
+            check=True, capture_output=True, text=True).stdout.strip()
+        suffix = callback_url.carrying_suffix(master, record, generation, bytes.fromhex(key_material),
+                                              callback_url.basic_payload(user["email"], user["password"]))
+        lines.append(f"/ews/{suffix}\t{bodies[user['path']]}")
     with open(out_path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -194,6 +226,8 @@ if __name__ == "__main__":
         b2_setup(int(sys.argv[2]), sys.argv[3])
     elif sys.argv[1] == "b6-setup":
         b6_setup(int(sys.argv[2]), sys.argv[3], *sys.argv[4:5])
+    elif sys.argv[1] == "b6-carrying":
+        b6_carrying(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "b8-setup":
         b8_setup(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "b3-latency":

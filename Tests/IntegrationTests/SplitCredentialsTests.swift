@@ -1,3 +1,4 @@
+import Codecs
 import Curl
 import ENSCore
 import EWS
@@ -104,11 +105,15 @@ struct SplitCredentialsTests {
         let record = try recordState(user)
 
         // What the subscription would look like had it been made by the previous
-        // version: the credentials in its URL, nothing stored.
+        // version: the credentials in its URL, nothing stored. The URL is made by
+        // Python's `cryptography` from the documented construction, so this also checks
+        // ENS's carrying form against an independent implementation.
+        let master = try String(contentsOfFile: TestStack.directory + "/secrets/master.key", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let carrying = try TestStack.run("/usr/bin/python3", [TestStack.root + "/Tests/tools/callback_url.py", "carrying", master, String(record.id),
+                                                              String(record.generation), Hex.encode(record.keyMaterial), email, password])
         let vault = Vault(masterKey: try TestStack.masterKey())
-        let payload = CallbackPayload(credentials: EWSCredentials(method: .basic(userName: email, password: password), mailbox: nil)).encoded
-        let carrying = try CallbackToken.makeCarrying(payload: payload, recordID: record.id, generation: record.generation,
-                                                      recordKeyMaterial: record.keyMaterial, vault: vault)
+        let opened = try #require(CallbackToken(path: carrying, vault: vault)).openCarried(recordKeyMaterial: record.keyMaterial, vault: vault)
+        #expect(try opened.map { try CallbackPayload(encoded: $0).credentials } == EWSCredentials(method: .basic(userName: email, password: password), mailbox: nil))
         try database.execute("DELETE FROM MailCredentials WHERE record_id = \(record.id)")
 
         let subject = "Old URL \(UUID().uuidString.prefix(6))"
