@@ -64,6 +64,7 @@ struct SplitCredentialsTests {
         #expect(try register(user, creds: ["apnsToken": token, "CBAData": ["certificate": pkcs12, "password": password]]) == "UserSubscribed")
         let url = try callbackURL(email)
         #expect(url.utf8.count < 200 && url.contains("/k."), "\(url.utf8.count) characters, while the bundle is \(pkcs12.utf8.count)")
+        try rememberStoredForms(url: url, pkcs12: pkcs12, password: password)
         let record = try recordState(user)
         #expect(try storedCredentials(record.id) == 1)
         let subject = "Certificate \(kind) \(UUID().uuidString.prefix(6))"
@@ -71,6 +72,21 @@ struct SplitCredentialsTests {
         #expect(delivered(token, subject: subject))
         let lookups = try ExchangeSimulator.requests().filter { ($0["operation"] as? String) == "GetItem" && ($0["host"] as? String)?.contains("pox.test") == true }
         #expect(lookups.last?["auth"] as? String == "certificate")
+    }
+
+    /// What the secret scan must find in no dump and no log: the URL's key (the part of
+    /// the split never stored), as it travels and as hex, and the certificate's private
+    /// key as DER hex (extracted by the openssl CLI).
+    func rememberStoredForms(url: String, pkcs12: String, password: String) throws {
+        let blob = try #require(url.components(separatedBy: "/k.").last)
+        TestSecrets.remember(blob)
+        let urlKey = try #require(Base64.decodeURLSafe(blob)).prefix(CallbackToken.urlKeySize)
+        TestSecrets.remember(Hex.encode(Array(urlKey)))
+        let keyHex = try TestStack.run("/bin/sh", ["-c", """
+            printf %s "$1" | base64 -d | openssl pkcs12 -nocerts -nodes -passin "pass:$2" 2>/dev/null | openssl pkey -outform DER | od -An -tx1 -v | tr -d ' \\n'
+            """, "sh", pkcs12, password])
+        #expect(keyHex.count > 200)
+        TestSecrets.remember(keyHex)
     }
 
     /// An OAuth access token of 4,000 characters (it used to fail above about 1,400).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # After the test suite: dump the database and read every log; none may contain any of
 # the secrets the tests handed to the server (emails, passwords, OAuth tokens, APNs
-# tokens, sync keys), listed one per line in $ENS_VAR/test-secrets.txt; and the push
+# tokens, sync keys, client certificates and their private keys, callback URLs' keys),
+# listed one per line in $ENS_VAR/test-secrets.txt; and the push
 # simulators' records may not contain what was meant for private-mode devices only
 # ($ENS_VAR/private-secrets.txt).
 # Prints "secret scan: N passed, M failed" and exits non-zero on any leak.
@@ -10,7 +11,10 @@ VAR=${ENS_VAR:?}
 secrets=$VAR/test-secrets.txt
 dump=$VAR/dump.sql
 mysqldump --no-defaults -S "$VAR/run/mysqld.sock" -uroot --hex-blob=false --skip-extended-insert ens > "$dump"
-haystacks=("$dump" "$VAR"/log/*.log)
+# The same with binary columns in hex: secrets that are bytes (a callback URL's key, a
+# client certificate's private key) are remembered as hex and must not be stored either.
+mysqldump --no-defaults -S "$VAR/run/mysqld.sock" -uroot --hex-blob --skip-extended-insert ens > "$VAR/dump-hex.sql"
+haystacks=("$dump" "$VAR/dump-hex.sql" "$VAR"/log/*.log)
 if [ ! -s "$secrets" ]; then
   echo "secret scan: no secrets were recorded; the device tests did not run"; exit 1
 fi
