@@ -190,6 +190,18 @@ final class EVPKey: @unchecked Sendable {
 
     // MARK: Key agreement
 
+    /// The private scalar of an EC key, big-endian, left-padded to `length` bytes.
+    func privateScalar(length: Int) throws(OpenSSLError) -> [UInt8] {
+        var number: OpaquePointer?
+        guard EVP_PKEY_get_bn_param(pointer, OSSL_PKEY_PARAM_PRIV_KEY, &number) == 1, let number else {
+            throw .drain("EVP_PKEY_get_bn_param")
+        }
+        defer { BN_clear_free(number) }
+        var bytes = [UInt8](repeating: 0, count: length)
+        guard BN_bn2binpad(number, &bytes, Int32(length)) == Int32(length) else { throw .drain("BN_bn2binpad") }
+        return bytes
+    }
+
     /// The raw ECDH (or other key-agreement) output of this private key with `peer`'s
     /// public key, with no KDF applied: for EC, the x-coordinate of the shared point
     /// (SEC 1 §3.3.1), 32 bytes on P-256. OpenSSL checks the peer key first

@@ -105,6 +105,11 @@ public final class P256KeyAgreementKey: @unchecked Sendable {
         try self.init(key, operation: operation)
     }
 
+    /// The private scalar as 32 big-endian bytes: what `init(rawPrivateKey:)` reads.
+    public var rawPrivateKey: [UInt8] {
+        get throws(OpenSSLError) { try key.privateScalar(length: 32) }
+    }
+
     /// The private key as PKCS#8 PEM.
     public var pem: String {
         get throws(OpenSSLError) { try key.pkcs8PEM }

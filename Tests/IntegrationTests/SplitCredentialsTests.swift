@@ -39,8 +39,8 @@ struct SplitCredentialsTests {
         try database.queryOne("SELECT COUNT(*) FROM MailCredentials WHERE record_id = \(recordID)")?.int(0) ?? -1
     }
 
-    func delivered(_ token: String, subject: String) -> Bool {
-        TestStack.eventually(within: 20) {
+    func delivered(_ token: String, subject: String, within seconds: Double = 20) -> Bool {
+        TestStack.eventually(within: seconds) {
             APNsSimulator.accepted().contains { push in
                 push.token == token && ((push.payload["aps"] as? [String: Any])?["alert"] as? [String: String])?["body"] == subject
             }
@@ -160,5 +160,55 @@ struct SplitCredentialsTests {
         let unregistered = try api.call("/unregister", ["userid": user.userID, "token": try user.seal(token)])
         #expect(unregistered.json["responseCode"] == "DeviceUnregistered")
         #expect(try storedCredentials(record.id) == 0)
+    }
+
+    func freshRows(_ recordID: Int64) throws -> Int64 {
+        try database.queryOne("SELECT COUNT(*) FROM MailCredentialsFresh WHERE record_id = \(recordID)")?.int(0) ?? -1
+    }
+
+    /// The user changed their password. Until the device tells ENS, notifications go
+    /// out generic (GetItem is refused); a check-in carrying the new password leaves it
+    /// sealed to the subscription, and the next callback takes it: sender and subject
+    /// again, the fresh row gone. A check-in that names no registered device (someone
+    /// holding the app's ApiToken and the user's id, not the device's push token) can
+    /// plant nothing.
+    @Test func freshCredentialsFromACheckInAreTakenByTheNextCallback() throws {
+        let email = "f\(UUID().uuidString.prefix(8).lowercased())@pox.test"
+        let (old, new) = ("Old-\(UUID().uuidString.prefix(8))", "New-\(UUID().uuidString.prefix(8))")
+        TestSecrets.remember(old)
+        TestSecrets.remember(new)
+        try ExchangeSimulator.mailbox(email, userName: email, password: old)
+        let user = try api.newUser(email: email)
+        let token = TestSecrets.apnsToken()
+        #expect(try register(user, creds: ["apnsToken": token, "userName": email, "password": old]) == "UserSubscribed")
+        let record = try recordState(user)
+        let sealedBefore = try database.queryOne("SELECT sealed FROM MailCredentials WHERE record_id = \(record.id)")?.decode([UInt8].self)
+
+        try ExchangeSimulator.mailbox(email, userName: email, password: new)
+        let stale = "Before the check-in \(UUID().uuidString.prefix(6))"
+        _ = try ExchangeSimulator.newMail(email, subject: stale, fromName: "Fay")
+        #expect(TestStack.eventually(within: 20) { APNsSimulator.accepted().contains { $0.token == token } })
+        #expect(!delivered(token, subject: stale, within: 1), "GetItem with the old password cannot have found the subject")
+
+        let checkIn = { (pushToken: String) throws -> [String: String] in
+            try api.call("/getsubscriptionstatusv2", [
+                "userid": user.userID,
+                "subscriptionPayload": try user.sealJSON(["pushToken": pushToken, "ignoreLastMessageDate": 1]),
+                "creds": try user.sealJSON(["userName": email, "password": new]),
+            ]).json
+        }
+        let stranger = try checkIn(TestSecrets.apnsToken())
+        #expect(stranger["responseCode"] == "UserSubscriptionNotFound" && stranger["credentials"] == nil)
+        #expect(try freshRows(record.id) == 0)
+        let answer = try checkIn(token)
+        #expect(answer["responseCode"] == "UserSubscribed" && answer["credentials"] == "Stored", "\(answer)")
+        #expect(try freshRows(record.id) == 1)
+
+        let fresh = "After the check-in \(UUID().uuidString.prefix(6))"
+        _ = try ExchangeSimulator.newMail(email, subject: fresh, fromName: "Fay")
+        #expect(delivered(token, subject: fresh))
+        #expect(try freshRows(record.id) == 0)
+        let sealedAfter = try database.queryOne("SELECT sealed FROM MailCredentials WHERE record_id = \(record.id)")?.decode([UInt8].self)
+        #expect(sealedAfter != nil && sealedAfter != sealedBefore)
     }
 }

@@ -9,18 +9,37 @@
 --   record_id, generation  the subscription attempt the row belongs to; rows of older
 --                          generations are erased when a newer subscription becomes the
 --                          live one, rows of attempts that never did by `ens-cron reap`
---   sealed                 AES-256-GCM of the credentials, associated data binding record
---                          and generation; opened only by a callback, which brings the
---                          URL key. Neither a dump (with or without the master key) nor
---                          the URL alone opens it.
+--   sealed                 AES-256-GCM of the credentials and the private half of the
+--                          subscription's box key, associated data binding record and
+--                          generation; opened only by a callback, which brings the URL
+--                          key. Neither a dump (with or without the master key) nor the
+--                          URL alone opens it.
+--   box_public_key         the public half of that key (65-byte P-256 point, not a
+--                          secret): what fresh credentials are sealed to
 --   created_at             for reaping abandoned attempts
+--
+-- MailCredentialsFresh holds credentials a device sent later (a check-in's `creds`, or
+-- a registration that proved itself against the live subscription), sealed to the
+-- subscription's box key (ECIES P-256, docs/security.md). Only a callback can open
+-- them: it makes the newest current and erases the rest.
 -- Rows go with their record (ON DELETE CASCADE). Subscriptions made before this version
 -- keep their URLs, which still carry the credentials, until they are renewed.
 CREATE TABLE IF NOT EXISTS MailCredentials (
   record_id BIGINT UNSIGNED NOT NULL,
   generation INT UNSIGNED NOT NULL,
   sealed MEDIUMBLOB NOT NULL,
+  box_public_key VARBINARY(65) NOT NULL,
   created_at DATETIME(3) NOT NULL,
   PRIMARY KEY (record_id, generation),
   CONSTRAINT MailCredentials_record FOREIGN KEY (record_id) REFERENCES EnsSubscriptionInfo (id) ON DELETE CASCADE
+) ENGINE=InnoDB;
+
+CREATE TABLE IF NOT EXISTS MailCredentialsFresh (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  record_id BIGINT UNSIGNED NOT NULL,
+  generation INT UNSIGNED NOT NULL,
+  box MEDIUMBLOB NOT NULL,
+  created_at DATETIME(3) NOT NULL,
+  KEY MailCredentialsFresh_subscription (record_id, generation, id),
+  CONSTRAINT MailCredentialsFresh_record FOREIGN KEY (record_id) REFERENCES EnsSubscriptionInfo (id) ON DELETE CASCADE
 ) ENGINE=InnoDB;

@@ -5,7 +5,7 @@ import Synchronization
 /// ENS preview encryption, version 1 (issue 18's `encrypted` privacy mode; the
 /// construction, a test vector and reference decryptors are in docs/privacy.md).
 ///
-/// ECIES to the device's P-256 key: a fresh ephemeral key pair (e, E) per message,
+/// ECIES to the device's P-256 key (`P256Box`): a fresh ephemeral key pair (e, E) per message,
 /// Z = ECDH(e, R), K = HKDF-SHA256(Z, salt: E ‖ R, info: "ENS preview v1", 32 bytes),
 /// then AES-256-GCM under K with a random nonce and the notification id as associated
 /// data. Blob: 0x01 ‖ E (65) ‖ nonce (12) ‖ ciphertext ‖ tag (16); everything after
@@ -15,12 +15,10 @@ import Synchronization
 /// recipient; the associated data holds the id, so a blob moved into another
 /// notification does not open there.
 public enum PreviewEncryption {
-    public static let version: UInt8 = 1
+    public static let version = P256Box.version
     static let info = Array("ENS preview v1".utf8)
-    /// Version byte and ephemeral point: what comes before the sealed box.
-    static let headerSize = 1 + P256PublicKey.x963Size
     /// An empty plaintext's blob.
-    public static let minimumBlobSize = headerSize + AESGCMKey.nonceSize + AESGCMKey.tagSize
+    public static let minimumBlobSize = P256Box.minimumBlobSize
 
     /// The device's public key as it sends it: base64 (standard alphabet, padding
     /// optional) of the 65-byte uncompressed point or the 91-byte SubjectPublicKeyInfo.
@@ -62,26 +60,21 @@ public enum PreviewEncryption {
     /// `notificationID` (32 lowercase hex digits). Returns the blob; the caller
     /// base64-encodes it.
     public static func seal(_ plaintext: [UInt8], to recipient: P256PublicKey, notificationID: String) throws(PreviewEncryptionError) -> [UInt8] {
-        let ephemeralKey: P256KeyAgreementKey
-        let nonce: [UInt8]
+        guard isNotificationID(notificationID) else { throw .malformedNotificationID }
         do {
-            ephemeralKey = try P256KeyAgreementKey.generate()
-            nonce = try Digest.randomBytes(AESGCMKey.nonceSize)
+            return try P256Box.seal(plaintext, to: recipient, info: info, associatedData: Array(notificationID.utf8))
         } catch {
             throw .sealingFailed(error)
         }
-        return try seal(plaintext, to: recipient, notificationID: notificationID, ephemeralKey: ephemeralKey, nonce: nonce)
     }
 
-    /// `seal` with the ephemeral key and the nonce given: for test vectors only. A
-    /// reused ephemeral key and nonce would make two blobs share a key stream.
+    /// `seal` with the ephemeral key and the nonce given: for test vectors only.
     static func seal(_ plaintext: [UInt8], to recipient: P256PublicKey, notificationID: String,
                      ephemeralKey: P256KeyAgreementKey, nonce: [UInt8]) throws(PreviewEncryptionError) -> [UInt8] {
         guard isNotificationID(notificationID) else { throw .malformedNotificationID }
         do {
-            let key = try messageKey(agreement: ephemeralKey.sharedSecret(with: recipient), ephemeral: ephemeralKey.publicKey, recipient: recipient)
-            let sealedBox = try key.seal(plaintext, associatedData: Array(notificationID.utf8), nonce: nonce)
-            return [version] + ephemeralKey.publicKey.x963 + sealedBox
+            return try P256Box.seal(plaintext, to: recipient, info: info, associatedData: Array(notificationID.utf8),
+                                    ephemeralKey: ephemeralKey, nonce: nonce)
         } catch {
             throw .sealingFailed(error)
         }
@@ -91,19 +84,8 @@ public enum PreviewEncryption {
     /// Every failure — wrong version, short blob, bad point, wrong key, wrong id,
     /// altered bytes — is the one `cannotOpen`.
     public static func open(_ blob: [UInt8], with key: P256KeyAgreementKey, notificationID: String) throws(PreviewEncryptionError) -> [UInt8] {
-        guard blob.count >= minimumBlobSize, blob[0] == version else { throw .cannotOpen }
-        do {
-            let ephemeral = try P256PublicKey(bytes: Array(blob[1..<headerSize]))
-            let messageKey = try messageKey(agreement: key.sharedSecret(with: ephemeral), ephemeral: ephemeral, recipient: key.publicKey)
-            return try messageKey.open(Array(blob[headerSize...]), associatedData: Array(notificationID.utf8))
-        } catch {
-            throw .cannotOpen
-        }
-    }
-
-    /// K = HKDF-SHA256(IKM: Z, salt: E ‖ R, info: "ENS preview v1", 32 bytes).
-    static func messageKey(agreement: [UInt8], ephemeral: P256PublicKey, recipient: P256PublicKey) throws(OpenSSLError) -> AESGCMKey {
-        try AESGCMKey(bytes: HKDF.sha256(ikm: agreement, salt: ephemeral.x963 + recipient.x963, info: info, length: AESGCMKey.keySize))
+        guard let plaintext = P256Box.open(blob, with: key, info: info, associatedData: Array(notificationID.utf8)) else { throw .cannotOpen }
+        return plaintext
     }
 
     /// Notification ids are 32 lowercase hex digits (16 bytes of a SHA-256). The device

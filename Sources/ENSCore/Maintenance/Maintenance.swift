@@ -120,6 +120,12 @@ public struct Maintenance {
             DELETE c FROM MailCredentials c JOIN EnsSubscriptionInfo s ON s.id = c.record_id
             WHERE c.generation <> s.generation AND c.created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
             """).affectedRows
+        // Fresh credentials nothing will open any more: left for a generation that is not
+        // the live one (it was superseded meanwhile).
+        counts.abandonedCredentials += try database.execute("""
+            DELETE f FROM MailCredentialsFresh f JOIN EnsSubscriptionInfo s ON s.id = f.record_id
+            WHERE f.generation <> s.generation AND f.created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
+            """).affectedRows
         try reapNotificationLog(&counts)
         return counts
     }

@@ -115,27 +115,70 @@ public struct MailSubscriptionStore {
                     pending_started_at = IF(pending_generation = \(generation), NULL, pending_started_at)
                 WHERE id = \(recordID) AND generation < \(generation)
                 """).affectedRows > 0
-            if won { try database.execute("DELETE FROM MailCredentials WHERE record_id = \(recordID) AND generation < \(generation)") }
+            if won {
+                try database.execute("DELETE FROM MailCredentials WHERE record_id = \(recordID) AND generation < \(generation)")
+                try database.execute("DELETE FROM MailCredentialsFresh WHERE record_id = \(recordID) AND generation < \(generation)")
+            }
             return won
         }
     }
 
     // MARK: Stored credentials (keyed callback URLs, CallbackToken)
 
-    /// Stores an attempt's credentials, sealed with its `CredentialSeal`, before it
-    /// subscribes: the mail server may call back as soon as the subscription exists.
-    public func storeCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], now: Timestamp) throws {
+    /// Stores an attempt's credentials, sealed with its `CredentialSeal`, and the public
+    /// half of its box key, before it subscribes: the mail server may call back as soon
+    /// as the subscription exists.
+    public func storeCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], boxPublicKey: [UInt8], now: Timestamp) throws {
         try database.execute("""
-            INSERT INTO MailCredentials (record_id, generation, sealed, created_at)
-            VALUES (\(recordID), \(generation), \(sealed), \(now.databaseString))
-            ON DUPLICATE KEY UPDATE sealed = VALUES(sealed), created_at = VALUES(created_at)
+            INSERT INTO MailCredentials (record_id, generation, sealed, box_public_key, created_at)
+            VALUES (\(recordID), \(generation), \(sealed), \(boxPublicKey), \(now.databaseString))
+            ON DUPLICATE KEY UPDATE sealed = VALUES(sealed), box_public_key = VALUES(box_public_key), created_at = VALUES(created_at)
             """)
     }
 
-    /// The sealed credentials of one subscription, nil when none are stored (a
-    /// superseded or abandoned attempt, or a deleted record).
-    public func storedCredentials(recordID: Int64, generation: Int64) throws -> [UInt8]? {
-        try database.queryOne("SELECT sealed FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)")?.decode([UInt8].self)
+    /// One subscription's sealed credentials and the newest fresh credentials left for
+    /// it (with their row id), in one round trip; nil when none are stored (a superseded
+    /// or abandoned attempt, or a deleted record).
+    public func storedCredentials(recordID: Int64, generation: Int64) throws -> (sealed: [UInt8], fresh: (id: Int64, box: [UInt8])?)? {
+        guard let row = try database.queryOne("""
+            SELECT c.sealed, f.id, f.box FROM MailCredentials c
+            LEFT JOIN MailCredentialsFresh f ON f.record_id = c.record_id AND f.generation = c.generation
+            WHERE c.record_id = \(recordID) AND c.generation = \(generation)
+            ORDER BY f.id DESC LIMIT 1
+            """) else { return nil }
+        let (sealed, freshID, box) = try row.decode([UInt8].self, Int64?.self, [UInt8]?.self)
+        return (sealed, freshID.flatMap { id in box.map { (id, $0) } })
+    }
+
+    /// The live subscription's box key (its public half), for sealing fresh credentials;
+    /// nil when the record has no keyed subscription.
+    public func liveBoxKey(recordID: Int64) throws -> (generation: Int64, publicKey: [UInt8])? {
+        try database.queryOne("""
+            SELECT c.generation, c.box_public_key FROM EnsSubscriptionInfo s
+            JOIN MailCredentials c ON c.record_id = s.id AND c.generation = s.generation
+            WHERE s.id = \(recordID) AND s.registered = 1
+            """).map { try $0.decode(Int64.self, [UInt8].self) }
+    }
+
+    /// Leaves fresh credentials, sealed to the subscription's box key, for its next callback.
+    public func offerFreshCredentials(recordID: Int64, generation: Int64, box: [UInt8], now: Timestamp) throws {
+        try database.execute("""
+            INSERT INTO MailCredentialsFresh (record_id, generation, box, created_at)
+            VALUES (\(recordID), \(generation), \(box), \(now.databaseString))
+            """)
+    }
+
+    /// Makes fresh credentials current: the stored row re-sealed with them, and every
+    /// fresh row up to the one taken erased, in one transaction.
+    public func adoptFreshCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], throughFreshID: Int64) throws {
+        try database.transaction {
+            try database.execute("""
+                UPDATE MailCredentials SET sealed = \(sealed) WHERE record_id = \(recordID) AND generation = \(generation)
+                """)
+            try database.execute("""
+                DELETE FROM MailCredentialsFresh WHERE record_id = \(recordID) AND generation = \(generation) AND id <= \(throughFreshID)
+                """)
+        }
     }
 
     // MARK: Proof of possession throttle
@@ -217,6 +260,7 @@ public struct MailSubscriptionStore {
         try database.transaction {
             try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND generation = \(generation)")
             try database.execute("DELETE FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)")
+            try database.execute("DELETE FROM MailCredentialsFresh WHERE record_id = \(recordID) AND generation = \(generation)")
         }
     }
 

@@ -220,11 +220,27 @@ enum DeviceAPI {
         let now = Timestamp.now()
         try operation.store.checkIn(deviceID: device.id, now: now)
         try operation.store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
+        let credentials = try offeredCredentials(request, operation: operation, context: context)
         if !ignoreLastMessageDate, let lastNotificationTs {
             let newest = try context.notificationLog.newestCreatedAt(deviceID: device.id)
-            return .ok(status(operation.record, lastNotified: newest, lastMessageDate: lastNotificationTs, now: now, context: context))
+            return .ok(status(operation.record, lastNotified: newest, lastMessageDate: lastNotificationTs, now: now, context: context), credentials)
         }
-        return .ok(status(operation.record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context))
+        return .ok(status(operation.record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context), credentials)
+    }
+
+    /// A check-in's optional `creds` (sealed like a registration's): new credentials for
+    /// the user's subscription (a changed password, a renewed token or certificate),
+    /// left sealed to the subscription for its next callback, which alone can open
+    /// them. Only a device the check-in identified gets here. The answer says
+    /// `credentials: Stored`, or `Unused` when the subscription keeps no credentials
+    /// (Graph, or one made before they were stored) or is not live.
+    private static func offeredCredentials(_ request: Request, operation: SealedOperation, context: RequestContext) throws -> [(String, String)] {
+        guard let sealed = nonEmpty(request.parameters["creds"]) else { return [] }
+        let opener = SealedPayload(key: try operation.store.privateKey(of: operation.record), maximumBlocks: SealedParameter.maximumBlocks)
+        let credentials = try exchangeCredentials(try opener.object(sealed))
+        let registrar = context.services.mailBackends.registrar(of: operation.record.backend)
+        let stored = try registrar?.offerCredentials(credentials, record: operation.record, context: context) ?? false
+        return [("credentials", stored ? "Stored" : "Unused")]
     }
 
     private static func status(_ record: UserRecord, lastNotified: Timestamp?, lastMessageDate: Timestamp?, now: Timestamp, context: RequestContext) -> ResponseCode {

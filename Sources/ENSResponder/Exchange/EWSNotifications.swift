@@ -1,6 +1,7 @@
 internal import ENSCore
 internal import EWS
 internal import Logging
+internal import OpenSSL
 internal import MariaDB
 
 /// EWS's push notifications: Exchange POSTs SendNotification documents to
@@ -39,15 +40,13 @@ struct EWSNotifications: MailNotificationSource {
     /// or from the URL itself (one made before credentials moved to the database). None
     /// (a superseded attempt's, or damaged): nil, and the notification goes out generic.
     func reader(_ address: CallbackToken, record: MailSubscriptionStore.CallbackRecord, context: RequestContext) throws -> (any MailboxReader)? {
-        let vault = context.services.vault
         let credentials: EWSCredentials
         do {
             let payload: [UInt8]?
-            if let seal = try address.credentialSeal(vault: vault) {
-                let store = MailSubscriptionStore(database: context.database, vault: vault)
-                payload = try store.storedCredentials(recordID: address.recordID, generation: address.generation).map { try seal.open($0) }
+            if let seal = try address.credentialSeal(vault: context.services.vault) {
+                payload = try storedCredentials(address, seal: seal, context: context)
             } else {
-                payload = try address.openCarried(recordKeyMaterial: record.keyMaterial, vault: vault)
+                payload = try address.openCarried(recordKeyMaterial: record.keyMaterial, vault: context.services.vault)
             }
             guard let payload else { return nil }
             credentials = try CallbackPayload(encoded: payload).credentials
@@ -58,6 +57,32 @@ struct EWSNotifications: MailNotificationSource {
         }
         return EWSMailboxReader(client: try context.ewsClient(), credentials: credentials, ewsURL: record.backendURL,
                                 version: record.backendVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default, recordID: record.id)
+    }
+}
+
+extension EWSNotifications {
+    /// A keyed subscription's credentials. When a check-in or a registration left fresh
+    /// ones (sealed to the subscription's box key), the newest become current here, the
+    /// only place that can open them, and every older fresh row is erased.
+    func storedCredentials(_ address: CallbackToken, seal: CredentialSeal, context: RequestContext) throws -> [UInt8]? {
+        let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
+        guard let (sealed, fresh) = try store.storedCredentials(recordID: address.recordID, generation: address.generation) else { return nil }
+        let stored = try StoredCredentials(encoded: seal.open(sealed))
+        guard let fresh else { return stored.credentials }
+        var current = stored.credentials
+        if let opened = CredentialBox.open(fresh.box, with: stored.boxKey, recordID: address.recordID, generation: address.generation),
+           let offered = try? CallbackPayload(encoded: opened).credentials {
+            // A check-in's OAuth token comes without the mailbox: keep the anchor.
+            let mailbox = offered.mailbox ?? (try? CallbackPayload(encoded: current).credentials.mailbox) ?? nil
+            current = CallbackPayload(credentials: EWSCredentials(method: offered.method, mailbox: mailbox)).encoded
+            context.logger.info("fresh credentials taken for the subscription", metadata: ["record": "\(address.recordID)"])
+        } else {
+            context.logger.warning("fresh credentials did not open; dropped", metadata: ["record": "\(address.recordID)"])
+        }
+        let renewed = StoredCredentials(credentials: current, boxKey: stored.boxKey)
+        try store.adoptFreshCredentials(recordID: address.recordID, generation: address.generation,
+                                        sealed: seal.seal(try renewed.encoded), throughFreshID: fresh.id)
+        return current
     }
 }
 

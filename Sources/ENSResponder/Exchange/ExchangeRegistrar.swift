@@ -6,10 +6,9 @@ internal import OpenSSL
 internal import POSIX
 
 /// /registerdevicev2's Exchange work: find the EWS URL (given, cached, or by
-/// Autodiscover), prove that the credentials open the named mailbox there, seal the
-/// credentials into a callback URL, subscribe the Inbox to push notifications, and
-/// record the subscription. Credentials exist only for the duration of this call and
-/// inside the sealed URL Exchange keeps.
+/// Autodiscover), prove that the credentials open the named mailbox there, store the
+/// credentials sealed under the master key and a key only the new callback URL carries,
+/// subscribe the Inbox to push notifications, and record the subscription.
 ///
 /// Nothing a user can notice changes before Exchange has said yes: an attempt works
 /// under a pending generation, and the record's live subscription keeps delivering
@@ -71,9 +70,37 @@ public struct ExchangeRegistrar: MailboxRegistering {
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
         let version = state.backendVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
         switch try attempt.prove(ewsURL: ewsURL, credentials: credentials, version: version) {
-        case .proven: return .proven
-        case .refused(let outcome): return outcome
+        case .proven:
+            // Proven just now: the subscription's next callback takes them.
+            _ = try offer(credentials, record: request.record, context: context)
+            return .proven
+        case .refused(let outcome):
+            return outcome
         }
+    }
+
+    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, context: RequestContext) throws -> Bool {
+        let ews: EWSCredentials
+        switch credentials.method {
+        case .basic(let userName, let password): ews = EWSCredentials(method: .basic(userName: userName, password: password), mailbox: nil)
+        case .oauth(let accessToken): ews = EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: nil)
+        case .graph: return false
+        case .certificate(let pkcs12, let password):
+            guard let identity = try? ClientIdentity(pkcs12: pkcs12, password: password) else { throw APIError.sealedParameterRejected }
+            ews = EWSCredentials(method: .certificate(identity), mailbox: nil)
+        }
+        return try offer(ews, record: record, context: context)
+    }
+
+    /// Seals `credentials` to the live subscription's box key (`CredentialBox`) and
+    /// leaves them for its next callback; false when the record has no keyed subscription.
+    private func offer(_ credentials: EWSCredentials, record: UserRecord, context: RequestContext) throws -> Bool {
+        let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
+        guard let (generation, publicKey) = try store.liveBoxKey(recordID: record.id) else { return false }
+        let box = try CredentialBox.seal(CallbackPayload(credentials: credentials).encoded, to: P256PublicKey(bytes: publicKey),
+                                         recordID: record.id, generation: generation)
+        try store.offerFreshCredentials(recordID: record.id, generation: generation, box: box, now: .now())
+        return true
     }
 
     private func subscribe(_ request: MailboxRequest, client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
@@ -151,8 +178,13 @@ public struct ExchangeRegistrar: MailboxRegistering {
             context.logger.warning("exchange.callback_url too long for Exchange", metadata: ["url.length": "\(callbackURL.utf8.count)"])
             return .failed
         }
-        try store.storeCredentials(recordID: request.record.id, generation: generation,
-                                   sealed: seal.seal(CallbackPayload(credentials: credentials).encoded), now: now)
+        // The subscription's box key: its private half is stored only with the
+        // credentials, so later credentials (`offerCredentials`) can be sealed to it by
+        // a check-in that cannot read the current ones.
+        let boxKey = try P256KeyAgreementKey.generate()
+        let stored = StoredCredentials(credentials: CallbackPayload(credentials: credentials).encoded, boxKey: boxKey)
+        try store.storeCredentials(recordID: request.record.id, generation: generation, sealed: seal.seal(try stored.encoded),
+                                   boxPublicKey: boxKey.publicKey.x963, now: now)
 
         // 5. Subscribe, in the version the proof found the server accepts.
         let subscription: PushSubscription

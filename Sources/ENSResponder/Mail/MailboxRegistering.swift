@@ -17,6 +17,14 @@ public protocol MailboxRegistering: Sendable {
     /// Proves the credentials against the record's live subscription without
     /// subscribing: how a device joins an already subscribed record.
     func proveAccess(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome
+    /// Leaves new credentials for the record's live subscription, for its next callback
+    /// to take (a check-in's `creds`): false when the subscription cannot take them (it
+    /// keeps none, as Graph's, or is not live).
+    func offerCredentials(_ credentials: MailCredentials, record: UserRecord, context: RequestContext) throws -> Bool
+}
+
+extension MailboxRegistering {
+    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, context: RequestContext) throws -> Bool { false }
 }
 
 /// One registration's mailbox, as the device API hands it to a backend.
