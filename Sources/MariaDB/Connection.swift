@@ -23,6 +23,8 @@ public final class Connection {
     private var endpointIndex = 0
     /// Whether the server is a Galera node (`wsrep_on`), read when connecting.
     public private(set) var isGaleraNode = false
+    /// Inside `nodeProblem`: its own statements' failures are not examined again.
+    private var checkingNode = false
 
     public init(configuration: MariaDBConfiguration) {
         MariaDBLibrary.initializeOnce()
@@ -160,6 +162,22 @@ public final class Connection {
             _ = try runOnce("SELECT 1") { statement throws(MariaDBError) in try statement.fetchAll() }
             return
         }
+        if let problem = try nodeProblem() {
+            abandonServer()
+            throw MariaDBError.nodeNotReady(problem)
+        }
+    }
+
+    /// What keeps this Galera node from taking work; nil when it is a synced member of
+    /// the Primary component. Read without waiting for causality: on a node cut off from
+    /// its cluster a causal read does not answer, it fails with a lock wait timeout.
+    private func nodeProblem() throws(MariaDBError) -> String? {
+        checkingNode = true
+        defer {
+            checkingNode = false
+            if isConnected { _ = try? runOnce("SET SESSION wsrep_sync_wait = 1") { statement throws(MariaDBError) in statement.executeResult() } }
+        }
+        _ = try runOnce("SET SESSION wsrep_sync_wait = 0") { statement throws(MariaDBError) in statement.executeResult() }
         let rows = try runOnce("""
             SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
             WHERE VARIABLE_NAME IN ('WSREP_READY', 'WSREP_LOCAL_STATE', 'WSREP_CLUSTER_STATUS')
@@ -170,10 +188,7 @@ public final class Connection {
             status[name.uppercased()] = value
         }
         let (ready, state, cluster) = (status["WSREP_READY"] ?? "?", status["WSREP_LOCAL_STATE"] ?? "?", status["WSREP_CLUSTER_STATUS"] ?? "?")
-        guard ready == "ON", state == "4", cluster == "Primary" else {
-            abandonServer()
-            throw MariaDBError.nodeNotReady("wsrep_ready \(ready), local state \(state), cluster \(cluster)")
-        }
+        return ready == "ON" && state == "4" && cluster == "Primary" ? nil : "wsrep_ready \(ready), local state \(state), cluster \(cluster)"
     }
 
     /// Runs a statement that returns rows.
@@ -289,7 +304,26 @@ public final class Connection {
             try statement.execute(bindings: query.bindings)
             return try body(statement)
         } catch {
-            if error.abandonsServer { abandonServer() }
+            if error.abandonsServer {
+                abandonServer()
+                throw error
+            }
+            // A Galera node cut off from its cluster answers reads (which wait for
+            // causality) with a lock wait timeout, not 1047: when its state confirms
+            // it, the node is left like one that refuses work, and the statement (which
+            // did not run) goes to the next server.
+            if isGaleraNode && error.isLockWaitTimeout && !checkingNode {
+                let problem: String?
+                do {
+                    problem = try nodeProblem()
+                } catch {
+                    problem = "state unreadable (error \(error.code))"
+                }
+                if let problem {
+                    abandonServer()
+                    throw MariaDBError.nodeNotReady(problem)
+                }
+            }
             throw error
         }
     }

@@ -125,6 +125,10 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
     /// have set short on purpose to give up.
     var isDeadlock: Bool { Int32(code) == ER_LOCK_DEADLOCK }
 
+    /// A lock wait timeout (1205); on a Galera node cut off from its cluster, also what a
+    /// read waiting for causality gets.
+    var isLockWaitTimeout: Bool { Int32(code) == ER_LOCK_WAIT_TIMEOUT }
+
     /// "MySQL server has gone away": found when sending on a connection the server had
     /// already closed, so the statement never ran and a retry on a new connection is safe.
     var isStaleConnection: Bool { Int32(code) == CR_SERVER_GONE_ERROR }
