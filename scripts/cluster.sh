@@ -154,6 +154,11 @@ wsrep_provider_options="gmcast.listen_addr=tcp://$(node_gcomm "$n");ist.recv_add
 wsrep_sst_receive_address=$(node_sst "$n")
 wsrep_sst_method=rsync
 wsrep_slave_threads=2
+# Causal reads: a request answered by one host must see what another host's request just
+# committed through another node (/getpublickey on one host, /registerdevicev2 on the
+# other got UserSubscriptionNotFound without it; galera.md 3d). Reads wait for the
+# node to apply what the cluster committed before them.
+wsrep_sync_wait=1
 CNF
 }
 
