@@ -10,6 +10,7 @@
 #   3. host-kill   SIGKILL of every process of ENS host 2 (nginx, responders, sender, key
 #                  refiller) while APNs refuses with 503, so its spool holds acknowledged
 #                  notifications; APNs recovers, host 2 restarts 15 s later on the same spool
+#                  (--short: node 2 down 6 s, host 2 down 8 s)
 #
 # Per fault: requests sent and failed (by kind and answer), how long failures went on
 # (first failure to the first success after the last one), and how long the cluster took
@@ -39,7 +40,7 @@ export ENS_EWS_RETRY_SCALE=0.1
 export ENS_RECORDS_PER_TOKEN_PER_HOUR=100000
 # Every registration takes a new RSA key from the pool (0.1-0.7 s each to make here):
 # a pool large enough for the run's registrations, filled before the load starts.
-export ENS_KEY_POOL=${ENS_KEY_POOL:-150}
+if [ $SHORT = 1 ]; then export ENS_KEY_POOL=${ENS_KEY_POOL:-40}; else export ENS_KEY_POOL=${ENS_KEY_POOL:-150}; fi
 CLUSTER=$ROOT/scripts/cluster.sh
 LOAD=(python3 "$ROOT/scripts/cluster_load.py")
 export CLUSTER_SH=$CLUSTER
@@ -77,8 +78,10 @@ mkdir -p "$WORK"; mv "$ROOT/var/cluster-$CLUSTER_ID-up.out" "$WORK/up.out"
 ENS_TOKEN=$("$CLUSTER" token chaos)
 export ENS_TOKEN
 if [ $SHORT = 1 ]; then
+  NODE_DOWN=6 HOST_DOWN=8
   CHECKINS=10 MAILUSERS=6 RATE=(--checkin-rate 10 --register-rate 0.3 --mail-rate 3)
 else
+  NODE_DOWN=8 HOST_DOWN=15
   CHECKINS=30 MAILUSERS=16 RATE=(--checkin-rate 30 --register-rate 0.5 --mail-rate 6)
 fi
 keys_at=$SECONDS
@@ -121,11 +124,11 @@ PY
 say "1 node-kill: SIGKILL of Galera node 2, restart at its recovered position"
 t0=$(now)
 "$CLUSTER" node-kill 2
-sleep 8
+sleep "$NODE_DOWN"
 "$CLUSTER" node-start 2 >"$WORK/node-start.out" 2>&1 || { cat "$WORK/node-start.out" >&2; die "node 2 did not start again"; }
 WAIT_SECONDS=120 "$CLUSTER" wait-synced 3 || die "the cluster did not return to 3 Synced nodes"
 t1=$(now)
-sleep 5
+sleep 3
 report node-kill "$t0" "$(now)" "node 2 down and back, cluster of 3 Synced again $(since "$t0" "$t1") s after the kill ($(grep -o 'recovered position.*' "$WORK/node-start.out" || echo 'plain start'))"
 
 # --- 2. a Galera node partitioned -----------------------------------------------------------
@@ -161,7 +164,7 @@ if [ $SHORT = 0 ]; then
 fi
 
 # --- 3. an ENS host killed -----------------------------------------------------------------
-say "3 host-kill: APNs refuses (503) so spools fill, SIGKILL of every process of ENS host 2, host 2 back after 15 s"
+say "3 host-kill: APNs refuses (503) so spools fill, SIGKILL of every process of ENS host 2, host 2 back after $HOST_DOWN s"
 tokens=$(python3 -c 'import json,sys; print(" ".join(u["token"] for u in json.load(open(sys.argv[1]))))' "$WORK/mail-users.json")
 for token in $tokens; do
   curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/fail" -d "{\"token\": \"$token\", \"status\": 503, \"reason\": \"ServiceUnavailable\"}"
@@ -170,7 +173,7 @@ sleep 4
 t0=$(now)
 killed=$("$CLUSTER" host-kill 2)
 curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/reset"
-sleep 15
+sleep "$HOST_DOWN"
 "$CLUSTER" host-start 2 >"$WORK/host-start.out" 2>&1 || { cat "$WORK/host-start.out" >&2; die "host 2 did not start again"; }
 t1=$(now)
 sleep 8
