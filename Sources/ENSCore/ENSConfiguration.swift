@@ -22,6 +22,8 @@ public struct ENSConfiguration: Sendable {
     public var dbSocket: String? = "/run/mysqld/mysqld.sock"
     public var dbHost = "localhost"
     public var dbPort = 3306
+    /// Several servers (the nodes of a Galera cluster), tried in order; empty: db.host.
+    public var dbHosts: [MariaDBConfiguration.Endpoint] = []
     public var dbName = "ens"
     public var dbUser = "ens_service"
     public var dbPasswordFile = "/etc/ens/secrets/db-service.password"
@@ -75,6 +77,9 @@ public struct ENSConfiguration: Sendable {
     /// credential (doubling, up to 15 minutes, while it stays refused).
     public var pushCredentialPause: Duration = .seconds(60)
     public var lockFile = "/run/ens/ens-cron.lock"
+    /// How long the cluster-wide cron lease lasts without renewal (a crashed holder's
+    /// jobs start elsewhere at most this long after it died).
+    public var cronLease: Duration = .seconds(300)
     /// Each cron job's last run, for `ens-cron status` (see `CronJobLog`).
     public var cronStatusFile = "/var/lib/ens/cron-status"
 
@@ -204,6 +209,7 @@ public struct ENSConfiguration: Sendable {
         "db.socket": { config, key, value throws(ConfigError) in config.dbSocket = value.isEmpty ? nil : try path(key, value) },
         "db.host": { config, key, value throws(ConfigError) in config.dbHost = try nonEmpty(key, value) },
         "db.port": { config, key, value throws(ConfigError) in config.dbPort = try integer(key, value, 1...65535) },
+        "db.hosts": { config, key, value throws(ConfigError) in config.dbHosts = try endpoints(key, value) },
         "db.name": { config, key, value throws(ConfigError) in config.dbName = try identifier(key, value) },
         "db.user": { config, key, value throws(ConfigError) in config.dbUser = try identifier(key, value) },
         "db.password_file": { config, key, value throws(ConfigError) in config.dbPasswordFile = try path(key, value) },
@@ -238,6 +244,7 @@ public struct ENSConfiguration: Sendable {
         "reap.empty_record_days": { config, key, value throws(ConfigError) in config.emptyRecordRetention = try duration(key, value, 0...3650, Duration.days) },
         "renew.wakeup_interval_minutes": { config, key, value throws(ConfigError) in config.wakeupInterval = try duration(key, value, 1...10080, Duration.minutes) },
         "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },
+        "cron.lease_seconds": { config, key, value throws(ConfigError) in config.cronLease = try duration(key, value, 30...86400, Duration.seconds) },
         "cron.status_file": { config, key, value throws(ConfigError) in config.cronStatusFile = try path(key, value) },
         "exchange.callback_url": { config, key, value throws(ConfigError) in
             guard value.isEmpty || value.hasPrefix("https://"), value.isEmpty || value.hasSuffix("/ews/"), value.utf8.count < 200, !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
@@ -379,6 +386,9 @@ public struct ENSConfiguration: Sendable {
             }
         }
         try checkDatabaseTLS(file)
+        if !dbHosts.isEmpty, let dbSocket {
+            throw ConfigError(key: "db.hosts", line: file.lines["db.hosts"], problem: "lists TCP servers, but db.socket is set (\(dbSocket)): set `db.socket =` (empty) to use them")
+        }
     }
 
     private mutating func applyBundleKey(prefix: String, bundleID: String, key: String, value: String) throws(ConfigError) {
@@ -499,7 +509,7 @@ public struct ENSConfiguration: Sendable {
     /// The service account's connection settings, with its password read from its file.
     public func serviceDatabase() throws(ConfigError) -> MariaDBConfiguration {
         MariaDBConfiguration(
-            unixSocket: dbSocket, host: dbHost, port: dbPort,
+            unixSocket: dbSocket, host: dbHost, port: dbPort, hosts: dbHosts,
             user: dbUser, password: try Self.secretText(key: "db.password_file", path: dbPasswordFile),
             database: dbName, connectTimeout: dbConnectTimeout, tls: databaseTLS
         )
@@ -508,7 +518,7 @@ public struct ENSConfiguration: Sendable {
     /// The migration account's connection settings.
     public func migrationDatabase() throws(ConfigError) -> MariaDBConfiguration {
         MariaDBConfiguration(
-            unixSocket: dbSocket, host: dbHost, port: dbPort,
+            unixSocket: dbSocket, host: dbHost, port: dbPort, hosts: dbHosts,
             user: dbMigrationUser, password: try Self.secretText(key: "db.migration_password_file", path: dbMigrationPasswordFile),
             database: dbName, connectTimeout: dbConnectTimeout, tls: databaseTLS
         )
@@ -543,6 +553,39 @@ public struct ENSConfiguration: Sendable {
     /// A comma-separated list, entries trimmed, empty ones dropped.
     private static func list(_ value: String) -> [String] {
         value.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
+    }
+
+    /// `host:port` entries, comma-separated: an IPv6 address in brackets, 3306 when the
+    /// port is left out. Empty: none (db.host and db.port apply).
+    private static func endpoints(_ key: String, _ value: String) throws(ConfigError) -> [MariaDBConfiguration.Endpoint] {
+        let entries = list(value)
+        guard entries.count <= 16 else { throw ConfigError(key: key, problem: "lists \(entries.count) servers; at most 16") }
+        var parsed: [MariaDBConfiguration.Endpoint] = []
+        for entry in entries {
+            let bad = ConfigError(key: key, problem: "'\(entry.prefix(80))' is not host:port (an IPv6 address goes in brackets: [2001:db8::1]:3306)")
+            var host = Substring(entry)
+            var portText: Substring?
+            if host.hasPrefix("[") {
+                guard let close = host.firstIndex(of: "]") else { throw bad }
+                let rest = host[host.index(after: close)...]
+                host = host[host.index(after: host.startIndex)..<close]
+                if !rest.isEmpty {
+                    guard rest.hasPrefix(":") else { throw bad }
+                    portText = rest.dropFirst()
+                }
+            } else if let colon = host.firstIndex(of: ":") {
+                portText = host[host.index(after: colon)...]
+                host = host[..<colon]
+            }
+            guard !host.isEmpty, host.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: "/") }) else { throw bad }
+            var port = 3306
+            if let portText {
+                guard let number = Int(portText), (1...65535).contains(number) else { throw bad }
+                port = number
+            }
+            parsed.append(.init(host: String(host), port: port))
+        }
+        return parsed
     }
 
     /// A whole number of `unit`s (the key's name says which: `_ms`, `_seconds`, ...).

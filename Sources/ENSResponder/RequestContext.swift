@@ -52,15 +52,16 @@ public final class RequestContext {
         NotificationLog(database: database, vault: services.vault)
     }
 
-    /// Whether this thread can query the database, re-checked with `SELECT 1` at most
-    /// once per `health.cache_ms`, so /alive under load does not hammer MariaDB.
+    /// Whether this thread can use the database (a Galera node must be synced and in the
+    /// Primary component: `Connection.checkHealth`), re-checked at most once per
+    /// `health.cache_ms`, so /alive under load does not hammer MariaDB.
     public func databaseIsHealthy() -> Bool {
         let now = MonotonicClock.milliseconds()
         if lastHealthCheck != 0 && now &- lastHealthCheck < UInt64(settings.healthCache.wholeMilliseconds) {
             return lastHealthy
         }
         do {
-            _ = try database.query("SELECT 1")
+            try database.checkHealth()
             if !lastHealthy && lastHealthCheck != 0 { logger.info("database reachable again") }
             lastHealthy = true
         } catch {

@@ -8,17 +8,26 @@ import Glibc
 /// Owns the `MYSQL` handle and a cache of prepared statements keyed by SQL text.
 /// It connects lazily and, after the server goes away, drops the broken handle so the
 /// next call connects afresh: responders recover from a database restart by themselves.
+/// Given several servers (the nodes of a Galera cluster), it moves to the next one when
+/// its server goes away or its node stops being usable; Connector/C's own host list only
+/// helps when a server cannot be reached at all, and never once connected.
 public final class Connection {
     private let configuration: MariaDBConfiguration
+    private let endpoints: [MariaDBConfiguration.Endpoint]
     private var handle: UnsafeMutablePointer<MYSQL>?
     private var statements: [String: PreparedStatement] = [:]
     /// Inside `transaction`: a lost connection then means the server rolled back the
     /// work so far, so no statement may be retried on its own.
     private var inTransaction = false
+    /// Which of `endpoints` to try first: the one in use, or after a failure the next.
+    private var endpointIndex = 0
+    /// Whether the server is a Galera node (`wsrep_on`), read when connecting.
+    public private(set) var isGaleraNode = false
 
     public init(configuration: MariaDBConfiguration) {
         MariaDBLibrary.initializeOnce()
         self.configuration = configuration
+        self.endpoints = configuration.endpoints
     }
 
     deinit {
@@ -26,6 +35,11 @@ public final class Connection {
     }
 
     public var isConnected: Bool { handle != nil }
+
+    /// The server this connection is on: nil over a Unix socket or when not connected.
+    public var server: MariaDBConfiguration.Endpoint? {
+        handle != nil && configuration.unixSocket == nil ? endpoints[endpointIndex] : nil
+    }
 
     /// The TLS cipher of the connection, nil when it is not encrypted (or not open).
     public var tlsCipher: String? {
@@ -42,9 +56,30 @@ public final class Connection {
         }
     }
 
-    /// Connects now if not connected.
+    /// Connects now if not connected: over the socket, or to the first of the servers
+    /// that accepts, starting with the one last used.
     public func connect() throws(MariaDBError) {
         if handle != nil { return }
+        if configuration.unixSocket != nil {
+            handle = try open(host: nil, port: 0)
+        } else {
+            var failure: MariaDBError?
+            for offset in endpoints.indices {
+                let index = (endpointIndex + offset) % endpoints.count
+                do {
+                    handle = try open(host: endpoints[index].host, port: endpoints[index].port)
+                    endpointIndex = index
+                    break
+                } catch {
+                    failure = error
+                }
+            }
+            guard handle != nil else { throw failure ?? MariaDBError.misuse("no database server configured") }
+        }
+        try prepareSession()
+    }
+
+    private func open(host: String?, port: Int) throws(MariaDBError) -> UnsafeMutablePointer<MYSQL> {
         guard let fresh = mysql_init(nil) else {
             throw MariaDBError.misuse("mysql_init returned no handle (out of memory)")
         }
@@ -68,21 +103,77 @@ public final class Connection {
             if let key = tls.keyFile { mysql_options(fresh, MYSQL_OPT_SSL_KEY, key) }
         }
         let connected = mysql_real_connect(
-            fresh,
-            configuration.unixSocket == nil ? configuration.host : nil,
-            configuration.user,
-            configuration.password,
-            configuration.database,
-            UInt32(configuration.port),
-            configuration.unixSocket,
-            0
+            fresh, host, configuration.user, configuration.password, configuration.database,
+            UInt32(port), configuration.unixSocket, 0
         )
         guard connected != nil else {
             let error = MariaDBError.from(connection: fresh, operation: "connect")
             mysql_close(fresh)
             throw error
         }
-        handle = fresh
+        return fresh
+    }
+
+    /// On a Galera node, every read waits until the node has applied what the cluster
+    /// committed before it (`wsrep_sync_wait = 1`): a device registers through one host
+    /// and checks in through another, whose node may otherwise not have its row yet. A
+    /// server built without Galera has no `wsrep_on` and is left as it is.
+    private func prepareSession() throws(MariaDBError) {
+        isGaleraNode = false
+        let wsrepOn: Int?
+        do {
+            wsrepOn = try runOnce("SELECT @@wsrep_on") { statement throws(MariaDBError) in try statement.fetchAll() }
+                .first?.decode(Int.self)
+        } catch where error.kind == .other {
+            wsrepOn = nil
+        }
+        guard wsrepOn == 1 else { return }
+        isGaleraNode = true
+        _ = try runOnce("SET SESSION wsrep_sync_wait = 1") { statement throws(MariaDBError) in statement.executeResult() }
+    }
+
+    /// Drops the connection; the next one starts with the next server.
+    private func abandonServer() {
+        disconnect()
+        if configuration.unixSocket == nil { endpointIndex = (endpointIndex + 1) % endpoints.count }
+    }
+
+    /// Whether this connection's server can take work. A plain server must answer
+    /// `SELECT 1`. A Galera node must be a synced member of the Primary component: a node
+    /// cut off from the others still answers `SELECT 1` but refuses every table. A node
+    /// that is not ready is left for the next server, so this fails only when none of
+    /// them is usable.
+    public func checkHealth() throws(MariaDBError) {
+        var tried = 1
+        while true {
+            do {
+                return try checkServer()
+            } catch where error.kind == .nodeUnavailable && tried < endpoints.count {
+                tried += 1
+            }
+        }
+    }
+
+    private func checkServer() throws(MariaDBError) {
+        try connect()
+        guard isGaleraNode else {
+            _ = try runOnce("SELECT 1") { statement throws(MariaDBError) in try statement.fetchAll() }
+            return
+        }
+        let rows = try runOnce("""
+            SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+            WHERE VARIABLE_NAME IN ('WSREP_READY', 'WSREP_LOCAL_STATE', 'WSREP_CLUSTER_STATUS')
+            """) { statement throws(MariaDBError) in try statement.fetchAll() }
+        var status: [String: String] = [:]
+        for row in rows {
+            let (name, value) = try row.decode(String.self, String.self)
+            status[name.uppercased()] = value
+        }
+        let (ready, state, cluster) = (status["WSREP_READY"] ?? "?", status["WSREP_LOCAL_STATE"] ?? "?", status["WSREP_CLUSTER_STATUS"] ?? "?")
+        guard ready == "ON", state == "4", cluster == "Primary" else {
+            abandonServer()
+            throw MariaDBError.nodeNotReady("wsrep_ready \(ready), local state \(state), cluster \(cluster)")
+        }
     }
 
     /// Runs a statement that returns rows.
@@ -102,17 +193,18 @@ public final class Connection {
     }
 
     /// Runs `body` inside a transaction; commits if it returns, rolls back if it throws.
-    /// A deadlock or lock wait timeout rolls the work back and runs it again (up to four
-    /// times, after a short random pause), so callers see conflicts only when they persist.
-    /// A connection lost before COMMIT took the whole transaction with it (the server
-    /// rolls back): it runs again whole, once, on a new connection. One lost during
-    /// COMMIT may or may not have committed, so it is thrown, never run twice. Either way
-    /// no statement of the body ever runs outside the transaction. A transaction inside
-    /// another joins it.
+    /// A deadlock, lock wait timeout or (Galera) certification conflict rolls the work
+    /// back and runs it again (up to four times, after a short random pause), so callers
+    /// see conflicts only when they persist. A connection lost, or a node found unusable,
+    /// before COMMIT took the whole transaction with it (the server rolls back): it runs
+    /// again whole on a new connection, to the next server when there are several. One
+    /// lost during COMMIT may or may not have committed, so it is thrown, never run twice.
+    /// Either way no statement of the body ever runs outside the transaction. A
+    /// transaction inside another joins it.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
         if inTransaction { return try body() }
         return try retryingConflicts {
-            var lostConnections = 0
+            var reruns = 0
             while true {
                 try execute("START TRANSACTION")
                 inTransaction = true
@@ -123,9 +215,9 @@ public final class Connection {
                     try execute("COMMIT")
                     inTransaction = false
                     return result
-                } catch let error as MariaDBError where error.kind == .connectionLost && !committing && lostConnections == 0 {
+                } catch let error as MariaDBError where error.abandonsServer && !committing && reruns < endpoints.count {
                     inTransaction = false
-                    lostConnections += 1
+                    reruns += 1
                 } catch {
                     inTransaction = false
                     if isConnected { _ = try? execute("ROLLBACK") }
@@ -143,22 +235,41 @@ public final class Connection {
         let result = sql.withCString { mysql_real_query(handle, $0, UInt(sql.utf8.count)) }
         if result != 0 {
             let error = MariaDBError.from(connection: handle, operation: "query")
-            if error.kind == .connectionLost { disconnect() }
+            if error.abandonsServer { abandonServer() }
             throw error
         }
         if let resultSet = mysql_store_result(handle) { mysql_free_result(resultSet) }
     }
 
     private func run<T>(_ query: Query, _ body: (PreparedStatement) throws(MariaDBError) -> T) throws(MariaDBError) -> T {
-        let wasConnected = handle != nil
-        do {
-            return try runOnce(query, body)
-        } catch where wasConnected && error.isStaleConnection && !inTransaction {
-            // The server restarted or dropped us while the connection sat idle. "Server
-            // gone" is reported before the statement reaches the server, so nothing ran:
-            // reconnect and try once more. (Not inside a transaction: there the server
-            // dropped the earlier statements too, and `transaction` decides.)
-            return try runOnce(query, body)
+        var reruns = 0
+        while true {
+            let wasConnected = handle != nil
+            do {
+                return try runOnce(query, body)
+            } catch where !inTransaction && reruns < max(4, endpoints.count) && Self.certainlyNotApplied(error, wasConnected: wasConnected) {
+                // Inside a transaction the server dropped the earlier statements too, and
+                // `transaction` decides.
+                reruns += 1
+                if error.kind == .conflict { pauseBeforeRerun(reruns) }
+            }
+        }
+    }
+
+    /// Whether a lone statement (autocommit) that failed this way certainly did not take
+    /// effect, so that running it again is safe:
+    /// - "server gone" on a connection that sat idle (the server restarted or dropped us)
+    ///   is reported before the statement reaches the server;
+    /// - a Galera node that is not ready refuses statements without running them, and
+    ///   the rerun goes to the next server;
+    /// - a deadlock or certification conflict rolled the statement back (Galera's own
+    ///   single retry of autocommit statements does not always suffice).
+    /// A connection lost mid-statement is not: the statement may have been applied.
+    private static func certainlyNotApplied(_ error: MariaDBError, wasConnected: Bool) -> Bool {
+        switch error.kind {
+        case .nodeUnavailable, .conflict: true
+        case .connectionLost: wasConnected && error.isStaleConnection
+        default: false
         }
     }
 
@@ -176,7 +287,7 @@ public final class Connection {
             try statement.execute(bindings: query.bindings)
             return try body(statement)
         } catch {
-            if error.kind == .connectionLost { disconnect() }
+            if error.abandonsServer { abandonServer() }
             throw error
         }
     }
@@ -201,12 +312,19 @@ public protocol SQLDatabase: AnyObject {
     @discardableResult
     func execute(_ query: Query) throws(MariaDBError) -> ExecuteResult
     func transaction<T>(_ body: () throws -> T) throws -> T
+    /// Throws unless the database can take work now (`Connection.checkHealth`).
+    func checkHealth() throws(MariaDBError)
 }
 
 extension Connection: SQLDatabase {}
 
 extension SQLDatabase {
-    /// Runs `body` again when the server reports a deadlock or lock wait timeout.
+    public func checkHealth() throws(MariaDBError) {
+        _ = try query("SELECT 1")
+    }
+
+    /// Runs `body` again when the server reports a deadlock, lock wait timeout or
+    /// certification conflict.
     @discardableResult
     public func retryingConflicts<T>(_ body: () throws -> T) throws -> T {
         var attempt = 0
@@ -215,8 +333,14 @@ extension SQLDatabase {
                 return try body()
             } catch let error as MariaDBError where error.kind == .conflict && attempt < 4 {
                 attempt += 1
-                usleep(UInt32.random(in: 1000...(5000 * UInt32(attempt))))
+                pauseBeforeRerun(attempt)
             }
         }
     }
+}
+
+/// A short random pause, longer with each attempt, so that two writers that conflicted
+/// do not meet again at once.
+func pauseBeforeRerun(_ attempt: Int) {
+    usleep(UInt32.random(in: 1000...(5000 * UInt32(clamping: attempt))))
 }

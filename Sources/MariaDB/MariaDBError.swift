@@ -9,12 +9,17 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
     public enum Kind: Sendable, Equatable {
         /// The server cannot be reached or the connection broke: retry later.
         case connectionLost
+        /// The server answers but its Galera node may not be used: it is not a synced
+        /// member of the Primary component (1047, "WSREP has not yet prepared node for
+        /// application use"). The statement did not run; another node may take it.
+        case nodeUnavailable
         /// A unique or primary key already holds this value.
         case duplicateKey
         /// The account lacks a privilege (the service account has no DDL rights).
         case accessDenied
-        /// A deadlock or lock wait timeout: the transaction was rolled back and can be
-        /// run again.
+        /// A deadlock or lock wait timeout, or (Galera) a certification conflict with a
+        /// transaction committed on another node: the transaction was rolled back and can
+        /// be run again.
         case conflict
         /// Anything else the server or the client library reported.
         case other
@@ -47,6 +52,20 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
         MariaDBError(kind: .connectionLost, code: 2013, sqlState: "HY000", operation: operation, serverMessage: "Lost connection to server during query")
     }
 
+    /// A row the caller meant to claim by writing it was gone when written (another
+    /// session, on this node or another Galera node, took it first): a conflict, so the
+    /// transaction runs again.
+    public static func claimLost(_ what: String) -> MariaDBError {
+        MariaDBError(kind: .conflict, code: UInt32(ER_LOCK_DEADLOCK), sqlState: "40001", operation: what, serverMessage: "claim lost to another session")
+    }
+
+    /// A Galera node found not ready by the health check (wsrep status), reported the
+    /// way the server itself refuses statements on such a node.
+    static func nodeNotReady(_ state: String) -> MariaDBError {
+        MariaDBError(kind: .nodeUnavailable, code: UInt32(ER_UNKNOWN_COM_ERROR), sqlState: "08S01", operation: "health check",
+                     serverMessage: "Galera node not ready: \(state)")
+    }
+
     /// Reads the error state of a connection.
     static func from(connection: UnsafeMutablePointer<MYSQL>, operation: String) -> MariaDBError {
         let code = mysql_errno(connection)
@@ -74,8 +93,13 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
     static func classify(_ code: UInt32) -> Kind {
         switch Int32(code) {
         case CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR,
-             CR_SERVER_LOST_EXTENDED, ER_CONNECTION_KILLED, ER_SERVER_SHUTDOWN, CR_COMMANDS_OUT_OF_SYNC:
+             CR_SERVER_LOST_EXTENDED, ER_CONNECTION_KILLED, ER_SERVER_SHUTDOWN, CR_COMMANDS_OUT_OF_SYNC, CR_UNKNOWN_HOST,
+             // Galera: the node lost the Primary component while replicating the
+             // statement or the commit, whose outcome is therefore unknown.
+             ER_ERROR_DURING_COMMIT:
             .connectionLost
+        case ER_UNKNOWN_COM_ERROR:
+            .nodeUnavailable
         case ER_DUP_ENTRY, ER_DUP_KEY, ER_DUP_ENTRY_WITH_KEY_NAME:
             .duplicateKey
         case ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT:
@@ -88,7 +112,13 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
         }
     }
 
-    public var isRetriable: Bool { kind == .connectionLost || kind == .conflict }
+    /// The database cannot serve this request now (a client should retry later, an
+    /// HTTP answer is 503): unreachable, no usable node, or conflicts that persisted
+    /// through every rerun.
+    public var meansUnavailable: Bool { kind == .connectionLost || kind == .conflict || kind == .nodeUnavailable }
+
+    /// The connection must be dropped and another server (the next of `hosts`) tried.
+    var abandonsServer: Bool { kind == .connectionLost || kind == .nodeUnavailable }
 
     /// "MySQL server has gone away": found when sending on a connection the server had
     /// already closed, so the statement never ran and a retry on a new connection is safe.

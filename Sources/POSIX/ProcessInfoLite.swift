@@ -6,6 +6,13 @@ import Glibc
 public enum ProcessInfoLite {
     public static var pid: Int32 { getpid() }
 
+    /// The system's host name (as `hostname` prints it), "unknown" if it cannot be read.
+    public static var hostName: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// Ends the process with `status` (after stdio buffers are flushed).
     public static func exit(_ status: Int32) -> Never {
         Glibc.exit(status)

@@ -12,8 +12,11 @@ struct ENSCron: ParsableCommand {
         commandName: "ens-cron",
         abstract: "ENS maintenance: migrations, API tokens, the token cache, reaping, renewal, sync keys, the key pool.",
         discussion: """
-            Cron runs `ens-cron all` every minute. Jobs take a lock (cron.lock_file); a run that \
-            finds the lock held logs that it skipped and exits 0. Each job logs one summary line.
+            Cron runs `ens-cron all` every minute, on every host. The shared jobs (reap, renew, \
+            sync-keys, keys) take this host's lock (cron.lock_file) and the cluster's lease in the \
+            database (cron.lease_seconds); a run that finds either held logs that it skipped and \
+            exits 0. api-keys refreshes this host's token cache on every host. Each job logs one \
+            summary line.
 
             Exit status: 0 on success (or a clean skip), 1 on a configuration or database error, \
             2 on bad usage.
@@ -157,8 +160,9 @@ struct Keys: ParsableCommand {
     }
 }
 
-/// Runs `body` under the cron lock; skips cleanly (exit 0) when another run holds it.
-func withCronLock(_ settings: ENSConfiguration, _ job: String, _ body: () throws -> Void) throws {
+/// Runs `body` under this host's cron lock (cron.lock_file), so that two runs on one
+/// host never overlap; skips cleanly (exit 0) when another run holds it.
+func withHostLock(_ settings: ENSConfiguration, _ job: String, _ body: () throws -> Void) throws {
     let fd: Int32?
     do {
         fd = try Files.tryLock(settings.lockFile)
@@ -174,13 +178,62 @@ func withCronLock(_ settings: ENSConfiguration, _ job: String, _ body: () throws
     try body()
 }
 
+/// Runs `body` holding the cluster's cron lease (`CronLease`), renewed while it runs and
+/// released after; skips cleanly (exit 0) when another host's run holds it. A lease
+/// that cannot be claimed (the database is down) fails `jobs` in the status file, as
+/// the jobs themselves would have.
+func withClusterLease(_ settings: ENSConfiguration, _ job: String, jobs: [String], _ body: () throws -> Void) throws {
+    let logger = Logger(label: "ens-cron")
+    let database = try settings.serviceDatabase()
+    let connection = Connection(configuration: database)
+    let outcome: CronLease.Outcome
+    do {
+        outcome = try CronLease.claim("maintenance", holder: "\(ProcessInfoLite.hostName) pid \(ProcessInfoLite.pid)",
+                                      duration: settings.cronLease, database: connection)
+    } catch {
+        for name in jobs {
+            try? CronJobLog(path: settings.cronStatusFile).record(.init(job: name, outcome: "failed", finishedAt: .now(), took: .zero))
+        }
+        throw error
+    }
+    switch outcome {
+    case .heldElsewhere(let held):
+        logger.info("another run holds the cluster's cron lease; skipped", metadata: [
+            "job": "\(job)", "lease.holder": "\(held.holder)", "lease.expires": "\(held.expiresAt?.databaseString ?? "-")",
+        ])
+    case .claimed(let lease):
+        let keeper = try CronLeaseKeeper(lease: lease, database: database, onLost: {
+            logger.error("cron lease lost to another run while jobs were going (renewal came too late); they may overlap until this run ends",
+                         metadata: ["job": "\(job)"])
+        }, onError: { error in
+            logger.warning("cannot renew the cron lease; trying again", metadata: ["job": "\(job)", "db.error": "\(error)"])
+        })
+        defer {
+            keeper.stop()
+            do {
+                try lease.release(database: connection)
+            } catch {
+                logger.warning("cannot release the cron lease; it expires by itself", metadata: ["job": "\(job)", "db.error": "\(error)"])
+            }
+        }
+        try body()
+    }
+}
+
+/// Both: what each shared job runs under.
+func withCronLock(_ settings: ENSConfiguration, _ job: String, _ body: () throws -> Void) throws {
+    try withHostLock(settings, job) {
+        try reportingFailures(job) { try withClusterLease(settings, job, jobs: [job], body) }
+    }
+}
+
 struct Reap: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Remove stale and rejected devices, empty records and expired Autodiscover cache rows.")
     @OptionGroup var options: CommonOptions
 
     func run() throws {
         let settings = try options.load("reap")
-        try withCronLock(settings, "reap") { try reportingFailures("reap") { try Jobs(settings: settings, now: options.clock).reap() } }
+        try withCronLock(settings, "reap") { try Jobs(settings: settings, now: options.clock).reap() }
     }
 }
 
@@ -190,7 +243,7 @@ struct Renew: ParsableCommand {
 
     func run() throws {
         let settings = try options.load("renew")
-        try withCronLock(settings, "renew") { try reportingFailures("renew") { try Jobs(settings: settings, now: options.clock).renew() } }
+        try withCronLock(settings, "renew") { try Jobs(settings: settings, now: options.clock).renew() }
     }
 }
 
@@ -200,7 +253,7 @@ struct SyncKeys: ParsableCommand {
 
     func run() throws {
         let settings = try options.load("sync-keys")
-        try withCronLock(settings, "sync-keys") { try reportingFailures("sync-keys") { try Jobs(settings: settings, now: options.clock).syncKeys() } }
+        try withCronLock(settings, "sync-keys") { try Jobs(settings: settings, now: options.clock).syncKeys() }
     }
 }
 
@@ -210,14 +263,16 @@ struct All: ParsableCommand {
 
     func run() throws {
         let settings = try options.load("all")
-        try withCronLock(settings, "all") {
+        try withHostLock(settings, "all") {
             try reportingFailures("all") {
                 let jobs = try Jobs(settings: settings, now: options.clock)
                 try jobs.apiKeys()
-                try jobs.reap()
-                try jobs.renew()
-                try jobs.syncKeys()
-                try jobs.keys(target: settings.keyPoolSize, threads: 2)
+                try withClusterLease(settings, "all", jobs: ["reap", "renew", "sync-keys", "keys"]) {
+                    try jobs.reap()
+                    try jobs.renew()
+                    try jobs.syncKeys()
+                    try jobs.keys(target: settings.keyPoolSize, threads: 2)
+                }
             }
         }
     }

@@ -31,6 +31,25 @@ import ENSResponder
         }
     }
 
+    /// db.hosts: the nodes of a Galera cluster, in order, with IPv6 in brackets and
+    /// 3306 where the port is left out; refused beside a socket, and garbage named.
+    @Test func databaseServersAreListedInOrder() throws {
+        let config = try ENSConfiguration(file: ConfigFile(parsing: "db.socket =\ndb.hosts = 10.0.0.11:3307, db2.example.test ,[fd00::13]:3308, [fd00::14]\n"))
+        #expect(config.dbHosts.map(\.description) == ["10.0.0.11:3307", "db2.example.test:3306", "[fd00::13]:3308", "[fd00::14]:3306"])
+        #expect(try ENSConfiguration(file: ConfigFile(parsing: "db.socket =\ndb.hosts =\n")).dbHosts.isEmpty)
+
+        #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "db.hosts = 10.0.0.11:3306\n")) }
+        for garbage in ["fd00::13", "10.0.0.1:0", "10.0.0.1:99999", "[fd00::1", "[fd00::1]3306", "a:b", ":3306", "host/x:1",
+                        Array(repeating: "h:1", count: 17).joined(separator: ",")] {
+            do {
+                _ = try ENSConfiguration(file: ConfigFile(parsing: "db.socket =\ndb.hosts = \(garbage)\n"))
+                Issue.record("accepted db.hosts = \(garbage)")
+            } catch {
+                #expect(error.key == "db.hosts", "\(garbage)")
+            }
+        }
+    }
+
     /// An operator's ens.conf from before the sender became provider-neutral keeps
     /// starting: the old keys work as the new ones and are reported as deprecated.
     @Test func renamedSenderKeysStillWorkAndAreReported() throws {

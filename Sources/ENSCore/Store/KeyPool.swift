@@ -15,14 +15,19 @@ public struct KeyPool {
     }
 
     /// Takes one key out of the pool, or nil when it is empty. SKIP LOCKED lets
-    /// concurrent responders take different keys without waiting for each other.
+    /// concurrent responders take different keys without waiting for each other. The
+    /// DELETE is the claim: row locks do not reach other Galera nodes, so two hosts can
+    /// pick the same key; the one whose DELETE finds it gone, or whose COMMIT loses
+    /// certification, runs again for another key.
     public func take() throws -> (publicKeyPEM: String, key: RSAPrivateKey)? {
         try database.transaction {
             guard let row = try database.queryOne("SELECT id, public_key_pem, private_key_sealed FROM KeyPool ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED") else {
                 return nil
             }
             let (id, publicKeyPEM, sealed) = try row.decode(Int64.self, String.self, [UInt8].self)
-            try database.execute("DELETE FROM KeyPool WHERE id = \(id)")
+            guard try database.execute("DELETE FROM KeyPool WHERE id = \(id)").affectedRows == 1 else {
+                throw MariaDBError.claimLost("key pool claim")
+            }
             return (publicKeyPEM, try vault.openPoolKey(sealed))
         }
     }

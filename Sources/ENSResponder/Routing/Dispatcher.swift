@@ -31,7 +31,10 @@ public struct Dispatcher: Sendable {
                 context.logger.debug("invalid request", metadata: ["reason": "\(error.reason)"])
             }
             response = error.response
-        } catch let error as MariaDBError where error.kind == .connectionLost {
+        } catch let error as MariaDBError where error.meansUnavailable {
+            // Unreachable, no usable Galera node, or a conflict that outlasted every
+            // rerun: the transaction was rolled back, and the client may try again
+            // (only a COMMIT cut off by a lost connection has an unknown outcome).
             context.invalidateHealth()
             context.noteDatabaseUnavailable(error)
             response = APIError.serviceUnavailable.response
