@@ -425,7 +425,7 @@ lb_start() {
   lb_render "${1:-1 2}"
   nginx -t -q -c "$TOP/lb/nginx.conf" -p "$TOP/lb/" 2>>"$TOP/log/lb-error.log" || die "the load balancer's config is refused; see $TOP/log/lb-error.log"
   if pid_alive "$TOP/run/lb-nginx.pid"; then
-    nginx -c "$TOP/lb/nginx.conf" -p "$TOP/lb/" -s reload
+    nginx -c "$TOP/lb/nginx.conf" -p "$TOP/lb/" -s reload 2>>"$TOP/log/lb-error.log"
     sleep 0.5  # the new workers take over
     return 0
   fi

@@ -17,6 +17,10 @@ is bounded.
       is one line of DIR/events.jsonl: {"t": start (epoch s), "d": seconds, "kind",
       "ok", "answer"}. Registrations go to DIR/registrations.jsonl, mails to
       DIR/mails.jsonl.
+  cluster_load.py register-rate --seconds S --threads T --users U
+      Device registrations (/registerdevicev2 with sealed Basic credentials: Autodiscover,
+      Subscribe, commit) for U users made first, by T client threads for S seconds;
+      prints registrations/s, failures and the median latency.
   cluster_load.py window DIR FROM TO
       Summary of the events that started in [FROM, TO] (epoch s) as JSON: per kind sent
       and failed, failures by answer, first and last failure, and recovery (first
@@ -255,6 +259,72 @@ def mix(args):
     print(json.dumps({"seconds": round(time.time() - start, 1)}))
 
 
+# --- registrations per second (B9) -------------------------------------------------------
+
+def register_rate(args):
+    """Registrations of devices by T client threads for S seconds: registrations/s. Each is
+    a /registerdevicev2 with sealed Basic credentials and force=1 for one of U users made
+    beforehand (/getpublickey; a key from the pool each), so that the pool does not bound
+    the rate: ENS opens the credentials, autodiscovers (cached per domain), subscribes
+    anew at the simulator and commits the registration (answer UserSubscribed). No two
+    threads register one user at a time."""
+    control("POST", "/domains", {"domain": "bench.test", "mode": "pox-root"})
+    users = []
+    conn = connection()
+    for _ in range(args.users):
+        email = f"b9-{secrets.token_hex(6)}@bench.test"
+        password = secrets.token_hex(12)
+        control("POST", "/mailboxes", {"email": email, "userName": email, "password": password, "unread": 0})
+        status, answer = post_json(conn, "/getpublickey", {"email": email})
+        assert status == 200 and "pubKey" in answer, (status, answer)
+        creds = devices.seal(answer["pubKey"], json.dumps({"apnsToken": secrets.token_hex(32), "userName": email,
+                                                           "password": password}))
+        users.append({"userid": answer["userid"], "email": email, "creds": creds, "bundleid": "com.example.mail",
+                      "exchVersion": 3, "defaultSound": "default", "force": 1})
+    conn.close()
+    lock = threading.Lock()
+    counts = collections.Counter()
+    latencies = []
+    end = time.time() + args.seconds
+
+    def worker(index):
+        conn = None
+        mine = users[index::args.threads]
+        n = 0
+        while time.time() < end:
+            params = mine[n % len(mine)]
+            n += 1
+            t0 = time.time()
+            try:
+                if conn is None:
+                    conn = connection()
+                status, reg = post_json(conn, "/registerdevicev2", params)
+                outcome = "ok" if status == 200 and reg.get("responseCode") == "UserSubscribed" \
+                    else f"{status}/{reg.get('responseCode', '?')}"
+            except (OSError, http.client.HTTPException) as error:
+                outcome = f"conn {type(error).__name__}"
+                if conn is not None:
+                    conn.close()
+                conn = None
+            with lock:
+                counts[outcome] += 1
+                if outcome == "ok" and time.time() <= end:
+                    latencies.append(time.time() - t0)
+            if outcome != "ok":
+                time.sleep(0.05)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(args.threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    latencies.sort()
+    print(json.dumps({"rps": round(len(latencies) / args.seconds, 2), "ok": counts["ok"],
+                      "failed": sum(n for k, n in counts.items() if k != "ok"),
+                      "by": {k: n for k, n in counts.items() if k != "ok"},
+                      "p50_ms": round(latencies[len(latencies) // 2] * 1000) if latencies else None}))
+
+
 # --- windows ---------------------------------------------------------------------------------
 
 def summarize(events):
@@ -410,6 +480,11 @@ def main():
     p.add_argument("--register-threads", type=int, default=1)
     p.add_argument("--mail-threads", type=int, default=2)
     p.set_defaults(run=mix)
+    p = sub.add_parser("register-rate")
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--users", type=int, default=32)
+    p.set_defaults(run=register_rate)
     p = sub.add_parser("window")
     p.add_argument("dir")
     p.add_argument("start", type=float)
