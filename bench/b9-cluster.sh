@@ -10,7 +10,9 @@
 # reported, not required. Then failover under a steady check-in load: SIGKILL of every
 # process of host 2, and (root only) Galera node 1, host 1's first node, cut from its
 # peers; each: requests failed and the first failed request to the first good one
-# (target <= 5 s), and to the first good one after the last failure.
+# (target <= 5 s), and to the first good one after the last failure; during the partition
+# also straight to host 1 (its database client moving to another node, without the load
+# balancer's help).
 # Started by bench/run.sh beside the single-host stack (which it does not use) or alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +33,7 @@ SECONDS_PER_RUN=${BENCH_SECONDS:-8}
 ROUNDS=${B9_ROUNDS:-2}
 USERS=${B6_USERS:-50}
 REG_THREADS=${B9_REGISTER_THREADS:-8}
-REG_USERS=${B9_REGISTER_USERS:-16}
+REG_USERS=${B9_REGISTER_USERS:-64}
 CLUSTER=$ROOT/scripts/cluster.sh
 LOAD=(python3 "$ROOT/scripts/cluster_load.py")
 WORK=$CLUSTER_VAR/b9
@@ -63,7 +65,7 @@ callbacks() { # callbacks/s of one bounded wrk run
 }
 
 registrations() { # registrations/s of one bounded run (its users made first)
-  "${LOAD[@]}" register-rate --seconds "$SECONDS_PER_RUN" --threads "$REG_THREADS" --users "$REG_USERS" >"$WORK/reg.json"
+  "${LOAD[@]}" register-rate --seconds "$SECONDS_PER_RUN" --threads "$REG_THREADS" --users "$REG_USERS" --users-file "$WORK/reg-users.json" >"$WORK/reg.json"
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["rps"], j["failed"], j["p50_ms"])' "$WORK/reg.json"
 }
 
@@ -90,32 +92,48 @@ printf 'B9 result: callbacks %.0f/s with two hosts, %.0f/s with one (ratio %s); 
 
 # --- failover --------------------------------------------------------------------------------
 python3 bench/devices.py b2-setup 20 "$WORK/checkins.txt"
-failover() { # failover NAME FAULT RESTORE: check-ins at 50/s; FAULT at +5 s, RESTORE at +20 s
-  local name=$1 dir=$WORK/$1 t0
-  rm -rf "$dir"; mkdir -p "$dir"; cp "$WORK/checkins.txt" "$dir/"
+failover() { # failover NAME FAULT RESTORE [HOST]: check-ins at 50/s through the load
+  # balancer (and at 20/s straight to HOST's nginx, when given); FAULT at +5 s, RESTORE at +20 s
+  local name=$1 dir=$WORK/$1 t0 pids=()
+  rm -rf "$dir"; mkdir -p "$dir/direct"; cp "$WORK/checkins.txt" "$dir/"; cp "$WORK/checkins.txt" "$dir/direct/"
   "${LOAD[@]}" mix "$dir" --seconds 35 --checkin-rate 50 --threads 4 --register-rate 0 --mail-threads 0 >/dev/null &
-  local mix=$!
+  pids+=($!)
+  if [ -n "${4:-}" ]; then
+    ENS_PORT=$((CLUSTER_PORT + 10 + $4)) "${LOAD[@]}" mix "$dir/direct" --seconds 35 --checkin-rate 20 --threads 2 \
+      --register-rate 0 --mail-threads 0 >/dev/null &
+    pids+=($!)
+  fi
   sleep 5
   t0=$(date +%s.%N)
   eval "$2" >/dev/null
   sleep 15
   eval "$3" >/dev/null
-  wait "$mix"
-  "${LOAD[@]}" window "$dir" "$t0" "$(date +%s.%N)" >"$dir/window.json"
-  python3 - "$dir/window.json" "$name" <<'PY'
+  wait "${pids[@]}"
+  local t1; t1=$(date +%s.%N)
+  "${LOAD[@]}" window "$dir" "$t0" "$t1" >"$dir/window.json"
+  "${LOAD[@]}" window "$dir/direct" "$t0" "$t1" >"$dir/direct.json"
+  python3 - "$dir/window.json" "$dir/direct.json" "$name" "${4:-}" <<'PY'
 import json, sys
-j = json.load(open(sys.argv[1]))["checkin"]
-if j["failed"]:
-    verdict = "met" if (j["first_good_after"] or 99) <= 5 else "MISSED"
-    print(f"B9 failover ({sys.argv[2]}): {j['failed']} of {j['sent']} check-ins failed ({', '.join(f'{k}: {v}' for k, v in j['by'].items())}); "
-          f"first failed to first good {j['first_good_after']} s (target <= 5 s: {verdict}), to the first good after the last failure {j['recovered_after']} s")
-else:
-    print(f"B9 failover ({sys.argv[2]}): 0 of {j['sent']} check-ins failed (the load balancer sent every request to a working host); failover time 0 s")
+def line(j, what):
+    if not j.get("sent"):
+        return None
+    if not j["failed"]:
+        return f"{what}: 0 of {j['sent']} check-ins failed; failover time 0 s"
+    verdict = "met" if (j["first_good_after"] if j["first_good_after"] is not None else 99) <= 5 else "MISSED"
+    by = ", ".join(f"{k}: {v}" for k, v in j["by"].items())
+    return (f"{what}: {j['failed']} of {j['sent']} check-ins failed ({by}); first failed to first good "
+            f"{j['first_good_after']} s (target <= 5 s: {verdict}), to the first good after the last failure {j['recovered_after']} s")
+lb = json.load(open(sys.argv[1])).get("checkin", {})
+direct = json.load(open(sys.argv[2])).get("checkin", {})
+parts = [line(lb, "through the load balancer")]
+if sys.argv[4]:
+    parts.append(line(direct, f"straight to host {sys.argv[4]}"))
+print(f"B9 failover ({sys.argv[3]}): " + "; ".join(p for p in parts if p))
 PY
 }
 failover host-kill "$CLUSTER host-kill 2" "$CLUSTER host-start 2"
 if [ "$(id -u)" -eq 0 ]; then
-  failover node-partition "$CLUSTER partition 1" "$CLUSTER heal 1; $CLUSTER wait-synced 3"
+  failover node-partition "$CLUSTER partition 1" "$CLUSTER heal 1; $CLUSTER wait-synced 3" 1
 else
   echo "B9 failover (node-partition): skipped (needs root)"
 fi
