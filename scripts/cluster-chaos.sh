@@ -97,9 +97,19 @@ sleep 5
 
 failed_checks=0
 results=()
+# The load balancer's access log (device API only: callback paths are never logged):
+# lb_mark remembers its length at a fault's start; lb_retried counts the requests since
+# then that a host failed (503 or no answer) and the other host answered.
+LB_LOG=$CLUSTER_VAR/log/lb-access.log
+lb_mark() { sleep 1.1; LB_MARK=$(wc -l < "$LB_LOG" 2>/dev/null || echo 0); }
+lb_retried() {
+  sleep 1.1  # the log is flushed every second
+  tail -n +"$((LB_MARK + 1))" "$LB_LOG" 2>/dev/null | awk '/upstream=[^ ]+, / {n++} END {print n + 0}'
+}
 # report NAME FROM TO DETAIL: one line per fault from the events in [FROM, TO].
 report() {
   local name=$1 from=$2 to=$3 detail=$4 f=$WORK/$1.json
+  detail="$detail; device API requests the load balancer retried on the other host: $(lb_retried)"
   "${LOAD[@]}" window "$WORK" "$from" "$to" >"$f"
   local line
   line=$(python3 - "$f" <<'PY'
@@ -122,6 +132,7 @@ PY
 
 # --- 1. a Galera node killed -----------------------------------------------------------------
 say "1 node-kill: SIGKILL of Galera node 2, restart at its recovered position"
+lb_mark
 t0=$(now)
 "$CLUSTER" node-kill 2
 sleep "$NODE_DOWN"
@@ -138,6 +149,7 @@ if [ $SHORT = 0 ]; then
     results+=("partition: skipped (not root)")
   else
     say "2 partition: Galera node 1 cut from its peers for 20 s"
+    lb_mark
     t0=$(now)
     "$CLUSTER" partition 1
     sleep 10
@@ -170,6 +182,7 @@ for token in $tokens; do
   curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/fail" -d "{\"token\": \"$token\", \"status\": 503, \"reason\": \"ServiceUnavailable\"}"
 done
 sleep 4
+lb_mark
 t0=$(now)
 killed=$("$CLUSTER" host-kill 2)
 curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/reset"

@@ -479,17 +479,24 @@ up() {
   log "up: load balancer https://localhost:$PORT, hosts on $(host_port 1) and $(host_port 2), Galera $(for n in "${NODES[@]}"; do printf '%s:%s ' "$(node_sql_host "$n")" "$(node_sql_port "$n")"; done)"
 }
 
+# Everything stops in parallel where order does not matter (each stop waits up to about
+# 2 s here for its process to be reaped).
 down() {
   lb_stop
-  local h n
+  local h n name
   for h in "${HOSTS[@]}"; do
-    host_stop "$h" >/dev/null 2>&1 || true
-    # Whatever a kill left (a host-kill'd host has stale pid files).
-    local pids; mapfile -t pids < <(host_pids "$h" 2>/dev/null | sort -u)
-    [ ${#pids[@]} -eq 0 ] || kill -9 "${pids[@]}" 2>/dev/null || true
+    (
+      host_stop "$h" >/dev/null 2>&1 || true
+      # Whatever a kill left (a host-kill'd host has stale pid files).
+      mapfile -t pids < <(host_pids "$h" 2>/dev/null | sort -u)
+      [ ${#pids[@]} -eq 0 ] || kill -9 "${pids[@]}" 2>/dev/null || true
+    ) &
   done
-  for name in graph-sim ews-sim fcm-sim sim; do top_env "$STACK" "$name-stop" >/dev/null 2>&1 || true; done
-  for n in 3 2 1; do node_stop "$n"; done
+  for name in graph-sim ews-sim fcm-sim sim; do top_env "$STACK" "$name-stop" >/dev/null 2>&1 & done
+  wait
+  # The nodes last: the hosts' pools close their connections first.
+  for n in "${NODES[@]}"; do node_stop "$n" & done
+  wait
   net_down
 }
 
