@@ -55,6 +55,8 @@ public struct ENSConfiguration: Sendable {
     public var pushSocket = "/run/ens/apns.sock"
     public var pushSpoolDirectory = "/var/lib/ens/spool"
     public var pushSpoolCapacity = 100_000
+    /// This host's name in SenderHosts (push.host_name); nil: the system's (`senderHostName()`).
+    public var pushHostName: String?
     public var apnsProductionURL = "https://api.push.apple.com"
     public var apnsSandboxURL = "https://api.sandbox.push.apple.com"
     /// PEM CA bundle for the APNs hosts; empty uses the system store.
@@ -239,6 +241,7 @@ public struct ENSConfiguration: Sendable {
         "push.credential_pause_seconds": { config, key, value throws(ConfigError) in config.pushCredentialPause = try duration(key, value, 1...3600, Duration.seconds) },
         "push.connections": { config, key, value throws(ConfigError) in config.pushConnectionsPerHost = try integer(key, value, 1...16) },
         "push.socket": { config, key, value throws(ConfigError) in config.pushSocket = try path(key, value) },
+        "push.host_name": { config, key, value throws(ConfigError) in config.pushHostName = value.isEmpty ? nil : try senderHostName(key, value) },
         "reap.device_days": { config, key, value throws(ConfigError) in config.deviceRetention = try duration(key, value, 1...3650, Duration.days) },
         "reap.disabled_days": { config, key, value throws(ConfigError) in config.disabledRetention = try duration(key, value, 0...3650, Duration.days) },
         "reap.empty_record_days": { config, key, value throws(ConfigError) in config.emptyRecordRetention = try duration(key, value, 0...3650, Duration.days) },

@@ -90,7 +90,7 @@ public final class Spool: Sendable {
 
     public init(directory: String, masterKey: AESGCMKey, capacity: Int, segmentLimit: Int = 16 << 20) throws {
         self.directory = directory
-        let key = masterKey.derived(label: "ens/v1/spool")
+        let key = SpoolLayout.spoolKey(masterKey: masterKey)
         self.key = key
         self.capacity = capacity
         self.segmentLimit = min(max(segmentLimit, 1024), Int(UInt32.max) - SpoolLayout.maximumSealedSize)
@@ -134,6 +134,11 @@ public final class Spool: Sendable {
 
     /// Notifications spooled and not yet removed.
     public var count: Int { size.withLock { $0 } }
+
+    /// The oldest segment still holding a notification to deliver (for the heartbeat).
+    var oldestLiveSegment: UInt32? {
+        state.withLock { state in state.live.filter { !$0.value.isEmpty }.keys.min() }
+    }
 
     /// Everything spooled and not yet removed, in arrival order (for replay after a restart).
     public func pending() -> [SpoolEntry] {
@@ -206,11 +211,7 @@ public final class Spool: Sendable {
             state.readers[place.segment] = reader
             return (place, reader, segmentKey)
         }
-        let header = try reader.read(count: SpoolLayout.headerSize, at: Int(place.offset))
-        guard let length = SpoolLayout.sealedLength(header: header) else { throw DamagedRecord(entry: entry) }
-        let sealed = try reader.read(count: length, at: Int(place.offset) + SpoolLayout.headerSize)
-        guard sealed.count == length else { throw DamagedRecord(entry: entry) }
-        return try PushNotification(json: segmentKey.open(sealed, associatedData: SpoolLayout.associatedData(place)))
+        return try SpoolLayout.readRecord(reader, at: place, key: segmentKey, reportedAs: entry)
     }
 
     /// Marks a delivered or permanently rejected notification done; deletes its segment

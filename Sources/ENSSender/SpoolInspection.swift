@@ -18,10 +18,19 @@ extension Spool {
             guard waiting > 0 else { continue }
             pending += waiting
             segments += 1
-            if oldest == nil, let modified = Files.signature(path)?.modified {
-                oldest = Timestamp(millisecondsSinceEpoch: modified / 1_000_000)  // segments sort oldest first
-            }
+            if oldest == nil { oldest = lastWritten(path) }  // segments sort oldest first
         }
         return StatusReport.Spool(pending: pending, segments: segments, oldestWrittenAt: oldest)
+    }
+
+    /// When the oldest segment holding a notification to deliver was last written (its
+    /// notifications have waited at least since then); nil when nothing waits. From the
+    /// open spool's own bookkeeping: one stat call, for the heartbeat every few seconds.
+    public var oldestWaitingSince: Timestamp? {
+        oldestLiveSegment.flatMap { Self.lastWritten(SpoolLayout.segmentPath(directory, $0)) }
+    }
+
+    private static func lastWritten(_ path: String) -> Timestamp? {
+        Files.signature(path).map { Timestamp(millisecondsSinceEpoch: $0.modified / 1_000_000) }
     }
 }

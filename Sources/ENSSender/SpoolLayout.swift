@@ -1,4 +1,5 @@
 internal import Codecs
+internal import ENSCore
 internal import POSIX
 internal import OpenSSL
 
@@ -19,6 +20,11 @@ enum SpoolLayout {
     static let segmentHeaderSize = 4 + saltSize
 
     static func segmentHeader(salt: [UInt8]) -> [UInt8] { segmentMagic + salt }
+
+    /// The key every segment key derives from (and that seals segments without a salt).
+    static func spoolKey(masterKey: AESGCMKey) -> AESGCMKey {
+        masterKey.derived(label: "ens/v1/spool")
+    }
 
     static func segmentKey(spoolKey: AESGCMKey, salt: [UInt8]) -> AESGCMKey {
         spoolKey.derived(label: "ens/v2/spool-segment/" + Hex.encode(salt))
@@ -75,6 +81,17 @@ enum SpoolLayout {
             offset += headerSize + length
         }
         return (offsets, false, salt)
+    }
+
+    /// Opens the record at `place` of the segment `reader` reads; a record that is cut
+    /// short or has a bad header is `DamagedRecord` (naming `entry`, the place the
+    /// caller knows it by), one that does not open under `key` an `OpenSSLError`.
+    static func readRecord(_ reader: LogFile, at place: SpoolEntry, key: AESGCMKey, reportedAs entry: SpoolEntry) throws -> PushNotification {
+        let header = try reader.read(count: headerSize, at: Int(place.offset))
+        guard let length = sealedLength(header: header) else { throw Spool.DamagedRecord(entry: entry) }
+        let sealed = try reader.read(count: length, at: Int(place.offset) + headerSize)
+        guard sealed.count == length else { throw Spool.DamagedRecord(entry: entry) }
+        return try PushNotification(json: key.open(sealed, associatedData: associatedData(place)))
     }
 
     static func doneOffsets(_ path: String) throws -> Set<UInt32> {

@@ -263,11 +263,13 @@ public final class Connection {
     /// - a Galera node that is not ready refuses statements without running them, and
     ///   the rerun goes to the next server;
     /// - a deadlock or certification conflict rolled the statement back (Galera's own
-    ///   single retry of autocommit statements does not always suffice).
+    ///   single retry of autocommit statements does not always suffice). A lock wait
+    ///   timeout is left to the caller, who may have set it short in order to give up.
     /// A connection lost mid-statement is not: the statement may have been applied.
     private static func certainlyNotApplied(_ error: MariaDBError, wasConnected: Bool) -> Bool {
         switch error.kind {
-        case .nodeUnavailable, .conflict: true
+        case .nodeUnavailable: true
+        case .conflict: error.isDeadlock
         case .connectionLost: wasConnected && error.isStaleConnection
         default: false
         }

@@ -120,6 +120,11 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
     /// The connection must be dropped and another server (the next of `hosts`) tried.
     var abandonsServer: Bool { kind == .connectionLost || kind == .nodeUnavailable }
 
+    /// A deadlock, or on Galera a certification conflict (both 1213): the server rolled
+    /// the statement or transaction back. Not a lock wait timeout, which a caller may
+    /// have set short on purpose to give up.
+    var isDeadlock: Bool { Int32(code) == ER_LOCK_DEADLOCK }
+
     /// "MySQL server has gone away": found when sending on a connection the server had
     /// already closed, so the statement never ran and a retry on a new connection is safe.
     var isStaleConnection: Bool { Int32(code) == CR_SERVER_GONE_ERROR }

@@ -40,6 +40,14 @@ public enum Files {
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
+    /// The device and inode `path` resolves to (symbolic links followed): two paths with
+    /// the same identity are the same file or directory. Nil if it is missing.
+    public static func identity(_ path: String) -> (device: UInt64, inode: UInt64)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (UInt64(info.st_dev), UInt64(info.st_ino))
+    }
+
     /// mkdir that is content to find the directory already there.
     public static func createDirectory(_ path: String, mode: UInt32) throws(SystemError) {
         guard mkdir(path, mode) == 0 || errno == EEXIST else { throw SystemError(call: "mkdir", errno: errno) }

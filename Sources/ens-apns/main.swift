@@ -5,10 +5,21 @@ import Logging
 import OpenSSL
 import POSIX
 
-/// ens-apns: the push sender (named for its first provider, APNs).
-struct ENSAPNs: ParsableCommand {
+/// ens-apns: the push sender (named for its first provider, APNs); `drain` hands a lost
+/// host's spool to it. A command of its own, so that each has its own --config.
+struct ENSAPNsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ens-apns",
+        abstract: "ENS push sender (serve, the default) and its drain command.",
+        subcommands: [ENSAPNs.self, Drain.self],
+        defaultSubcommand: ENSAPNs.self
+    )
+}
+
+/// The sender itself.
+struct ENSAPNs: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
         abstract: "ENS push sender: takes notifications from the responders on push.socket, spools them durably and delivers them to APNs over HTTP/2.",
         discussion: """
             A notification is acknowledged only once it is appended to the spool log in \
@@ -31,6 +42,7 @@ struct ENSAPNs: ParsableCommand {
         let credentials: APNsCredentials
         let fcmAccounts: [String: FCMServiceAccount]
         let masterKey: AESGCMKey
+        let hostName: String
         do {
             try CoreDumps.forbid()  // before any secret is read
             settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
@@ -38,6 +50,7 @@ struct ENSAPNs: ParsableCommand {
             _ = try settings.serviceDatabase()
             credentials = try Self.credentials(settings)
             fcmAccounts = try Self.fcmAccounts(settings)
+            hostName = try settings.senderHostName()
         } catch {
             printError("ens-apns: \(error)")
             throw ExitCode(1)
@@ -54,6 +67,7 @@ struct ENSAPNs: ParsableCommand {
 
         let sender: Sender
         let ingest: Ingest
+        let heartbeat: SenderHeartbeat
         let listener: (fd: Int32, inode: UInt64)
         let metrics = MetricsRecorder(file: settings.metricsFile("apns"))
         do {
@@ -86,13 +100,14 @@ struct ENSAPNs: ParsableCommand {
                 logger: logger
             )
             ingest = try Ingest(listener: listener.fd, spool: spool, metrics: metrics, logger: logger, handOff: sender.enqueue)
+            heartbeat = SenderHeartbeat(host: hostName, spool: spool, database: try settings.serviceDatabase(), logger: logger)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             UnixSocket.unlinkIfOurs(path: settings.pushSocket, inode: listener.inode)
             throw ExitCode(1)
         }
         logger.info("sender started", metadata: [
-            "socket": "\(settings.pushSocket)", "spool.dir": "\(settings.pushSpoolDirectory)",
+            "socket": "\(settings.pushSocket)", "spool.dir": "\(settings.pushSpoolDirectory)", "host": "\(hostName)",
             "auth.token": "\(credentials.token != nil)", "auth.certificates": "\(credentials.certificates.keys.sorted().joined(separator: ","))",
             "fcm.packages": "\(fcmAccounts.keys.sorted().joined(separator: ","))",
         ])
@@ -101,6 +116,7 @@ struct ENSAPNs: ParsableCommand {
         let metricsLogger = logger
         let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger, refresh: sender.refreshGauges) }
         let intake = try OSThread.start { ingest.run() }
+        let beating = try OSThread.start { heartbeat.run() }
 
         // Under systemd (Type=notify): ready once the socket listens and delivery runs;
         // with WatchdogSec=, alive as long as this thread answers.
@@ -123,6 +139,8 @@ struct ENSAPNs: ParsableCommand {
         UnixSocket.unlinkIfOurs(path: settings.pushSocket, inode: listener.inode)
         sender.stop()
         delivery.join()
+        heartbeat.stop()  // its last row: what delivery left in the spool
+        beating.join()
         metrics.stop()
         metricsWriter?.join()
         FileDescriptor.close(listener.fd)
@@ -175,4 +193,4 @@ extension ENSAPNs {
     }
 }
 
-ENSAPNs.main()
+ENSAPNsCommand.main()

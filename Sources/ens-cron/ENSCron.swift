@@ -324,13 +324,14 @@ struct Jobs {
 
     private func reapNow() throws {
         let counts = try maintenance.reap()
+        maintenance.warnAboutLostSenders()
         logger.info("reap done", metadata: [
             "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",
             "records.empty": "\(counts.emptyRecords)", "ewsurlcache.expired": "\(counts.expiredURLCache)",
             "events.forgotten": "\(counts.forgottenEvents)", "notifications.content_erased": "\(counts.expiredContent)",
-            "notifications.removed": "\(counts.oldNotifications)",
+            "notifications.removed": "\(counts.oldNotifications)", "credentials.abandoned": "\(counts.abandonedCredentials)",
         ])
-        print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed")
+        print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned registrations' credentials erased")
     }
 
     func renew() throws {

@@ -35,26 +35,3 @@ struct Status: ParsableCommand {
         }
     }
 }
-
-/// Progress of a long job, on standard error when that is a terminal (a person waiting),
-/// at most a few times a second; nothing under cron or systemd.
-final class TerminalProgress: Sendable {
-    static let shared = TerminalProgress()
-    let enabled = FileDescriptor.isTerminal(2)
-    private let last = SynchronizedBox<(what: String, at: UInt64)>(("", 0))
-
-    func report(_ what: String, _ count: Int) {
-        guard enabled else { return }
-        let now = MonotonicClock.milliseconds()
-        let show = last.withLock { last -> Bool in
-            guard last.what != what || now - last.at >= 200 else { return false }
-            last = (what, now)
-            return true
-        }
-        if show { try? FileDescriptor.writeAll(2, Array("\r\u{1B}[K\(count) \(what)".utf8)) }
-    }
-
-    func finish() {
-        if enabled { try? FileDescriptor.writeAll(2, Array("\r\u{1B}[K".utf8)) }
-    }
-}

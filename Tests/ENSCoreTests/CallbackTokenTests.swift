@@ -6,16 +6,18 @@ import XML
 @testable import ENSCore
 @testable import EWS
 
-/// Sealed callback URLs: only this record plus the master key opens them; any change
-/// is detected by the MAC before the database is asked.
+/// Callback URLs. Keyed (today's): a random key per subscription that, with the master
+/// key, opens the credentials stored in the database. Carrying (older subscriptions):
+/// the credentials sealed in the URL, opened by this record plus the master key. Any
+/// change is detected by the MAC before the database is asked.
 @Suite struct CallbackTokenTests {
     static let keyMaterial: [UInt8] = Array(repeating: 7, count: 1200)
     static let credentials = EWSCredentials(method: .basic(userName: "alice", password: "s3cret-Pa55"), mailbox: "alice@example.test")
 
     static func make(recordID: Int64 = 42, generation: Int64 = 3, vault: Vault? = nil) throws -> (String, Vault) {
         let vault = try vault ?? VaultTests.vault()
-        let suffix = try CallbackToken.make(payload: CallbackPayload(credentials: credentials).encoded, recordID: recordID,
-                                            generation: generation, recordKeyMaterial: keyMaterial, vault: vault)
+        let suffix = try CallbackToken.makeCarrying(payload: CallbackPayload(credentials: credentials).encoded, recordID: recordID,
+                                                    generation: generation, recordKeyMaterial: keyMaterial, vault: vault)
         return (suffix, vault)
     }
 
@@ -29,7 +31,9 @@ import XML
         #expect(suffix.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_/".contains($0)) })
         let token = try #require(CallbackToken(path: suffix, vault: vault))
         #expect(token.recordID == 42 && token.generation == 3)
-        let payload = try CallbackPayload(encoded: token.open(recordKeyMaterial: Self.keyMaterial, vault: vault))
+        #expect(try token.credentialSeal(vault: vault) == nil)
+        let carried = try token.openCarried(recordKeyMaterial: Self.keyMaterial, vault: vault)
+        let payload = try CallbackPayload(encoded: #require(carried))
         #expect(payload.credentials.method == Self.credentials.method)
         #expect(payload.credentials.mailbox == nil)  // Basic needs no mailbox at callback time
     }
@@ -65,7 +69,62 @@ import XML
         let token = try #require(CallbackToken(path: suffix, vault: vault))
         var other = Self.keyMaterial
         other[0] ^= 1
-        #expect(throws: (any Error).self) { try token.open(recordKeyMaterial: other, vault: vault) }
+        #expect(throws: (any Error).self) { try token.openCarried(recordKeyMaterial: other, vault: vault) }
+    }
+
+    // MARK: Keyed URLs
+
+    @Test func aKeyedURLIsShortWhateverTheCredentialsWeigh() throws {
+        let vault = try VaultTests.vault()
+        let (suffix, seal) = try CallbackToken.makeKeyed(recordID: 9_999_999_999, generation: 4_000_000_000, vault: vault)
+        #expect(suffix.hasPrefix("9999999999/4000000000/k."))
+        #expect(("https://ens.example.com/ews/" + suffix).utf8.count < 130)
+        #expect(suffix.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_/.".contains($0)) })
+        // A 10 KB certificate bundle is stored, not carried.
+        let identity = ClientIdentity(certificateDER: Array(repeating: 0x30, count: 6000), privateKeyDER: Array(repeating: 0x02, count: 4000))
+        let payload = CallbackPayload(credentials: EWSCredentials(method: .certificate(identity), mailbox: nil)).encoded
+        let token = try #require(CallbackToken(path: suffix, vault: vault))
+        let opened = try #require(try token.credentialSeal(vault: vault)).open(try seal.seal(payload))
+        #expect(try CallbackPayload(encoded: opened).credentials.method == .certificate(identity))
+        #expect(try token.openCarried(recordKeyMaterial: Self.keyMaterial, vault: vault) == nil)
+    }
+
+    /// The stored credentials open only with this subscription's URL and the master key:
+    /// not another subscription's URL of the same record, not another generation, not
+    /// another master key; and the URL is refused when altered or moved.
+    @Test func storedCredentialsOpenOnlyWithTheirOwnURLAndTheMasterKey() throws {
+        let vault = try VaultTests.vault()
+        let (suffix, seal) = try CallbackToken.makeKeyed(recordID: 42, generation: 3, vault: vault)
+        let sealed = try seal.seal(Array("the credentials".utf8))
+        let (otherSuffix, _) = try CallbackToken.makeKeyed(recordID: 42, generation: 3, vault: vault)
+        let other = try #require(CallbackToken(path: otherSuffix, vault: vault))
+        #expect(throws: (any Error).self) { try #require(try other.credentialSeal(vault: vault)).open(sealed) }
+        let blob = suffix.split(separator: "/")[2]
+        #expect(CallbackToken(path: "43/3/\(blob)", vault: vault) == nil)
+        #expect(CallbackToken(path: "42/4/\(blob)", vault: vault) == nil)
+        #expect(CallbackToken(path: suffix, vault: try VaultTests.vault(VaultTests.otherMasterBytes)) == nil)
+        #expect(CallbackToken(path: "42/3/k." + String(blob.dropFirst(2).dropLast(1)), vault: vault) == nil)
+        #expect(CallbackToken(path: "42/3/k.", vault: vault) == nil)
+        // The same URL key under another master key derives another seal.
+        let token = try #require(CallbackToken(path: suffix, vault: vault))
+        guard case .keyed(let urlKey) = token.form else {
+            Issue.record("not keyed")
+            return
+        }
+        let foreign = try CredentialSeal(vault: try VaultTests.vault(VaultTests.otherMasterBytes), recordID: 42, generation: 3, urlKey: urlKey)
+        #expect(throws: (any Error).self) { try foreign.open(sealed) }
+        #expect(try token.credentialSeal(vault: vault)?.open(sealed) == Array("the credentials".utf8))
+    }
+
+    @Test func everyAlteredCharacterOfAKeyedURLIsRefused() throws {
+        let vault = try VaultTests.vault()
+        let (suffix, _) = try CallbackToken.makeKeyed(recordID: 42, generation: 3, vault: vault)
+        let characters = Array(suffix)
+        for index in characters.indices where characters[index] != "/" {
+            var altered = characters
+            altered[index] = altered[index] == "A" ? "B" : "A"
+            #expect(CallbackToken(path: String(altered), vault: vault) == nil, "altered at \(index)")
+        }
     }
 
     @Test func payloadsRoundTripForEveryMethod() throws {

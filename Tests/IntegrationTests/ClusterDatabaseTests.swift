@@ -95,28 +95,38 @@ struct ClusterDatabaseTests {
         #expect(!database.isConnected)
     }
 
-    /// A lone statement that loses a lock wait (or, on Galera, certification) was rolled
-    /// back, so it is run again instead of failing the request.
-    @Test func aLoneStatementThatLosesALockWaitRunsAgain() throws {
-        let name = domain("locked")
+    /// A lone statement chosen as a deadlock's victim (on Galera: one that lost
+    /// certification to another node's write; both are 1213) was rolled back, so it runs
+    /// again instead of failing the request. Here a transaction that has written more
+    /// rows (so InnoDB picks the lone statement as the victim) and the statement lock
+    /// two rows in opposite orders.
+    @Test func aLoneStatementThatLosesADeadlockRunsAgain() throws {
+        let (first, second) = ("a-" + domain("deadlock"), "b-" + domain("deadlock"))
         let holder = try TestStack.serviceConnection()
-        try insert(name, on: holder)
-        let victim = try TestStack.serviceConnection()
-        try victim.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        try insert(first, on: holder)
+        try insert(second, on: holder)
         try holder.execute("START TRANSACTION")
-        try holder.execute("UPDATE EWSUrlCache SET ews_url = 'https://holder.test/EWS/Exchange.asmx' WHERE domain = \(name)")
-        // Only the release thread touches `holder` from here on.
-        nonisolated(unsafe) let releasing = holder
-        let release = Thread {
-            Thread.sleep(forTimeInterval: 1.6)
-            _ = try? releasing.execute("COMMIT")
+        for index in 0..<30 { try insert(domain("weight-\(index)"), on: holder) }
+        try holder.execute("UPDATE EWSUrlCache SET ews_url = 'https://holder.test/EWS/Exchange.asmx' WHERE domain = \(second)")
+        // Only this thread touches `holder` from here on: once the lone statement below
+        // holds the first row and waits for the second, it asks for the first (the
+        // deadlock), then commits.
+        nonisolated(unsafe) let closing = holder
+        let closer = Thread {
+            Thread.sleep(forTimeInterval: 0.5)
+            _ = try? closing.execute("UPDATE EWSUrlCache SET ews_url = 'https://holder.test/EWS/Exchange.asmx' WHERE domain = \(first)")
+            Thread.sleep(forTimeInterval: 0.5)
+            _ = try? closing.execute("COMMIT")
         }
-        release.start()
-        let started = Date()
-        try victim.execute("UPDATE EWSUrlCache SET ews_url = 'https://victim.test/EWS/Exchange.asmx' WHERE domain = \(name)")
-        #expect(Date().timeIntervalSince(started) > 1.0, "the first attempt should have waited for the lock and lost")
-        let url = try admin.queryOne("SELECT ews_url FROM ens.EWSUrlCache WHERE domain = \(name)")?.decode(String.self)
-        #expect(url == "https://victim.test/EWS/Exchange.asmx")
+        closer.start()
+        let lone = try TestStack.serviceConnection()
+        try lone.execute("""
+            UPDATE EWSUrlCache SET ews_url = 'https://lone.test/EWS/Exchange.asmx' WHERE domain IN (\(first), \(second)) ORDER BY domain
+            """)
+        let urls = try admin.query("SELECT ews_url FROM ens.EWSUrlCache WHERE domain IN (\(first), \(second))").map { try $0.decode(String.self) }
+        #expect(urls == ["https://lone.test/EWS/Exchange.asmx", "https://lone.test/EWS/Exchange.asmx"], "the rerun came after the transaction's commit")
+        let deadlocks = try admin.queryOne("SHOW ENGINE INNODB STATUS").map { try $0.decode(String.self, String.self, String.self).2 } ?? ""
+        #expect(deadlocks.contains("LATEST DETECTED DEADLOCK"))
     }
 
     /// Galera's SKIP LOCKED does not see another node's claim: two hosts can pick the same
@@ -209,6 +219,92 @@ struct ClusterDatabaseTests {
         let ran = try cron(["reap"])
         #expect(ran.log.contains("reap done"), "\(ran.log)")
         #expect(try leaseRow().holder == nil, "the lease should be released after the run")
+    }
+}
+
+/// The client against a real Galera node (Tests/tools/galera-node.sh, a one-node
+/// cluster on loopback) that then refuses every table with 1047 while it still answers
+/// `SELECT 1`, as a node cut off from its cluster does, or leaves the Synced state. The
+/// stack's plain MariaDB, at 127.0.0.2, is the next server in the list. (A real
+/// partition, with its pause and 1180s, is scripts/cluster.sh's.)
+@Suite(.serialized, .enabled(if: TestStack.isRunning && getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/lib/galera/libgalera_smm.so"),
+                             "needs root (the node runs as mysql), galera-4 and the stack"))
+struct GaleraNodeTests {
+    let stackPort = (Int(TestStack.port) ?? 18443) + 20
+    let nodePort = (Int(TestStack.port) ?? 18443) + 30
+    let directory = TestStack.directory + "/galera-node"
+    let password: String
+    static let script = TestStack.root + "/Tests/tools/galera-node.sh"
+
+    init() throws {
+        // ClusterDatabaseTests made the same account on the stack's MariaDB.
+        _ = try ClusterDatabaseTests()
+        password = try String(contentsOfFile: TestStack.directory + "/secrets/db-service.password", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try? TestStack.run(Self.script, ["stop", directory])
+        _ = try TestStack.run(Self.script, ["start", directory, String(nodePort), String(nodePort + 1), password])
+        // The table the tests read, on the node as on the stack.
+        let admin = Connection(configuration: MariaDBConfiguration(unixSocket: directory + "/mysqld.sock", user: "root", password: "", database: "ens"))
+        try admin.execute("CREATE TABLE IF NOT EXISTS APITokens (id INT PRIMARY KEY)")
+    }
+
+    func connection(_ servers: [(String, Int)]) -> Connection {
+        Connection(configuration: MariaDBConfiguration(
+            hosts: servers.map { MariaDBConfiguration.Endpoint(host: $0.0, port: $0.1) },
+            user: "ens_cluster_test", password: password, database: "ens"))
+    }
+
+    func node(_ command: String) throws {
+        _ = try TestStack.run(Self.script, [command, directory])
+    }
+
+    @Test func aNodeThatRefusesWorkIsLeftForTheNextServer() throws {
+        defer { _ = try? TestStack.run(Self.script, ["stop", directory]) }
+        let database = connection([("127.0.0.1", nodePort), ("127.0.0.2", stackPort)])
+        #expect(try database.queryOne("SELECT COUNT(*) FROM APITokens")?.int(0) == 0)
+        #expect(database.server?.port == nodePort && database.isGaleraNode)
+        try database.checkHealth()
+
+        try node("refuse")
+        // The node refuses the statement (1047) without running it: it runs on the next.
+        #expect(try database.queryOne("SELECT COUNT(*) FROM APITokens")?.int(0) != nil)
+        #expect(database.server?.host == "127.0.0.2" && !database.isGaleraNode)
+
+        // A transaction begun on the refusing node runs whole on the next server.
+        let fresh = connection([("127.0.0.1", nodePort), ("127.0.0.2", stackPort)])
+        let domain = "galera-\(UUID().uuidString.prefix(8).lowercased()).test"
+        var runs = 0
+        try fresh.transaction {
+            runs += 1
+            try fresh.execute("""
+                INSERT INTO EWSUrlCache (domain, ews_url, expires_at) VALUES (\(domain), 'https://x.test/EWS/Exchange.asmx', NOW() + INTERVAL 1 HOUR)
+                """)
+        }
+        #expect(fresh.server?.host == "127.0.0.2")
+        #expect(try database.queryOne("SELECT COUNT(*) FROM EWSUrlCache WHERE domain = \(domain)")?.int(0) == 1)
+        // The node refused START TRANSACTION itself, so the body ran once, on the next server.
+        #expect(runs == 1)
+    }
+
+    /// What /alive reports: a node that is not a synced member of the Primary component
+    /// is unusable even though it answers; with another server listed, the check moves
+    /// there and passes.
+    @Test func theHealthCheckReadsTheNodesWsrepState() throws {
+        defer { _ = try? TestStack.run(Self.script, ["stop", directory]) }
+        let alone = connection([("127.0.0.1", nodePort)])
+        try alone.checkHealth()
+        try node("desync")
+        #expect(try alone.queryOne("SELECT COUNT(*) FROM APITokens")?.int(0) == 0)  // it still serves
+        do {
+            try alone.checkHealth()
+            Issue.record("a desynced node passed the health check")
+        } catch {
+            #expect(error.kind == .nodeUnavailable && error.meansUnavailable)
+            #expect("\(error)".contains("1047"))
+        }
+        let listed = connection([("127.0.0.1", nodePort), ("127.0.0.2", stackPort)])
+        try listed.checkHealth()
+        #expect(listed.server?.host == "127.0.0.2")
     }
 }
 

@@ -3,10 +3,11 @@
 //
 // The first input byte picks the mode:
 //   even ("0"): the rest is the path suffix, read by CallbackToken(path:vault:) under a
-//         fixed master key (forged or malformed URLs must be refused, not trap);
+//         fixed master key (forged or malformed URLs, keyed or carrying, must be
+//         refused, not trap);
 //   odd ("1"):  the rest is a callback payload: CallbackPayload(encoded:) must not trap,
-//         and a payload that decodes is sealed with CallbackToken.make, read back
-//         from its URL and opened, and must come back unchanged.
+//         and a payload that decodes is sealed into a carrying URL and under a keyed
+//         URL's seal, read back and opened, and must come back unchanged.
 // The committed seeds include URLs made under the same fixed key, so the fuzzer starts
 // from tokens whose MAC verifies.
 import ENSCore
@@ -30,9 +31,10 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         let suffix = String(decoding: rest, as: UTF8.self)
         if let token = CallbackToken(path: suffix, vault: vault) {
             precondition(token.recordID >= 0 && token.generation >= 0, "a negative record id or generation")
-            if let opened = try? token.open(recordKeyMaterial: recordKeyMaterial, vault: vault) {
+            if let opened = try? token.openCarried(recordKeyMaterial: recordKeyMaterial, vault: vault) {
                 _ = try? CallbackPayload(encoded: opened)
             }
+            _ = try? token.credentialSeal(vault: vault)?.open(rest)
         }
         return 0
     }
@@ -50,15 +52,20 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     precondition(normal.encoded == encoded, "callback payload encoding is not stable")
     let recordID = Int64(mode >> 1)
     do {
-        let path = try CallbackToken.make(payload: encoded, recordID: recordID, generation: 3, recordKeyMaterial: recordKeyMaterial, vault: vault)
+        let path = try CallbackToken.makeCarrying(payload: encoded, recordID: recordID, generation: 3, recordKeyMaterial: recordKeyMaterial, vault: vault)
         guard let token = CallbackToken(path: path, vault: vault) else { preconditionFailure("a token made here is refused") }
         precondition(token.recordID == recordID && token.generation == 3, "token ids changed")
-        let opened = try token.open(recordKeyMaterial: recordKeyMaterial, vault: vault)
+        guard let opened = try token.openCarried(recordKeyMaterial: recordKeyMaterial, vault: vault) else { preconditionFailure("a carrying token carries nothing") }
         precondition(opened == encoded, "the sealed payload changed")
         let decoded = try CallbackPayload(encoded: opened)
         precondition(decoded == normal, "the opened payload decodes differently")
-        let foreign = try? token.open(recordKeyMaterial: Array("other".utf8), vault: vault)
+        let foreign = try? token.openCarried(recordKeyMaterial: Array("other".utf8), vault: vault)
         precondition(foreign == nil, "a token opened with another record's key material")
+        let (keyedPath, seal) = try CallbackToken.makeKeyed(recordID: recordID, generation: 3, vault: vault)
+        guard let keyed = CallbackToken(path: keyedPath, vault: vault), let reopened = try keyed.credentialSeal(vault: vault) else {
+            preconditionFailure("a keyed token made here is refused")
+        }
+        precondition(try reopened.open(seal.seal(encoded)) == encoded, "stored credentials changed")
     } catch {
         preconditionFailure("sealing a callback payload failed: \(error)")
     }
@@ -77,7 +84,7 @@ public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutable
         ("certificate", CallbackPayload(credentials: EWSCredentials(method: .certificate(ClientIdentity(certificateDER: [0x30, 0x03, 0x02, 0x01, 0x01], privateKeyDER: [0x30, 0x00])), mailbox: nil))),
     ]
     for (index, (name, payload)) in payloads.enumerated() {
-        guard let path = try? CallbackToken.make(payload: payload.encoded, recordID: Int64(index + 1), generation: Int64(index), recordKeyMaterial: recordKeyMaterial, vault: vault) else { continue }
+        guard let path = try? CallbackToken.makeCarrying(payload: payload.encoded, recordID: Int64(index + 1), generation: Int64(index), recordKeyMaterial: recordKeyMaterial, vault: vault) else { continue }
         write(directory + "/token-" + name, Array("0".utf8) + Array(path.utf8))
         write(directory + "/payload-" + name, Array("1".utf8) + payload.encoded)
     }

@@ -77,6 +77,7 @@ public struct Maintenance {
         public var forgottenEvents = 0
         public var expiredContent = 0
         public var oldNotifications = 0
+        public var abandonedCredentials = 0
     }
 
     /// How long the new-mail events a backend delivered are remembered against
@@ -111,6 +112,14 @@ public struct Maintenance {
         }
         counts.expiredURLCache = try inBatches("DELETE FROM EWSUrlCache WHERE expires_at < \(now.databaseString) LIMIT \(limit)", "expired URL cache rows removed")
         counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)", "old Graph event ids forgotten")
+        // Credentials stored for a registration attempt that never became the live
+        // subscription (it failed, or its responder died between Subscribe and commit):
+        // past the pending window nothing will use them. Few rows, so one statement (a
+        // multi-table DELETE takes no LIMIT).
+        counts.abandonedCredentials = try database.execute("""
+            DELETE c FROM MailCredentials c JOIN EnsSubscriptionInfo s ON s.id = c.record_id
+            WHERE c.generation <> s.generation AND c.created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
+            """).affectedRows
         try reapNotificationLog(&counts)
         return counts
     }

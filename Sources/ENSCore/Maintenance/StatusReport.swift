@@ -44,6 +44,8 @@ public struct StatusReport: Sendable {
     public var devices: [Devices] = []
     public var spool: Spool?
     public var spoolProblem: String?
+    /// Every host's sender as its heartbeat row says (several hosts, one database).
+    public var senderHosts: [SenderHost] = []
     public var cronJobs: [CronJobLog.Entry] = []
     public var activeTokens = 0
     public var revokedTokens = 0
@@ -90,6 +92,7 @@ public struct StatusReport: Sendable {
             if active == 1 { report.activeTokens = count } else { report.revokedTokens = count }
         }
         report.keyPool = try database.queryOne("SELECT COUNT(*) FROM KeyPool")?.decode(Int.self) ?? 0
+        report.senderHosts = try SenderHost.all(database: database)
         report.keyPoolTarget = configuration.keyPoolSize
         return report
     }
@@ -120,6 +123,14 @@ public struct StatusReport: Sendable {
             lines.append("  \(spool.pending) notifications waiting in \(spool.segments) segment file(s); oldest waiting since \(when(spool.oldestWrittenAt))")
         } else {
             lines.append("  unknown: \(spoolProblem ?? "not read")")
+        }
+        lines.append("")
+        lines.append("Sender hosts (heartbeats in SenderHosts)")
+        lines += senderHosts.isEmpty ? ["  none"] : table(["host", "heartbeat", "spool entries", "oldest entry"], senderHosts.map {
+            [$0.host, when($0.heartbeatAt), "\($0.spoolEntries)", when($0.oldestEntryAt)]
+        })
+        for host in senderHosts where host.isLost(now: generatedAt) {
+            lines.append("  \(host.host): lost with \(host.spoolEntries) queued notifications: drain its spool with `\(host.drainCommand)`")
         }
         lines.append("")
         lines.append("Cron jobs")
@@ -173,6 +184,18 @@ public struct StatusReport: Sendable {
         } else {
             root.add("spool", rawJSON: Array("null".utf8))
         }
+        root.add("senderHosts", rawJSON: array(senderHosts.map { entry in
+            var object = JSONObjectWriter()
+            object.add("host", entry.host)
+            object.add("heartbeatAt", rawJSON: time(entry.heartbeatAt))
+            object.add("heartbeatAgeSeconds", Int(max(0, (generatedAt.millisecondsSinceEpoch - entry.heartbeatAt.millisecondsSinceEpoch) / 1000)))
+            object.add("spoolEntries", entry.spoolEntries)
+            object.add("oldestEntryAt", rawJSON: time(entry.oldestEntryAt))
+            let lost = entry.isLost(now: generatedAt)
+            object.add("lost", rawJSON: Array((lost ? "true" : "false").utf8))
+            if lost { object.add("drainCommand", entry.drainCommand) } else { object.add("drainCommand", rawJSON: Array("null".utf8)) }
+            return object.finished()
+        }))
         root.add("cronJobs", rawJSON: array(Self.jobs.map { job in
             var object = JSONObjectWriter()
             object.add("job", job)

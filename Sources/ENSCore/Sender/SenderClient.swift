@@ -24,6 +24,16 @@ public struct SenderClient: Sendable {
     }
 
     public func submit(_ notification: PushNotification) throws(Failure) -> Outcome {
+        guard let outcome = try submit(batch: [notification]).first else { throw Failure(problem: "connection closed before an answer") }
+        return outcome
+    }
+
+    /// Hands over several notifications on one connection, all frames at once, and reads
+    /// their answers, which come in the same order (`ens-apns drain`: one sync on the
+    /// sender's side covers the lot). Fewer answers than notifications: the sender hung
+    /// up after the ones given (it was busy, say); the rest were not taken. Throws only
+    /// when there is no answer at all.
+    public func submit(batch notifications: [PushNotification]) throws(Failure) -> [Outcome] {
         let fd: Int32
         do {
             fd = try UnixSocket.connect(path: socketPath)
@@ -32,25 +42,33 @@ public struct SenderClient: Sendable {
         }
         defer { FileDescriptor.close(fd) }
         FileDescriptor.setTimeouts(fd, milliseconds: timeoutMilliseconds)
+        var problem: String?
         do {
-            try FileDescriptor.writeAll(fd, Frame(kind: .submit, payload: notification.json).encoded)
-            var decoder = FrameDecoder()
-            while true {
+            try FileDescriptor.writeAll(fd, notifications.flatMap { Frame(kind: .submit, payload: $0.json).encoded })
+        } catch {
+            problem = "\(error)"  // the sender may have answered (busy) and hung up: read what it said
+        }
+        var outcomes: [Outcome] = []
+        var decoder = FrameDecoder()
+        do {
+            reading: while outcomes.count < notifications.count {
                 let bytes = try FileDescriptor.read(fd)
-                if bytes.isEmpty { throw Failure(problem: "connection closed before an answer") }
+                if bytes.isEmpty { break }
                 decoder.append(bytes)
-                if let frame = try decoder.next() {
+                while let frame = try decoder.next() {
                     switch frame.kind {
-                    case .accepted: return .accepted
-                    case .refused: return .refused(String(decoding: frame.payload, as: UTF8.self))
-                    case .submit: throw Failure(problem: "unexpected frame from the sender")
+                    case .accepted: outcomes.append(.accepted)
+                    case .refused: outcomes.append(.refused(String(decoding: frame.payload, as: UTF8.self)))
+                    case .submit:
+                        problem = "unexpected frame from the sender"
+                        break reading
                     }
                 }
             }
-        } catch let failure as Failure {
-            throw failure
         } catch {
-            throw Failure(problem: "\(error)")
+            problem = problem ?? "\(error)"
         }
+        guard !outcomes.isEmpty else { throw Failure(problem: problem ?? "connection closed before an answer") }
+        return outcomes
     }
 }

@@ -103,15 +103,39 @@ public struct MailSubscriptionStore {
     /// generation already did (then this one's callbacks are answered Unsubscribe and
     /// the later one stays: concurrent registrations end with exactly one winner).
     /// The subscription counts as heard from now.
+    /// The credentials stored for older generations go with it: their URLs now only hear
+    /// Unsubscribe.
     public func completeRegistration(recordID: Int64, generation: Int64, backend: MailBackend, backendURL: String, subscriptionID: String,
                                      watermark: String?, version: String?, heartbeatMinutes: Int, now: Timestamp) throws -> Bool {
+        try database.transaction {
+            let won = try database.execute("""
+                UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, mail_backend = \(backend), backend_url = \(backendURL),
+                    subscription_id = \(subscriptionID), watermark = \(watermark), backend_version = \(version),
+                    heartbeat_minutes = \(heartbeatMinutes), last_callback_at = \(now.databaseString),
+                    pending_started_at = IF(pending_generation = \(generation), NULL, pending_started_at)
+                WHERE id = \(recordID) AND generation < \(generation)
+                """).affectedRows > 0
+            if won { try database.execute("DELETE FROM MailCredentials WHERE record_id = \(recordID) AND generation < \(generation)") }
+            return won
+        }
+    }
+
+    // MARK: Stored credentials (keyed callback URLs, CallbackToken)
+
+    /// Stores an attempt's credentials, sealed with its `CredentialSeal`, before it
+    /// subscribes: the mail server may call back as soon as the subscription exists.
+    public func storeCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], now: Timestamp) throws {
         try database.execute("""
-            UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, mail_backend = \(backend), backend_url = \(backendURL),
-                subscription_id = \(subscriptionID), watermark = \(watermark), backend_version = \(version),
-                heartbeat_minutes = \(heartbeatMinutes), last_callback_at = \(now.databaseString),
-                pending_started_at = IF(pending_generation = \(generation), NULL, pending_started_at)
-            WHERE id = \(recordID) AND generation < \(generation)
-            """).affectedRows > 0
+            INSERT INTO MailCredentials (record_id, generation, sealed, created_at)
+            VALUES (\(recordID), \(generation), \(sealed), \(now.databaseString))
+            ON DUPLICATE KEY UPDATE sealed = VALUES(sealed), created_at = VALUES(created_at)
+            """)
+    }
+
+    /// The sealed credentials of one subscription, nil when none are stored (a
+    /// superseded or abandoned attempt, or a deleted record).
+    public func storedCredentials(recordID: Int64, generation: Int64) throws -> [UInt8]? {
+        try database.queryOne("SELECT sealed FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)")?.decode([UInt8].self)
     }
 
     // MARK: Proof of possession throttle
@@ -188,8 +212,12 @@ public struct MailSubscriptionStore {
 
     /// The backend said the subscription is gone (EWS: e.g. ErrorReadEventsFailed): devices will
     /// hear UserRecordPresentNotSubscribed at their next check-in and register again.
+    /// Its stored credentials are erased: nothing calls back with them any more.
     public func markUnsubscribed(recordID: Int64, generation: Int64) throws {
-        try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND generation = \(generation)")
+        try database.transaction {
+            try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND generation = \(generation)")
+            try database.execute("DELETE FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)")
+        }
     }
 
     /// A device a new-mail notification goes to: its settings, its push token opened

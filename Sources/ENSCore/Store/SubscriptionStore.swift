@@ -147,7 +147,9 @@ public struct SubscriptionStore {
             return .unchanged
         }
         let tokenSealed = try vault.sealToken(token)
-        try database.retryingConflicts {
+        // One transaction: the device and the eviction it may cause are applied together
+        // or not at all, and a conflict with another host's write (Galera) reruns both.
+        try database.transaction {
             try database.execute("""
                 INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
                                      badge, development, privacy_mode, preview_key, registered_at, disabled_at, last_checkin_at)
@@ -159,8 +161,8 @@ public struct SubscriptionStore {
                     privacy_mode = VALUES(privacy_mode), preview_key = VALUES(preview_key),
                     registered_at = VALUES(registered_at), disabled_at = NULL, last_checkin_at = VALUES(last_checkin_at)
                 """)
+            try evictBeyondDeviceLimit(recordID: recordID, keeping: vault.tokenHash(token))
         }
-        try evictBeyondDeviceLimit(recordID: recordID, keeping: vault.tokenHash(token))
         return .addedOrUpdated
     }
 

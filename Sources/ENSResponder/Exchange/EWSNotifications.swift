@@ -1,12 +1,13 @@
 internal import ENSCore
 internal import EWS
 internal import Logging
+internal import MariaDB
 
 /// EWS's push notifications: Exchange POSTs SendNotification documents to
-/// /ews/<record>/<generation>/<sealed>, the callback URL a registration gave it.
+/// /ews/<record>/<generation>/<key or sealed>, the callback URL a registration gave it.
 ///
-/// Not behind ApiToken: the URL's MAC authenticates it (`CallbackToken`), and its
-/// sealed part carries the credentials GetItem and GetFolder use. The answer is a
+/// Not behind ApiToken: the URL's MAC authenticates it (`CallbackToken`), and its key
+/// opens the stored credentials GetItem and GetFolder use. The answer is a
 /// SendNotificationResult whose SubscriptionStatus is OK or Unsubscribe. What every
 /// backend's callbacks share is `MailCallback`.
 struct EWSNotifications: MailNotificationSource {
@@ -34,10 +35,24 @@ struct EWSNotifications: MailNotificationSource {
         APIResponse(status: 200, body: SOAP.sendNotificationResult(unsubscribe: unsubscribe), contentType: "text/xml; charset=utf-8")
     }
 
+    /// The credentials come from the database, opened with the URL's key (a keyed URL),
+    /// or from the URL itself (one made before credentials moved to the database). None
+    /// (a superseded attempt's, or damaged): nil, and the notification goes out generic.
     func reader(_ address: CallbackToken, record: MailSubscriptionStore.CallbackRecord, context: RequestContext) throws -> (any MailboxReader)? {
+        let vault = context.services.vault
         let credentials: EWSCredentials
         do {
-            credentials = try CallbackPayload(encoded: address.open(recordKeyMaterial: record.keyMaterial, vault: context.services.vault)).credentials
+            let payload: [UInt8]?
+            if let seal = try address.credentialSeal(vault: vault) {
+                let store = MailSubscriptionStore(database: context.database, vault: vault)
+                payload = try store.storedCredentials(recordID: address.recordID, generation: address.generation).map { try seal.open($0) }
+            } else {
+                payload = try address.openCarried(recordKeyMaterial: record.keyMaterial, vault: vault)
+            }
+            guard let payload else { return nil }
+            credentials = try CallbackPayload(encoded: payload).credentials
+        } catch let error as MariaDBError {
+            throw error  // the database is away: the callback is answered 503 and retried
         } catch {
             return nil
         }

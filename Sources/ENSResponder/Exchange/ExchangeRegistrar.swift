@@ -141,15 +141,18 @@ public struct ExchangeRegistrar: MailboxRegistering {
             return outcome
         }
 
-        // 4. The attempt's generation and the callback URL that carries the credentials.
-        guard let (generation, keyMaterial) = try store.beginRegistration(recordID: request.record.id, now: now) else { return .failed }
-        let token = try CallbackToken.make(payload: CallbackPayload(credentials: credentials).encoded, recordID: request.record.id,
-                                           generation: generation, recordKeyMaterial: keyMaterial, vault: context.services.vault)
+        // 4. The attempt's generation, its callback URL (record, generation and a key of
+        // its own), and the credentials stored sealed under that key and the master key:
+        // before Subscribe, since Exchange may call back at once.
+        guard let (generation, _) = try store.beginRegistration(recordID: request.record.id, now: now) else { return .failed }
+        let (token, seal) = try CallbackToken.makeKeyed(recordID: request.record.id, generation: generation, vault: context.services.vault)
         let callbackURL = settings.callbackURL + token
         guard callbackURL.utf8.count <= Self.maximumCallbackURLLength else {
-            context.logger.warning("credentials too large for a callback URL", metadata: ["url.length": "\(callbackURL.utf8.count)"])
+            context.logger.warning("exchange.callback_url too long for Exchange", metadata: ["url.length": "\(callbackURL.utf8.count)"])
             return .failed
         }
+        try store.storeCredentials(recordID: request.record.id, generation: generation,
+                                   sealed: seal.seal(CallbackPayload(credentials: credentials).encoded), now: now)
 
         // 5. Subscribe, in the version the proof found the server accepts.
         let subscription: PushSubscription
