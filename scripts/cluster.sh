@@ -330,9 +330,9 @@ host_config() {
   local order lines
   read -r -a order <<<"$(host_node_order "$h")"
   lines=$(db_lines "${order[@]}")
-  python3 - "$TOP/ens.conf" "$dir/ens.conf" "$TOP" "$dir" "$lines" <<'PY'
+  python3 - "$TOP/ens.conf" "$dir/ens.conf" "$TOP" "$dir" "$lines" "ens$ID-host$h" <<'PY'
 import re, sys
-src, dst, top, host, db = sys.argv[1:6]
+src, dst, top, host, db, name = sys.argv[1:7]
 out = []
 for line in open(src).read().splitlines():
     key = line.split(" =", 1)[0]
@@ -344,6 +344,8 @@ for line in open(src).read().splitlines():
         line = line.replace(top + "/", host + "/")
     out.append(line)
 out[0] = "# ENS host configuration of the local cluster (written by scripts/cluster.sh)."
+# Both hosts share this machine's host name: each sender's heartbeat row needs its own.
+out.append(f"push.host_name = {name}")
 open(dst, "w").write("\n".join(out) + "\n")
 PY
 }
