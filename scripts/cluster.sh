@@ -162,8 +162,9 @@ wsrep_sync_wait=1
 CNF
 }
 
-# node_sql N ARGS...: the mariadb client as the administrator on node N's socket.
-node_sql() { local n=$1; shift; mariadb --no-defaults -S "$(node_socket "$n")" -uroot "$@"; }
+# node_sql N ARGS...: the mariadb client as the administrator on node N's socket (the
+# account of the user running this, which mariadb-install-db made: root as root).
+node_sql() { local n=$1; shift; mariadb --no-defaults -S "$(node_socket "$n")" -u"$(id -un)" "$@"; }
 
 # node_status N: "ready state status size" (e.g. "ON 4 Primary 3"), or "down".
 node_status() {
