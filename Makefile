@@ -10,6 +10,12 @@
 #                through Apache httpd and plain CGI
 #   make chaos   bounded fault injection against a private stack under var/chaos
 #                (MariaDB restart, worker kill -9, ens-apns kill -9, ENS down 3 min)
+#   make cluster three Galera nodes (each in a network namespace of its own as root),
+#                two ENS hosts and an nginx load balancer on https://localhost:38443
+#                (scripts/cluster.sh, var/cluster); prints a token and the demo command
+#   make cluster-stop    stop it
+#   make cluster-chaos   bounded failure tests against a private cluster (var/cluster-2):
+#                Galera node kill, partition, ENS host kill under load; loss checks
 #   make fuzz    libFuzzer targets (Fuzz/) for the parsers, each for a bounded time
 #                (about 10 minutes in all; FUZZ_SECONDS=N per target); corpus and
 #                crashing inputs under var/fuzz
@@ -26,6 +32,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 
 .PHONY: run stop test bench lint build build-debug deps clean install
 .PHONY: chaos
+.PHONY: cluster cluster-stop cluster-chaos
 .PHONY: fuzz
 .PHONY: deb
 
@@ -59,6 +66,16 @@ bench: build
 
 chaos: build
 	@scripts/chaos.sh
+
+cluster: build
+	@scripts/cluster.sh up
+	@scripts/cluster.sh info
+
+cluster-stop:
+	@scripts/cluster.sh down
+
+cluster-chaos: build
+	@scripts/cluster-chaos.sh
 
 fuzz: deps
 	@scripts/fuzz.sh

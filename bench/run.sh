@@ -13,7 +13,9 @@ trap 'scripts/stack.sh down' EXIT
 scripts/stack.sh up
 # b8-graph alternates Graph notifications with B6's Exchange callbacks (B8 is judged
 # against B6 of the same run); b6-callbacks alone also gives /alive beside it.
-for bench in ${BENCHES:-b1-alive b2-status b1b2-fronts b3-publickey b4-push b4-fcm b5-reap b6-callbacks b6-private b6-split b8-graph b7-timing}; do
+# b9-cluster starts a cluster of its own (scripts/cluster.sh, var/cluster-3) beside this
+# stack, which sits idle meanwhile.
+for bench in ${BENCHES:-b1-alive b2-status b1b2-fronts b3-publickey b4-push b4-fcm b5-reap b6-callbacks b6-private b6-split b8-graph b7-timing b9-cluster}; do
   echo "== $bench"
   "bench/$bench.sh"
 done
