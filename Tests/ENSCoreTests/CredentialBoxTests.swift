@@ -29,9 +29,12 @@ import Testing
 
     @Test func storedCredentialsKeepTheBoxKey() throws {
         let key = try P256KeyAgreementKey.generate()
-        let stored = StoredCredentials(credentials: [1, 2, 3], boxKey: key)
-        let read = try StoredCredentials(encoded: try stored.encoded)
-        #expect(read.credentials == [1, 2, 3] && read.boxKey.publicKey == key.publicKey)
+        let stored = try StoredCredentials(credentials: [1, 2, 3], boxKey: key)
+        let read = try StoredCredentials(encoded: stored.encoded)
+        #expect(read.credentials == [1, 2, 3])
+        #expect(try read.boxKey().publicKey == key.publicKey)
+        #expect(read.replacingCredentials(with: [4]).credentials == [4])
+        #expect(try read.replacingCredentials(with: [4]).boxKey().publicKey == key.publicKey)
         #expect(throws: (any Error).self) { try StoredCredentials(encoded: [2] + Array(repeating: 1, count: 40)) }
         #expect(throws: (any Error).self) { try StoredCredentials(encoded: [1, 0]) }
         // The scalar, as Python's cryptography reads it, gives the same public point.

@@ -28,29 +28,44 @@ public enum CredentialBox {
 
 /// What a keyed subscription stores under its `CredentialSeal`: the credentials
 /// (EWS's `CallbackPayload` encoding) and the private half of its box key.
-/// Layout: 0x01, the key's 32-byte private scalar, then the credentials.
+/// Layout: 0x01, the key's 32-byte private scalar, then the credentials. The key itself
+/// is built only when fresh credentials are waiting: building it (a point
+/// multiplication and a validity check) would cost every callback more than the rest of
+/// opening its credentials.
 public struct StoredCredentials: Sendable {
     public let credentials: [UInt8]
-    public let boxKey: P256KeyAgreementKey
+    private let boxKeyScalar: [UInt8]
 
     static let format: UInt8 = 1
 
-    public init(credentials: [UInt8], boxKey: P256KeyAgreementKey) {
+    public init(credentials: [UInt8], boxKey: P256KeyAgreementKey) throws(OpenSSLError) {
         self.credentials = credentials
-        self.boxKey = boxKey
+        boxKeyScalar = try boxKey.rawPrivateKey
     }
 
-    public var encoded: [UInt8] {
-        get throws(OpenSSLError) { [Self.format] + (try boxKey.rawPrivateKey) + credentials }
+    /// The same box key with other credentials.
+    public func replacingCredentials(with credentials: [UInt8]) -> StoredCredentials {
+        StoredCredentials(credentials: credentials, boxKeyScalar: boxKeyScalar)
     }
+
+    private init(credentials: [UInt8], boxKeyScalar: [UInt8]) {
+        self.credentials = credentials
+        self.boxKeyScalar = boxKeyScalar
+    }
+
+    public func boxKey() throws(OpenSSLError) -> P256KeyAgreementKey {
+        try P256KeyAgreementKey(rawPrivateKey: boxKeyScalar)
+    }
+
+    public var encoded: [UInt8] { [Self.format] + boxKeyScalar + credentials }
 
     public struct Invalid: Error, CustomStringConvertible {
         public var description: String { "stored credentials: unknown format" }
     }
 
-    public init(encoded bytes: [UInt8]) throws {
+    public init(encoded bytes: [UInt8]) throws(Invalid) {
         guard bytes.count > 33, bytes[0] == Self.format else { throw Invalid() }
-        boxKey = try P256KeyAgreementKey(rawPrivateKey: Array(bytes[1..<33]))
+        boxKeyScalar = Array(bytes[1..<33])
         credentials = Array(bytes[33...])
     }
 }

@@ -34,6 +34,10 @@ public struct MailSubscriptionStore {
         public let backendTenant: String?
         /// The record's sealed private key: the per-record input of the callback key.
         public let keyMaterial: [UInt8]
+        /// The live subscription's stored credentials (still sealed), read with the
+        /// record so that a callback needs no second round trip; nil when none are
+        /// stored, or when fresh credentials wait (the callback then reads both).
+        public let liveCredentials: [UInt8]?
 
         /// How long a registration attempt may sit between subscribing and its commit
         /// before notifications of its generation stop being asked to retry (a responder
@@ -228,18 +232,20 @@ public struct MailSubscriptionStore {
     /// A constant, so `unsafe:` splices no input into the SQL.
     private static let callbackColumns = """
         id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark, backend_url, \
-        backend_version, backend_tenant, private_key_sealed
+        backend_version, backend_tenant, private_key_sealed, \
+        (SELECT c.sealed FROM MailCredentials c WHERE c.record_id = EnsSubscriptionInfo.id AND c.generation = EnsSubscriptionInfo.generation \
+         AND NOT EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = c.record_id AND f.generation = c.generation))
         """
 
     private static func callbackRecord(_ row: Row) throws -> CallbackRecord {
         let (recordID, userID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion,
-             backendTenant, keyMaterial)
+             backendTenant, keyMaterial, liveCredentials)
             = try row.decode(Int64.self, String.self, Int64.self, Int64.self, Timestamp?.self, MailBackend.self, String?.self, String?.self,
-                             String?.self, String?.self, String?.self, [UInt8].self)
+                             String?.self, String?.self, String?.self, [UInt8].self, [UInt8]?.self)
         return CallbackRecord(
             id: recordID, userID: userID, generation: generation, pendingGeneration: pendingGeneration, pendingStartedAt: pendingStartedAt,
             backend: backend, subscriptionID: subscriptionID, watermark: watermark, backendURL: backendURL, backendVersion: backendVersion,
-            backendTenant: backendTenant, keyMaterial: keyMaterial
+            backendTenant: backendTenant, keyMaterial: keyMaterial, liveCredentials: liveCredentials
         )
     }
 

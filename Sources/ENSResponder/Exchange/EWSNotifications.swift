@@ -44,7 +44,11 @@ struct EWSNotifications: MailNotificationSource {
         do {
             let payload: [UInt8]?
             if let seal = try address.credentialSeal(vault: context.services.vault) {
-                payload = try storedCredentials(address, seal: seal, context: context)
+                if address.generation == record.generation, let live = record.liveCredentials {
+                    payload = try StoredCredentials(encoded: seal.open(live)).credentials  // read with the record
+                } else {
+                    payload = try storedCredentials(address, seal: seal, context: context)
+                }
             } else {
                 payload = try address.openCarried(recordKeyMaterial: record.keyMaterial, vault: context.services.vault)
             }
@@ -70,7 +74,7 @@ extension EWSNotifications {
         let stored = try StoredCredentials(encoded: seal.open(sealed))
         guard let fresh else { return stored.credentials }
         var current = stored.credentials
-        if let opened = CredentialBox.open(fresh.box, with: stored.boxKey, recordID: address.recordID, generation: address.generation),
+        if let opened = CredentialBox.open(fresh.box, with: try stored.boxKey(), recordID: address.recordID, generation: address.generation),
            let offered = try? CallbackPayload(encoded: opened).credentials {
             // A check-in's OAuth token comes without the mailbox: keep the anchor.
             let mailbox = offered.mailbox ?? (try? CallbackPayload(encoded: current).credentials.mailbox) ?? nil
@@ -79,9 +83,8 @@ extension EWSNotifications {
         } else {
             context.logger.warning("fresh credentials did not open; dropped", metadata: ["record": "\(address.recordID)"])
         }
-        let renewed = StoredCredentials(credentials: current, boxKey: stored.boxKey)
         try store.adoptFreshCredentials(recordID: address.recordID, generation: address.generation,
-                                        sealed: seal.seal(try renewed.encoded), throughFreshID: fresh.id)
+                                        sealed: seal.seal(stored.replacingCredentials(with: current).encoded), throughFreshID: fresh.id)
         return current
     }
 }

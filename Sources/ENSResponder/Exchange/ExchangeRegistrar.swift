@@ -182,8 +182,8 @@ public struct ExchangeRegistrar: MailboxRegistering {
         // credentials, so later credentials (`offerCredentials`) can be sealed to it by
         // a check-in that cannot read the current ones.
         let boxKey = try P256KeyAgreementKey.generate()
-        let stored = StoredCredentials(credentials: CallbackPayload(credentials: credentials).encoded, boxKey: boxKey)
-        try store.storeCredentials(recordID: request.record.id, generation: generation, sealed: seal.seal(try stored.encoded),
+        let stored = try StoredCredentials(credentials: CallbackPayload(credentials: credentials).encoded, boxKey: boxKey)
+        try store.storeCredentials(recordID: request.record.id, generation: generation, sealed: seal.seal(stored.encoded),
                                    boxPublicKey: boxKey.publicKey.x963, now: now)
 
         // 5. Subscribe, in the version the proof found the server accepts.
