@@ -158,8 +158,10 @@ public final class Connection {
 
     private func checkServer() throws(MariaDBError) {
         try connect()
+        // Through `run`, like any statement: a connection the server dropped while it
+        // sat idle (a restart) is reopened, not reported as an outage.
         guard isGaleraNode else {
-            _ = try runOnce("SELECT 1") { statement throws(MariaDBError) in try statement.fetchAll() }
+            _ = try query("SELECT 1")
             return
         }
         if let problem = try nodeProblem() {
@@ -175,13 +177,13 @@ public final class Connection {
         checkingNode = true
         defer {
             checkingNode = false
-            if isConnected { _ = try? runOnce("SET SESSION wsrep_sync_wait = 1") { statement throws(MariaDBError) in statement.executeResult() } }
+            if isConnected { _ = try? execute("SET SESSION wsrep_sync_wait = 1") }
         }
-        _ = try runOnce("SET SESSION wsrep_sync_wait = 0") { statement throws(MariaDBError) in statement.executeResult() }
-        let rows = try runOnce("""
+        try execute("SET SESSION wsrep_sync_wait = 0")
+        let rows = try query("""
             SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
             WHERE VARIABLE_NAME IN ('WSREP_READY', 'WSREP_LOCAL_STATE', 'WSREP_CLUSTER_STATUS')
-            """) { statement throws(MariaDBError) in try statement.fetchAll() }
+            """)
         var status: [String: String] = [:]
         for row in rows {
             let (name, value) = try row.decode(String.self, String.self)
