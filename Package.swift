@@ -131,7 +131,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["Codecs", "ENSCore", "ENSSender", "EWS", "Curl", "MariaDB", "OpenSSL", "POSIX", "XML"],
+            dependencies: ["Codecs", "ENSCore", "ENSSender", "Curl", "MariaDB", "OpenSSL", "POSIX"],
             swiftSettings: swiftSettings
         ),
     ]

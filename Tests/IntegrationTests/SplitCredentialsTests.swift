@@ -1,7 +1,6 @@
 import Codecs
 import Curl
 import ENSCore
-import EWS
 import Foundation
 import MariaDB
 import OpenSSL
@@ -129,7 +128,10 @@ struct SplitCredentialsTests {
                                                               String(record.generation), Hex.encode(record.keyMaterial), email, password])
         let vault = Vault(masterKey: try TestStack.masterKey())
         let opened = try #require(CallbackToken(path: carrying, vault: vault)).openCarried(recordKeyMaterial: record.keyMaterial, vault: vault)
-        #expect(try opened.map { try CallbackPayload(encoded: $0).credentials } == EWSCredentials(method: .basic(userName: email, password: password), mailbox: nil))
+        // The documented encoding (docs/exchange.md): format 1, then method 1 (basic),
+        // user name and password as tag-length-value fields.
+        func field(_ tag: UInt8, _ value: [UInt8]) -> [UInt8] { [tag, UInt8(value.count >> 8), UInt8(value.count & 0xFF)] + value }
+        #expect(opened == [1] + field(1, [1]) + field(2, Array(email.utf8)) + field(3, Array(password.utf8)))
         try database.execute("DELETE FROM MailCredentials WHERE record_id = \(record.id)")
 
         let subject = "Old URL \(UUID().uuidString.prefix(6))"
