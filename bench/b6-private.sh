@@ -18,14 +18,6 @@ fill_key_pool $((2 * USERS + 10))
 python3 bench/devices.py b6-setup "$USERS" "$ENS_VAR/b6-preview.txt" preview
 python3 bench/devices.py b6-setup "$USERS" "$ENS_VAR/b6-encrypted.txt" encrypted
 
-preview=() encrypted=() ratios=()
-for ((round = 0; round < ROUNDS; round++)); do
-  run_pair "$round" bench/b6-callbacks.lua /ews/ "$ENS_VAR/b6-preview.txt" bench/b6-callbacks.lua /ews/ "$ENS_VAR/b6-encrypted.txt"
-  read -r p_rps p_p50 p_p99 _ p_errors <<<"$PAIR_A"
-  read -r e_rps e_p50 e_p99 _ e_errors <<<"$PAIR_B"
-  r=$(ratio "$e_rps" "$p_rps")
-  echo "B6-private round $((round + 1)): encrypted $e_rps/s (p50 $e_p50, p99 $e_p99; $e_errors unexpected), preview $p_rps/s (p50 $p_p50, p99 $p_p99; $p_errors unexpected): ratio $r"
-  preview+=("$p_rps") encrypted+=("$e_rps") ratios+=("$r")
-done
+compare_callbacks B6-private preview "$ENS_VAR/b6-preview.txt" encrypted "$ENS_VAR/b6-encrypted.txt"
 printf 'B6-private result: encrypted callbacks %.0f/s, preview %.0f/s (medians of %d rounds); ratio %.3f (median of the rounds; target >= 0.85)\n' \
-  "$(median "${encrypted[@]}")" "$(median "${preview[@]}")" "$ROUNDS" "$(median "${ratios[@]}")"
+  "$MEDIAN_B" "$MEDIAN_A" "$ROUNDS" "$MEDIAN_RATIO"

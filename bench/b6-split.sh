@@ -20,14 +20,6 @@ keyed=$ENS_VAR/b6-keyed.txt carrying=$ENS_VAR/b6-carrying.txt
 python3 bench/devices.py b6-setup "$USERS" "$keyed" preview
 python3 bench/devices.py b6-carrying "$keyed" "$carrying"
 
-keyed_rps=() carrying_rps=() ratios=()
-for ((round = 0; round < ROUNDS; round++)); do
-  run_pair "$round" bench/b6-callbacks.lua /ews/ "$carrying" bench/b6-callbacks.lua /ews/ "$keyed"
-  read -r c_rps c_p50 c_p99 _ c_errors <<<"$PAIR_A"
-  read -r k_rps k_p50 k_p99 _ k_errors <<<"$PAIR_B"
-  r=$(ratio "$k_rps" "$c_rps")
-  echo "B6-split round $((round + 1)): keyed $k_rps/s (p50 $k_p50, p99 $k_p99; $k_errors unexpected), carrying $c_rps/s (p50 $c_p50, p99 $c_p99; $c_errors unexpected): ratio $r"
-  keyed_rps+=("$k_rps") carrying_rps+=("$c_rps") ratios+=("$r")
-done
+compare_callbacks B6-split carrying "$carrying" keyed "$keyed"
 printf 'B6-split result: credentials in the database %.0f callbacks/s, in the URL %.0f/s (medians of %d rounds); ratio %.3f (median of the rounds; target >= 0.90)\n' \
-  "$(median "${keyed_rps[@]}")" "$(median "${carrying_rps[@]}")" "$ROUNDS" "$(median "${ratios[@]}")"
+  "$MEDIAN_B" "$MEDIAN_A" "$ROUNDS" "$MEDIAN_RATIO"

@@ -102,3 +102,24 @@ run_pair() {
     PAIR_A=$(run_wrk "$2" "$3" "$4")
   fi
 }
+
+# compare_callbacks NAME LABEL_A REQUESTS_A LABEL_B REQUESTS_B: ROUNDS rounds (default 3)
+# of B6's callbacks (bench/b6-callbacks.lua) replayed from REQUESTS_A and REQUESTS_B,
+# alternating (run_pair); prints one line per round and sets MEDIAN_A and MEDIAN_B
+# (callbacks/s) and MEDIAN_RATIO (B/A, the median of the rounds' ratios), read by the
+# sourcing script.
+# shellcheck disable=SC2034
+compare_callbacks() {
+  local name=$1 label_a=$2 requests_a=$3 label_b=$4 requests_b=$5 round r
+  local a_rps a_p50 a_p99 a_errors b_rps b_p50 b_p99 b_errors
+  local -a rates_a=() rates_b=() ratios=()
+  for ((round = 0; round < ${ROUNDS:-3}; round++)); do
+    run_pair "$round" bench/b6-callbacks.lua /ews/ "$requests_a" bench/b6-callbacks.lua /ews/ "$requests_b"
+    read -r a_rps a_p50 a_p99 _ a_errors <<<"$PAIR_A"
+    read -r b_rps b_p50 b_p99 _ b_errors <<<"$PAIR_B"
+    r=$(ratio "$b_rps" "$a_rps")
+    echo "$name round $((round + 1)): $label_b $b_rps/s (p50 $b_p50, p99 $b_p99; $b_errors unexpected), $label_a $a_rps/s (p50 $a_p50, p99 $a_p99; $a_errors unexpected): ratio $r"
+    rates_a+=("$a_rps") rates_b+=("$b_rps") ratios+=("$r")
+  done
+  MEDIAN_A=$(median "${rates_a[@]}") MEDIAN_B=$(median "${rates_b[@]}") MEDIAN_RATIO=$(median "${ratios[@]}")
+}

@@ -181,14 +181,21 @@ fi
 # --- 3. an ENS host killed -----------------------------------------------------------------
 say "3 host-kill: APNs refuses (503) so spools fill, SIGKILL of every process of ENS host 2, host 2 back after $HOST_DOWN s"
 tokens=$(python3 -c 'import json,sys; print(" ".join(u["token"] for u in json.load(open(sys.argv[1]))))' "$WORK/mail-users.json")
-for token in $tokens; do
-  curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/fail" -d "{\"token\": \"$token\", \"status\": 503, \"reason\": \"ServiceUnavailable\"}"
-done
-sleep 4
-lb_mark
-t0=$(now)
-killed=$("$CLUSTER" host-kill 2)
-curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/reset"
+# APNs refuses every device of the load (503), so host 2's spool holds acknowledged
+# notifications; then every process of host 2 is SIGKILLed and APNs recovers. Sets t0
+# (the kill) and killed (how many processes).
+kill_host2_with_a_full_spool() {
+  local token
+  for token in $tokens; do
+    curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/fail" -d "{\"token\": \"$token\", \"status\": 503, \"reason\": \"ServiceUnavailable\"}"
+  done
+  sleep 4
+  lb_mark
+  t0=$(now)
+  killed=$("$CLUSTER" host-kill 2)
+  curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/reset"
+}
+kill_host2_with_a_full_spool
 sleep "$HOST_DOWN"
 "$CLUSTER" host-start 2 >"$WORK/host-start.out" 2>&1 || { cat "$WORK/host-start.out" >&2; die "host 2 did not start again"; }
 t1=$(now)
@@ -200,14 +207,7 @@ report host-kill "$t0" "$(now)" "$killed processes killed, host 2 back $(since "
 # --- 4. an ENS host lost: its spool drained by the other host ------------------------------
 if [ $SHORT = 0 ]; then
   say "4 host-lost: as 3, but host 2 stays down; its spool, copied, is drained through host 1's sender (ens-apns drain) once host 2's heartbeat is 60 s old"
-  for token in $tokens; do
-    curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/fail" -d "{\"token\": \"$token\", \"status\": 503, \"reason\": \"ServiceUnavailable\"}"
-  done
-  sleep 4
-  lb_mark
-  t0=$(now)
-  killed=$("$CLUSTER" host-kill 2)
-  curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/reset"
+  kill_host2_with_a_full_spool
   # The lost host's disk, copied to a running host.
   rm -rf "$WORK/host2-spool"; cp -a "$CLUSTER_VAR/host2/spool" "$WORK/host2-spool"
   # ens-apns drain --host refuses a host whose heartbeat is fresh (60 s).
