@@ -56,10 +56,15 @@ public struct CronLease: Sendable {
     /// Extends the lease by `duration` from now. False when it is no longer this
     /// holder's (it expired and someone else claimed it).
     public func renew(database: any SQLDatabase) throws -> Bool {
-        try database.execute("""
+        if try database.execute("""
             UPDATE CronLeases SET expires_at = NOW(3) + INTERVAL \(duration.components.seconds) SECOND
             WHERE name = \(name) AND token = \(token)
-            """).affectedRows == 1
+            """).affectedRows == 1 {
+            return true
+        }
+        // No row changed: someone else holds it now, or the new expiry equals the old
+        // one (renewed within the millisecond of the claim), which MariaDB does not count.
+        return try database.queryOne("SELECT 1 FROM CronLeases WHERE name = \(name) AND token = \(token)") != nil
     }
 
     /// Frees the lease for the next run, if it is still this holder's.
