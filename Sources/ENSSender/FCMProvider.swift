@@ -202,7 +202,7 @@ public final class FCMProvider: PushProvider {
         } catch {
             throw .credentials("cannot sign the FCM token request: \(error.operation)")
         }
-        let form = "grant_type=" + FormEncoding.escape("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion=" + FormEncoding.escape(assertion)
+        let form = "grant_type=" + PercentEncoding.escape("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion=" + PercentEncoding.escape(assertion)
         let response: HTTPResponse
         do {
             response = try tokenClient.send(HTTPRequest(method: .post, url: account.tokenURI,
@@ -281,22 +281,5 @@ public final class FCMProvider: PushProvider {
         var request = JSONObjectWriter()
         request.add("message", rawJSON: message.finished())
         return request.finished()
-    }
-}
-
-/// `application/x-www-form-urlencoded` escaping of one value.
-enum FormEncoding {
-    static func escape(_ text: String) -> String {
-        var out = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                out += "%" + Hex.encode([byte]).uppercased()
-            }
-        }
-        return out
     }
 }

@@ -1,4 +1,5 @@
 public import OpenSSL
+internal import ENSCore
 
 /// The credentials a callback uses to call back into the mailbox (GetItem, GetFolder),
 /// stored sealed in the database (or, for subscriptions made before, sealed in the
@@ -13,6 +14,8 @@ public struct CallbackPayload: Sendable, Equatable {
 
     private enum Tag: UInt8 {
         case method = 1, userName, password, accessToken, certificate, privateKey, mailbox, chainCertificate
+        /// OAuth refresh (`OAuthRefresh`); the expiry is 8 bytes, big-endian milliseconds.
+        case refreshToken, tokenEndpoint, clientID, scope, accessTokenExpiresAt
     }
 
     private static let format: UInt8 = 1
@@ -32,6 +35,15 @@ public struct CallbackPayload: Sendable, Equatable {
             field(.accessToken, Array(token.utf8))
             // X-AnchorMailbox: the only reason a mailbox address ever rides along.
             if let mailbox = credentials.mailbox { field(.mailbox, Array(mailbox.utf8)) }
+            if let refresh = credentials.refresh {
+                field(.refreshToken, Array(refresh.refreshToken.utf8))
+                field(.tokenEndpoint, Array(refresh.tokenEndpoint.utf8))
+                field(.clientID, Array(refresh.clientID.utf8))
+                if let scope = refresh.scope { field(.scope, Array(scope.utf8)) }
+                if let expiry = refresh.accessTokenExpiresAt {
+                    field(.accessTokenExpiresAt, (0..<8).map { UInt8(truncatingIfNeeded: expiry.millisecondsSinceEpoch >> (56 - 8 * $0)) })
+                }
+            }
         case .certificate(let identity):
             field(.method, [3])
             field(.certificate, identity.certificateDER)
@@ -77,6 +89,16 @@ public struct CallbackPayload: Sendable, Equatable {
             method = .certificate(ClientIdentity(certificateDER: certificate, privateKeyDER: key, chainDER: chain))
         default: throw Invalid(problem: "unknown method")
         }
-        self.credentials = EWSCredentials(method: method, mailbox: fields[.mailbox].flatMap { String(validating: $0, as: UTF8.self) })
+        var refresh: OAuthRefresh?
+        if case .oauth = method, fields[.refreshToken] != nil {
+            var expiry: Timestamp?
+            if let bytes = fields[.accessTokenExpiresAt] {
+                guard bytes.count == 8 else { throw Invalid(problem: "bad token expiry") }
+                expiry = Timestamp(millisecondsSinceEpoch: bytes.reduce(Int64(0)) { $0 << 8 | Int64($1) })
+            }
+            refresh = OAuthRefresh(refreshToken: try text(.refreshToken), tokenEndpoint: try text(.tokenEndpoint), clientID: try text(.clientID),
+                                   scope: fields[.scope] == nil ? nil : try text(.scope), accessTokenExpiresAt: expiry)
+        }
+        self.credentials = EWSCredentials(method: method, mailbox: fields[.mailbox].flatMap { String(validating: $0, as: UTF8.self) }, refresh: refresh)
     }
 }

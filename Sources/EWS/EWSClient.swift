@@ -75,11 +75,11 @@ public struct PushSubscription: Sendable, Equatable {
 /// EWS operations over one reused libcurl handle (kept-alive connections). One thread
 /// at a time, like the `HTTPClient` it owns; each responder thread has its own.
 public final class EWSClient {
-    private let http: HTTPClient
+    let http: HTTPClient
     public let configuration: EWSClientConfiguration
     /// The budget of the operation under way (`withDeadline`): every request it makes
     /// gets at most the time left.
-    private var deadline: Deadline?
+    private(set) var deadline: Deadline?
 
     public init(configuration: EWSClientConfiguration) throws(CurlError) {
         self.configuration = configuration
@@ -118,7 +118,7 @@ public final class EWSClient {
     static func connectionKey(_ credentials: EWSCredentials?) -> [UInt8] {
         guard let credentials else { return [0] }
         switch credentials.method {
-        case .basic, .oauth: return [1]
+        case .basic, .oauth: return [1]  // (a token endpoint's requests: `tokenEndpointConnection`)
         case .certificate(let identity): return Digest.sha256(identity.certificateDER)
         }
     }

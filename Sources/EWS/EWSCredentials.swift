@@ -1,5 +1,5 @@
 internal import Codecs
-internal import ENSCore
+public import ENSCore
 public import OpenSSL
 
 /// How ENS authenticates to Exchange for one mailbox. Alive only while a request or a
@@ -18,10 +18,20 @@ public struct EWSCredentials: Sendable, Equatable, CustomStringConvertible {
     /// The mailbox's SMTP address: for Autodiscover and X-AnchorMailbox. Nil in a
     /// callback whose credentials do not need it (only OAuth keeps it).
     public let mailbox: String?
+    /// With `.oauth`: how to renew the access token when it expires (the device's
+    /// refresh token, token endpoint and client id), if the device handed them over.
+    public let refresh: OAuthRefresh?
 
-    public init(method: Method, mailbox: String?) {
+    public init(method: Method, mailbox: String?, refresh: OAuthRefresh? = nil) {
         self.method = method
         self.mailbox = mailbox
+        self.refresh = refresh
+    }
+
+    /// The same credentials with a new access token and what its refresh left
+    /// (the rotated refresh token, the new expiry).
+    public func refreshed(accessToken: String, refresh: OAuthRefresh) -> EWSCredentials {
+        EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: mailbox, refresh: refresh)
     }
 
     public var description: String {

@@ -1,4 +1,5 @@
 public import Curl
+internal import Codecs
 public import ENSCore
 internal import OpenSSL
 public import POSIX
@@ -105,7 +106,7 @@ public final class GraphClient {
         } catch {
             throw .malformed("could not sign a client assertion: \(error.operation)")
         }
-        let form = FormEncoding.encode([
+        let form = PercentEncoding.form([
             ("client_id", application.clientID), ("scope", Self.scope),
             ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
             ("client_assertion", assertion), ("grant_type", "client_credentials"),
@@ -160,11 +161,11 @@ public final class GraphClient {
     public func renewSubscription(id: String, until expiresAt: Timestamp, application: GraphApplication, deadline: Deadline? = nil) throws(GraphError) -> GraphSubscription {
         var body = JSONObjectWriter()
         body.add("expirationDateTime", expiresAt.isoString)
-        return try subscription(call(.patch, "/v1.0/subscriptions/\(FormEncoding.pathSegment(id))", application: application, body: body.finished(), deadline: deadline))
+        return try subscription(call(.patch, "/v1.0/subscriptions/\(PercentEncoding.escape(id))", application: application, body: body.finished(), deadline: deadline))
     }
 
     public func deleteSubscription(id: String, application: GraphApplication, deadline: Deadline? = nil) throws(GraphError) {
-        _ = try call(.delete, "/v1.0/subscriptions/\(FormEncoding.pathSegment(id))", application: application, deadline: deadline)
+        _ = try call(.delete, "/v1.0/subscriptions/\(PercentEncoding.escape(id))", application: application, deadline: deadline)
     }
 
     /// The application's subscriptions in the tenant (at most 10 pages).
@@ -187,7 +188,7 @@ public final class GraphClient {
 
     /// Sender and subject of one message, nothing more (`$select`).
     public func summary(userPath: String, messageID: String, application: GraphApplication, deadline: Deadline? = nil) throws(GraphError) -> MailSummary {
-        let message = try call(.get, "/v1.0/\(userPath)/messages/\(FormEncoding.pathSegment(messageID))?$select=subject,from",
+        let message = try call(.get, "/v1.0/\(userPath)/messages/\(PercentEncoding.escape(messageID))?$select=subject,from",
                                application: application, deadline: deadline)
         let sender = message["from"]?["emailAddress"]
         let name = sender?["name"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 } ?? sender?["address"]?.stringValue ?? ""
@@ -268,32 +269,5 @@ public final class GraphClient {
     static func isOpaqueID(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 128
             && text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != 0x2F && $0 != 0x3F && $0 != 0x23 && $0 != 0x25 }
-    }
-}
-
-/// Percent-encoding for form bodies and path segments (RFC 3986 unreserved characters
-/// stay, everything else is %XX).
-enum FormEncoding {
-    static func encode(_ fields: [(String, String)]) -> [UInt8] {
-        Array(fields.map { "\(pathSegment($0.0))=\(pathSegment($0.1))" }.joined(separator: "&").utf8)
-    }
-
-    static func pathSegment(_ text: String) -> String {
-        var output = ""
-        for byte in text.utf8 {
-            if (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
-                || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x7E {
-                output.unicodeScalars.append(Unicode.Scalar(byte))
-            } else {
-                output += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
-            }
-        }
-        return output
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -134,6 +134,12 @@ import XML
             EWSCredentials(method: .certificate(identity), mailbox: nil),
             EWSCredentials(method: .certificate(ClientIdentity(certificateDER: [1], privateKeyDER: [2], chainDER: [[3, 3], [4]])), mailbox: nil),
             EWSCredentials(method: .basic(userName: "ü", password: ""), mailbox: nil),
+            EWSCredentials(method: .oauth(accessToken: "eyJ0.eyJ1.sig"), mailbox: "bob@example.test",
+                           refresh: OAuthRefresh(refreshToken: "rt.abc", tokenEndpoint: "https://login.example.test/common/oauth2/v2.0/token",
+                                                 clientID: "client-1", scope: "EWS.AccessAsUser.All offline_access",
+                                                 accessTokenExpiresAt: Timestamp(millisecondsSinceEpoch: 1_795_000_000_123))),
+            EWSCredentials(method: .oauth(accessToken: "t"), mailbox: nil,
+                           refresh: OAuthRefresh(refreshToken: "r", tokenEndpoint: "https://adfs.example.test/adfs/oauth2/token", clientID: "c")),
         ] {
             let decoded = try CallbackPayload(encoded: CallbackPayload(credentials: credentials).encoded)
             #expect(decoded.credentials == credentials)

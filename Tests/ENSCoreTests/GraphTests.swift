@@ -224,7 +224,7 @@ struct GraphWireTests {
     }
 
     @Test func percentEncodingKeepsOnlyUnreservedCharacters() {
-        #expect(FormEncoding.pathSegment("AAMk+/=-_.~ é") == "AAMk%2B%2F%3D-_.~%20%C3%A9")
-        #expect(String(decoding: FormEncoding.encode([("a b", "c&d"), ("e", "")]), as: UTF8.self) == "a%20b=c%26d&e=")
+        #expect(PercentEncoding.escape("AAMk+/=-_.~ é") == "AAMk%2B%2F%3D-_.~%20%C3%A9")
+        #expect(String(decoding: PercentEncoding.form([("a b", "c&d"), ("e", "")]), as: UTF8.self) == "a%20b=c%26d&e=")
     }
 }

@@ -1,4 +1,5 @@
 public import MariaDB
+internal import OpenSSL
 
 /// The SQL behind every mail backend's registrations and callbacks: a record's
 /// subscription (which backend, its generations, its heartbeat), the proof throttle,
@@ -165,24 +166,92 @@ public struct MailSubscriptionStore {
     }
 
     /// Leaves fresh credentials, sealed to the subscription's box key, for its next callback.
+    /// A refusal of the token endpoint is forgotten: the device did what its check-in
+    /// was told (docs/api.md), and these are tried at the next callback.
     public func offerFreshCredentials(recordID: Int64, generation: Int64, box: [UInt8], now: Timestamp) throws {
-        try database.execute("""
-            INSERT INTO MailCredentialsFresh (record_id, generation, box, created_at)
-            VALUES (\(recordID), \(generation), \(box), \(now.databaseString))
-            """)
+        try database.transaction {
+            try database.execute("""
+                INSERT INTO MailCredentialsFresh (record_id, generation, box, created_at)
+                VALUES (\(recordID), \(generation), \(box), \(now.databaseString))
+                """)
+            try database.execute("""
+                UPDATE MailCredentials SET refused_at = NULL WHERE record_id = \(recordID) AND generation = \(generation) AND refused_at IS NOT NULL
+                """)
+        }
     }
 
     /// Makes fresh credentials current: the stored row re-sealed with them, and every
-    /// fresh row up to the one taken erased, in one transaction.
+    /// fresh row up to the one taken erased, in one transaction. A refresh under way
+    /// loses its claim (its answer is for the old credentials), and a refusal is forgotten.
     public func adoptFreshCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], throughFreshID: Int64) throws {
         try database.transaction {
             try database.execute("""
-                UPDATE MailCredentials SET sealed = \(sealed) WHERE record_id = \(recordID) AND generation = \(generation)
+                UPDATE MailCredentials SET sealed = \(sealed), refresh_claim = NULL, refresh_claim_until = NULL, refused_at = NULL
+                WHERE record_id = \(recordID) AND generation = \(generation)
                 """)
             try database.execute("""
                 DELETE FROM MailCredentialsFresh WHERE record_id = \(recordID) AND generation = \(generation) AND id <= \(throughFreshID)
                 """)
         }
+    }
+
+    // MARK: OAuth refresh, one at a time per subscription
+
+    /// What a callback that wants to renew the access token may do.
+    public enum RefreshClaim: Equatable {
+        /// Renew it; the claim (a random token) goes with the write of the answer.
+        case claimed([UInt8])
+        /// Another callback (any responder, any host) is renewing it now.
+        case heldElsewhere
+        /// The token endpoint refused this subscription's refresh token; nothing is
+        /// asked of it until new credentials arrive.
+        case refused
+        /// No stored credentials (a superseded subscription, a deleted record).
+        case gone
+    }
+
+    /// Claims the subscription's refresh for `lifetime` (then a claimant that crashed
+    /// no longer holds it). An UPDATE that matches only a free or expired claim, so two
+    /// claimants on two Galera nodes cannot both win: one's write fails certification
+    /// and, rerun, finds the claim taken.
+    public func claimCredentialRefresh(recordID: Int64, generation: Int64, lifetime: Duration, now: Timestamp) throws -> RefreshClaim {
+        let claim = try Digest.randomBytes(16)
+        let claimed = try database.execute("""
+            UPDATE MailCredentials SET refresh_claim = \(claim), refresh_claim_until = \(now.adding(lifetime).databaseString)
+            WHERE record_id = \(recordID) AND generation = \(generation) AND refused_at IS NULL
+              AND (refresh_claim IS NULL OR refresh_claim_until < \(now.databaseString))
+            """).affectedRows > 0
+        if claimed { return .claimed(claim) }
+        guard let row = try database.queryOne("""
+            SELECT refused_at IS NOT NULL FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)
+            """) else { return .gone }
+        return try row.decode(Bool.self) ? .refused : .heldElsewhere
+    }
+
+    /// Whether another callback's claim is still held.
+    public func credentialRefreshUnderWay(recordID: Int64, generation: Int64, now: Timestamp) throws -> Bool {
+        try database.queryOne("""
+            SELECT 1 FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)
+              AND refresh_claim IS NOT NULL AND refresh_claim_until >= \(now.databaseString)
+            """) != nil
+    }
+
+    /// Stores the renewed credentials (re-sealed) and frees the claim. False when the
+    /// claim was lost meanwhile (fresh credentials were adopted): they stay.
+    public func finishCredentialRefresh(recordID: Int64, generation: Int64, claim: [UInt8], sealed: [UInt8]) throws -> Bool {
+        try database.execute("""
+            UPDATE MailCredentials SET sealed = \(sealed), refresh_claim = NULL, refresh_claim_until = NULL
+            WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_claim = \(claim)
+            """).affectedRows > 0
+    }
+
+    /// Frees the claim without new credentials; with `refusedAt`, the token endpoint
+    /// refused the refresh token (`RefreshClaim.refused` from then on).
+    public func abandonCredentialRefresh(recordID: Int64, generation: Int64, claim: [UInt8], refusedAt: Timestamp?) throws {
+        try database.execute("""
+            UPDATE MailCredentials SET refresh_claim = NULL, refresh_claim_until = NULL, refused_at = \(refusedAt?.databaseString)
+            WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_claim = \(claim)
+            """)
     }
 
     // MARK: Proof of possession throttle

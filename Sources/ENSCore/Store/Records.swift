@@ -10,9 +10,13 @@ public struct UserRecord: Sendable {
     /// How often the backend promised a sign of life (EWS: StatusFrequency).
     public let heartbeatMinutes: Int64
     public let lastCallbackAt: Timestamp?
+    /// The token endpoint refused the live subscription's refresh token: its
+    /// notifications are generic until the device sends new credentials (check-ins
+    /// tell it to register again).
+    public let credentialsRefused: Bool
 
     public init(id: Int64, userID: String, registered: Bool, generation: Int64, backend: MailBackend, subscriptionID: String?,
-                heartbeatMinutes: Int64, lastCallbackAt: Timestamp?) {
+                heartbeatMinutes: Int64, lastCallbackAt: Timestamp?, credentialsRefused: Bool = false) {
         self.id = id
         self.userID = userID
         self.registered = registered
@@ -21,6 +25,7 @@ public struct UserRecord: Sendable {
         self.subscriptionID = subscriptionID
         self.heartbeatMinutes = heartbeatMinutes
         self.lastCallbackAt = lastCallbackAt
+        self.credentialsRefused = credentialsRefused
     }
 
     /// Whether a subscription for this record exists at its backend.

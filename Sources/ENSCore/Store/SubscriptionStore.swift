@@ -20,10 +20,16 @@ public struct SubscriptionStore {
     }
 
     // The key columns are left out: they are read only when a key is not in the cache.
-    private static let recordColumns = "id, userid, registered, generation, mail_backend, subscription_id, heartbeat_minutes, last_callback_at"
+    // The last is whether the live subscription's refresh token was refused (a primary
+    // key lookup, in the same round trip).
+    private static let recordColumns = """
+        s.id, s.userid, s.registered, s.generation, s.mail_backend, s.subscription_id, s.heartbeat_minutes, s.last_callback_at,
+        EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = s.id AND c.generation = s.generation AND c.refused_at IS NOT NULL)
+        """
+    private static let recordColumnCount = 9
 
     public func record(userID: String) throws -> UserRecord? {
-        guard let row = try database.queryOne("SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo WHERE userid = \(userID)") else {
+        guard let row = try database.queryOne("SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s WHERE s.userid = \(userID)") else {
             return nil
         }
         return try Self.record(from: row)
@@ -33,7 +39,8 @@ public struct SubscriptionStore {
         let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt)
             = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self)
         return UserRecord(id: id, userID: userID, registered: registered, generation: generation, backend: backend,
-                          subscriptionID: subscriptionID, heartbeatMinutes: heartbeatMinutes, lastCallbackAt: lastCallbackAt)
+                          subscriptionID: subscriptionID, heartbeatMinutes: heartbeatMinutes, lastCallbackAt: lastCallbackAt,
+                          credentialsRefused: try row.int(recordColumnCount - 1) != 0)
     }
 
     /// Creates a record with `key`; if another request created it first, returns theirs.
@@ -55,15 +62,14 @@ public struct SubscriptionStore {
     /// The record and its devices in one round trip (check-ins are the hottest path).
     public func recordWithDevices(userID: String) throws -> (UserRecord, [DeviceRecord])? {
         let rows = try database.query("""
-            SELECT s.id, s.userid, s.registered, s.generation, s.mail_backend, s.subscription_id,
-                   s.heartbeat_minutes, s.last_callback_at,
+            SELECT \(unsafe: Self.recordColumns),
                    d.id, d.token_hash, d.bundle_id, d.default_sound, d.ews_device_id, d.badge, d.development, d.disabled_at, d.last_notified_at,
                    d.privacy_mode, d.preview_key
             FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
             WHERE s.userid = \(userID) LIMIT 1000
             """)
         guard let first = rows.first else { return nil }
-        let recordColumns = 8
+        let recordColumns = Self.recordColumnCount
         let record = try Self.record(from: Row(values: Array(first.values[..<recordColumns])))
         let devices = try rows.compactMap { row -> DeviceRecord? in
             guard try row.optionalInt(recordColumns) != nil else { return nil }

@@ -1,4 +1,5 @@
 internal import Codecs
+internal import Curl
 internal import ENSCore
 internal import POSIX
 internal import Logging
@@ -116,8 +117,8 @@ enum DeviceAPI {
         return userName
     }
 
-    /// Exactly one authentication method: OAuth, user name and password, or a client
-    /// certificate (CBAData).
+    /// Exactly one authentication method: OAuth (with or without what renews it), user
+    /// name and password, or a client certificate (CBAData).
     private static func exchangeCredentials(_ creds: [String: JSONValue]) throws(APIError) -> MailCredentials {
         var methods: [MailCredentials.Method] = []
         if let token = creds["oauthAccessToken"]?.stringValue, !token.isEmpty {
@@ -135,8 +136,36 @@ enum DeviceAPI {
             methods.append(.certificate(pkcs12: pkcs12, password: members["password"]?.stringValue ?? ""))
         }
         guard methods.count == 1, let method = methods.first else { throw .sealedParameterRejected }
+        var refresh: OAuthRefresh?
+        if let member = creds["oauthRefresh"] {
+            guard case .oauth = method else { throw .sealedParameterRejected }
+            refresh = try oauthRefresh(member)
+        }
         let ewsURL = creds["ewsUrl"]?.stringValue
-        return MailCredentials(method: method, serverURL: ewsURL?.isEmpty == true ? nil : ewsURL)
+        return MailCredentials(method: method, serverURL: ewsURL?.isEmpty == true ? nil : ewsURL, oauthRefresh: refresh)
+    }
+
+    /// `oauthRefresh`: {"refreshToken", "tokenEndpoint" (https), "clientId", "scope"?}.
+    /// Whether the endpoint may be reached is decided at each exchange, by the same
+    /// outbound policy as Exchange's (docs/security.md).
+    private static func oauthRefresh(_ member: JSONValue) throws(APIError) -> OAuthRefresh {
+        guard case .object(let fields) = member, Set(fields.keys).isSubset(of: ["refreshToken", "tokenEndpoint", "clientId", "scope"]) else {
+            throw .sealedParameterRejected
+        }
+        func text(_ name: String, limit: Int) throws(APIError) -> String? {
+            guard let value = fields[name] else { return nil }
+            guard let text = value.stringValue, !text.isEmpty, text.utf8.count <= limit,
+                  text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { throw .sealedParameterRejected }
+            return text
+        }
+        guard let refreshToken = try text("refreshToken", limit: OAuthRefresh.maximumTokenBytes),
+              let endpoint = try text("tokenEndpoint", limit: OAuthRefresh.maximumFieldBytes),
+              let clientID = try text("clientId", limit: OAuthRefresh.maximumFieldBytes) else { throw .sealedParameterRejected }
+        guard let parts = URLParts(endpoint), parts.scheme == "https", !parts.hasUserInfo, !endpoint.contains("#") else {
+            throw .invalidRequest("oauthRefresh.tokenEndpoint must be an https URL.")
+        }
+        return OAuthRefresh(refreshToken: refreshToken, tokenEndpoint: endpoint, clientID: clientID,
+                            scope: try text("scope", limit: OAuthRefresh.maximumFieldBytes))
     }
 
     // MARK: /unregister
@@ -221,11 +250,14 @@ enum DeviceAPI {
         try operation.store.checkIn(deviceID: device.id, now: now)
         try operation.store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
         let credentials = try offeredCredentials(request, operation: operation, context: context)
+        let renewed = credentials.contains { $0 == ("credentials", "Stored") }
         if !ignoreLastMessageDate, let lastNotificationTs {
             let newest = try context.notificationLog.newestCreatedAt(deviceID: device.id)
-            return .ok(status(operation.record, lastNotified: newest, lastMessageDate: lastNotificationTs, now: now, context: context), credentials)
+            return .ok(status(operation.record, lastNotified: newest, lastMessageDate: lastNotificationTs, now: now, context: context,
+                              credentialsRenewed: renewed), credentials)
         }
-        return .ok(status(operation.record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context), credentials)
+        return .ok(status(operation.record, lastNotified: device.lastNotifiedAt, lastMessageDate: lastMessageDate, now: now, context: context,
+                          credentialsRenewed: renewed), credentials)
     }
 
     /// A check-in's optional `creds` (sealed like a registration's): new credentials for
@@ -243,10 +275,15 @@ enum DeviceAPI {
         return [("credentials", stored ? "Stored" : "Unused")]
     }
 
-    private static func status(_ record: UserRecord, lastNotified: Timestamp?, lastMessageDate: Timestamp?, now: Timestamp, context: RequestContext) -> ResponseCode {
+    /// `credentialsRenewed`: this check-in brought new credentials, so a refresh token
+    /// the token endpoint refused no longer counts against the subscription.
+    private static func status(_ record: UserRecord, lastNotified: Timestamp?, lastMessageDate: Timestamp?, now: Timestamp, context: RequestContext,
+                               credentialsRenewed: Bool = false) -> ResponseCode {
         guard record.subscriptionIsHealthy(now: now, grace: context.settings.deviceAPI.subscriptionGrace) else {
             return .userRecordPresentNotSubscribed
         }
+        // Its notifications go generic until new credentials come: register again.
+        if record.credentialsRefused && !credentialsRenewed { return .userRecordPresentNotSubscribed }
         if let lastMessageDate, let lastNotified, lastNotified > lastMessageDate {
             return .userRecordPresentNotSubscribed
         }

@@ -83,7 +83,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
         let ews: EWSCredentials
         switch credentials.method {
         case .basic(let userName, let password): ews = EWSCredentials(method: .basic(userName: userName, password: password), mailbox: nil)
-        case .oauth(let accessToken): ews = EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: nil)
+        case .oauth(let accessToken): ews = EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: nil, refresh: credentials.oauthRefresh)
         case .graph: return false
         case .certificate(let pkcs12, let password):
             guard let identity = try? ClientIdentity(pkcs12: pkcs12, password: password) else { throw APIError.sealedParameterRejected }
@@ -253,7 +253,7 @@ private struct Attempt {
         case .basic(let userName, let password):
             return EWSCredentials(method: .basic(userName: userName, password: password), mailbox: request.mailbox)
         case .oauth(let accessToken):
-            return EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: request.mailbox)
+            return EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: request.mailbox, refresh: request.credentials.oauthRefresh)
         case .graph:
             // Only a Graph tenant's mailbox can use it; no configured tenant has this domain.
             context.logger.info("registration: a Graph access token for a mailbox no configured Graph tenant serves")

@@ -59,10 +59,14 @@ public struct MailCredentials: Sendable {
     public let method: Method
     /// A server the client names itself (`ewsUrl`), instead of discovery.
     public let serverURL: String?
+    /// With `.oauth`: the device's refresh token, token endpoint and client id
+    /// (`oauthRefresh`), for renewing the access token at callbacks.
+    public let oauthRefresh: OAuthRefresh?
 
-    public init(method: Method, serverURL: String?) {
+    public init(method: Method, serverURL: String?, oauthRefresh: OAuthRefresh? = nil) {
         self.method = method
         self.serverURL = serverURL
+        self.oauthRefresh = oauthRefresh
     }
 }
 
