@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A strict Exchange Web Services (EWS) simulator: Autodiscover, push subscriptions and
-SendNotification callbacks, for ENS's tests and benchmarks.
+"""A strict Exchange Web Services (EWS) simulator: Autodiscover, push subscriptions,
+SendNotification callbacks and an OAuth 2.0 token endpoint, for ENS's tests and benchmarks.
 
 Usage:
   ews_simulator.py --port P --control-port C --http-port H --tls-dir DIR
@@ -53,9 +53,15 @@ Any XML body containing "<!DOCTYPE" or "<!ENTITY" (any case) or a NUL byte is an
 AUTHENTICATION (EWS and every answering Autodiscover endpoint)
   If an Authorization header is present it alone decides:
     Basic base64(userName:password)  matches a mailbox with that userName and password.
-    Bearer <token>                   matches a mailbox with that oauthToken, and the
-                                     request must carry X-AnchorMailbox equal (case-
-                                     insensitive) to that mailbox's email.
+    Bearer <token>                   matches a mailbox with that (static, never
+                                     expiring) oauthToken, or the mailbox of a live
+                                     OAuth access token (OAUTH TOKEN ENDPOINT); either
+                                     way the request must carry X-AnchorMailbox equal
+                                     (case-insensitive) to that mailbox's email. An
+                                     OAuth access token that has expired or whose grant
+                                     is revoked matches nothing, and its 401 carries
+                                     `WWW-Authenticate: Basic realm="sim", Bearer
+                                     error="invalid_token"` (one header) instead.
     any other scheme                 matches nothing.
   Without an Authorization header, a client certificate (verified against the client
   CA) matches the mailbox whose issued certificate has the same SHA-256 fingerprint.
@@ -207,8 +213,65 @@ TARPIT: a domain in mode "tarpit" plays a server that accepts and never finishes
   bytes of "HTTP/1.1 200 OK" one per second for up to 60 s, then the connection is
   closed. Recorded with operation "tarpit".
 
+OAUTH TOKEN ENDPOINT (the simulator as the identity provider, Azure AD / ADFS style: the
+  RFC 6749 refresh_token grant, for public clients only)
+  POST https://<any host>/oauth2/token or https://<any host>/<tenant>/oauth2/v2.0/token
+  (tenant: one path segment of [A-Za-z0-9.-]+; the path is compared case-insensitively;
+  other paths -> 404). Operation "Token"; the recorded "auth" is "none" or the
+  Authorization scheme lowercased (a client certificate is ignored). Every answer carries
+  `Cache-Control: no-store` and `Pragma: no-cache`. Errors are HTTP 400 (401 for
+  invalid_client, with `WWW-Authenticate: Basic realm="sim"`), Content-Type
+  application/json;charset=UTF-8, body {"error": code, "error_description": text}; no
+  token is ever echoed. Checks, in this order:
+   1. method other than POST -> 405, `Allow: POST`, empty body.
+   2. an injected failure for "Token" fires (FAILURE INJECTION).
+   3. a query string (even a bare "?") -> invalid_request.
+   4. Content-Type not application/x-www-form-urlencoded (parameters allowed; a charset,
+      if any, utf-8) -> invalid_request.
+   5. an Authorization header (any scheme), or a parameter named client_secret,
+      client_assertion or client_assertion_type (even empty; found by a lenient parse)
+      -> 401 invalid_client: these clients are public and must not authenticate.
+   6. the body is decoded as UTF-8 and parsed by urllib.parse.parse_qsl with
+      strict_parsing=True, keep_blank_values=True, errors="strict", max_num_fields=64:
+      invalid UTF-8 (raw or percent-encoded), an empty field ("a=1&&b=2", a trailing
+      "&"), a field without "=", a parameter without a name, more than 64 fields ->
+      invalid_request; a parameter name given more than once (even with empty values) ->
+      invalid_request (RFC 6749 §3.2). An empty body has no parameters. From here on a
+      parameter with an empty value counts as omitted (RFC 6749 §3.1).
+   7. grant_type missing -> invalid_request; any value but exactly "refresh_token"
+      (authorization_code, password, client_credentials, ...) -> unsupported_grant_type.
+   8. client_id missing -> invalid_request; not a registered client (POST /oauth/clients)
+      -> 401 invalid_client.
+   9. refresh_token missing -> invalid_request. Then invalid_grant, checked in this order,
+      when it is unknown; was issued to another client_id; belongs to a revoked grant;
+      was already exchanged (rotated away): refresh-token reuse, which also revokes the
+      grant (its current refresh token and all its access tokens stop working) and sets
+      its reuseDetected; has expired (refreshLifetime after it was issued).
+  10. scope, if given: scope tokens (RFC 6749 §3.3 characters) separated by single
+      spaces, each one (case-sensitively) in the grant's scope, else invalid_scope.
+  11. success: HTTP 200, {"token_type": "Bearer", "access_token": A, "expires_in": the
+      client's accessLifetime rounded up to whole seconds, "scope": the requested scope
+      tokens (duplicates dropped, order kept) or else the grant's whole scope,
+      "refresh_token": R}. A is new. With the client's rotate true R is new (good for
+      refreshLifetime from now) and the presented token becomes used (presenting it again
+      is reuse, step 9); with rotate false R is the presented token, expiry unchanged.
+      The grant's refreshes + 1; its scope never changes.
+  Every answer other than 200 counts one refusal for each grant whose refresh token
+  (current or used) a refresh_token parameter of the body names (found by a lenient
+  parse, so malformed bodies and injected failures count too).
+  Access tokens (issued here or by POST /oauth/grants) look like JWTs: base64url(JSON
+  header) "." base64url(JSON claims aud, iss, iat, nbf, exp, appid, upn, scp, jti) "."
+  base64url(accessTokenBytes random bytes), so they start with "eyJ" and are about
+  accessTokenBytes * 4/3 + 400 characters long. Nothing checks a signature; the claims
+  are informational (exp does not follow /oauth/expire). They authenticate EWS and
+  Autodiscover (AUTHENTICATION) until they expire (accessLifetime after issue, or POST
+  /oauth/expire) or their grant is revoked (refresh-token reuse, POST /oauth/revoke);
+  their scope is not checked. Refresh tokens are "rt." and 64 random base64url
+  characters. Lifetimes are measured with time.monotonic(). The simulator keeps tokens
+  only as SHA-256 digests and never logs them.
+
 FAILURE INJECTION: POST /fail {"operation": "Subscribe"|"GetItem"|"GetFolder"|
-  "Autodiscover", "status"?: 400..599, "responseCode"?: s, "delayMs"?: n,
+  "Autodiscover"|"Token", "status"?: 400..599, "responseCode"?: s, "delayMs"?: n,
   "backOffMs"?: n, "count"?: N}. The next N requests for that operation (0/absent: all
   until /reset; a later /fail for the same operation replaces it) that pass
   authentication are delayed by delayMs, then:
@@ -222,7 +285,19 @@ FAILURE INJECTION: POST /fail {"operation": "Subscribe"|"GetItem"|"GetFolder"|
                 else 603 and Message = responseCode.
     neither     only the delay; the request is then processed normally.
   "Autodiscover" covers POX and SOAP requests at answering endpoints (not the plain-HTTP
-  redirect). POST /reset clears injected failures (not mailboxes, subscriptions, records).
+  redirect). "Token" covers every POST to the token endpoint (no authentication there;
+  a GET is answered 405 without using the failure), and answers differently:
+    status 5xx or 429  that status, {"error": "temporarily_unavailable",
+                "error_description": "Injected failure."}; with backOffMs also
+                `Retry-After: ceil(backOffMs / 1000)` seconds.
+    other status  that status, empty body (401 also carries `WWW-Authenticate: Basic
+                realm="sim"`).
+    no status, responseCode  HTTP 400 {"error": responseCode, "error_description":
+                "Injected failure."}.
+    neither     only the delay.
+  (all with the token endpoint's no-store headers; JSON as application/json;charset=UTF-8).
+  POST /reset clears injected failures (not mailboxes, subscriptions, records, OAuth
+  clients or grants).
 
 CALLBACKS (the simulator acting as Exchange)
   Each live subscription has its own sender thread; notifications for one subscription
@@ -284,7 +359,8 @@ CONTROL API (plain HTTP/1.1, JSON, 127.0.0.1:C). Errors: 400/404 {"error": "..."
       subscription (of that mailbox); same answer shapes as /newmail, without "items".
   GET  /requests  {"requests": [{"time" (ms), "scheme", "host", "path", "method",
       "operation" (Autodiscover-POX, Autodiscover-SOAP, Autodiscover-HTTP, Subscribe,
-      GetItem, GetFolder, another body element's local name, or null), "auth", "version"
+      GetItem, GetFolder, another body element's local name, Token, tarpit, or null),
+      "auth", "version"
       (RequestServerVersion / RequestedServerVersion, or null), "status",
       "subscribeUrl" (Subscribe: the t:URL text, else null)}], "violations": [strings]}.
       The newest 100000 requests are kept.
@@ -296,6 +372,28 @@ CONTROL API (plain HTTP/1.1, JSON, 127.0.0.1:C). Errors: 400/404 {"error": "..."
   POST /policy {"deny": [ids]}  a stand-in SEG policy service: sets the EAS device ids
                to deny (replacing the list).
   POST /policy/check {"deviceId": s}  -> {"allowed": bool} (what ENS's policy.url asks).
+  OAuth (OAUTH TOKEN ENDPOINT); these four POSTs answer 400 for keys they do not know:
+  POST /oauth/clients {"clientId": s ([A-Za-z0-9_.-]+), "accessLifetime"?: 3600,
+      "refreshLifetime"?: 7776000 (seconds, numbers > 0, fractions allowed), "rotate"?:
+      true, "scope"?: "https://outlook.office365.com/EWS.AccessAsUser.All
+      offline_access", "accessTokenBytes"?: 1200 (64..8192)}   (defaults shown)
+      Registers a public client, or replaces its settings: {"ok": true}. Existing grants
+      and tokens keep working and keep their expiry and scope; the new lifetimes, rotate
+      and accessTokenBytes apply to exchanges from then on, the new scope to new grants.
+  POST /oauth/grants {"email", "clientId"}  a user's consent: a new grant of the client's
+      scope for that mailbox, with a first access and refresh token: {"ok": true,
+      "grantId": n, "accessToken", "refreshToken", "expiresIn", "scope"}. Unknown
+      mailbox or client -> 404.
+  GET  /oauth/grants  [{"id", "email", "clientId", "scope", "refreshes" (successful
+      exchanges), "refusals" (token-endpoint answers other than 200 naming one of its
+      refresh tokens), "revoked", "reuseDetected", "accessTokensLive" (unexpired and the
+      grant not revoked)}], in creation order. No token values.
+  POST /oauth/expire {"email"}  every access token of that mailbox's grants expires now
+      (refresh tokens stay good; the static oauthToken is untouched): {"ok": true,
+      "expired": n}, n = how many of them were live. Unknown mailbox -> 404.
+  POST /oauth/revoke {"email"}  every grant of that mailbox is revoked (its refresh and
+      access tokens stop working): {"ok": true, "revoked": n}, n = grants not revoked
+      before. Unknown mailbox -> 404.
 """
 import argparse
 import base64
@@ -306,6 +404,7 @@ import hashlib
 import http.client
 import ipaddress
 import json
+import math
 import os
 import re
 import secrets
@@ -317,7 +416,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 from xml.sax.saxutils import escape
 
 from cryptography import x509
@@ -355,13 +454,25 @@ MODES = {"pox-root", "pox-autodiscover", "soap", "http-redirect", "redirect-addr
 EVENT_TYPES = {"NewMailEvent", "CreatedEvent", "DeletedEvent", "ModifiedEvent", "MovedEvent",
                "CopiedEvent", "FreeBusyChangedEvent"}
 SHAPES = {"IdOnly", "Default", "AllProperties"}
-FAIL_OPERATIONS = {"Subscribe", "GetItem", "GetFolder", "Autodiscover"}
+FAIL_OPERATIONS = {"Subscribe", "GetItem", "GetFolder", "Autodiscover", "Token"}
 MAX_SUBSCRIPTIONS = 20
 MAX_BODY = 1 << 20
 MAX_RECORDS = 100000
 FIELD_URI_RE = re.compile(r"[A-Za-z]+:[A-Za-z0-9]+")
 INT_RE = re.compile(r"\s*\+?[0-9]{1,9}\s*")
 AUTH_CHALLENGE = (("WWW-Authenticate", 'Basic realm="sim", Bearer'),)
+INVALID_TOKEN_CHALLENGE = (("WWW-Authenticate", 'Basic realm="sim", Bearer error="invalid_token"'),)
+# -- OAuth 2.0 token endpoint (RFC 6749 refresh_token grant, public clients) --
+TOKEN_PATH_RE = re.compile(r"/oauth2/token|/[a-z0-9.-]+/oauth2/v2\.0/token")  # lowercased path
+FORM_CT = "application/x-www-form-urlencoded"
+OAUTH_JSON_CT = "application/json;charset=UTF-8"
+NO_STORE = (("Cache-Control", "no-store"), ("Pragma", "no-cache"))
+CLIENT_CHALLENGE = (("WWW-Authenticate", 'Basic realm="sim"'),)
+CLIENT_AUTH_PARAMS = {"client_secret", "client_assertion", "client_assertion_type"}
+DEFAULT_SCOPE = "https://outlook.office365.com/EWS.AccessAsUser.All offline_access"
+SCOPE_TOKEN_RE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749 scope-token (NQCHAR)
+CLIENT_ID_RE = re.compile(r"[\w.-]+", re.ASCII)
+MAX_FORM_FIELDS = 64
 XML_CT = "text/xml; charset=utf-8"
 MESSAGES = {
     "ErrorSchemaValidation": "The request failed schema validation.",
@@ -399,6 +510,29 @@ def rand_b64(n):
 
 def attr(value):
     return escape(value, {'"': "&quot;"})
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def token_key(token):
+    """OAuth tokens are kept only as their SHA-256 (never the value itself)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def scope_list(value):
+    """RFC 6749 §3.3 scope: scope-tokens separated by single spaces -> [tokens] (order
+    kept, duplicates dropped), or None when malformed."""
+    tokens = value.split(" ")
+    if not all(SCOPE_TOKEN_RE.fullmatch(t) for t in tokens):
+        return None
+    return list(dict.fromkeys(tokens))
+
+
+def oauth_error(status, code, description, headers=()):
+    body = json.dumps({"error": code, "error_description": description}).encode()
+    return Bad(status, body, OAUTH_JSON_CT, NO_STORE + tuple(headers))
 
 
 def media_type(value):
@@ -598,6 +732,43 @@ class Subscription:
                 "watermark": self.watermark}
 
 
+class OAuthClient:
+    __slots__ = ("id", "access_lifetime", "refresh_lifetime", "rotate", "scope", "token_bytes")
+
+
+class Grant:
+    """A user's consent to a client: the refresh-token chain and its access tokens."""
+
+    def __init__(self, gid, mailbox, client_id, scope):
+        self.id, self.mailbox, self.client_id, self.scope = gid, mailbox, client_id, scope
+        self.refreshes = self.refusals = 0
+        self.revoked = self.reuse_detected = False
+        self.access = []   # AccessToken
+
+    def live_access(self, now):
+        return [] if self.revoked else [a for a in self.access if a.expires > now]
+
+    def describe(self, now):
+        return {"id": self.id, "email": self.mailbox.email, "clientId": self.client_id,
+                "scope": self.scope, "refreshes": self.refreshes, "refusals": self.refusals,
+                "revoked": self.revoked, "reuseDetected": self.reuse_detected,
+                "accessTokensLive": len(self.live_access(now))}
+
+
+class AccessToken:
+    __slots__ = ("grant", "expires")
+
+    def __init__(self, grant, expires):
+        self.grant, self.expires = grant, expires
+
+
+class RefreshToken:
+    __slots__ = ("grant", "expires", "used")
+
+    def __init__(self, grant, expires):
+        self.grant, self.expires, self.used = grant, expires, False
+
+
 class Simulator:
     def __init__(self, args, client_ca_key, client_ca_cert):
         self.lock = threading.Lock()
@@ -615,6 +786,10 @@ class Simulator:
         self.domains = {}     # domain -> (mode, target)
         self.failures = {}    # operation -> dict
         self.denied_devices = set()  # SEG policy stand-in: EAS device ids to deny
+        self.oauth_clients = {}   # client id -> OAuthClient
+        self.grants = []          # Grant, in creation order
+        self.access_tokens = {}   # token_key(access token) -> AccessToken
+        self.refresh_tokens = {}  # token_key(refresh token) -> RefreshToken
         self.policy_checks = 0
         self.subscriptions = {}
         self.requests = collections.deque(maxlen=MAX_RECORDS)
@@ -647,9 +822,10 @@ class Simulator:
         return host, "root"
 
     def authenticate(self, headers, fingerprint):
-        """-> (kind presented, Mailbox or None)."""
+        """-> (kind presented, Mailbox or None, the 401's headers when None)."""
         authz = headers.get("Authorization")
         mailbox = None
+        challenge = AUTH_CHALLENGE
         if authz is not None:
             scheme, _, cred = authz.strip().partition(" ")
             kind = scheme.lower() or "unknown"
@@ -664,6 +840,15 @@ class Simulator:
                     pass
             elif kind == "bearer":
                 mailbox = self.by_token.get(cred) if cred else None
+                if mailbox is None and cred:
+                    with self.lock:
+                        token = self.access_tokens.get(token_key(cred))
+                        if token is None:
+                            pass
+                        elif token.grant.revoked or token.expires <= time.monotonic():
+                            challenge = INVALID_TOKEN_CHALLENGE
+                        else:
+                            mailbox = token.grant.mailbox
                 if mailbox is not None and headers.get("X-AnchorMailbox") is None:
                     mailbox = None
         elif fingerprint is not None:
@@ -673,7 +858,7 @@ class Simulator:
         anchor = headers.get("X-AnchorMailbox")
         if mailbox is not None and anchor is not None and anchor.strip().lower() != mailbox.email:
             mailbox = None
-        return kind, mailbox
+        return kind, mailbox, challenge
 
     @staticmethod
     def ews_url(email):
@@ -701,14 +886,21 @@ class Simulator:
                 raise Bad(404)
             if h.command != "POST":
                 raise Bad(405, headers=(("Allow", "POST"),))
-            kind, mailbox = self.authenticate(h.headers, h.fingerprint)
+            kind, mailbox, challenge = self.authenticate(h.headers, h.fingerprint)
             rec["auth"] = kind
             if mailbox is None:
-                raise Bad(401, headers=AUTH_CHALLENGE)
+                raise Bad(401, headers=challenge)
             failure = self.take_failure("Autodiscover")
             if pox:
                 return self.pox(h, body, rec, mailbox, mode, target, failure)
             return self.soap_autodiscover(h, body, rec, mailbox, failure)
+        if TOKEN_PATH_RE.fullmatch(path):
+            rec["operation"] = "Token"
+            try:
+                return self.token_endpoint(h, body, rec)
+            except Bad:
+                self.count_refusal(body)
+                raise
         raise Bad(404)
 
     @staticmethod
@@ -924,14 +1116,14 @@ class Simulator:
 
     # -- EWS -------------------------------------------------------------------------
     def ews(self, h, body, rec):
-        kind, mailbox = self.authenticate(h.headers, h.fingerprint)
+        kind, mailbox, challenge = self.authenticate(h.headers, h.fingerprint)
         rec["auth"] = kind
         hostile = self.domains.get(self.site_of(rec["host"])[0], ("none", None))[0] == "hostile"
         if hostile:
             mailbox = Mailbox("victim@hostile.invalid")
             mailbox.versions = set(KNOWN_VERSIONS)
         if mailbox is None:
-            raise Bad(401, headers=AUTH_CHALLENGE)
+            raise Bad(401, headers=challenge)
         rec["mailbox"] = mailbox.email
         mt, params = media_type(h.headers.get("Content-Type"))
         if mt != "text/xml" or params.get("charset") != "utf-8":
@@ -1212,6 +1404,136 @@ class Simulator:
             return error_message("GetFolderResponseMessage", code, extra="<m:Folders />")
         return 200, ews_answer("GetFolder", [folder if ok is True else refused(ok or "ErrorFolderNotFound")
                                              for ok in found]), XML_CT
+
+    # -- OAuth 2.0 token endpoint ----------------------------------------------------
+    def issue_access(self, grant, client, scope):
+        """Caller holds self.lock. -> (access token, expires_in)."""
+        now = time.time()
+        header = {"typ": "JWT", "alg": "RS256", "kid": "sim"}
+        claims = {"aud": "https://outlook.office365.com", "iss": "https://sts.sim.test/",
+                  "iat": int(now), "nbf": int(now), "exp": int(now + client.access_lifetime),
+                  "appid": client.id, "upn": grant.mailbox.email, "scp": scope,
+                  "jti": secrets.token_urlsafe(16)}
+        token = ".".join((b64url(json.dumps(header, separators=(",", ":")).encode()),
+                          b64url(json.dumps(claims, separators=(",", ":")).encode()),
+                          b64url(secrets.token_bytes(client.token_bytes))))
+        access = AccessToken(grant, time.monotonic() + client.access_lifetime)
+        grant.access.append(access)
+        self.access_tokens[token_key(token)] = access
+        return token, math.ceil(client.access_lifetime)
+
+    def issue_refresh(self, grant, client):
+        """Caller holds self.lock."""
+        token = "rt." + secrets.token_urlsafe(48)
+        self.refresh_tokens[token_key(token)] = RefreshToken(
+            grant, time.monotonic() + client.refresh_lifetime)
+        return token
+
+    def count_refusal(self, body):
+        """A non-200 token-endpoint answer: one refusal for every grant whose refresh
+        token (current or used) the body names, however malformed the body."""
+        try:
+            pairs = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+        except ValueError:
+            return
+        with self.lock:
+            grants = {id(t.grant): t.grant for t in
+                      (self.refresh_tokens.get(token_key(v)) for k, v in pairs
+                       if k == "refresh_token" and v) if t is not None}
+            for grant in grants.values():
+                grant.refusals += 1
+
+    def token_endpoint(self, h, body, rec):
+        authz = h.headers.get("Authorization")
+        rec["auth"] = ((authz.strip().partition(" ")[0].lower() or "unknown")
+                       if authz is not None else "none")
+        if h.command != "POST":
+            raise Bad(405, headers=(("Allow", "POST"),) + NO_STORE)
+        failure = self.take_failure("Token")
+        if failure:
+            self.apply_delay(failure)
+            status, code = failure.get("status"), failure.get("responseCode")
+            if status:
+                extra = CLIENT_CHALLENGE if status == 401 else ()
+                if status >= 500 or status == 429:
+                    if failure.get("backOffMs") is not None:
+                        extra += (("Retry-After", str(math.ceil(failure["backOffMs"] / 1000))),)
+                    raise oauth_error(status, "temporarily_unavailable", "Injected failure.", extra)
+                raise Bad(status, headers=NO_STORE + extra)
+            if code:
+                raise oauth_error(400, code, "Injected failure.")
+        if "?" in h.path:
+            raise oauth_error(400, "invalid_request", "The token endpoint takes no query string.")
+        mt, params = media_type(h.headers.get("Content-Type"))
+        if mt != FORM_CT or params.get("charset", "utf-8") != "utf-8":
+            raise oauth_error(400, "invalid_request",
+                              "The Content-Type must be application/x-www-form-urlencoded.")
+        names = {k for k, _ in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)}
+        if authz is not None or names & CLIENT_AUTH_PARAMS:
+            raise oauth_error(401, "invalid_client", "Public clients must not authenticate.",
+                              CLIENT_CHALLENGE)
+        try:
+            pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=True,
+                              errors="strict", max_num_fields=MAX_FORM_FIELDS)
+        except ValueError:  # UnicodeDecodeError included
+            raise oauth_error(400, "invalid_request",
+                              "The body is not UTF-8 application/x-www-form-urlencoded.")
+        seen = collections.Counter(k for k, _ in pairs)
+        if "" in seen:
+            raise oauth_error(400, "invalid_request", "A parameter has no name.")
+        twice = sorted(k for k, n in seen.items() if n > 1)
+        if twice:
+            raise oauth_error(400, "invalid_request",
+                              f"Parameter {twice[0][:40]!r} is included more than once.")
+        form = {k: v for k, v in pairs if v != ""}  # RFC 6749 §3.1: empty = omitted
+        grant_type = form.get("grant_type")
+        if grant_type is None:
+            raise oauth_error(400, "invalid_request", "grant_type is missing.")
+        if grant_type != "refresh_token":
+            raise oauth_error(400, "unsupported_grant_type", "Only refresh_token is supported.")
+        client_id = form.get("client_id")
+        if client_id is None:
+            raise oauth_error(400, "invalid_request", "client_id is missing.")
+        refresh = form.get("refresh_token")
+        scope = form.get("scope")
+        with self.lock:
+            client = self.oauth_clients.get(client_id)
+            if client is None:
+                raise oauth_error(401, "invalid_client", "Unknown client.", CLIENT_CHALLENGE)
+            if refresh is None:
+                raise oauth_error(400, "invalid_request", "refresh_token is missing.")
+            entry = self.refresh_tokens.get(token_key(refresh))
+            if entry is None:
+                raise oauth_error(400, "invalid_grant", "Unknown refresh token.")
+            grant = entry.grant
+            if grant.client_id != client_id:
+                raise oauth_error(400, "invalid_grant",
+                                  "The refresh token was issued to another client.")
+            if grant.revoked:
+                raise oauth_error(400, "invalid_grant", "The grant has been revoked.")
+            if entry.used:
+                grant.revoked = grant.reuse_detected = True
+                raise oauth_error(400, "invalid_grant", "The refresh token was already used;"
+                                  " the grant has been revoked.")
+            if entry.expires <= time.monotonic():
+                raise oauth_error(400, "invalid_grant", "The refresh token has expired.")
+            granted = grant.scope.split(" ")
+            if scope is None:
+                asked = granted
+            else:
+                asked = scope_list(scope)
+                if asked is None or not set(asked) <= set(granted):
+                    raise oauth_error(400, "invalid_scope",
+                                      "The requested scope exceeds the granted scope.")
+            access, expires_in = self.issue_access(grant, client, " ".join(asked))
+            if client.rotate:
+                entry.used = True
+                refresh = self.issue_refresh(grant, client)
+            grant.refreshes += 1
+        body = json.dumps({"token_type": "Bearer", "access_token": access,
+                           "expires_in": expires_in, "scope": " ".join(asked),
+                           "refresh_token": refresh}).encode()
+        return 200, body, OAUTH_JSON_CT, NO_STORE
 
     # -- plain HTTP (Autodiscover redirect method) -----------------------------------
     def handle_http(self, h, body, rec):
@@ -1588,6 +1910,96 @@ class Simulator:
             self.domains[domain.lower().rstrip(".")] = (mode, target)
         return {"ok": True}
 
+    # -- OAuth control operations ----------------------------------------------------
+    @staticmethod
+    def only_keys(req, allowed):
+        unknown = sorted(set(req) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown keys {unknown}; allowed: {sorted(allowed)}")
+
+    def oauth_mailbox(self, req):
+        """Caller holds self.lock."""
+        email = req.get("email")
+        if not isinstance(email, str) or not email:
+            raise ValueError("email must be a non-empty string")
+        mb = self.mailboxes.get(email.lower())
+        if mb is None:
+            raise LookupError("no such mailbox")
+        return mb
+
+    def put_oauth_client(self, req):
+        self.only_keys(req, ("clientId", "accessLifetime", "refreshLifetime", "rotate", "scope",
+                             "accessTokenBytes"))
+        client = OAuthClient()
+        client.id = req.get("clientId")
+        if not isinstance(client.id, str) or not CLIENT_ID_RE.fullmatch(client.id):
+            raise ValueError("clientId must be a non-empty string of [A-Za-z0-9_.-]")
+        for name, attr_name, default in (("accessLifetime", "access_lifetime", 3600),
+                                         ("refreshLifetime", "refresh_lifetime", 7776000)):
+            v = req.get(name)
+            v = default if v is None else v
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v <= 0:
+                raise ValueError(f"{name} must be a number of seconds > 0")
+            setattr(client, attr_name, v)
+        client.rotate = True if req.get("rotate") is None else req["rotate"]
+        if not isinstance(client.rotate, bool):
+            raise ValueError("rotate must be true or false")
+        client.scope = DEFAULT_SCOPE if req.get("scope") is None else req["scope"]
+        if not isinstance(client.scope, str) or scope_list(client.scope) is None:
+            raise ValueError("scope must be scope tokens separated by single spaces")
+        client.scope = " ".join(scope_list(client.scope))
+        n = req.get("accessTokenBytes")
+        client.token_bytes = 1200 if n is None else n
+        if isinstance(client.token_bytes, bool) or not isinstance(client.token_bytes, int) \
+                or not 64 <= client.token_bytes <= 8192:
+            raise ValueError("accessTokenBytes must be an integer 64..8192")
+        with self.lock:
+            self.oauth_clients[client.id] = client
+        return {"ok": True}
+
+    def put_grant(self, req):
+        self.only_keys(req, ("email", "clientId"))
+        client_id = req.get("clientId")
+        if not isinstance(client_id, str) or not client_id:
+            raise ValueError("clientId must be a non-empty string")
+        with self.lock:
+            mb = self.oauth_mailbox(req)
+            client = self.oauth_clients.get(client_id)
+            if client is None:
+                raise LookupError("no such OAuth client")
+            grant = Grant(len(self.grants) + 1, mb, client.id, client.scope)
+            self.grants.append(grant)
+            access, expires_in = self.issue_access(grant, client, grant.scope)
+            refresh = self.issue_refresh(grant, client)
+        return {"ok": True, "grantId": grant.id, "accessToken": access, "refreshToken": refresh,
+                "expiresIn": expires_in, "scope": grant.scope}
+
+    def expire_access(self, req):
+        self.only_keys(req, ("email",))
+        with self.lock:
+            mb = self.oauth_mailbox(req)
+            now = time.monotonic()
+            n = 0
+            for grant in self.grants:
+                if grant.mailbox is mb:
+                    for access in grant.access:
+                        if access.expires > now:
+                            n += not grant.revoked
+                            access.expires = now
+        return {"ok": True, "expired": n}
+
+    def revoke_grants(self, req):
+        self.only_keys(req, ("email",))
+        with self.lock:
+            mb = self.oauth_mailbox(req)
+            n = 0
+            for grant in self.grants:
+                if grant.mailbox is mb and not grant.revoked:
+                    grant.revoked = True
+                    n += 1
+        return {"ok": True, "revoked": n}
+
 
 # -- servers -----------------------------------------------------------------------------
 def host_of(value):
@@ -1647,10 +2059,11 @@ def make_handler(sim, scheme):
                         time.sleep(1)
                     return
                 if scheme == "https":
-                    status, out, ctype = sim.handle_https(self, body, rec)
+                    answer = sim.handle_https(self, body, rec)
                 else:
-                    status, out, ctype = sim.handle_http(self, body, rec)
-                headers = ()
+                    answer = sim.handle_http(self, body, rec)
+                status, out, ctype = answer[:3]
+                headers = answer[3] if len(answer) > 3 else ()
             except Bad as bad:
                 status, out, ctype, headers = bad.status, bad.body, bad.ctype, bad.headers
             except Exception as e:  # a simulator bug: answer 500 and say so
@@ -1732,6 +2145,9 @@ def control_server(sim, port):
                     obj = [s.describe() for s in sim.subscriptions.values()]
                 elif path == "/callbacks":
                     obj = list(sim.callbacks)
+                elif path == "/oauth/grants":
+                    now = time.monotonic()
+                    obj = [g.describe(now) for g in sim.grants]
                 elif path == "/mailboxes":
                     obj = [{"email": m.email, "unread": m.unread, "total": m.total,
                             "items": len(m.items),
@@ -1761,6 +2177,14 @@ def control_server(sim, port):
                     with sim.lock:
                         sim.failures.clear()
                     return self.reply(200, {"ok": True})
+                if path == "/oauth/clients":
+                    return self.reply(200, sim.put_oauth_client(req))
+                if path == "/oauth/grants":
+                    return self.reply(200, sim.put_grant(req))
+                if path == "/oauth/expire":
+                    return self.reply(200, sim.expire_access(req))
+                if path == "/oauth/revoke":
+                    return self.reply(200, sim.revoke_grants(req))
                 if path == "/newmail":
                     return self.reply(200, sim.new_mail(req))
                 if path == "/heartbeat":

@@ -7,7 +7,9 @@ to the simulator as --callback-ca). Then drives every feature with urllib, ssl a
 http.client: the TLS material, every Autodiscover mode (POX, SOAP, plain-HTTP redirect,
 redirectAddr, redirectUrl loop), the three authentication methods, every EWS check and
 operation, failure injection, SendNotification callbacks (format, OK, Unsubscribe,
-retries and death, timeouts, heartbeats), the records, logging hygiene, keep-alive,
+retries and death, timeouts, heartbeats), the OAuth token endpoint (every check, rotation,
+reuse detection, expiry, revocation, injected failures) and its access tokens at EWS and
+Autodiscover, the records, logging hygiene, keep-alive,
 SIGTERM, and certificate regeneration when --domains changes. Exits 0 when everything
 passed, 1 (with the failed check) otherwise. Takes about 15 s.
 
@@ -30,6 +32,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -321,6 +324,323 @@ def text(el, path):
     return None if found is None else found.text
 
 
+# -- OAuth token endpoint -------------------------------------------------------------------
+FORM = "application/x-www-form-urlencoded"
+EWS_SCOPE = "https://outlook.office365.com/EWS.AccessAsUser.All offline_access"
+OAUTH_TOKENS = []   # every token value seen: none may reach the simulator's log
+
+
+def form(*pairs, **fields):
+    return urllib.parse.urlencode(list(pairs) + list(fields.items()))
+
+
+def refresh_form(rt, client_id="ens-app", **extra):
+    return form(grant_type="refresh_token", client_id=client_id, refresh_token=rt, **extra)
+
+
+def token_request(sim, body, headers=None, path="/oauth2/token", method="POST", ctype=FORM):
+    """-> (status, headers (lowercase), JSON object or None, raw body)."""
+    conn = getattr(sim, "token_conn", None)
+    if conn is None:
+        conn = sim.token_conn = Conn("login.example.test", sim.port, sim.ctx)
+    h = {} if ctype is None else {"Content-Type": ctype}
+    h.update(headers or {})
+    data = body.encode() if isinstance(body, str) else body
+    conn.request(method, path, data, h)
+    r = conn.getresponse()
+    raw = r.read()
+    hd = {k.lower(): v for k, v in r.getheaders()}
+    check(r.getheader("Content-Length") == str(len(raw)), "token endpoint: Content-Length")
+    check(hd.get("cache-control") == "no-store" and hd.get("pragma") == "no-cache",
+          f"token endpoint {r.status}: no-store headers")
+    obj = None
+    if raw:
+        check(hd.get("content-type") == "application/json;charset=UTF-8", "token endpoint: JSON")
+        obj = json.loads(raw)
+        if r.status == 200:
+            OAUTH_TOKENS.extend([obj["access_token"], obj["refresh_token"]])
+        else:
+            check(set(obj) == {"error", "error_description"}, f"error body fields {obj}")
+            check(b"rt." not in raw and b"eyJ" not in raw, "error bodies echo no token")
+    return r.status, hd, obj, raw
+
+
+def expect_error(sim, body, status, error, what, **kw):
+    st, hd, obj, _ = token_request(sim, body, **kw)
+    check(st == status and obj is not None and obj["error"] == error,
+          f"{what}: want {status} {error}, got {st} {obj}")
+    if error == "invalid_client":
+        check(hd.get("www-authenticate") == 'Basic realm="sim"', f"{what}: WWW-Authenticate")
+    return obj
+
+
+def grants_of(sim, email):
+    return [g for g in sim.ok("/oauth/grants") if g["email"] == email]
+
+
+def jwt_part(token, i):
+    part = token.split(".")[i]
+    return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+
+def oauth_checks(sim):
+    EWS = "/EWS/Exchange.asmx"
+    OLGA = "olga@example.test"
+    sim.ok("/mailboxes", {"email": OLGA, "userName": "olga", "password": "olga-pw-5"})
+
+    def ews(token, anchor=OLGA):
+        st, hd, body, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER),
+                                   {"Authorization": "Bearer " + token, "X-AnchorMailbox": anchor})
+        return st, hd, body
+
+    def ews_ok(token, what):
+        st, _, body = ews(token)
+        check(st == 200 and text(xml(body), f".//{{{T}}}DisplayName") == "Inbox", f"{what}: {st}")
+
+    def ews_invalid(token, what):
+        st, hd, body = ews(token)
+        check(st == 401 and body == b"" and hd.get("www-authenticate")
+              == 'Basic realm="sim", Bearer error="invalid_token"', f"{what}: {st} {hd}")
+
+    # clients: validation
+    for bad in ({"clientId": ""}, {"clientId": "a b"}, {"clientId": 7}, {},
+                {"clientId": "x", "accessLifetime": 0}, {"clientId": "x", "accessLifetime": "60"},
+                {"clientId": "x", "accessLifetime": True}, {"clientId": "x", "refreshLifetime": -1},
+                {"clientId": "x", "rotate": "no"}, {"clientId": "x", "accessTokenBytes": 63},
+                {"clientId": "x", "accessTokenBytes": 8193}, {"clientId": "x", "accessTokenBytes": 100.0},
+                {"clientId": "x", "scope": ""}, {"clientId": "x", "scope": "a  b"},
+                {"clientId": "x", "scope": 'a"b'}, {"clientId": "x", "accesslifetime": 60}):
+        check(sim.control("/oauth/clients", bad)[0] == 400, f"/oauth/clients rejects {bad}")
+    sim.ok("/oauth/clients", {"clientId": "ens-app"})
+    sim.ok("/oauth/clients", {"clientId": "other-app", "scope": "offline_access"})
+    check(sim.control("/oauth/grants", {"email": "nobody@example.test", "clientId": "ens-app"})[0] == 404,
+          "grant for an unknown mailbox -> 404")
+    check(sim.control("/oauth/grants", {"email": OLGA, "clientId": "no-app"})[0] == 404,
+          "grant for an unknown client -> 404")
+    check(sim.control("/oauth/grants", {"email": OLGA, "clientId": "ens-app", "x": 1})[0] == 400,
+          "grant with an unknown key -> 400")
+    check(sim.control("/oauth/grants", {"email": OLGA})[0] == 400, "grant without clientId -> 400")
+
+    # a grant: JWT-looking, long access token; opaque refresh token
+    g = sim.ok("/oauth/grants", {"email": "Olga@Example.test", "clientId": "ens-app"})
+    a1, rt1 = g["accessToken"], g["refreshToken"]
+    OAUTH_TOKENS.extend([a1, rt1])
+    check(set(g) == {"ok", "grantId", "accessToken", "refreshToken", "expiresIn", "scope"}
+          and g["expiresIn"] == 3600 and g["scope"] == EWS_SCOPE, f"grant answer {set(g)}")
+    check(a1.startswith("eyJ") and a1.count(".") == 2 and len(a1) > 1600, f"JWT-like access token ({len(a1)})")
+    check(jwt_part(a1, 0)["typ"] == "JWT" and jwt_part(a1, 1)["upn"] == OLGA
+          and jwt_part(a1, 1)["appid"] == "ens-app", "access token claims")
+    check(rt1.startswith("rt.") and len(rt1) == 67 and "." not in rt1[3:], "opaque refresh token")
+
+    # the access token opens EWS and Autodiscover like a static oauthToken
+    ews_ok(a1, "grant access token opens EWS")
+    st, _, _ = ews(a1, anchor=None)
+    check(st == 401, "grant access token without X-AnchorMailbox -> 401")
+    st, hd, _ = ews(a1, anchor="bob@example.test")
+    check(st == 401 and "invalid_token" not in hd.get("www-authenticate", ""),
+          "grant access token with another anchor -> plain 401")
+    st, _, body, _ = sim.post("autodiscover.example.test", "/autodiscover/autodiscover.xml",
+                              pox_request(OLGA), {"Authorization": "Bearer " + a1, "X-AnchorMailbox": OLGA})
+    check(st == 200 and b"EwsUrl" in body, f"grant access token opens Autodiscover {st}")
+    st, hd, _ = ews("eyJ" + a1[3:-8] + "AAAAAAAA")
+    check(st == 401 and hd.get("www-authenticate") == 'Basic realm="sim", Bearer',
+          "unknown bearer -> plain challenge")
+
+    # refresh with rotation
+    st, hd, obj, _ = token_request(sim, refresh_form(rt1))
+    check(st == 200 and set(obj) == {"token_type", "access_token", "expires_in", "scope", "refresh_token"},
+          f"refresh -> 200 {st} {obj if st != 200 else ''}")
+    check(obj["token_type"] == "Bearer" and obj["expires_in"] == 3600 and type(obj["expires_in"]) is int
+          and obj["scope"] == EWS_SCOPE, "refresh answer values")
+    a2, rt2 = obj["access_token"], obj["refresh_token"]
+    check(rt2 != rt1 and rt2.startswith("rt.") and a2 != a1 and a2.startswith("eyJ"), "rotation")
+    ews_ok(a2, "refreshed access token opens EWS")
+    ews_ok(a1, "the earlier access token still works")
+    [gr] = grants_of(sim, OLGA)
+    check(gr["refreshes"] == 1 and gr["accessTokensLive"] == 2 and not gr["revoked"]
+          and not gr["reuseDetected"] and gr["clientId"] == "ens-app" and gr["id"] == g["grantId"]
+          and gr["refusals"] == 0, f"/oauth/grants after a refresh {gr}")
+    check(not any(isinstance(v, str) and ("rt." in v or "eyJ" in v) for v in gr.values()),
+          "/oauth/grants shows no token")
+    # the tenant path, any case, a charset utf-8 parameter
+    st, _, obj, _ = token_request(sim, refresh_form(rt2), path="/Contoso.onmicrosoft.com/OAuth2/V2.0/Token",
+                                  ctype=FORM + "; charset=UTF-8")
+    check(st == 200, f"/<tenant>/oauth2/v2.0/token -> {st} {obj}")
+    rt3 = obj["refresh_token"]
+    for path in ("/oauth2/v2.0/token", "/a/b/oauth2/v2.0/token", "/oauth2/token/", "/t_x/oauth2/v2.0/token"):
+        st, _, _, _, = sim.post("login.example.test", path, refresh_form(rt3), {"Content-Type": FORM})
+        check(st == 404, f"{path} -> 404")
+
+    # the checks in order
+    st, hd, obj, _ = token_request(sim, None, method="GET", ctype=None)
+    check(st == 405 and hd.get("allow") == "POST" and obj is None, "GET -> 405")
+    expect_error(sim, refresh_form(rt3), 400, "invalid_request", "a query", path="/oauth2/token?x=1")
+    expect_error(sim, refresh_form(rt3), 400, "invalid_request", "a bare ?", path="/oauth2/token?")
+    for ctype in ("text/plain", "application/json", None, FORM + "; charset=ISO-8859-1",
+                  "multipart/form-data"):
+        expect_error(sim, refresh_form(rt3), 400, "invalid_request", f"Content-Type {ctype}", ctype=ctype)
+    expect_error(sim, refresh_form(rt3), 401, "invalid_client", "Authorization Basic",
+                 headers={"Authorization": basic("ens-app", "secret")})
+    expect_error(sim, refresh_form(rt3), 401, "invalid_client", "Authorization Bearer",
+                 headers={"Authorization": "Bearer " + a2})
+    expect_error(sim, refresh_form(rt3, client_secret="s3cret"), 401, "invalid_client", "client_secret")
+    expect_error(sim, refresh_form(rt3, client_secret=""), 401, "invalid_client", "empty client_secret")
+    expect_error(sim, refresh_form(rt3, client_assertion="eyJx.y.z",
+                                   client_assertion_type="urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+                 401, "invalid_client", "client_assertion")
+    for body, what in (("grant_type=refresh_token&&client_id=ens-app", "an empty field"),
+                       (refresh_form(rt3) + "&", "a trailing &"),
+                       ("grant_type=refresh_token&client_id", "a field without ="),
+                       ("=x&" + refresh_form(rt3), "a nameless parameter"),
+                       ("grant_type=refresh_token&client_id=ens-%FF", "percent-encoded non-UTF-8"),
+                       (b"grant_type=refresh_token&client_id=ens-\xff", "raw non-UTF-8"),
+                       ("&".join(f"p{i}=1" for i in range(65)), "65 fields")):
+        expect_error(sim, body, 400, "invalid_request", what)
+    expect_error(sim, refresh_form(rt3) + "&grant_type=refresh_token", 400, "invalid_request",
+                 "grant_type twice")
+    expect_error(sim, refresh_form(rt3) + "&refresh_token=" + urllib.parse.quote(rt3), 400,
+                 "invalid_request", "refresh_token twice")
+    expect_error(sim, refresh_form(rt3) + "&scope=&scope=", 400, "invalid_request", "empty scope twice")
+    expect_error(sim, form(client_id="ens-app", refresh_token=rt3), 400, "invalid_request", "no grant_type")
+    expect_error(sim, form(grant_type="", client_id="ens-app", refresh_token=rt3), 400, "invalid_request",
+                 "empty grant_type")
+    for gt in ("authorization_code", "password", "client_credentials", "Refresh_Token",
+               "urn:ietf:params:oauth:grant-type:device_code"):
+        expect_error(sim, form(grant_type=gt, client_id="ens-app", refresh_token=rt3, code="c",
+                               username="u", password="p"), 400, "unsupported_grant_type", gt)
+    expect_error(sim, form(grant_type="refresh_token", refresh_token=rt3), 400, "invalid_request",
+                 "no client_id")
+    expect_error(sim, refresh_form(rt3, client_id="stranger-app"), 401, "invalid_client", "unknown client")
+    expect_error(sim, form(grant_type="refresh_token", client_id="ens-app"), 400, "invalid_request",
+                 "no refresh_token")
+    expect_error(sim, refresh_form(""), 400, "invalid_request", "empty refresh_token")
+    expect_error(sim, refresh_form("rt." + "A" * 64), 400, "invalid_grant", "unknown refresh token")
+    expect_error(sim, refresh_form(a2), 400, "invalid_grant", "an access token as refresh token")
+    expect_error(sim, refresh_form(rt3, client_id="other-app"), 400, "invalid_grant", "another client's token")
+    expect_error(sim, refresh_form(rt3, scope="https://graph.microsoft.com/Mail.Read"), 400, "invalid_scope",
+                 "a scope beyond the grant")
+    expect_error(sim, refresh_form(rt3, scope="offline_access  " + EWS_SCOPE.split()[0]), 400,
+                 "invalid_scope", "a malformed scope")
+    expect_error(sim, refresh_form(rt3, scope="OFFLINE_ACCESS"), 400, "invalid_scope", "scopes are case-sensitive")
+    [gr] = grants_of(sim, OLGA)
+    check(not gr["revoked"] and gr["refreshes"] == 2, f"refusals do not revoke {gr}")
+    refusals = gr["refusals"]
+    check(refusals >= 20, f"refusals counted {refusals}")
+    # a scope subset; an empty scope counts as omitted
+    st, _, obj, _ = token_request(sim, refresh_form(rt3, scope="offline_access offline_access"))
+    check(st == 200 and obj["scope"] == "offline_access", f"scope subset {obj}")
+    ews_ok(obj["access_token"], "scope is not checked by EWS")
+    st, _, obj, _ = token_request(sim, refresh_form(obj["refresh_token"], scope=""))
+    check(st == 200 and obj["scope"] == EWS_SCOPE, "empty scope = the grant's scope")
+    rt4, a4 = obj["refresh_token"], obj["access_token"]
+
+    # refresh-token reuse: invalid_grant, and the whole grant is revoked
+    expect_error(sim, refresh_form(rt1), 400, "invalid_grant", "reuse of a rotated refresh token")
+    [gr] = grants_of(sim, OLGA)
+    check(gr["revoked"] and gr["reuseDetected"] and gr["accessTokensLive"] == 0
+          and gr["refusals"] == refusals + 1 and gr["refreshes"] == 4, f"reuse revokes the grant {gr}")
+    expect_error(sim, refresh_form(rt4), 400, "invalid_grant", "the current token after reuse")
+    for token in (a1, a2, a4):
+        ews_invalid(token, "access tokens of a revoked grant")
+
+    # /oauth/expire: EWS answers invalid_token; a refresh then works
+    g2 = sim.ok("/oauth/grants", {"email": OLGA, "clientId": "ens-app"})
+    OAUTH_TOKENS.extend([g2["accessToken"], g2["refreshToken"]])
+    ews_ok(g2["accessToken"], "a second grant")
+    sim.ok("/mailboxes", {"email": "bob@example.test", "oauthToken": "bob-oauth-token-XYZ"})
+    check(sim.control("/oauth/expire", {"email": "nobody@example.test"})[0] == 404, "expire unknown -> 404")
+    check(sim.control("/oauth/expire", {})[0] == 400, "expire without email -> 400")
+    check(sim.ok("/oauth/expire", {"email": OLGA}) == {"ok": True, "expired": 1}, "/oauth/expire counts live tokens")
+    ews_invalid(g2["accessToken"], "an expired access token -> invalid_token")
+    st, _, obj, _ = token_request(sim, refresh_form(g2["refreshToken"]))
+    check(st == 200, "refresh after /oauth/expire")
+    ews_ok(obj["access_token"], "the refreshed token after /oauth/expire")
+    check(grants_of(sim, OLGA)[1]["accessTokensLive"] == 1, "accessTokensLive after expire")
+    st, _, _, _ = sim.post("mail.example.test", EWS, envelope(GET_FOLDER),
+                           {"Authorization": "Bearer bob-oauth-token-XYZ", "X-AnchorMailbox": "bob@example.test"})
+    check(st == 200, "the static oauthToken still works")
+    # /oauth/revoke
+    g2_rt, g2_a = obj["refresh_token"], obj["access_token"]
+    check(sim.ok("/oauth/revoke", {"email": OLGA}) == {"ok": True, "revoked": 1}, "/oauth/revoke")
+    ews_invalid(g2_a, "a revoked grant's access token")
+    expect_error(sim, refresh_form(g2_rt), 400, "invalid_grant", "a revoked grant's refresh token")
+    check(sim.ok("/oauth/revoke", {"email": OLGA})["revoked"] == 0, "/oauth/revoke again -> 0")
+    check(sim.control("/oauth/revoke", {"email": "nobody@example.test"})[0] == 404, "revoke unknown -> 404")
+    check(not grants_of(sim, OLGA)[1]["reuseDetected"], "revocation is not reuse")
+
+    # rotate false; short lifetimes; small tokens; natural expiry
+    sim.ok("/oauth/clients", {"clientId": "fixed-app", "rotate": False, "accessLifetime": 0.8,
+                              "accessTokenBytes": 64})
+    sim.ok("/oauth/clients", {"clientId": "short-app", "refreshLifetime": 0.8})
+    g3 = sim.ok("/oauth/grants", {"email": OLGA, "clientId": "fixed-app"})
+    g4 = sim.ok("/oauth/grants", {"email": OLGA, "clientId": "short-app"})
+    OAUTH_TOKENS.extend([g3["accessToken"], g3["refreshToken"], g4["accessToken"], g4["refreshToken"]])
+    check(g3["expiresIn"] == 1 and len(g3["accessToken"]) < 600, "fractional lifetime, small token")
+    fixed = []
+    for _ in range(2):
+        st, _, obj, _ = token_request(sim, refresh_form(g3["refreshToken"], client_id="fixed-app"))
+        check(st == 200 and obj["refresh_token"] == g3["refreshToken"] and obj["expires_in"] == 1,
+              f"rotate false keeps the refresh token {st}")
+        fixed.append(obj["access_token"])
+    check(len(set(fixed + [g3["accessToken"]])) == 3, "new access tokens each time")
+    ews_ok(fixed[0], "a rotate-false access token")
+    time.sleep(1.0)
+    ews_invalid(fixed[0], "an access token past its lifetime")
+    expect_error(sim, refresh_form(g4["refreshToken"], client_id="short-app"), 400, "invalid_grant",
+                 "an expired refresh token")
+    st, _, obj, _ = token_request(sim, refresh_form(g3["refreshToken"], client_id="fixed-app"))
+    check(st == 200, "rotate false: still good")
+    by_id = {gr["id"]: gr for gr in sim.ok("/oauth/grants")}
+    check(by_id[g3["grantId"]]["refreshes"] == 3 and not by_id[g3["grantId"]]["revoked"],
+          f"rotate false refreshes {by_id[g3['grantId']]}")
+    # re-registering a client: new lifetimes for new tokens, grants keep working
+    sim.ok("/oauth/clients", {"clientId": "fixed-app", "rotate": False, "accessLifetime": 120})
+    st, _, obj, _ = token_request(sim, refresh_form(g3["refreshToken"], client_id="fixed-app"))
+    check(st == 200 and obj["expires_in"] == 120 and len(obj["access_token"]) > 1600,
+          "re-registered client settings apply")
+
+    # injected Token failures
+    rt = g3["refreshToken"]
+    check(sim.control("/fail", {"operation": "Token", "status": 503, "count": 1})[0] == 200, "/fail Token")
+    st, hd, obj, _ = token_request(sim, refresh_form(rt, client_id="fixed-app"))
+    check(st == 503 and obj["error"] == "temporarily_unavailable" and "retry-after" not in hd,
+          f"injected 503 {st} {obj}")
+    st, _, _, _ = token_request(sim, refresh_form(rt, client_id="fixed-app"))
+    check(st == 200, "count 1 used up")
+    sim.ok("/fail", {"operation": "Token", "status": 429, "backOffMs": 2500, "count": 1})
+    st, hd, obj, _ = token_request(sim, refresh_form(rt, client_id="fixed-app"))
+    check(st == 429 and obj["error"] == "temporarily_unavailable" and hd.get("retry-after") == "3",
+          f"injected 429 with Retry-After {hd}")
+    sim.ok("/fail", {"operation": "Token", "status": 400, "count": 1})
+    st, _, obj, raw = token_request(sim, refresh_form(rt, client_id="fixed-app"))
+    check(st == 400 and raw == b"", "injected 400: empty body")
+    sim.ok("/fail", {"operation": "Token", "responseCode": "server_error", "count": 1})
+    st, _, obj, _ = token_request(sim, refresh_form(rt, client_id="fixed-app"))
+    check(st == 400 and obj["error"] == "server_error", f"injected responseCode {obj}")
+    sim.ok("/fail", {"operation": "Token", "delayMs": 300, "count": 1})
+    t0 = time.monotonic()
+    st, _, obj, _ = token_request(sim, refresh_form(rt, client_id="fixed-app"))
+    check(st == 200 and time.monotonic() - t0 >= 0.3, "injected delay")
+    sim.ok("/fail", {"operation": "Token", "status": 500})
+    st, _, _, _ = token_request(sim, None, method="GET", ctype=None)
+    check(st == 405, "GET does not use an injected failure")
+    for _ in range(2):
+        st, _, obj, _ = token_request(sim, refresh_form(rt, client_id="fixed-app"))
+        check(st == 500 and obj["error"] == "temporarily_unavailable", "injected 500 until /reset")
+    sim.ok("/reset", {})
+    st, _, _, _ = token_request(sim, refresh_form(rt, client_id="fixed-app"))
+    check(st == 200, "/reset clears Token failures")
+    gr = {gr["id"]: gr for gr in sim.ok("/oauth/grants")}[g3["grantId"]]
+    check(gr["refusals"] == 6 and gr["refreshes"] == 7, f"injected failures count as refusals {gr}")
+    check(len(sim.ok("/oauth/grants")) == 4, "/reset keeps grants")
+
+    # records
+    recs = [r for r in sim.ok("/requests")["requests"] if r["operation"] == "Token"]
+    check(len(recs) > 60 and {r["auth"] for r in recs} == {"none", "basic", "bearer"}
+          and all(r["host"] == "login.example.test" for r in recs), "Token records")
+    check(any(r["status"] == 405 and r["method"] == "GET" for r in recs), "405 recorded")
+
+
 # -- the test ------------------------------------------------------------------------------
 def run(tmp):
     tls_dir = os.path.join(tmp, "tls")
@@ -352,6 +672,11 @@ def run(tmp):
             logged = f.read()
         for secret in SECRETS + [basic("alice", "alice-Pa55word").split()[1]]:
             check(secret.encode() not in logged, f"secret {secret!r} not logged")
+        check(len(OAUTH_TOKENS) > 20, "OAuth tokens collected")
+        for token in OAUTH_TOKENS:
+            check(token.encode() not in logged and token[-40:].encode() not in logged,
+                  "no OAuth token logged")
+        check(b"eyJ" not in logged, "no JWT-like text logged")
         check(b"authorization" not in logged.lower(), "no Authorization header logged")
         check(b"/cb/" not in logged, "callback URLs not logged")
         check(b"Traceback" not in logged and b"internal error" not in logged,
@@ -957,6 +1282,9 @@ def scenario(tls_dir, rx, port, http_port, control_port, log_path):
     st, _, _, _ = sim.post("pox.test", POX, pox_request("erin@pox.test"), ERIN)
     check(st == 200, "Autodiscover after the injected failure")
     check(sim.control("/fail", {"operation": "FindItem", "status": 500})[0] == 400, "bad /fail")
+
+    # -- OAuth token endpoint ------------------------------------------------------------
+    oauth_checks(sim)
 
     # -- records ------------------------------------------------------------------------------
     recs = sim.ok("/requests")["requests"]
