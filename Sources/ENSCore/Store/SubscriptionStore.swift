@@ -36,11 +36,11 @@ public struct SubscriptionStore {
     }
 
     private static func record(from row: Row) throws -> UserRecord {
-        let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt)
-            = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self)
+        let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt, credentialsRefused)
+            = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self, Bool.self)
         return UserRecord(id: id, userID: userID, registered: registered, generation: generation, backend: backend,
                           subscriptionID: subscriptionID, heartbeatMinutes: heartbeatMinutes, lastCallbackAt: lastCallbackAt,
-                          credentialsRefused: try row.int(recordColumnCount - 1) != 0)
+                          credentialsRefused: credentialsRefused)
     }
 
     /// Creates a record with `key`; if another request created it first, returns theirs.
