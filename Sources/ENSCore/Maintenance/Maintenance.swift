@@ -34,6 +34,11 @@ public struct Maintenance {
     }
 
     public static let batchSize = 1000
+    /// Devices go in larger batches: InnoDB's work per statement adds up over a million
+    /// stale devices (B5: 12.7–14.6 s with 1,000 rows a statement, 11.7 s with 5,000,
+    /// 10.7–11.3 s with 10,000). A batch locks its rows for about 0.1 s: a check-in of
+    /// one of them (it would be reaped anyway) waits that long at most.
+    public static let deviceBatchSize = 10000
 
     public let database: any SQLDatabase
     public let policy: Policy
@@ -56,14 +61,14 @@ public struct Maintenance {
         now.subtracting(duration).databaseString
     }
 
-    /// Runs `statement` (which must carry `LIMIT batchSize`) until it affects fewer rows.
-    private func inBatches(_ statement: Query, _ what: String) throws -> Int {
+    /// Runs `statement` (which must carry `LIMIT limit`) until it affects fewer rows.
+    private func inBatches(_ statement: Query, _ what: String, limit: Int = batchSize) throws -> Int {
         var total = 0
         while true {
             let affected = try database.execute(statement).affectedRows
             total += affected
             progress?(what, total)
-            if affected < Self.batchSize { return total }
+            if affected < limit { return total }
         }
     }
 
@@ -86,9 +91,12 @@ public struct Maintenance {
 
     public func reap() throws -> ReapCounts {
         var counts = ReapCounts()
+        let devices = Self.deviceBatchSize
+        counts.staleDevices = try inBatches("DELETE FROM Devices WHERE last_checkin_at < \(ago(policy.deviceRetention)) LIMIT \(devices)",
+                                            "stale devices removed", limit: devices)
+        counts.disabledDevices = try inBatches("DELETE FROM Devices WHERE disabled_at < \(ago(policy.disabledRetention)) LIMIT \(devices)",
+                                               "rejected devices removed", limit: devices)
         let limit = Self.batchSize
-        counts.staleDevices = try inBatches("DELETE FROM Devices WHERE last_checkin_at < \(ago(policy.deviceRetention)) LIMIT \(limit)", "stale devices removed")
-        counts.disabledDevices = try inBatches("DELETE FROM Devices WHERE disabled_at < \(ago(policy.disabledRetention)) LIMIT \(limit)", "rejected devices removed")
         // Records with no devices: found by id in batches (a multi-table DELETE takes no LIMIT).
         let cutoff = ago(policy.emptyRecordRetention)
         var lastID: Int64 = 0
