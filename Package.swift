@@ -94,10 +94,11 @@ let package = Package(
         // MARK: Executables: main.swift wires things together, nothing more.
         .executableTarget(
             name: "ens-fcgi",
+            // No swift-argument-parser here: it links FoundationEssentials into every
+            // worker process (ResponderOptions parses the five options).
             dependencies: [
                 "ENSResponder", "ENSCore", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -113,6 +113,13 @@ public enum Environment {
         guard let value = getenv(name) else { return nil }
         return String(cString: value)
     }
+
+    /// Sets `name` for this process and the children it starts, unless it is set
+    /// already (the operator's value wins). Single-threaded start-up only: setenv is not
+    /// safe beside threads that read the environment.
+    public static func setDefault(_ name: String, _ value: String) {
+        setenv(name, value, 0)
+    }
 }
 
 extension Files {

@@ -52,6 +52,10 @@ public struct Supervisor {
         defer { if let ownedSocket { UnixSocket.unlinkIfOurs(path: ownedSocket.path, inode: ownedSocket.inode) } }
 
         let executable = ChildProcess.currentExecutablePath()
+        // Debian's libcurl links librtmp, which links GnuTLS; GnuTLS initializes itself as
+        // it loads (p11-kit modules, priority tables) although nothing in ENS uses it: in
+        // every worker that is about 1 MB of touched pages (B1's RSS). Workers inherit this.
+        Environment.setDefault("GNUTLS_NO_IMPLICIT_INIT", "1")
         var workers = WorkerTable(count: configuration.fcgiProcesses)
         logger.info("responder pool starting", metadata: [
             "socket": "\(configuration.fcgiSocket)", "processes": "\(configuration.fcgiProcesses)", "threads": "\(configuration.fcgiThreads)",
