@@ -65,7 +65,8 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         guard let keyed = CallbackToken(path: keyedPath, vault: vault), let reopened = try keyed.credentialSeal(vault: vault) else {
             preconditionFailure("a keyed token made here is refused")
         }
-        precondition(try reopened.open(seal.seal(encoded)) == encoded, "stored credentials changed")
+        let stored = try reopened.open(seal.seal(encoded))
+        precondition(stored == encoded, "stored credentials changed")
     } catch {
         preconditionFailure("sealing a callback payload failed: \(error)")
     }
@@ -81,6 +82,10 @@ public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutable
     let payloads: [(String, CallbackPayload)] = [
         ("basic", CallbackPayload(credentials: EWSCredentials(method: .basic(userName: "alice@example.test", password: "pa:ss"), mailbox: nil))),
         ("oauth", CallbackPayload(credentials: EWSCredentials(method: .oauth(accessToken: "eyJ0eXAiOiJKV1QifQ.e30.sig"), mailbox: "alice@example.test"))),
+        ("oauth-refresh", CallbackPayload(credentials: EWSCredentials(
+            method: .oauth(accessToken: "eyJ0eXAiOiJKV1QifQ.e30.sig"), mailbox: "alice@example.test",
+            refresh: OAuthRefresh(refreshToken: "rt.seed", tokenEndpoint: "https://login.example.test/common/oauth2/v2.0/token", clientID: "app",
+                                  scope: "offline_access", accessTokenExpiresAt: Timestamp(millisecondsSinceEpoch: 1_800_000_000_000))))),
         ("certificate", CallbackPayload(credentials: EWSCredentials(method: .certificate(ClientIdentity(certificateDER: [0x30, 0x03, 0x02, 0x01, 0x01], privateKeyDER: [0x30, 0x00])), mailbox: nil))),
     ]
     for (index, (name, payload)) in payloads.enumerated() {
