@@ -241,6 +241,13 @@ public struct URLParts: Equatable, Sendable {
 
     public var defaultPort: Int { scheme == "https" ? 443 : 80 }
 
+    /// The server as one string, "scheme://host:port" with the port always written and
+    /// an IPv6 host in brackets: what a device is bound to (the SQL of migration 013
+    /// writes the same for rows made before it).
+    public var origin: String {
+        "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port ?? defaultPort)"
+    }
+
     /// Whether two URLs name the same server: scheme, host and port (default made explicit).
     public func sameServer(as other: URLParts) -> Bool {
         scheme == other.scheme && host == other.host && (port ?? defaultPort) == (other.port ?? other.defaultPort)

@@ -38,8 +38,11 @@ public struct Migrator {
     }
 
     /// Applies what is missing; returns the names applied (empty when up to date).
+    /// `then` runs Swift steps a migration needs after its SQL (by file name), before the
+    /// migration is recorded: a step that fails leaves the migration to be applied again
+    /// in full (migrations and their steps are idempotent).
     @discardableResult
-    public func migrate() throws -> [String] {
+    public func migrate(then steps: [String: (Connection) throws -> Void] = [:]) throws -> [String] {
         try database.executeScript(unsafeSQL: """
             CREATE TABLE IF NOT EXISTS schema_migrations (
               version INT NOT NULL PRIMARY KEY,
@@ -61,6 +64,13 @@ public struct Migrator {
                     try database.executeScript(unsafeSQL: statement)
                 } catch {
                     throw Failure(problem: "migration \(name) failed: \(String(reflecting: error))")
+                }
+            }
+            if let step = steps[name] {
+                do {
+                    try step(database)
+                } catch {
+                    throw Failure(problem: "migration \(name) failed after its SQL: \(String(reflecting: error))")
                 }
             }
             try database.execute("INSERT INTO schema_migrations (version, name) VALUES (\(version), \(name))")

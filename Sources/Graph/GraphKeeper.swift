@@ -101,6 +101,14 @@ public struct GraphKeeper: SubscriptionKeeping {
                       counts: inout Counts) throws {
         let now = maintenance.now
         let record = "\(due.recordID)"
+        guard due.isAuthentic(RowBinding(vault: plan.vault)) else {
+            // Edited without the master key: renewing would subscribe whatever mailbox
+            // the row now names for this record's devices. Left alone, and said loudly.
+            maintenance.logger.error("graph subscription row fails its integrity check: not renewed", metadata: ["record": "\(record)"])
+            try store.postpone(recordID: due.recordID, generation: due.generation, until: now.adding(.minutes(60)))
+            counts.postponed += 1
+            return
+        }
         guard let tenantID = due.tenantID, let userPath = due.userPath, let application = applications.application(tenantID: tenantID) else {
             maintenance.logger.warning("graph subscription of a tenant no longer configured: not subscribed", metadata: ["record": "\(record)"])
             try end(due, store: maintenance.database, counts: &counts)

@@ -72,7 +72,15 @@ struct Migrate: ParsableCommand {
         let settings = try options.load("migrate")
         try reportingFailures("migrate") {
             let database = Connection(configuration: try settings.migrationDatabase())
-            let applied = try Migrator(directory: settings.migrationsDirectory, database: database).migrate()
+            // Read before anything is applied: migration 014 needs it to bind the rows
+            // already there, and must not be half done for want of it.
+            let vault = Vault(masterKey: try settings.masterKey())
+            let applied = try Migrator(directory: settings.migrationsDirectory, database: database).migrate(then: [
+                RowBindingBackfill.migration: { database in
+                    let bound = try RowBindingBackfill(database: database, vault: vault).run()
+                    print("bound \(bound.subscriptions) subscription rows and \(bound.boxKeys) box keys to the master key")
+                },
+            ])
             print(applied.isEmpty ? "schema is up to date" : "applied: \(applied.joined(separator: ", "))")
         }
     }

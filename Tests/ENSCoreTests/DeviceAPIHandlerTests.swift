@@ -15,7 +15,7 @@ import Testing
 struct DeviceAPIHandlerTests {
     let database: Connection
     let configuration: ENSConfiguration
-    let registrar = ScriptedRegistrar(.subscribed)
+    let registrar = ScriptedRegistrar(.subscribed(endpoint: ScriptedRegistrar.endpoint))
     let context: RequestContext
 
     init() throws {
@@ -99,7 +99,7 @@ struct DeviceAPIHandlerTests {
         let store = SubscriptionStore(database: database, vault: context.services.vault)
         let record = try #require(try store.record(userID: user.userID))
         #expect(try store.devices(recordID: record.id).isEmpty && !record.isSubscribed)
-        _ = registrar.answering(.subscribed)
+        _ = registrar.answering(.subscribed(endpoint: ScriptedRegistrar.endpoint))
         #expect(try register(user, token: Self.token()).responseCode == "UserSubscribed")
         #expect(try store.devices(recordID: record.id).count == 1)
     }

@@ -63,6 +63,7 @@ extension MemoryRequest {
 /// `.subscribed` records a live subscription the way a real one does.
 final class ScriptedRegistrar: MailboxRegistering, @unchecked Sendable {
     let backend = MailBackend.ews
+    static let endpoint = "https://mail.example.test:443"
     private let answer: Mutex<MailboxOutcome>
     /// "subscribe" or "prove", with the mailbox, per call.
     let calls = Mutex<[(operation: String, mailbox: String)]>([])
@@ -79,11 +80,11 @@ final class ScriptedRegistrar: MailboxRegistering, @unchecked Sendable {
     func subscribe(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome {
         calls.withLock { $0.append(("subscribe", request.mailbox)) }
         let outcome = answer.withLock { $0 }
-        if outcome == .subscribed {
+        if outcome == .subscribed(endpoint: Self.endpoint) {
             let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
             if let (generation, _) = try store.beginRegistration(recordID: request.record.id, now: .now()) {
                 _ = try store.completeRegistration(recordID: request.record.id, generation: generation, backend: .ews,
-                                                   backendURL: "https://mail.example.test/EWS/Exchange.asmx", subscriptionID: "scripted-\(generation)",
+                                                   backendURL: "https://mail.example.test/EWS/Exchange.asmx", endpoint: Self.endpoint, subscriptionID: "scripted-\(generation)",
                                                    watermark: nil, version: nil, heartbeatMinutes: 30, now: .now())
             }
         }
@@ -94,7 +95,7 @@ final class ScriptedRegistrar: MailboxRegistering, @unchecked Sendable {
         calls.withLock { $0.append(("prove", request.mailbox)) }
         // A backend that would subscribe this mailbox proves it.
         let outcome = answer.withLock { $0 }
-        return outcome == .subscribed ? .proven : outcome
+        return outcome == .subscribed(endpoint: Self.endpoint) ? .proven(endpoint: Self.endpoint) : outcome
     }
 }
 

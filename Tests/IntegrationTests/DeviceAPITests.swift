@@ -171,7 +171,9 @@ struct DeviceAPITests {
         let user = try api.newUser()
         let token = TestSecrets.apnsToken()
         // Not subscribed: the Exchange path. example.test has no Autodiscover endpoint in
-        // the Exchange simulator (ExchangeTests covers the paths that subscribe).
+        // the Exchange simulator here (ExchangeTests covers the paths that subscribe).
+        try ExchangeSimulator.domain("example.test", mode: "none")
+        try database.execute("DELETE FROM EWSUrlCache WHERE domain = 'example.test'")
         let exchange = try register(user, token: token)
         #expect(exchange.status == 200)
         #expect(exchange.json["responseCode"] == "AutodiscoverFailed")
@@ -188,6 +190,8 @@ struct DeviceAPITests {
         #expect(try flags?.int(0) == 1)
         #expect(try flags?.int(1) == 0)
         // force = 1 goes to Exchange even when subscribed.
+        try ExchangeSimulator.domain("example.test", mode: "none")
+        try database.execute("DELETE FROM EWSUrlCache WHERE domain = 'example.test'")
         #expect(try register(user, token: token, extra: ["force": "1"]).json["responseCode"] == "AutodiscoverFailed")
     }
 

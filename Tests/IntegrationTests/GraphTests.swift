@@ -437,6 +437,7 @@ struct GraphTests {
             UPDATE EnsSubscriptionInfo SET generation = generation + 1, subscription_id = 'ffffffff-0000-4000-8000-000000000001',
                 renewed_at = NOW(3) - INTERVAL 1 DAY, renew_after = NOW(3) WHERE userid = \(user.user.userID)
             """)
+        try TestStack.rebind(userID: user.user.userID, database: database)
         _ = try cron(["renew"])
         let replaced = try #require(try recordColumns(user).subscription)
         #expect(replaced != original)

@@ -1,6 +1,8 @@
+import Curl
 import ENSCore
 import Foundation
 import MariaDB
+import OpenSSL
 import Testing
 
 /// The numbered migrations on a database of their own: each one keeps the data written
@@ -9,7 +11,7 @@ import Testing
 struct MigrationTests {
     /// Applies the repository's migrations up to `version` (copied to a scratch
     /// directory, as an operator's tree would hold them at that release).
-    func migrate(_ database: Connection, through version: Int) throws -> [String] {
+    func migrate(_ database: Connection, through version: Int, then steps: [String: (Connection) throws -> Void] = [:]) throws -> [String] {
         let source = TestStack.root + "/sql/migrations"
         let scratch = NSTemporaryDirectory() + "ens-migrations-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
@@ -18,7 +20,7 @@ struct MigrationTests {
             guard let number = Int(name.prefix(3)), number <= version else { continue }
             try FileManager.default.copyItem(atPath: source + "/" + name, toPath: scratch + "/" + name)
         }
-        return try Migrator(directory: scratch, database: database).migrate()
+        return try Migrator(directory: scratch, database: database).migrate(then: steps)
     }
 
     @Test func backendNeutralNamesKeepEverySubscriptionValue() throws {
@@ -60,5 +62,89 @@ struct MigrationTests {
         let script = try String(contentsOfFile: TestStack.root + "/sql/migrations/005_backend_neutral_names.sql", encoding: .utf8)
         for statement in Migrator.statements(in: script) { try database.executeScript(unsafeSQL: statement) }
         #expect(try database.queryOne("SELECT backend_url FROM EnsSubscriptionInfo WHERE userid = 'u1'")?.text(0) == url)
+    }
+
+    /// Migration 013 binds existing subscriptions and devices to the server the record
+    /// subscribes at, computing in SQL what `URLParts.origin` computes for new ones: the
+    /// two must agree, or the devices of old records would stop hearing their mail.
+    @Test func provenEndpointsOfOldRecordsMatchWhatTheCodeComputes() throws {
+        let name = "ens_migration_\(UInt32.random(in: 0...UInt32.max))"
+        let admin = TestStack.administratorConnection()
+        try admin.executeScript(unsafeSQL: "CREATE DATABASE \(name)")
+        defer { try? admin.executeScript(unsafeSQL: "DROP DATABASE \(name)") }
+        let database = TestStack.administratorConnection(database: name)
+        _ = try migrate(database, through: 12)
+        let urls = [
+            "https://mail.example.test/EWS/Exchange.asmx", "https://Mail.Example.TEST:8443/EWS/Exchange.asmx",
+            "https://mail.example.test:443/ews/exchange.asmx", "https://[2001:db8::1]/EWS/Exchange.asmx",
+            "https://[2001:db8::1]:8443/EWS/Exchange.asmx", "http://legacy.example.test/EWS/Exchange.asmx",
+            "https://outlook.office365.com/EWS/Exchange.asmx?x=1",
+        ]
+        for (index, url) in urls.enumerated() {
+            try database.execute("""
+                INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered, mail_backend, backend_url, subscription_id)
+                VALUES (\("u\(index)"), 'pem', x'00', 1, 'ews', \(url), 'sub')
+                """)
+            try database.execute("""
+                INSERT INTO Devices (subscription_row, token_hash, token_sealed) SELECT id, \(Array(repeating: UInt8(index), count: 32)), x'00'
+                FROM EnsSubscriptionInfo WHERE userid = \("u\(index)")
+                """)
+        }
+        try database.execute("""
+            INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered, mail_backend, backend_url, backend_tenant, subscription_id)
+            VALUES ('g', 'pem', x'00', 1, 'graph', 'users/1', 'tenant-1', 'sub')
+            """)
+        #expect(try migrate(database, through: 13).contains("013_proven_endpoints.sql"))
+        for (index, url) in urls.enumerated() {
+            let row = try #require(try database.queryOne("""
+                SELECT s.endpoint, d.endpoint FROM EnsSubscriptionInfo s JOIN Devices d ON d.subscription_row = s.id WHERE s.userid = \("u\(index)")
+                """))
+            let expected = try #require(URLParts(url)?.origin)
+            #expect(try row.optionalText(0) == expected, "\(url)")
+            #expect(try row.optionalText(1) == expected, "\(url)")
+        }
+        #expect(try database.queryOne("SELECT endpoint FROM EnsSubscriptionInfo WHERE userid = 'g'")?.optionalText(0) == "graph:tenant-1")
+    }
+
+    /// Migration 014 binds the rows already there to the master key as `ens-cron
+    /// migrate` applies it (and only then); from then on an edited URL or box key fails.
+    @Test func rowsFromBeforeFourteenAreBoundOnceAndEditsFailAfter() throws {
+        let name = "ens_migration_\(UInt32.random(in: 0...UInt32.max))"
+        let admin = TestStack.administratorConnection()
+        try admin.executeScript(unsafeSQL: "CREATE DATABASE \(name)")
+        defer { try? admin.executeScript(unsafeSQL: "DROP DATABASE \(name)") }
+        let database = TestStack.administratorConnection(database: name)
+        _ = try migrate(database, through: 13)
+        try database.execute("""
+            INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered, generation, mail_backend, backend_url,
+                endpoint, subscription_id)
+            VALUES ('u', 'pem', x'00', 1, 3, 'ews', 'https://mail.example.test/EWS/Exchange.asmx', 'https://mail.example.test:443', 'sub')
+            """)
+        let recordID = try #require(try database.queryOne("SELECT id FROM EnsSubscriptionInfo WHERE userid = 'u'")?.int(0))
+        let boxKey = try P256KeyAgreementKey.generate().publicKey.x963
+        try database.execute("""
+            INSERT INTO MailCredentials (record_id, generation, sealed, box_public_key, created_at) VALUES (\(recordID), 3, x'00', \(boxKey), NOW(3))
+            """)
+        let vault = Vault(masterKey: try AESGCMKey(bytes: Digest.randomBytes(32)))
+        let applied = try migrate(database, through: 14, then: [
+            RowBindingBackfill.migration: { connection in try RowBindingBackfill(database: connection, vault: vault).run() },
+        ])
+        #expect(applied.contains(RowBindingBackfill.migration))
+        let store = MailSubscriptionStore(database: database, vault: vault)
+        #expect(try store.subscriptionState(recordID: recordID)?.isAuthentic == true)
+        #expect(try store.liveBoxKey(recordID: recordID, endpoint: "https://mail.example.test:443") == .key(generation: 3, publicKey: boxKey))
+        // Another master key's MACs do not pass.
+        let other = MailSubscriptionStore(database: database, vault: Vault(masterKey: try AESGCMKey(bytes: Digest.randomBytes(32))))
+        #expect(try other.subscriptionState(recordID: recordID)?.isAuthentic == false)
+        // Edits after the migration fail, and migrate (up to date) binds nothing again.
+        try database.execute("UPDATE EnsSubscriptionInfo SET backend_url = 'https://mail.evil.test/EWS/Exchange.asmx', binding_mac = NULL WHERE id = \(recordID)")
+        let writersKey = try P256KeyAgreementKey.generate().publicKey.x963
+        try database.execute("UPDATE MailCredentials SET box_public_key = \(writersKey) WHERE record_id = \(recordID)")
+        #expect(try migrate(database, through: 14, then: [
+            RowBindingBackfill.migration: { connection in try RowBindingBackfill(database: connection, vault: vault).run() },
+        ]).isEmpty)
+        #expect(try store.subscriptionState(recordID: recordID)?.isAuthentic == false)
+        #expect(try store.subscriptionState(recordID: recordID)?.isLive == false)
+        #expect(try store.liveBoxKey(recordID: recordID, endpoint: "https://mail.example.test:443") == .tampered)
     }
 }

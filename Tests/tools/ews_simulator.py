@@ -1174,7 +1174,7 @@ class Simulator:
             raise fault("ErrorInvalidServerVersion")
         try:
             if hostile and name == "Subscribe":
-                return self.hostile_subscribe(op)
+                return self.hostile_subscribe(op, rec)
             if name == "Subscribe":
                 return self.subscribe(op, rec, mailbox, version)
             if name == "GetItem":
@@ -1338,9 +1338,12 @@ class Simulator:
         return 200, ews_answer("GetItem", messages), XML_CT
 
     @staticmethod
-    def hostile_subscribe(op):
+    def hostile_subscribe(op, rec):
         if not len(op) or op[0].tag != f"{{{NS_M}}}PushSubscriptionRequest":
             raise SchemaError("m:Subscribe must hold exactly one m:PushSubscriptionRequest")
+        # What an attacker's server learns: the callback URL, recorded like a real one's.
+        url = next((k for k in op[0] if k.tag == f"{{{NS_T}}}URL"), None)
+        rec["subscribeUrl"] = url.text or "" if url is not None else ""
         message = ('<m:SubscribeResponseMessage ResponseClass="Success"><m:ResponseCode>NoError'
                    f'</m:ResponseCode><m:SubscriptionId>{rand_b64(24)}</m:SubscriptionId>'
                    f'<m:Watermark>{rand_b64(30)}</m:Watermark></m:SubscribeResponseMessage>')

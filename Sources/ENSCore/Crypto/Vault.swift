@@ -22,6 +22,8 @@ public struct Vault: Sendable {
     /// Seals the record id and generation in Graph notification URLs.
     let routingSealKey: AESGCMKey
     private let clientStateKey: [UInt8]
+    /// MACs over database rows a callback or a sealing trusts (`RowBinding`).
+    let rowBindingKey: [UInt8]
 
     public init(masterKey: AESGCMKey) {
         privateKeys = masterKey.derived(label: "ens/v1/private-key")
@@ -37,6 +39,7 @@ public struct Vault: Sendable {
         routingMACKey = masterKey.derivedBytes(label: "ens/v1/routing-mac")
         routingSealKey = masterKey.derived(label: "ens/v2/graph-route-seal")
         clientStateKey = masterKey.derivedBytes(label: "ens/v1/graph-client-state")
+        rowBindingKey = masterKey.derivedBytes(label: "ens/v1/row-binding")
     }
 
     // MARK: RSA private keys

@@ -19,12 +19,16 @@ public struct GraphSubscriptionStore {
     /// Makes an attempt's Graph subscription the live one (see
     /// `MailSubscriptionStore.completeRegistration`): the subscription counts as heard
     /// until it expires (its "heartbeat" is its lifetime), and is renewed after half.
+    /// `binding` MACs tenant, path and endpoint (`RowBinding`).
     public func completeRegistration(recordID: Int64, generation: Int64, tenantID: String, userPath: String, subscription id: String,
-                                     expiresAt: Timestamp, now: Timestamp) throws -> Bool {
+                                     expiresAt: Timestamp, now: Timestamp, binding: RowBinding) throws -> Bool {
         let lifetime = max(1, (expiresAt.millisecondsSinceEpoch - now.millisecondsSinceEpoch) / 60_000)
+        let endpoint = Self.endpoint(tenantID: tenantID)
+        let mac = binding.subscription(recordID: recordID, generation: generation, backend: MailBackend.graph.rawValue, backendURL: userPath,
+                                       tenant: tenantID, endpoint: endpoint)
         return try database.execute("""
             UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, mail_backend = \(MailBackend.graph),
-                backend_url = \(userPath), backend_tenant = \(tenantID), subscription_id = \(id), watermark = NULL, backend_version = NULL,
+                backend_url = \(userPath), backend_tenant = \(tenantID), endpoint = \(endpoint), binding_mac = \(mac), subscription_id = \(id), watermark = NULL, backend_version = NULL,
                 subscription_expires_at = \(expiresAt.databaseString), renewed_at = \(now.databaseString),
                 renew_after = \(Self.renewAfter(now: now, expiresAt: expiresAt).databaseString),
                 heartbeat_minutes = \(lifetime), last_callback_at = \(now.databaseString),
@@ -32,6 +36,10 @@ public struct GraphSubscriptionStore {
             WHERE id = \(recordID) AND generation < \(generation)
             """).affectedRows > 0
     }
+
+    /// What a Graph subscription's devices are bound to (`Devices.endpoint`): the tenant
+    /// whose application ENS reads the mailbox with.
+    public static func endpoint(tenantID: String) -> String { "graph:\(tenantID)" }
 
     /// Renewal at about half the lifetime left.
     static func renewAfter(now: Timestamp, expiresAt: Timestamp) -> Timestamp {
@@ -109,17 +117,29 @@ public struct GraphSubscriptionStore {
         public let subscriptionID: String?
         public let expiresAt: Timestamp?
         public let renewedAt: Timestamp?
+        let endpoint: String?
+        let bindingMAC: [UInt8]?
+
+        /// Whether tenant and user path are as ENS wrote them (`RowBinding`): a renewal
+        /// of an edited row would subscribe someone else's mailbox for this record.
+        public func isAuthentic(_ binding: RowBinding) -> Bool {
+            RowBinding.matches(bindingMAC, binding.subscription(recordID: recordID, generation: generation, backend: MailBackend.graph.rawValue,
+                                                                backendURL: userPath, tenant: tenantID, endpoint: endpoint))
+        }
     }
 
     public func due(now: Timestamp, after lastID: Int64, limit: Int) throws -> [Due] {
         try database.query("""
-            SELECT id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at FROM EnsSubscriptionInfo
+            SELECT id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at, endpoint, binding_mac
+            FROM EnsSubscriptionInfo
             WHERE mail_backend = \(MailBackend.graph) AND registered = 1 AND renew_after <= \(now.databaseString) AND id > \(lastID)
             ORDER BY id LIMIT \(limit)
             """).map { row in
-            let (id, generation, tenant, path, subscription, expires, renewed)
-                = try row.decode(Int64.self, Int64.self, String?.self, String?.self, String?.self, Timestamp?.self, Timestamp?.self)
-            return Due(recordID: id, generation: generation, tenantID: tenant, userPath: path, subscriptionID: subscription, expiresAt: expires, renewedAt: renewed)
+            let (id, generation, tenant, path, subscription, expires, renewed, endpoint, mac)
+                = try row.decode(Int64.self, Int64.self, String?.self, String?.self, String?.self, Timestamp?.self, Timestamp?.self, String?.self,
+                                 [UInt8]?.self)
+            return Due(recordID: id, generation: generation, tenantID: tenant, userPath: path, subscriptionID: subscription, expiresAt: expires,
+                       renewedAt: renewed, endpoint: endpoint, bindingMAC: mac)
         }
     }
 

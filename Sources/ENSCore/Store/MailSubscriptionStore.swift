@@ -14,6 +14,8 @@ public struct MailSubscriptionStore {
         self.vault = vault
     }
 
+    var binding: RowBinding { RowBinding(vault: vault) }
+
     /// What a callback needs of its record.
     public struct CallbackRecord: Sendable {
         public let id: Int64
@@ -33,12 +35,24 @@ public struct MailSubscriptionStore {
         public let backendURL: String?
         public let backendVersion: String?
         public let backendTenant: String?
+        /// The server the live subscription is at (`Devices.endpoint`): only devices that
+        /// proved themselves there hear its callbacks.
+        public let endpoint: String?
         /// The record's sealed private key: the per-record input of the callback key.
         public let keyMaterial: [UInt8]
         /// The live subscription's stored credentials (still sealed), read with the
         /// record so that a callback needs no second round trip; nil when none are
         /// stored, or when fresh credentials wait (the callback then reads both).
         public let liveCredentials: [UInt8]?
+        /// The row's `RowBinding` MAC over backend, URL, tenant and endpoint.
+        let bindingMAC: [UInt8]?
+
+        /// Whether backend, URL, tenant and endpoint are as ENS wrote them: false for a
+        /// row edited without the master key, whose URL or tenant must not be used.
+        public func isAuthentic(_ binding: RowBinding) -> Bool {
+            RowBinding.matches(bindingMAC, binding.subscription(recordID: id, generation: generation, backend: backend.rawValue,
+                                                                backendURL: backendURL, tenant: backendTenant, endpoint: endpoint))
+        }
 
         /// How long a registration attempt may sit between subscribing and its commit
         /// before notifications of its generation stop being asked to retry (a responder
@@ -64,20 +78,30 @@ public struct MailSubscriptionStore {
         public let subscriptionID: String?
         public let backendURL: String?
         public let backendVersion: String?
+        /// The server the subscription is at (migration 013): what joining devices are
+        /// bound to.
+        public let endpoint: String?
+        /// Whether URL and endpoint passed the row's `RowBinding` MAC; a row that did not
+        /// is treated as no live subscription (a registration replaces it).
+        public let isAuthentic: Bool
 
         /// A subscription the backend holds for this record: the one a device must prove
         /// itself against, and the one a forced registration may only replace with proof.
-        public var isLive: Bool { registered && subscriptionID != nil && backendURL != nil }
+        public var isLive: Bool { registered && subscriptionID != nil && backendURL != nil && isAuthentic }
     }
 
     public func subscriptionState(recordID: Int64) throws -> SubscriptionState? {
         try database.queryOne("""
-            SELECT generation, registered, mail_backend, subscription_id, backend_url, backend_version FROM EnsSubscriptionInfo WHERE id = \(recordID)
+            SELECT generation, registered, mail_backend, subscription_id, backend_url, backend_version, endpoint, backend_tenant, binding_mac
+            FROM EnsSubscriptionInfo WHERE id = \(recordID)
             """).map { row in
-            let (generation, registered, backend, subscriptionID, backendURL, backendVersion)
-                = try row.decode(Int64.self, Bool.self, MailBackend.self, String?.self, String?.self, String?.self)
+            let (generation, registered, backend, subscriptionID, backendURL, backendVersion, endpoint, tenant, mac)
+                = try row.decode(Int64.self, Bool.self, MailBackend.self, String?.self, String?.self, String?.self, String?.self, String?.self,
+                                 [UInt8]?.self)
+            let authentic = RowBinding.matches(mac, binding.subscription(recordID: recordID, generation: generation, backend: backend.rawValue,
+                                                                         backendURL: backendURL, tenant: tenant, endpoint: endpoint))
             return SubscriptionState(generation: generation, registered: registered, backend: backend, subscriptionID: subscriptionID,
-                                     backendURL: backendURL, backendVersion: backendVersion)
+                                     backendURL: backendURL, backendVersion: backendVersion, endpoint: endpoint, isAuthentic: authentic)
         }
     }
 
@@ -110,11 +134,14 @@ public struct MailSubscriptionStore {
     /// The subscription counts as heard from now.
     /// The credentials stored for older generations go with it: their URLs now only hear
     /// Unsubscribe.
-    public func completeRegistration(recordID: Int64, generation: Int64, backend: MailBackend, backendURL: String, subscriptionID: String,
+    /// `endpoint` is the server's origin (`Devices.endpoint`).
+    public func completeRegistration(recordID: Int64, generation: Int64, backend: MailBackend, backendURL: String, endpoint: String, subscriptionID: String,
                                      watermark: String?, version: String?, heartbeatMinutes: Int, now: Timestamp) throws -> Bool {
         try database.transaction {
             let won = try database.execute("""
                 UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, mail_backend = \(backend), backend_url = \(backendURL),
+                    backend_tenant = NULL, endpoint = \(endpoint), binding_mac = \(binding.subscription(recordID: recordID, generation: generation, backend: backend.rawValue,
+                                                                                 backendURL: backendURL, tenant: nil, endpoint: endpoint)),
                     subscription_id = \(subscriptionID), watermark = \(watermark), backend_version = \(version),
                     heartbeat_minutes = \(heartbeatMinutes), last_callback_at = \(now.databaseString),
                     pending_started_at = IF(pending_generation = \(generation), NULL, pending_started_at)
@@ -134,10 +161,12 @@ public struct MailSubscriptionStore {
     /// half of its box key, before it subscribes: the mail server may call back as soon
     /// as the subscription exists.
     public func storeCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], boxPublicKey: [UInt8], now: Timestamp) throws {
+        let mac = binding.boxKey(recordID: recordID, generation: generation, publicKey: boxPublicKey)
         try database.execute("""
-            INSERT INTO MailCredentials (record_id, generation, sealed, box_public_key, created_at)
-            VALUES (\(recordID), \(generation), \(sealed), \(boxPublicKey), \(now.databaseString))
-            ON DUPLICATE KEY UPDATE sealed = VALUES(sealed), box_public_key = VALUES(box_public_key), created_at = VALUES(created_at)
+            INSERT INTO MailCredentials (record_id, generation, sealed, box_public_key, box_key_mac, created_at)
+            VALUES (\(recordID), \(generation), \(sealed), \(boxPublicKey), \(mac), \(now.databaseString))
+            ON DUPLICATE KEY UPDATE sealed = VALUES(sealed), box_public_key = VALUES(box_public_key), box_key_mac = VALUES(box_key_mac),
+                created_at = VALUES(created_at)
             """)
     }
 
@@ -156,13 +185,28 @@ public struct MailSubscriptionStore {
     }
 
     /// The live subscription's box key (its public half), for sealing fresh credentials;
-    /// nil when the record has no keyed subscription.
-    public func liveBoxKey(recordID: Int64) throws -> (generation: Int64, publicKey: [UInt8])? {
-        try database.queryOne("""
-            SELECT c.generation, c.box_public_key FROM EnsSubscriptionInfo s
+    /// nil when the record has no keyed subscription, or when its server is not
+    /// `endpoint`, the one the offering device proved itself at: a device's credentials
+    /// are never handed to a subscription at another server.
+    /// A box key whose `RowBinding` MAC fails (written without the master key) is
+    /// `.tampered`: nothing is sealed to it.
+    public func liveBoxKey(recordID: Int64, endpoint: String) throws -> BoxKey {
+        guard let row = try database.queryOne("""
+            SELECT c.generation, c.box_public_key, c.box_key_mac FROM EnsSubscriptionInfo s
             JOIN MailCredentials c ON c.record_id = s.id AND c.generation = s.generation
-            WHERE s.id = \(recordID) AND s.registered = 1
-            """).map { try $0.decode(Int64.self, [UInt8].self) }
+            WHERE s.id = \(recordID) AND s.registered = 1 AND s.endpoint = \(endpoint)
+            """) else { return .none }
+        let (generation, publicKey, mac) = try row.decode(Int64.self, [UInt8].self, [UInt8]?.self)
+        guard RowBinding.matches(mac, binding.boxKey(recordID: recordID, generation: generation, publicKey: publicKey)) else { return .tampered }
+        return .key(generation: generation, publicKey: publicKey)
+    }
+
+    public enum BoxKey: Equatable {
+        case key(generation: Int64, publicKey: [UInt8])
+        /// No keyed live subscription at that server.
+        case none
+        /// The stored key fails its MAC.
+        case tampered
     }
 
     /// Leaves fresh credentials, sealed to the subscription's box key, for its next callback.
@@ -301,20 +345,20 @@ public struct MailSubscriptionStore {
     /// A constant, so `unsafe:` splices no input into the SQL.
     private static let callbackColumns = """
         id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark, backend_url, \
-        backend_version, backend_tenant, private_key_sealed, \
+        backend_version, backend_tenant, endpoint, binding_mac, private_key_sealed, \
         (SELECT c.sealed FROM MailCredentials c WHERE c.record_id = EnsSubscriptionInfo.id AND c.generation = EnsSubscriptionInfo.generation \
          AND NOT EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = c.record_id AND f.generation = c.generation))
         """
 
     private static func callbackRecord(_ row: Row) throws -> CallbackRecord {
         let (recordID, userID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion,
-             backendTenant, keyMaterial, liveCredentials)
+             backendTenant, endpoint, bindingMAC, keyMaterial, liveCredentials)
             = try row.decode(Int64.self, String.self, Int64.self, Int64.self, Timestamp?.self, MailBackend.self, String?.self, String?.self,
-                             String?.self, String?.self, String?.self, [UInt8].self, [UInt8]?.self)
+                             String?.self, String?.self, String?.self, String?.self, [UInt8]?.self, [UInt8].self, [UInt8]?.self)
         return CallbackRecord(
             id: recordID, userID: userID, generation: generation, pendingGeneration: pendingGeneration, pendingStartedAt: pendingStartedAt,
             backend: backend, subscriptionID: subscriptionID, watermark: watermark, backendURL: backendURL, backendVersion: backendVersion,
-            backendTenant: backendTenant, keyMaterial: keyMaterial, liveCredentials: liveCredentials
+            backendTenant: backendTenant, endpoint: endpoint, keyMaterial: keyMaterial, liveCredentials: liveCredentials, bindingMAC: bindingMAC
         )
     }
 
@@ -347,15 +391,17 @@ public struct MailSubscriptionStore {
         public let syncKey: (key: String, expiresAt: Timestamp)?
     }
 
-    /// The record's enabled devices (tokens APNs rejected are left out), at most
-    /// `limit`, the most recently active first.
-    public func notifiableDevices(recordID: Int64, now: Timestamp, limit: Int) throws -> [NotifiableDevice] {
+    /// The record's enabled devices (tokens APNs rejected are left out) that proved
+    /// themselves at `endpoint`, the live subscription's server, at most `limit`, the
+    /// most recently active first. A device bound to another server (a squatter's, or
+    /// the one a mailbox moved away from) hears nothing from this one.
+    public func notifiableDevices(recordID: Int64, endpoint: String?, now: Timestamp, limit: Int) throws -> [NotifiableDevice] {
         // The record's own rows, sorted after: with ORDER BY last_checkin_at ... LIMIT,
         // MariaDB may walk the whole ix_device_checkin index backwards instead.
         let rows = try database.query("""
             SELECT \(unsafe: SubscriptionStore.deviceColumns), token_sealed, sync_key_sealed, sync_key_expires_at
             FROM Devices FORCE INDEX (uq_device_token)
-            WHERE subscription_row = \(recordID) AND disabled_at IS NULL ORDER BY last_checkin_at DESC, id LIMIT \(limit)
+            WHERE subscription_row = \(recordID) AND disabled_at IS NULL AND endpoint <=> \(endpoint) ORDER BY last_checkin_at DESC, id LIMIT \(limit)
             """)
         return try rows.compactMap { row in
             let columns = SubscriptionStore.deviceColumnCount

@@ -14,9 +14,11 @@ public struct UserRecord: Sendable {
     /// notifications are generic until the device sends new credentials (check-ins
     /// tell it to register again).
     public let credentialsRefused: Bool
+    /// The server the subscription is at (`Devices.endpoint`).
+    public let endpoint: String?
 
     public init(id: Int64, userID: String, registered: Bool, generation: Int64, backend: MailBackend, subscriptionID: String?,
-                heartbeatMinutes: Int64, lastCallbackAt: Timestamp?, credentialsRefused: Bool = false) {
+                heartbeatMinutes: Int64, lastCallbackAt: Timestamp?, endpoint: String? = nil, credentialsRefused: Bool = false) {
         self.id = id
         self.userID = userID
         self.registered = registered
@@ -26,6 +28,7 @@ public struct UserRecord: Sendable {
         self.heartbeatMinutes = heartbeatMinutes
         self.lastCallbackAt = lastCallbackAt
         self.credentialsRefused = credentialsRefused
+        self.endpoint = endpoint
     }
 
     /// Whether a subscription for this record exists at its backend.
@@ -52,6 +55,12 @@ public struct DeviceRecord: Sendable, Equatable {
     public let lastNotifiedAt: Timestamp?
     /// The device's own privacy mode, and its P-256 key (65 bytes) for `encrypted`.
     public let privacy: DevicePrivacy
+    /// The server the device proved its credentials at (migration 013): it hears only
+    /// callbacks of a subscription there, and its credentials go nowhere else.
+    public let endpoint: String?
+
+    /// Whether the device is bound to the record's live subscription's server.
+    public func isBound(to record: UserRecord) -> Bool { endpoint != nil && endpoint == record.endpoint }
 }
 
 /// A device's choice of privacy mode (docs/privacy.md); `encrypted` always with the key

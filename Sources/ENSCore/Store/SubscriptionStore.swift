@@ -23,10 +23,10 @@ public struct SubscriptionStore {
     // The last is whether the live subscription's refresh token was refused (a primary
     // key lookup, in the same round trip).
     private static let recordColumns = """
-        s.id, s.userid, s.registered, s.generation, s.mail_backend, s.subscription_id, s.heartbeat_minutes, s.last_callback_at,
+        s.id, s.userid, s.registered, s.generation, s.mail_backend, s.subscription_id, s.heartbeat_minutes, s.last_callback_at, s.endpoint,
         EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = s.id AND c.generation = s.generation AND c.refused_at IS NOT NULL)
         """
-    private static let recordColumnCount = 9
+    private static let recordColumnCount = 10
 
     public func record(userID: String) throws -> UserRecord? {
         guard let row = try database.queryOne("SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s WHERE s.userid = \(userID)") else {
@@ -36,11 +36,12 @@ public struct SubscriptionStore {
     }
 
     private static func record(from row: Row) throws -> UserRecord {
-        let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt, credentialsRefused)
-            = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self, Bool.self)
+        let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt, endpoint, credentialsRefused)
+            = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self,
+                             String?.self, Bool.self)
         return UserRecord(id: id, userID: userID, registered: registered, generation: generation, backend: backend,
                           subscriptionID: subscriptionID, heartbeatMinutes: heartbeatMinutes, lastCallbackAt: lastCallbackAt,
-                          credentialsRefused: credentialsRefused)
+                          endpoint: endpoint, credentialsRefused: credentialsRefused)
     }
 
     /// Creates a record with `key`; if another request created it first, returns theirs.
@@ -64,7 +65,7 @@ public struct SubscriptionStore {
         let rows = try database.query("""
             SELECT \(unsafe: Self.recordColumns),
                    d.id, d.token_hash, d.bundle_id, d.default_sound, d.ews_device_id, d.badge, d.development, d.disabled_at, d.last_notified_at,
-                   d.privacy_mode, d.preview_key
+                   d.privacy_mode, d.preview_key, d.endpoint
             FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
             WHERE s.userid = \(userID) LIMIT 1000
             """)
@@ -104,8 +105,8 @@ public struct SubscriptionStore {
 
     // MARK: Devices
 
-    static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key"
-    static let deviceColumnCount = 11
+    static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key, endpoint"
+    static let deviceColumnCount = 12
 
     public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws -> DeviceRecord? {
         let hash = vault.tokenHash(token)
@@ -121,13 +122,14 @@ public struct SubscriptionStore {
 
     /// A DeviceRecord from a row of exactly `deviceColumns`.
     static func device(from row: Row) throws -> DeviceRecord {
-        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey)
+        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey, endpoint)
             = try row.decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self, Timestamp?.self, Timestamp?.self,
-                             Int64.self, [UInt8]?.self)
+                             Int64.self, [UInt8]?.self, String?.self)
         // A mode this binary does not know (a newer one's) is treated as the strictest.
         let privacy = DevicePrivacy(mode: PrivacyMode(rawValue: Int(mode)) ?? .secure, previewKey: previewKey)
         return DeviceRecord(id: id, tokenHash: tokenHash, bundleID: bundleID, defaultSound: defaultSound, ewsDeviceID: ewsDeviceID,
-                            badge: badge, development: development, disabledAt: disabledAt, lastNotifiedAt: lastNotifiedAt, privacy: privacy)
+                            badge: badge, development: development, disabledAt: disabledAt, lastNotifiedAt: lastNotifiedAt, privacy: privacy,
+                            endpoint: endpoint)
     }
 
     public enum RegistrationOutcome: Sendable, Equatable {
@@ -140,15 +142,16 @@ public struct SubscriptionStore {
     /// Adds the device or brings its settings up to date, idempotently: the unique key
     /// (record, token hash) and a single INSERT ... ON DUPLICATE KEY UPDATE mean that
     /// concurrent registrations of one token make one row, without locking a gap.
-    /// A registration re-enables a token the sender disabled (it happens after it).
-    public func register(recordID: Int64, token: DeviceToken, settings: DeviceSettings, now: Timestamp) throws -> RegistrationOutcome {
+    /// A registration re-enables a token the sender disabled (it happens after it), and
+    /// binds the device to `endpoint`, the server it just proved itself at.
+    public func register(recordID: Int64, token: DeviceToken, settings: DeviceSettings, endpoint: String, now: Timestamp) throws -> RegistrationOutcome {
         let existing = try device(recordID: recordID, token: token)
         let badge = settings.badge ?? existing?.badge ?? false
         let development = settings.development ?? existing?.development ?? false
         let privacy = settings.privacy ?? existing?.privacy ?? .preview
         if let existing, existing.disabledAt == nil, existing.bundleID == settings.bundleID,
            existing.defaultSound == settings.defaultSound, existing.ewsDeviceID == settings.ewsDeviceID,
-           existing.badge == badge, existing.development == development, existing.privacy == privacy {
+           existing.badge == badge, existing.development == development, existing.privacy == privacy, existing.endpoint == endpoint {
             try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(existing.id)")
             return .unchanged
         }
@@ -158,13 +161,13 @@ public struct SubscriptionStore {
         try database.transaction {
             try database.execute("""
                 INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
-                                     badge, development, privacy_mode, preview_key, registered_at, disabled_at, last_checkin_at)
+                                     badge, development, privacy_mode, preview_key, endpoint, registered_at, disabled_at, last_checkin_at)
                 VALUES (\(recordID), \(vault.tokenHash(token)), \(tokenSealed), \(settings.bundleID),
                         \(settings.defaultSound), \(settings.ewsDeviceID), \(badge), \(development),
-                        \(privacy.mode.rawValue), \(privacy.previewKey), \(now.databaseString), NULL, \(now.databaseString))
+                        \(privacy.mode.rawValue), \(privacy.previewKey), \(endpoint), \(now.databaseString), NULL, \(now.databaseString))
                 ON DUPLICATE KEY UPDATE bundle_id = VALUES(bundle_id), default_sound = VALUES(default_sound),
                     ews_device_id = VALUES(ews_device_id), badge = VALUES(badge), development = VALUES(development),
-                    privacy_mode = VALUES(privacy_mode), preview_key = VALUES(preview_key),
+                    privacy_mode = VALUES(privacy_mode), preview_key = VALUES(preview_key), endpoint = VALUES(endpoint),
                     registered_at = VALUES(registered_at), disabled_at = NULL, last_checkin_at = VALUES(last_checkin_at)
                 """)
             try evictBeyondDeviceLimit(recordID: recordID, keeping: vault.tokenHash(token))

@@ -83,11 +83,11 @@ enum DeviceAPI {
             outcome = try backends.registrar(serving: request, context: context).subscribe(request, context: context)
         }
         switch outcome {
-        case .proven:
-            let registration = try store.register(recordID: record.id, token: token, settings: settings, now: .now())
+        case .proven(let endpoint):
+            let registration = try store.register(recordID: record.id, token: token, settings: settings, endpoint: endpoint, now: .now())
             return .ok(registration == .unchanged ? .userAlreadySubscribed : .userUpdated, privacyAnswer)
-        case .subscribed:
-            _ = try store.register(recordID: record.id, token: token, settings: settings, now: .now())
+        case .subscribed(let endpoint):
+            _ = try store.register(recordID: record.id, token: token, settings: settings, endpoint: endpoint, now: .now())
             return .ok(.userSubscribed, privacyAnswer)
         case .autodiscoverFailed:
             return .ok(.autodiscoverFailed, [("message", "The Exchange server for this address could not be discovered.")])
@@ -245,11 +245,14 @@ enum DeviceAPI {
         }
         // APNs said this token is dead: the device must register again (with the token
         // it has now), which is what re-enables it; until then it is not "subscribed".
-        if device.disabledAt != nil { return .ok(.userRecordPresentNotSubscribed) }
+        // So must a device bound to another server than the live subscription's (the
+        // mailbox moved, or someone else's server held the record): it hears nothing
+        // until it proves itself at the live one.
+        if device.disabledAt != nil || !device.isBound(to: operation.record) { return .ok(.userRecordPresentNotSubscribed) }
         let now = Timestamp.now()
         try operation.store.checkIn(deviceID: device.id, now: now)
         try operation.store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
-        let credentials = try offeredCredentials(request, operation: operation, context: context)
+        let credentials = try offeredCredentials(request, device: device, operation: operation, context: context)
         let renewed = credentials.contains { $0 == ("credentials", "Stored") }
         if !ignoreLastMessageDate, let lastNotificationTs {
             let newest = try context.notificationLog.newestCreatedAt(deviceID: device.id)
@@ -266,12 +269,13 @@ enum DeviceAPI {
     /// them. Only a device the check-in identified gets here. The answer says
     /// `credentials: Stored`, or `Unused` when the subscription keeps no credentials
     /// (Graph, or one made before they were stored) or is not live.
-    private static func offeredCredentials(_ request: Request, operation: SealedOperation, context: RequestContext) throws -> [(String, String)] {
+    private static func offeredCredentials(_ request: Request, device: DeviceRecord, operation: SealedOperation, context: RequestContext) throws -> [(String, String)] {
         guard let sealed = nonEmpty(request.parameters["creds"]) else { return [] }
+        guard let endpoint = device.endpoint else { return [("credentials", "Unused")] }
         let opener = SealedPayload(key: try operation.store.privateKey(of: operation.record), maximumBlocks: SealedParameter.maximumBlocks)
         let credentials = try exchangeCredentials(try opener.object(sealed))
         let registrar = context.services.mailBackends.registrar(of: operation.record.backend)
-        let stored = try registrar?.offerCredentials(credentials, record: operation.record, context: context) ?? false
+        let stored = try registrar?.offerCredentials(credentials, record: operation.record, endpoint: endpoint, context: context) ?? false
         return [("credentials", stored ? "Stored" : "Unused")]
     }
 

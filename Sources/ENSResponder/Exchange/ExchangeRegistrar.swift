@@ -59,27 +59,43 @@ public struct ExchangeRegistrar: MailboxRegistering {
         return outcome
     }
 
+    /// A device joining a subscribed record. Its credentials go only where the device
+    /// itself says its mailbox is (`ewsUrl`, else Autodiscover for its own address),
+    /// never to the URL the record holds: whoever subscribed the record first may have
+    /// named a server of their own. At the live subscription's server, the device
+    /// proves itself and joins; anywhere else it subscribes there, which replaces the
+    /// live subscription only by the mailbox's own Exchange (`subscribe`).
     private func proveAccess(_ request: MailboxRequest, client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
         let attempt = Attempt(request: request, context: context, settings: settings)
-        guard let state = try attempt.store.subscriptionState(recordID: request.record.id), state.isLive, state.backend == .ews, let ewsURL = state.backendURL else {
+        guard let state = try attempt.store.subscriptionState(recordID: request.record.id), state.isLive, state.backend == .ews,
+              let liveURL = state.backendURL, let liveEndpoint = state.endpoint else {
             // No live subscription to prove against (it ended meanwhile): subscribe,
             // which proves the credentials on its way.
             return try subscribe(request, client: client, context: context)
         }
         guard try attempt.proofAllowed() else { return .throttled(retryAfter: settings.proofWindow) }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
+        let own: Endpoint
+        switch try attempt.ownEndpoint(credentials: credentials, client: client, now: .now()) {
+        case .found(let endpoint): own = endpoint
+        case .refused(let outcome): return outcome
+        }
+        guard Self.sameServer(own.url, liveURL) else {
+            context.logger.info("joining device's Exchange is not the live subscription's: subscribing there instead", metadata: ["record": "\(request.record.id)"])
+            return try subscribe(at: own, credentials: credentials, state: state, attempt: attempt, client: client, context: context)
+        }
         let version = state.backendVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
-        switch try attempt.prove(ewsURL: ewsURL, credentials: credentials, version: version) {
+        switch try attempt.prove(ewsURL: own.url, credentials: credentials, version: version) {
         case .proven:
             // Proven just now: the subscription's next callback takes them.
-            _ = try offer(credentials, record: request.record, context: context)
-            return .proven
+            _ = try offer(credentials, record: request.record, endpoint: liveEndpoint, context: context)
+            return .proven(endpoint: liveEndpoint)
         case .refused(let outcome):
             return outcome
         }
     }
 
-    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, context: RequestContext) throws -> Bool {
+    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool {
         let ews: EWSCredentials
         switch credentials.method {
         case .basic(let userName, let password): ews = EWSCredentials(method: .basic(userName: userName, password: password), mailbox: nil)
@@ -89,14 +105,25 @@ public struct ExchangeRegistrar: MailboxRegistering {
             guard let identity = try? ClientIdentity(pkcs12: pkcs12, password: password) else { throw APIError.sealedParameterRejected }
             ews = EWSCredentials(method: .certificate(identity), mailbox: nil)
         }
-        return try offer(ews, record: record, context: context)
+        return try offer(ews, record: record, endpoint: endpoint, context: context)
     }
 
     /// Seals `credentials` to the live subscription's box key (`CredentialBox`) and
-    /// leaves them for its next callback; false when the record has no keyed subscription.
-    private func offer(_ credentials: EWSCredentials, record: UserRecord, context: RequestContext) throws -> Bool {
+    /// leaves them for its next callback; false when the record has no keyed
+    /// subscription at `endpoint`, the server the credentials were proven at.
+    private func offer(_ credentials: EWSCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool {
         let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
-        guard let (generation, publicKey) = try store.liveBoxKey(recordID: record.id) else { return false }
+        let generation: Int64
+        let publicKey: [UInt8]
+        switch try store.liveBoxKey(recordID: record.id, endpoint: endpoint) {
+        case .key(let liveGeneration, let key):
+            (generation, publicKey) = (liveGeneration, key)
+        case .none:
+            return false
+        case .tampered:
+            context.logger.error("fresh credentials not sealed: the subscription's box key fails its integrity check", metadata: ["record": "\(record.id)"])
+            return false
+        }
         let box = try CredentialBox.seal(CallbackPayload(credentials: credentials).encoded, to: P256PublicKey(bytes: publicKey),
                                          recordID: record.id, generation: generation)
         try store.offerFreshCredentials(recordID: record.id, generation: generation, box: box, now: .now())
@@ -104,56 +131,42 @@ public struct ExchangeRegistrar: MailboxRegistering {
     }
 
     private func subscribe(_ request: MailboxRequest, client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
+        let attempt = Attempt(request: request, context: context, settings: settings)
+        guard let state = try attempt.store.subscriptionState(recordID: request.record.id) else { return .failed }
+        guard try attempt.proofAllowed() else { return .throttled(retryAfter: settings.proofWindow) }
+        guard let credentials = try attempt.credentials() else { return .authenticationFailed }
+        // 1. Where the mailbox's EWS lives.
+        switch try attempt.ownEndpoint(credentials: credentials, client: client, now: .now()) {
+        case .found(let endpoint):
+            return try subscribe(at: endpoint, credentials: credentials, state: state, attempt: attempt, client: client, context: context)
+        case .refused(let outcome):
+            return outcome
+        }
+    }
+
+    /// Subscribes the mailbox at `endpoint`, the server the device's own registration
+    /// led to, after proving the credentials there.
+    private func subscribe(at endpoint: Endpoint, credentials: EWSCredentials, state: MailSubscriptionStore.SubscriptionState, attempt: Attempt,
+                           client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
         guard !settings.callbackURL.isEmpty else {
             context.logger.error("exchange.callback_url is not set; cannot subscribe with Exchange")
             return .failed
         }
-        let attempt = Attempt(request: request, context: context, settings: settings)
+        let request = attempt.request
         let store = attempt.store
-        guard let state = try store.subscriptionState(recordID: request.record.id) else { return .failed }
-        guard try attempt.proofAllowed() else { return .throttled(retryAfter: settings.proofWindow) }
-        guard let credentials = try attempt.credentials() else { return .authenticationFailed }
         let now = Timestamp.now()
-
-        // 1. Where the mailbox's EWS lives.
-        let ewsURL: String
-        var cachedDomain: String?
-        if let given = request.credentials.serverURL {
-            guard Autodiscover.isHTTPS(given) else {
-                context.logger.info("registration refused: ewsUrl is not https")
-                return .failed
-            }
-            ewsURL = given
-            // 2. A live subscription is replaced only by the mailbox's own Exchange:
-            // otherwise anyone with the app and an address could point the record at
-            // an EWS of their own that pushes whatever it likes to the user's devices.
-            if state.isLive, let current = state.backendURL, !Self.sameServer(given, current) {
-                guard try attempt.isMailboxExchange(given, credentials: credentials, client: client, now: now) else {
-                    context.logger.warning("forced registration refused: ewsUrl is not this mailbox's Exchange", metadata: ["record": "\(request.record.id)"])
-                    try attempt.recordProofFailure()
-                    return .endpointNotTrusted
-                }
-            }
-        } else {
-            guard let domain = Autodiscover.domain(of: request.mailbox) else { return .autodiscoverFailed }
-            if let cached = try attempt.autodiscoverCache.ewsURL(domain: domain, now: now) {
-                ewsURL = cached
-                cachedDomain = domain
-            } else {
-                switch Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) {
-                case .found(let url, let trusted):
-                    ewsURL = url
-                    // What the plain-HTTP redirect step led to is used this once only.
-                    let lifetime = settings.autodiscoverCacheLifetime
-                    if lifetime > .zero && trusted { try attempt.autodiscoverCache.remember(domain: domain, ewsURL: url, expiresAt: now.adding(lifetime)) }
-                case .unauthorized:
-                    context.logger.info("autodiscover: credentials refused")
-                    try attempt.recordProofFailure()
-                    return .authenticationFailed
-                case .notFound:
-                    context.logger.info("autodiscover found no EWS endpoint")
-                    return .autodiscoverFailed
-                }
+        let ewsURL = endpoint.url
+        let cachedDomain = endpoint.cachedDomain
+        guard let origin = URLParts(ewsURL)?.origin else { return .failed }
+        // 2. A live subscription is replaced by a server the device named itself only if
+        // it is the mailbox's own Exchange: otherwise anyone with the app and an address
+        // could point the record at an EWS of their own. (What discovery finds for the
+        // address is the mailbox's own by definition.)
+        if endpoint.named, state.isLive, let current = state.backendURL, !Self.sameServer(ewsURL, current) {
+            guard try attempt.isMailboxExchange(ewsURL, credentials: credentials, client: client, now: now) else {
+                context.logger.warning("registration refused: ewsUrl is not this mailbox's Exchange", metadata: ["record": "\(request.record.id)"])
+                try attempt.recordProofFailure()
+                return .endpointNotTrusted
             }
         }
 
@@ -203,7 +216,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
             return .failed
         }
         let won = try store.completeRegistration(
-            recordID: request.record.id, generation: generation, backend: .ews, backendURL: ewsURL, subscriptionID: subscription.id,
+            recordID: request.record.id, generation: generation, backend: .ews, backendURL: ewsURL, endpoint: origin, subscriptionID: subscription.id,
             watermark: subscription.watermark, version: subscription.version.rawValue,
             heartbeatMinutes: settings.statusFrequency.wholeMinutes, now: now
         )
@@ -212,8 +225,23 @@ public struct ExchangeRegistrar: MailboxRegistering {
         context.logger.info(won ? "subscribed" : "subscribed, but a later registration of the record won", metadata: [
             "record": "\(request.record.id)", "generation": "\(generation)", "ews.version": "\(subscription.version.rawValue)",
         ])
-        return .subscribed
+        return .subscribed(endpoint: origin)
     }
+}
+
+/// Where a registering device's mailbox is, by the device's own account: the
+/// `ewsUrl` it named, or what Autodiscover (or its cache) finds for its address.
+struct Endpoint {
+    let url: String
+    /// The domain whose cached Autodiscover answer this is: forgotten if it fails.
+    let cachedDomain: String?
+    /// Named by the device (`ewsUrl`) rather than found by discovery.
+    let named: Bool
+}
+
+enum EndpointResolution {
+    case found(Endpoint)
+    case refused(MailboxOutcome)
 }
 
 /// One registration's Exchange conversation: the proof throttle, the credentials in
@@ -240,6 +268,36 @@ private struct Attempt {
         let allowed = try store.proofAllowed(recordID: request.record.id, limit: limits.proofFailureLimit, window: limits.proofWindow, now: .now())
         if !allowed { context.logger.warning("registration throttled: too many failed proofs", metadata: ["record": "\(request.record.id)"]) }
         return allowed
+    }
+
+    /// Where this device's mailbox is, by its own registration: the `ewsUrl` it names
+    /// (https only), else the cached or live Autodiscover answer for its address.
+    func ownEndpoint(credentials: EWSCredentials, client: EWSClient, now: Timestamp) throws -> EndpointResolution {
+        if let given = request.credentials.serverURL {
+            guard Autodiscover.isHTTPS(given), URLParts(given) != nil else {
+                context.logger.info("registration refused: ewsUrl is not https")
+                return .refused(.failed)
+            }
+            return .found(Endpoint(url: given, cachedDomain: nil, named: true))
+        }
+        guard let domain = Autodiscover.domain(of: request.mailbox) else { return .refused(.autodiscoverFailed) }
+        if let cached = try autodiscoverCache.ewsURL(domain: domain, now: now) {
+            return .found(Endpoint(url: cached, cachedDomain: domain, named: false))
+        }
+        switch Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) {
+        case .found(let url, let trusted):
+            // What the plain-HTTP redirect step led to is used this once only.
+            let lifetime = settings.autodiscoverCacheLifetime
+            if lifetime > .zero && trusted { try autodiscoverCache.remember(domain: domain, ewsURL: url, expiresAt: now.adding(lifetime)) }
+            return .found(Endpoint(url: url, cachedDomain: nil, named: false))
+        case .unauthorized:
+            context.logger.info("autodiscover: credentials refused")
+            try recordProofFailure()
+            return .refused(.authenticationFailed)
+        case .notFound:
+            context.logger.info("autodiscover found no EWS endpoint")
+            return .refused(.autodiscoverFailed)
+        }
     }
 
     func recordProofFailure() throws {

@@ -98,6 +98,13 @@ enum GraphNotifications {
                     count("dropped_unknown_subscription", group.count)
                     continue
                 }
+                guard row.isAuthentic(RowBinding(vault: context.services.vault)) else {
+                    // Tenant or user path edited without the master key: nothing is read
+                    // from Graph for it, nothing is pushed.
+                    logger.error("graph notification dropped: the subscription row fails its integrity check", metadata: ["record": "\(row.id)"])
+                    count("dropped_integrity", group.count)
+                    continue
+                }
                 let expected = Array(context.services.vault.graphClientState(recordID: row.id, generation: row.generation).utf8)
                 var genuine: [ChangeNotificationBatch.Item] = []
                 for item in group {

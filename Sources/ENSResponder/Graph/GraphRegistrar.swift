@@ -44,7 +44,7 @@ public struct GraphRegistrar: MailboxRegistering {
                     try throttle(context).recordProofFailure(recordID: request.record.id, window: context.settings.exchange.proofWindow, now: .now())
                     return .authenticationFailed
                 }
-                return .proven
+                return .proven(endpoint: GraphSubscriptionStore.endpoint(tenantID: live.tenantID))
             }
         }
     }
@@ -69,7 +69,7 @@ public struct GraphRegistrar: MailboxRegistering {
         if state.isLive, state.backend == .graph, state.backendURL == userPath,
            try graphStore.mailbox(recordID: request.record.id)?.tenantID == application.tenantID {
             context.logger.info("graph: the record's live subscription already watches this mailbox", metadata: ["record": "\(request.record.id)"])
-            return .subscribed
+            return .subscribed(endpoint: GraphSubscriptionStore.endpoint(tenantID: application.tenantID))
         }
         let now = Timestamp.now()
         guard let (generation, _) = try store.beginRegistration(recordID: request.record.id, now: now) else { return .failed }
@@ -85,11 +85,12 @@ public struct GraphRegistrar: MailboxRegistering {
             return .failed
         }
         let won = try graphStore.completeRegistration(recordID: request.record.id, generation: generation, tenantID: application.tenantID,
-                                                      userPath: userPath, subscription: subscription.id, expiresAt: subscription.expiresAt, now: now)
+                                                      userPath: userPath, subscription: subscription.id, expiresAt: subscription.expiresAt, now: now,
+                                                      binding: RowBinding(vault: context.services.vault))
         context.logger.info(won ? "subscribed (graph)" : "subscribed (graph), but a later registration of the record won", metadata: [
             "record": "\(request.record.id)", "generation": "\(generation)", "tenant": "\(application.name)",
         ])
-        return .subscribed
+        return .subscribed(endpoint: GraphSubscriptionStore.endpoint(tenantID: application.tenantID))
     }
 
     private enum Proof {

@@ -131,6 +131,12 @@ enum MailCallback {
                 if concernsLive { try store.markUnsubscribed(recordID: row.id, generation: row.generation) }
                 return source.answer(unsubscribe: true)
             }
+            guard row.isAuthentic(RowBinding(vault: context.services.vault)) else {
+                // Its URL or endpoint was edited without the master key: nothing is
+                // looked up there and nothing changes; the mail server retries.
+                logger.error("callback refused: the subscription row fails its integrity check", metadata: ["record": "\(record)"])
+                return retryLater
+            }
             let now = Timestamp.now()
             let items = events.newItemIDs
             // The newest watermark, if it fits its column (Exchange's are ~40-100 bytes).

@@ -15,16 +15,20 @@ public protocol MailboxRegistering: Sendable {
     /// own server.
     func subscribe(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome
     /// Proves the credentials against the record's live subscription without
-    /// subscribing: how a device joins an already subscribed record.
+    /// subscribing: how a device joins an already subscribed record. The credentials go
+    /// only to the server the device names itself or that discovery finds for its own
+    /// address; when that is not the live subscription's server, the device subscribes
+    /// there instead (`subscribe`'s rules), and never proves itself at the stored one.
     func proveAccess(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome
     /// Leaves new credentials for the record's live subscription, for its next callback
     /// to take (a check-in's `creds`): false when the subscription cannot take them (it
-    /// keeps none, as Graph's, or is not live).
-    func offerCredentials(_ credentials: MailCredentials, record: UserRecord, context: RequestContext) throws -> Bool
+    /// keeps none, as Graph's, or is not live), or when it is not at `endpoint`, the
+    /// server the offering device proved itself at.
+    func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool
 }
 
 extension MailboxRegistering {
-    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, context: RequestContext) throws -> Bool { false }
+    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool { false }
 }
 
 /// One registration's mailbox, as the device API hands it to a backend.
@@ -73,9 +77,11 @@ public struct MailCredentials: Sendable {
 /// What registering with the mail backend came to; the device API answers each with
 /// one of the contract's codes.
 public enum MailboxOutcome: Sendable, Equatable {
-    case subscribed
-    /// The credentials open the mailbox at the live subscription's server.
-    case proven
+    /// Subscribed at `endpoint` (`URLParts.origin`, or Graph's tenant): the server the
+    /// device is bound to.
+    case subscribed(endpoint: String)
+    /// The credentials open the mailbox at the live subscription's server, `endpoint`.
+    case proven(endpoint: String)
     /// Where the mailbox lives could not be found.
     case autodiscoverFailed
     case authenticationFailed

@@ -27,7 +27,7 @@ struct NewMailDelivery {
     func deliver(items: [String], row: MailSubscriptionStore.CallbackRecord, reader: (any MailboxReader)?,
                  store: MailSubscriptionStore, watermark: String?, now: Timestamp, lookupBudget: Duration) throws -> Outcome {
         let settings = context.settings.callbacks
-        let devices = try store.notifiableDevices(recordID: row.id, now: now, limit: settings.maximumDevicesPerRecord)
+        let devices = try store.notifiableDevices(recordID: row.id, endpoint: row.endpoint, now: now, limit: settings.maximumDevicesPerRecord)
         guard !devices.isEmpty else { return Outcome(delivered: true, recorded: false) }
         // Caps (docs/exchange.md, "Limits"): a batch of more items than
         // exchange.max_items_per_callback, or one that would take the record past

@@ -13,12 +13,17 @@ extension TestUser {
         if let password { TestSecrets.remember(password) }
         if let oauthToken { TestSecrets.remember(oauthToken) }
         try ExchangeSimulator.mailbox(email, userName: password == nil ? nil : email, password: password, oauthToken: oauthToken)
+        // A joining device finds its own Exchange by Autodiscover, as a real one would:
+        // it proves itself only where its own address leads (docs/security.md).
+        try ExchangeSimulator.domain("example.test", mode: "pox-root")
         try database.execute("""
             UPDATE EnsSubscriptionInfo SET registered = 1, subscription_id = 'sub-test',
-              backend_url = 'https://mail.example.test/EWS/Exchange.asmx', backend_version = 'Exchange2010_SP2',
+              backend_url = 'https://mail.example.test/EWS/Exchange.asmx', endpoint = 'https://mail.example.test:443',
+              backend_version = 'Exchange2010_SP2',
               last_callback_at = NOW(3) - INTERVAL \(callbackAge) SECOND, heartbeat_minutes = 30
             WHERE userid = \(userID)
             """)
+        try TestStack.rebind(userID: userID, database: database)
     }
 }
 

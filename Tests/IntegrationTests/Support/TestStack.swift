@@ -1,5 +1,6 @@
 import Codecs
 import Curl
+import ENSCore
 import Foundation
 import MariaDB
 import OpenSSL
@@ -136,4 +137,19 @@ extension TestStack {
     }
 
     enum TestStackError: Error { case malformed(String) }
+}
+
+extension TestStack {
+    /// Gives a subscription row a test edited on purpose (to stage a state ENS itself
+    /// would reach) the `RowBinding` MAC ENS would have written with it; rows edited
+    /// without this fail their integrity check, as a database writer's would.
+    static func rebind(userID: String, database: Connection) throws {
+        let binding = RowBinding(vault: Vault(masterKey: try masterKey()))
+        guard let row = try database.queryOne("""
+            SELECT id, generation, mail_backend, backend_url, backend_tenant, endpoint FROM EnsSubscriptionInfo WHERE userid = \(userID)
+            """) else { return }
+        let (id, generation, backend, url, tenant, endpoint) = try row.decode(Int64.self, Int64.self, String.self, String?.self, String?.self, String?.self)
+        let mac = binding.subscription(recordID: id, generation: generation, backend: backend, backendURL: url, tenant: tenant, endpoint: endpoint)
+        try database.execute("UPDATE EnsSubscriptionInfo SET binding_mac = \(mac) WHERE id = \(id)")
+    }
 }

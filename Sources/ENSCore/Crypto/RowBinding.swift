@@ -1,0 +1,51 @@
+public import OpenSSL
+
+/// MACs under the master key over what a callback, a registration or a sealing takes
+/// from the database on trust (migration 014, docs/security.md "A writer to the
+/// database"): a subscription's server and mailbox (`EnsSubscriptionInfo.binding_mac`)
+/// and the public half of its box key (`MailCredentials.box_key_mac`). Someone who can
+/// write rows but has no master key cannot point a callback's opened credentials at a
+/// host of their own, nor have fresh credentials sealed to a key of their own: an
+/// edited row fails its MAC, is refused and logged, and nothing is sent or sealed.
+public struct RowBinding: Sendable {
+    private let key: [UInt8]
+
+    public static let size = 16
+
+    public init(vault: Vault) {
+        key = vault.rowBindingKey
+    }
+
+    /// What a subscription row says about where its mail is: the backend, its URL (EWS:
+    /// the EWS URL; Graph: the user's path), the tenant, and the server devices are
+    /// bound to, for this record and generation.
+    public func subscription(recordID: Int64, generation: Int64, backend: String, backendURL: String?, tenant: String?,
+                             endpoint: String?) -> [UInt8] {
+        mac("subscription", [String(recordID), String(generation), backend, backendURL, tenant, endpoint])
+    }
+
+    /// The public half of one subscription attempt's box key.
+    public func boxKey(recordID: Int64, generation: Int64, publicKey: [UInt8]) -> [UInt8] {
+        mac("box-key", [String(recordID), String(generation)], tail: publicKey)
+    }
+
+    /// Whether `stored` is the MAC `expected`; a missing MAC never matches.
+    public static func matches(_ stored: [UInt8]?, _ expected: [UInt8]) -> Bool {
+        guard let stored, stored.count == size else { return false }
+        return Digest.constantTimeEqual(stored, expected)
+    }
+
+    /// Each field length-prefixed (absent: 0xFFFFFFFF), so no two field lists share
+    /// an encoding.
+    private func mac(_ purpose: String, _ fields: [String?], tail: [UInt8] = []) -> [UInt8] {
+        var message = Array("ens-row-binding/1/\(purpose)".utf8)
+        func append(_ bytes: [UInt8]?) {
+            let length = bytes.map { UInt32($0.count) } ?? UInt32.max
+            message += [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
+            message += bytes ?? []
+        }
+        for field in fields { append(field.map { Array($0.utf8) }) }
+        append(tail)
+        return Array(Digest.hmacSHA256(key: key, message: message).prefix(Self.size))
+    }
+}
