@@ -164,6 +164,52 @@ struct PrivateNotificationTests {
         }
     }
 
+    /// A device whose push token changed (/updatedevice, old and new) keeps its privacy:
+    /// an `encrypted` device stays encrypted to its key, and a `secure` one keeps its
+    /// unfetched content and its history, even when the new token had a row of its own.
+    /// (Before, the merge dropped the mode and the key: the device fell back to
+    /// `preview`, and Apple saw the next subject in clear.)
+    @Test func aChangedPushTokenKeepsThePrivacyModeContentAndHistory() throws {
+        let user = try RegisteredUser.register(with: api)
+        let key = try DeviceKey.make()
+        let oldToken = TestSecrets.apnsToken()
+        #expect(try user.register(with: api, token: oldToken, extra: ["privacy": "encrypted", "privacyKey": key.pointBase64]).json["privacy"] == "encrypted")
+        let secureToken = TestSecrets.apnsToken()
+        #expect(try user.register(with: api, token: secureToken, extra: ["privacy": "secure"]).json["privacy"] == "secure")
+        let mail = PrivateMail()
+        _ = try ExchangeSimulator.newMail(user.user.email, subject: mail.subject, fromName: mail.sender)
+        #expect(TestStack.eventually(within: 20) { apnsPush(to: secureToken) != nil && apnsPush(to: oldToken) != nil })
+        let secureID = try #require(apnsPush(to: secureToken).flatMap { ens($0)["id"] as? String })
+
+        // Both devices get new tokens; each new token was already registered on its own
+        // (in `preview`), the case whose merge lost everything.
+        let newEncrypted = TestSecrets.apnsToken()
+        let newSecure = TestSecrets.apnsToken()
+        for (old, new) in [(oldToken, newEncrypted), (secureToken, newSecure)] {
+            #expect(try user.register(with: api, token: new).json["responseCode"] == "UserUpdated")
+            let sealed = try user.user.sealJSON(["oldApnsToken": old, "apnsToken": new])
+            #expect(try api.call("/updatedevice", ["userid": user.user.userID, "token": sealed]).json["responseCode"] == "UpdateSuccess")
+        }
+        // The secure device's unfetched content and history are there under its new token.
+        let history = object(try sealed(user, "/getnotificationhistory", ["pushToken": newSecure]))
+        let entries = history["notifications"] as? [[String: Any]] ?? []
+        #expect(entries.contains { $0["id"] as? String == secureID && $0["subject"] as? String == mail.subject }, "\(history)")
+        let fetched = try sealed(user, "/getnotification", ["pushToken": newSecure, "id": secureID])
+        #expect(object(fetched)["responseCode"] as? String == "NotificationFound", "\(fetched.bodyText)")
+
+        // The next mail: still encrypted to the same key, still secure.
+        let next = PrivateMail()
+        _ = try ExchangeSimulator.newMail(user.user.email, subject: next.subject, fromName: next.sender)
+        #expect(TestStack.eventually(within: 20) { apnsPush(to: newEncrypted) != nil && apnsPush(to: newSecure) != nil })
+        let encrypted = try #require(apnsPush(to: newEncrypted))
+        let secure = try #require(apnsPush(to: newSecure))
+        #expect(ens(encrypted)["privacy"] as? String == "encrypted" && ens(secure)["privacy"] as? String == "secure")
+        for push in [encrypted, secure] { #expect(!Self.text(push.payload).contains(next.subject)) }
+        let id = try #require(ens(encrypted)["id"] as? String)
+        let opened = try key.open(try #require(ens(encrypted)["enc"] as? String), notificationID: id)
+        #expect(opened?["subject"] as? String == next.subject)
+    }
+
     /// Unfetched content expires: after privacy.fetch_ttl_seconds the answer is the
     /// same as for an id that never existed, and `ens-cron reap` erases it.
     @Test func secureContentExpires() throws {

@@ -212,8 +212,11 @@ public struct SubscriptionStore {
         }
     }
 
-    /// Replaces `old` by `new` keeping the device's settings; merges into `new`'s row when
-    /// `new` is already registered. False when `old` is unknown.
+    /// Replaces `old` by `new` on the device's own row, so everything the device has
+    /// stays with it: settings, privacy mode and preview key, the server it is bound to,
+    /// its unfetched secure content and history (sealed to the row's id), its sync key.
+    /// A row `new` already had (registered on its own meanwhile) is dropped with its
+    /// notifications. False when `old` is unknown.
     public func replaceToken(recordID: Int64, old: DeviceToken, new: DeviceToken, now: Timestamp) throws -> Bool {
         try database.transaction {
             guard let oldDevice = try device(recordID: recordID, token: old, forUpdate: true) else { return false }
@@ -233,26 +236,14 @@ public struct SubscriptionStore {
                 }
             }
             if let newDevice = try device(recordID: recordID, token: new, forUpdate: true) {
-                try database.execute("""
-                    UPDATE Devices SET bundle_id = \(oldDevice.bundleID), default_sound = \(oldDevice.defaultSound),
-                        ews_device_id = \(oldDevice.ewsDeviceID), badge = \(oldDevice.badge), development = \(oldDevice.development),
-                        registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString)
-                    WHERE id = \(newDevice.id)
-                    """)
-                try database.execute("DELETE FROM Devices WHERE id = \(oldDevice.id)")
-                if let syncKey {
-                    try database.execute("""
-                        UPDATE Devices SET sync_key_sealed = \(syncKey.sealed), sync_key_expires_at = \(syncKey.expiresAt) WHERE id = \(newDevice.id)
-                        """)
-                }
-            } else {
-                try database.execute("""
-                    UPDATE Devices SET token_hash = \(newHash), token_sealed = \(try vault.sealToken(new)),
-                        registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString),
-                        sync_key_sealed = \(syncKey?.sealed), sync_key_expires_at = \(syncKey?.expiresAt)
-                    WHERE id = \(oldDevice.id)
-                    """)
+                try database.execute("DELETE FROM Devices WHERE id = \(newDevice.id)")
             }
+            try database.execute("""
+                UPDATE Devices SET token_hash = \(newHash), token_sealed = \(try vault.sealToken(new)),
+                    registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString),
+                    sync_key_sealed = \(syncKey?.sealed), sync_key_expires_at = \(syncKey?.expiresAt)
+                WHERE id = \(oldDevice.id)
+                """)
             return true
         }
     }
