@@ -30,6 +30,16 @@ struct EasyOptions {
         if let caBundlePath { set(CURLOPT_CAINFO, string: caBundlePath) }
     }
 
+    /// No proxy, whatever the environment says: libcurl otherwise takes one from
+    /// http_proxy, https_proxy or all_proxy, and the destination policy would then see
+    /// only the proxy's address while the proxy went wherever the URL said. An empty
+    /// CURLOPT_PROXY turns the environment's proxy off; CURLOPT_NOPROXY "*" says the
+    /// same a second way (every host bypasses any proxy).
+    mutating func noProxy() {
+        set(CURLOPT_PROXY, string: "")
+        set(CURLOPT_NOPROXY, string: "*")
+    }
+
     /// A client certificate and key from memory. CURL_BLOB_COPY: libcurl keeps its own
     /// copies, so the blob structs may live on the stack.
     mutating func clientCertificate(_ certificate: ClientCertificate) {

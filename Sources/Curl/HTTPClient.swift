@@ -164,6 +164,7 @@ public final class HTTPClient {
             options.set(CURLOPT_ERRORBUFFER, pointer: errorPointer.baseAddress)
             options.set(CURLOPT_NOSIGNAL, 1)
             options.set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS))
+            options.noProxy()
             options.set(CURLOPT_CONNECTTIMEOUT_MS, min(configuration.connectTimeout.wholeMilliseconds, timeout))
             options.set(CURLOPT_TIMEOUT_MS, timeout)
             options.set(CURLOPT_MAXFILESIZE, configuration.maximumResponseBytes)
