@@ -40,6 +40,16 @@ struct EasyOptions {
         set(CURLOPT_NOPROXY, string: "*")
     }
 
+    /// Every request through the operator's HTTP proxy `url`, as a CONNECT tunnel (plain
+    /// http too), so the proxy connects to the host and port CONNECT_TO names: the
+    /// address the destination policy checked. An empty CURLOPT_NOPROXY makes the
+    /// environment's no_proxy list count for nothing.
+    mutating func proxy(_ url: String) {
+        set(CURLOPT_PROXY, string: url)
+        set(CURLOPT_NOPROXY, string: "")
+        set(CURLOPT_HTTPPROXYTUNNEL, 1)
+    }
+
     /// A client certificate and key from memory. CURL_BLOB_COPY: libcurl keeps its own
     /// copies, so the blob structs may live on the stack.
     mutating func clientCertificate(_ certificate: ClientCertificate) {

@@ -5,7 +5,8 @@ import Testing
 
 /// libcurl takes a proxy from http_proxy, https_proxy and all_proxy unless told not to,
 /// and the destination policy then sees only the proxy's address while the proxy goes
-/// wherever the URL says. Every handle pins "no proxy".
+/// wherever the URL says. Every handle pins "no proxy"; an operator's proxy
+/// (`exchange.proxy`) is used as a CONNECT tunnel to the address the policy checked.
 /// Loopback listeners stand in for the proxy and the destination, and count what they
 /// are offered.
 @Suite(.serialized) struct ProxyPinningTests {
@@ -124,6 +125,45 @@ import Testing
             while completions.isEmpty, Date().timeIntervalSince(started) < 5 { completions += multiplexer.poll(timeoutMilliseconds: 100) }
             #expect(completions.count == 1, "the TLS handshake with a plain server fails, after connecting")
             #expect(target.connections == 2, "the multiplexer connected to the destination itself")
+        }
+        #expect(proxy.connections == 0)
+    }
+
+    /// The operator's proxy: libcurl asks it to CONNECT to the address ENS resolved and
+    /// checked (localhost's, an IP literal), not to the host name for the proxy to
+    /// resolve again; plain http goes through the tunnel too.
+    @Test func aConfiguredProxyTunnelsToTheCheckedAddress() throws {
+        let proxy = try RecordingServer(response: "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+        defer { proxy.stop() }
+        let client = try HTTPClient(configuration: HTTPClientConfiguration(
+            connectTimeout: .seconds(1), totalTimeout: .seconds(3),
+            destinationPolicy: DestinationPolicy(allowedNetworks: ["127.0.0.0/8", "::1/128"].compactMap(IPNetwork.init), allowedHostSuffixes: ["localhost"]),
+            proxy: "http://127.0.0.1:\(proxy.port)"
+        ))
+        #expect(throws: CurlError.self) { try client.send(HTTPRequest(method: .get, url: "http://localhost:4242/x")) }
+        let lines = proxy.requestLines
+        #expect(lines == ["CONNECT 127.0.0.1:4242 HTTP/1.1"] || lines == ["CONNECT [0:0:0:0:0:0:0:1]:4242 HTTP/1.1"], "\(lines)")
+    }
+
+    /// Through the operator's proxy, a destination the policy refuses is still refused,
+    /// by its own address, before the proxy is contacted (the proxy's own loopback
+    /// address is fine: the operator named it).
+    @Test func aConfiguredProxyCarriesNoRefusedDestination() throws {
+        let proxy = try RecordingServer(response: "HTTP/1.1 200 Connection established\r\n\r\n")
+        defer { proxy.stop() }
+        let client = try HTTPClient(configuration: HTTPClientConfiguration(
+            connectTimeout: .seconds(1), totalTimeout: .seconds(3), destinationPolicy: DestinationPolicy(),
+            proxy: "http://127.0.0.1:\(proxy.port)"
+        ))
+        for (url, address) in [("http://169.254.169.254/latest/meta-data/", "169.254.169.254"), ("https://127.0.0.2/EWS/Exchange.asmx", "127.0.0.2"),
+                               ("https://localhost/EWS/Exchange.asmx", nil)] {
+            do {
+                _ = try client.send(HTTPRequest(method: .get, url: url))
+                Issue.record("expected a refusal of \(url)")
+            } catch {
+                #expect(error.kind == .destinationRefused, "\(url): \(error)")
+                if let address { #expect(error.detail == "\(address) is not a permitted address", "\(url): \(error)") }
+            }
         }
         #expect(proxy.connections == 0)
     }
