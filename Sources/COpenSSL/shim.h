@@ -19,7 +19,7 @@
 
 // PKCS#12 bundles come from clients and choose their own key-derivation iteration
 // counts; these read the counts without running any KDF, so the OpenSSL wrapper can
-// refuse a bundle before PKCS12_parse would spend minutes on it.
+// refuse a bundle before opening it would spend minutes on it.
 
 // The iterations a PBE AlgorithmIdentifier asks for: PKCS#12/PKCS#5 v1 PBE (PBEPARAM)
 // or PBES2 with PBKDF2; -1 for anything else (scrypt, an unknown scheme, malformed).
@@ -55,51 +55,214 @@ static inline long copenssl_pbe_iterations(const X509_ALGOR *_Nullable algorithm
     return iterations;
 }
 
-// The largest iteration count PKCS12_parse would run for this bundle: the MAC's, each
-// encrypted safe's, each shrouded key's. An encrypted safe is opened (to find the keys
-// inside) only after its own count passed `limit`. -1 when a KDF is not one this can
-// bound, the password does not open a safe, or the bundle has a shape it does not know.
-static inline long copenssl_pkcs12_max_iterations(PKCS12 *_Nonnull bundle, const char *_Nonnull password, long limit) {
-    long most = 0;
+// What opening a client's PKCS#12 bundle costs and did. Each key derivation (the
+// MAC's, an encrypted safe's, a shrouded key's) runs as many iterations as the bundle
+// asks, so a bundle of a few KB with a hundred encrypted safes, each under the
+// per-derivation cap, could still cost seconds of CPU: the iterations of every
+// derivation the bundle can ask for are summed against a budget before any runs.
+typedef struct {
+    long planned;      // iterations counted before any derivation ran (and later key bags)
+    long asked;        // the count that broke a limit (one derivation's, or the sum)
+    long derivations;  // key derivations actually started
+} copenssl_pkcs12_cost;
+
+// What copenssl_pkcs12_open answers (macros, so Swift sees plain Int32 constants).
+#define COPENSSL_PKCS12_OK 0
+#define COPENSSL_PKCS12_MALFORMED 1       /* not a shape this reads (nested safes, no MAC with a password) */
+#define COPENSSL_PKCS12_UNBOUNDED 2       /* a KDF whose cost cannot be read beforehand (scrypt, unknown) */
+#define COPENSSL_PKCS12_OVER_CAP 3        /* one derivation asks for more than the cap */
+#define COPENSSL_PKCS12_OVER_BUDGET 4     /* the derivations together ask for more than the budget */
+#define COPENSSL_PKCS12_WRONG_PASSWORD 5
+#define COPENSSL_PKCS12_FAILED 6          /* OpenSSL failed (its error queue says why) */
+
+// Adds one derivation of `iterations` to the plan: refused when it is not boundable,
+// over the cap, or takes the sum over the budget.
+static inline int copenssl_pkcs12_charge(copenssl_pkcs12_cost *_Nonnull cost, long iterations, long cap, long budget) {
+    if (iterations < 0) return COPENSSL_PKCS12_UNBOUNDED;
+    if (iterations > cap) { cost->asked = iterations; return COPENSSL_PKCS12_OVER_CAP; }
+    cost->planned += iterations;  // each term is at most `cap`: no overflow before the check
+    if (cost->planned > budget) { cost->asked = cost->planned; return COPENSSL_PKCS12_OVER_BUDGET; }
+    return COPENSSL_PKCS12_OK;
+}
+
+// The iterations of a shrouded key bag's encryption, or -1 when unreadable.
+static inline long copenssl_pkcs12_shrouded_iterations(const PKCS12_SAFEBAG *_Nonnull bag) {
+    const X509_ALGOR *algorithm = NULL;
+    const X509_SIG *shrouded = PKCS12_SAFEBAG_get0_pkcs8(bag);
+    if (shrouded == NULL) return -1;
+    X509_SIG_get0(shrouded, &algorithm, NULL);
+    return copenssl_pbe_iterations(algorithm);
+}
+
+// Charges every derivation visible without running one: the MAC (twice for an empty
+// password, which PKCS#12 tries as "none" and as "the empty string"), each encrypted
+// safe, and each shrouded key in a plain safe. A shrouded key inside an encrypted safe
+// is only visible once that safe is open; opening charges it before decrypting it.
+static inline int copenssl_pkcs12_plan(PKCS12 *_Nonnull bundle, int emptyPassword, long cap, long budget,
+                                       copenssl_pkcs12_cost *_Nonnull cost) {
+    int status = COPENSSL_PKCS12_OK;
     if (PKCS12_mac_present(bundle)) {
         const ASN1_INTEGER *macIterations = NULL;
         PKCS12_get0_mac(NULL, NULL, NULL, &macIterations, bundle);
-        most = macIterations == NULL ? 1 : ASN1_INTEGER_get(macIterations);
-        if (most < 0 || most > limit) return most;
+        long iterations = macIterations == NULL ? 1 : ASN1_INTEGER_get(macIterations);
+        for (int tries = emptyPassword ? 2 : 1; tries > 0 && status == COPENSSL_PKCS12_OK; tries--) {
+            status = copenssl_pkcs12_charge(cost, iterations, cap, budget);
+        }
+        if (status != COPENSSL_PKCS12_OK) return status;
     }
-    // As PKCS12_parse does: an empty password may mean "none" or "the empty string".
-    const char *pass = password;
-    if (*password == '\0') pass = (!PKCS12_mac_present(bundle) || PKCS12_verify_mac(bundle, NULL, 0)) ? NULL : "";
     STACK_OF(PKCS7) *safes = PKCS12_unpack_authsafes(bundle);
-    if (safes == NULL) return -1;
-    for (int i = 0; i < sk_PKCS7_num(safes) && most >= 0 && most <= limit; i++) {
+    if (safes == NULL) return COPENSSL_PKCS12_MALFORMED;
+    for (int i = 0; i < sk_PKCS7_num(safes) && status == COPENSSL_PKCS12_OK; i++) {
         PKCS7 *safe = sk_PKCS7_value(safes, i);
-        STACK_OF(PKCS12_SAFEBAG) *bags = NULL;
         int kind = OBJ_obj2nid(safe->type);
-        if (kind == NID_pkcs7_data) {
-            bags = PKCS12_unpack_p7data(safe);
-        } else if (kind == NID_pkcs7_encrypted && safe->d.encrypted != NULL && safe->d.encrypted->enc_data != NULL) {
-            long iterations = copenssl_pbe_iterations(safe->d.encrypted->enc_data->algorithm);
-            if (iterations < 0 || iterations > limit) { most = iterations; break; }
-            if (iterations > most) most = iterations;
-            bags = PKCS12_unpack_p7encdata(safe, pass, -1);
+        if (kind == NID_pkcs7_encrypted) {
+            if (safe->d.encrypted == NULL || safe->d.encrypted->enc_data == NULL) { status = COPENSSL_PKCS12_MALFORMED; break; }
+            status = copenssl_pkcs12_charge(cost, copenssl_pbe_iterations(safe->d.encrypted->enc_data->algorithm), cap, budget);
+        } else if (kind == NID_pkcs7_data) {
+            STACK_OF(PKCS12_SAFEBAG) *bags = PKCS12_unpack_p7data(safe);
+            if (bags == NULL) { status = COPENSSL_PKCS12_MALFORMED; break; }
+            for (int j = 0; j < sk_PKCS12_SAFEBAG_num(bags) && status == COPENSSL_PKCS12_OK; j++) {
+                const PKCS12_SAFEBAG *bag = sk_PKCS12_SAFEBAG_value(bags, j);
+                if (PKCS12_SAFEBAG_get_nid(bag) == NID_pkcs8ShroudedKeyBag) {
+                    status = copenssl_pkcs12_charge(cost, copenssl_pkcs12_shrouded_iterations(bag), cap, budget);
+                }
+            }
+            sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
         }
-        if (bags == NULL) { most = -1; break; }
-        for (int j = 0; j < sk_PKCS12_SAFEBAG_num(bags); j++) {
-            const PKCS12_SAFEBAG *bag = sk_PKCS12_SAFEBAG_value(bags, j);
-            int bagKind = PKCS12_SAFEBAG_get_nid(bag);
-            if (bagKind == NID_safeContentsBag) { most = -1; break; }
-            if (bagKind != NID_pkcs8ShroudedKeyBag) continue;
-            const X509_ALGOR *algorithm = NULL;
-            X509_SIG_get0(PKCS12_SAFEBAG_get0_pkcs8(bag), &algorithm, NULL);
-            long iterations = copenssl_pbe_iterations(algorithm);
-            if (iterations < 0) { most = -1; break; }
-            if (iterations > most) most = iterations;
-        }
-        sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
+        // Other content types PKCS12_parse skips too (it has no key for enveloped data).
     }
     sk_PKCS7_pop_free(safes, PKCS7_free);
-    return most;
+    return status;
+}
+
+// One safe's bags, as PKCS12_parse takes them: the first key (plain or shrouded; later
+// ones are skipped, undecrypted), and every X.509 certificate. A nested safe is refused:
+// its depth and contents could not be planned.
+static inline int copenssl_pkcs12_take_bags(const STACK_OF(PKCS12_SAFEBAG) *_Nonnull bags, const char *_Nullable pass,
+                                            long cap, long budget, copenssl_pkcs12_cost *_Nonnull cost,
+                                            EVP_PKEY *_Nullable *_Nonnull key, STACK_OF(X509) *_Nonnull certificates,
+                                            int planned) {
+    for (int j = 0; j < sk_PKCS12_SAFEBAG_num(bags); j++) {
+        const PKCS12_SAFEBAG *bag = sk_PKCS12_SAFEBAG_value(bags, j);
+        switch (PKCS12_SAFEBAG_get_nid(bag)) {
+        case NID_safeContentsBag:
+            return COPENSSL_PKCS12_MALFORMED;
+        case NID_keyBag:
+            if (*key == NULL) {
+                const PKCS8_PRIV_KEY_INFO *info = PKCS12_SAFEBAG_get0_p8inf(bag);
+                if (info == NULL || (*key = EVP_PKCS82PKEY(info)) == NULL) return COPENSSL_PKCS12_FAILED;
+            }
+            break;
+        case NID_pkcs8ShroudedKeyBag: {
+            if (*key != NULL) break;
+            // A key found inside an encrypted safe was not in the plan: charged now,
+            // before its derivation runs.
+            if (!planned) {
+                int status = copenssl_pkcs12_charge(cost, copenssl_pkcs12_shrouded_iterations(bag), cap, budget);
+                if (status != COPENSSL_PKCS12_OK) return status;
+            }
+            cost->derivations++;
+            PKCS8_PRIV_KEY_INFO *info = PKCS12_decrypt_skey(bag, pass, -1);
+            if (info == NULL) return COPENSSL_PKCS12_FAILED;
+            *key = EVP_PKCS82PKEY(info);
+            PKCS8_PRIV_KEY_INFO_free(info);
+            if (*key == NULL) return COPENSSL_PKCS12_FAILED;
+            break;
+        }
+        case NID_certBag: {
+            if (PKCS12_SAFEBAG_get_bag_nid(bag) != NID_x509Certificate) break;
+            X509 *certificate = PKCS12_SAFEBAG_get1_cert(bag);
+            if (certificate == NULL) return COPENSSL_PKCS12_FAILED;
+            if (!sk_X509_push(certificates, certificate)) { X509_free(certificate); return COPENSSL_PKCS12_FAILED; }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return COPENSSL_PKCS12_OK;
+}
+
+// Opens a client's bundle once, as PKCS12_parse would (which this replaces: run after a
+// check of its own, every encrypted safe was decrypted twice), within `cap` iterations
+// per derivation and `budget` for all of them together. The plan is made and checked
+// before the first derivation; `cost` tells what was planned and run. On success `key`
+// and `certificate` are set and `chain` holds the other certificates (all owned by the
+// caller); on failure nothing is.
+static inline int copenssl_pkcs12_open(PKCS12 *_Nonnull bundle, const char *_Nonnull password, long cap, long budget,
+                                       copenssl_pkcs12_cost *_Nonnull cost, EVP_PKEY *_Nullable *_Nonnull key,
+                                       X509 *_Nullable *_Nonnull certificate, STACK_OF(X509) *_Nullable *_Nonnull chain) {
+    *key = NULL;
+    *certificate = NULL;
+    *chain = NULL;
+    int status = copenssl_pkcs12_plan(bundle, *password == '\0', cap, budget, cost);
+    if (status != COPENSSL_PKCS12_OK) return status;
+
+    // The MAC first, as PKCS12_parse does; for an empty password it also tells whether
+    // the bundle was made with no password or with the empty one.
+    const char *pass = password;
+    if (PKCS12_mac_present(bundle)) {
+        if (*password == '\0') {
+            cost->derivations++;
+            if (PKCS12_verify_mac(bundle, NULL, 0)) {
+                pass = NULL;
+            } else {
+                cost->derivations++;
+                if (!PKCS12_verify_mac(bundle, "", 0)) return COPENSSL_PKCS12_WRONG_PASSWORD;
+            }
+        } else {
+            cost->derivations++;
+            if (!PKCS12_verify_mac(bundle, password, -1)) return COPENSSL_PKCS12_WRONG_PASSWORD;
+        }
+    } else if (*password != '\0') {
+        return COPENSSL_PKCS12_MALFORMED;  // nothing would check the password: refused, as PKCS12_parse does
+    } else {
+        pass = NULL;
+    }
+
+    STACK_OF(PKCS7) *safes = PKCS12_unpack_authsafes(bundle);
+    STACK_OF(X509) *certificates = sk_X509_new_null();
+    if (safes == NULL || certificates == NULL) status = COPENSSL_PKCS12_FAILED;
+    for (int i = 0; status == COPENSSL_PKCS12_OK && i < sk_PKCS7_num(safes); i++) {
+        PKCS7 *safe = sk_PKCS7_value(safes, i);
+        int kind = OBJ_obj2nid(safe->type);
+        STACK_OF(PKCS12_SAFEBAG) *bags = NULL;
+        if (kind == NID_pkcs7_data) {
+            bags = PKCS12_unpack_p7data(safe);
+        } else if (kind == NID_pkcs7_encrypted) {
+            cost->derivations++;
+            bags = PKCS12_unpack_p7encdata(safe, pass, -1);
+        } else {
+            continue;
+        }
+        if (bags == NULL) { status = COPENSSL_PKCS12_FAILED; break; }
+        status = copenssl_pkcs12_take_bags(bags, pass, cap, budget, cost, key, certificates, kind == NID_pkcs7_data);
+        sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
+    }
+    if (safes != NULL) sk_PKCS7_pop_free(safes, PKCS7_free);
+
+    // The certificate is the first that matches the key; the others are its chain.
+    while (status == COPENSSL_PKCS12_OK && sk_X509_num(certificates) > 0) {
+        X509 *candidate = sk_X509_shift(certificates);
+        if (*key != NULL && *certificate == NULL) {
+            ERR_set_mark();
+            int match = X509_check_private_key(candidate, *key);
+            ERR_pop_to_mark();
+            if (match) { *certificate = candidate; continue; }
+        }
+        if (*chain == NULL && (*chain = sk_X509_new_null()) == NULL) { X509_free(candidate); status = COPENSSL_PKCS12_FAILED; break; }
+        if (!sk_X509_push(*chain, candidate)) { X509_free(candidate); status = COPENSSL_PKCS12_FAILED; }
+    }
+    if (certificates != NULL) sk_X509_pop_free(certificates, X509_free);
+    if (status != COPENSSL_PKCS12_OK) {
+        EVP_PKEY_free(*key);
+        X509_free(*certificate);
+        if (*chain != NULL) sk_X509_pop_free(*chain, X509_free);
+        *key = NULL;
+        *certificate = NULL;
+        *chain = NULL;
+    }
+    return status;
 }
 
 /* A stack of certificates (PKCS12_parse's CA certificates): its size, one member

@@ -30,6 +30,26 @@ struct EasyOptions {
         if let caBundlePath { set(CURLOPT_CAINFO, string: caBundlePath) }
     }
 
+    /// No proxy, whatever the environment says: libcurl otherwise takes one from
+    /// http_proxy, https_proxy or all_proxy, and the destination policy would then see
+    /// only the proxy's address while the proxy went wherever the URL said. An empty
+    /// CURLOPT_PROXY turns the environment's proxy off; CURLOPT_NOPROXY "*" says the
+    /// same a second way (every host bypasses any proxy).
+    mutating func noProxy() {
+        set(CURLOPT_PROXY, string: "")
+        set(CURLOPT_NOPROXY, string: "*")
+    }
+
+    /// Every request through the operator's HTTP proxy `url`, as a CONNECT tunnel (plain
+    /// http too), so the proxy connects to the host and port CONNECT_TO names: the
+    /// address the destination policy checked. An empty CURLOPT_NOPROXY makes the
+    /// environment's no_proxy list count for nothing.
+    mutating func proxy(_ url: String) {
+        set(CURLOPT_PROXY, string: url)
+        set(CURLOPT_NOPROXY, string: "")
+        set(CURLOPT_HTTPPROXYTUNNEL, 1)
+    }
+
     /// A client certificate and key from memory. CURL_BLOB_COPY: libcurl keeps its own
     /// copies, so the blob structs may live on the stack.
     mutating func clientCertificate(_ certificate: ClientCertificate) {

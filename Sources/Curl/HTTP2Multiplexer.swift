@@ -88,6 +88,7 @@ public final class HTTP2Multiplexer {
         options.set(CURLOPT_URL, string: url)
         options.set(CURLOPT_NOSIGNAL, 1)
         options.set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTPS))
+        options.noProxy()
         options.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         // Wait for an existing connection to multiplex on rather than opening another.
         options.set(CURLOPT_PIPEWAIT, 1)

@@ -80,10 +80,18 @@ public struct HTTPClientConfiguration: Sendable {
     /// for the whole timeout on its own.
     public var lowSpeedBytesPerSecond: Int
     public var lowSpeedTime: Duration
+    /// An HTTP proxy ("http://host:port") every request goes through, as a CONNECT
+    /// tunnel; nil: no proxy at all, whatever http_proxy, https_proxy or all_proxy say.
+    /// With a destination policy, the destination is still what is checked: the client
+    /// resolves the URL's host itself, refuses it unless every address is permitted,
+    /// and has the proxy CONNECT to the address checked (TLS still verifies the host
+    /// name). The proxy's own address is not checked: the operator named it.
+    public var proxy: String?
 
     public init(caBundlePath: String? = nil, connectTimeout: Duration = .seconds(3), totalTimeout: Duration = .seconds(10),
                 preferHTTP2: Bool = true, connectTo: [String] = [], destinationPolicy: DestinationPolicy? = nil,
-                maximumResponseBytes: Int = 16 << 20, lowSpeedBytesPerSecond: Int = 0, lowSpeedTime: Duration = .zero) {
+                maximumResponseBytes: Int = 16 << 20, lowSpeedBytesPerSecond: Int = 0, lowSpeedTime: Duration = .zero,
+                proxy: String? = nil) {
         self.caBundlePath = caBundlePath
         self.connectTimeout = connectTimeout
         self.totalTimeout = totalTimeout
@@ -93,6 +101,7 @@ public struct HTTPClientConfiguration: Sendable {
         self.maximumResponseBytes = maximumResponseBytes
         self.lowSpeedBytesPerSecond = lowSpeedBytesPerSecond
         self.lowSpeedTime = lowSpeedTime
+        self.proxy = proxy
     }
 }
 
@@ -111,7 +120,9 @@ public final class HTTPClient {
         }
         self.handle = handle
         self.configuration = configuration
-        connectGuard = configuration.destinationPolicy.map(ConnectGuard.init)
+        // Through a proxy every socket goes to the proxy, which the operator named; the
+        // destination is checked before the request instead (`pinnedDestination`).
+        connectGuard = configuration.proxy == nil ? configuration.destinationPolicy.map(ConnectGuard.init) : nil
     }
 
     deinit {
@@ -132,13 +143,19 @@ public final class HTTPClient {
                 throw CurlError(.invalidRequest, detail: "a header name or value contains control characters")
             }
         }
+        // A spent budget sends nothing, and looks nothing up either.
+        if let deadline, deadline.remainingMilliseconds <= 0 { throw CurlError(.budgetExhausted, detail: "no time left for this request") }
+        var pinned: String?
+        if let policy = configuration.destinationPolicy {
+            try Self.check(request.url, against: policy)
+            if configuration.proxy != nil { pinned = try Self.pinnedDestination(request.url, policy: policy) }
+        }
         var timeout = (totalTimeout ?? configuration.totalTimeout).wholeMilliseconds
         if let deadline {
             let left = deadline.remainingMilliseconds
             guard left > 0 else { throw CurlError(.budgetExhausted, detail: "no time left for this request") }
             timeout = min(timeout, left)
         }
-        if let policy = configuration.destinationPolicy { try Self.check(request.url, against: policy) }
         curl_easy_reset(handle)
         let collector = ResponseCollector(limit: configuration.maximumResponseBytes)
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE))
@@ -149,7 +166,8 @@ public final class HTTPClient {
             curl_slist_free_all(headerList)
             curl_slist_free_all(connectToList)
         }
-        for entry in configuration.connectTo {
+        // The pinned destination first: libcurl takes the first entry that matches.
+        for entry in (pinned.map { [$0] } ?? []) + configuration.connectTo {
             connectToList = curl_slist_append(connectToList, entry)
         }
         for (name, value) in request.headers {
@@ -164,6 +182,7 @@ public final class HTTPClient {
             options.set(CURLOPT_ERRORBUFFER, pointer: errorPointer.baseAddress)
             options.set(CURLOPT_NOSIGNAL, 1)
             options.set(CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS))
+            if let proxy = configuration.proxy { options.proxy(proxy) } else { options.noProxy() }
             options.set(CURLOPT_CONNECTTIMEOUT_MS, min(configuration.connectTimeout.wholeMilliseconds, timeout))
             options.set(CURLOPT_TIMEOUT_MS, timeout)
             options.set(CURLOPT_MAXFILESIZE, configuration.maximumResponseBytes)
@@ -210,6 +229,28 @@ public final class HTTPClient {
             throw CurlError(code: code, detail: detail)
         }
         return collector.response(handle: handle)
+    }
+
+    /// Through a proxy, the address half of the policy: the URL's host resolved here
+    /// (libcurl leaves that to the proxy), refused unless every address is permitted,
+    /// and a CONNECT_TO entry that sends the proxy's CONNECT to the first of them, so
+    /// the address checked is the address the proxy connects to (no second lookup for
+    /// a rebinding DNS server to answer differently).
+    static func pinnedDestination(_ url: String, policy: DestinationPolicy) throws(CurlError) -> String {
+        guard let parts = URLParts(url) else { throw CurlError(.destinationRefused, detail: "not an http(s) URL") }
+        let addresses: [IPAddress]
+        do {
+            addresses = try HostResolver.addresses(of: parts.host)
+        } catch {
+            throw CurlError(code: CURLE_COULDNT_RESOLVE_HOST, detail: "\(error)")
+        }
+        if let refused = addresses.first(where: { !policy.permits($0) }) {
+            throw CurlError(.destinationRefused, detail: "\(refused) is not a permitted address")
+        }
+        let port = parts.port ?? parts.defaultPort
+        let host = parts.host.contains(":") ? "[\(parts.host)]" : parts.host
+        let address = "\(addresses[0])"
+        return "\(host):\(port):\(address.contains(":") ? "[\(address)]" : address):\(port)"
     }
 
     /// No C0 control character but horizontal tab, and no DEL.

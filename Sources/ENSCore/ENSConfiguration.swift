@@ -118,6 +118,11 @@ public struct ENSConfiguration: Sendable {
     /// listed host may also use a non-default port, and counts as the mailbox's
     /// Exchange for a forced re-registration.
     public var exchangeAllowedHosts: [String] = []
+    /// An HTTP proxy ("http://host:port") for all Exchange traffic (Autodiscover, EWS,
+    /// OAuth token endpoints); nil: none, and the environment's http_proxy, https_proxy
+    /// and all_proxy are ignored. The destination is still checked against
+    /// allowed_networks and allowed_hosts; the proxy's own address is not.
+    public var exchangeProxy: String?
     /// Responder threads per process that may do a registration's Exchange work at
     /// once, and that a callback's lookups may hold for more than a second (a slow
     /// Exchange): the rest keep answering whatever Exchange does.
@@ -279,6 +284,7 @@ public struct ENSConfiguration: Sendable {
                 return host
             }
         },
+        "exchange.proxy": { config, key, value throws(ConfigError) in config.exchangeProxy = value.isEmpty ? nil : try proxyURL(key, value) },
         "exchange.max_concurrent_registrations": { config, key, value throws(ConfigError) in config.exchangeMaximumConcurrentRegistrations = try integer(key, value, 1...512) },
         "exchange.max_slow_callbacks": { config, key, value throws(ConfigError) in config.exchangeMaximumSlowCallbacks = try integer(key, value, 1...512) },
         "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheLifetime = try duration(key, value, 0...720, Duration.hours) },
@@ -608,6 +614,25 @@ public struct ENSConfiguration: Sendable {
             throw ConfigError(key: key, problem: "must be an https:// URL without a trailing slash")
         }
         return value
+    }
+
+    /// An HTTP proxy: `http://host:port` and nothing more (no user info: a password
+    /// does not belong in this file; no path). Lowercased.
+    private static func proxyURL(_ key: String, _ value: String) throws(ConfigError) -> String {
+        let problem = ConfigError(key: key, problem: "must be an http://host:port URL of an HTTP proxy (e.g. http://proxy.example.com:3128), without user info or path")
+        let text = value.lowercased()
+        guard text.hasPrefix("http://") else { throw problem }
+        var authority = text.dropFirst(7)
+        if authority.hasSuffix("/") { authority = authority.dropLast() }
+        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]),
+              (1...65535).contains(port) else { throw problem }
+        let host = authority[..<colon]
+        let bracketed = host.hasPrefix("[") && host.hasSuffix("]")
+        guard !host.isEmpty, host.utf8.count <= 255, !host.contains(":") || bracketed,
+              host.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || [0x2D, 0x2E, 0x5B, 0x5D, 0x3A].contains($0) }) else {
+            throw problem
+        }
+        return "http://\(host):\(port)"
     }
 
     private static func httpURL(_ key: String, _ value: String) throws(ConfigError) -> String {

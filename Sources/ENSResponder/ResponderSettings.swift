@@ -45,7 +45,8 @@ public struct ResponderSettings: Sendable {
                     caBundlePath: configuration.exchangeCAFile, connectTo: configuration.exchangeConnectTo,
                     totalTimeout: configuration.exchangeTimeout,
                     destinationPolicy: DestinationPolicy(allowedNetworks: configuration.exchangeAllowedNetworks,
-                                                         allowedHostSuffixes: configuration.exchangeAllowedHosts)
+                                                         allowedHostSuffixes: configuration.exchangeAllowedHosts),
+                    proxy: configuration.exchangeProxy
                 ),
                 statusFrequency: configuration.exchangeStatusFrequency, requestTimeout: configuration.exchangeTimeout,
                 registrationBudget: configuration.exchangeRegistrationBudget,

@@ -14,12 +14,16 @@ public struct EWSClientConfiguration: Sendable {
     public var totalTimeout: Duration
     /// Where Exchange traffic may go (docs/security.md, "Outbound requests").
     public var destinationPolicy: DestinationPolicy
+    /// The operator's HTTP proxy (`exchange.proxy`); nil: none, whatever the
+    /// environment says. The policy still applies to the destination behind it.
+    public var proxy: String?
 
     /// EWS and Autodiscover answers are small; a larger one is cut off as it arrives.
     public static let maximumResponseBytes = 1 << 20
 
     public init(caBundlePath: String? = nil, connectTo: [String] = [], connectTimeout: Duration = .seconds(3), totalTimeout: Duration = .seconds(10),
-                destinationPolicy: DestinationPolicy = DestinationPolicy()) {
+                destinationPolicy: DestinationPolicy = DestinationPolicy(), proxy: String? = nil) {
+        self.proxy = proxy
         self.caBundlePath = caBundlePath
         self.connectTo = connectTo
         self.connectTimeout = connectTimeout
@@ -93,7 +97,8 @@ public final class EWSClient {
             maximumResponseBytes: EWSClientConfiguration.maximumResponseBytes,
             // A peer that dribbles (a tarpit) is dropped after 8 s under 64 bytes/s,
             // whatever time the budget still has.
-            lowSpeedBytesPerSecond: 64, lowSpeedTime: .seconds(8)
+            lowSpeedBytesPerSecond: 64, lowSpeedTime: .seconds(8),
+            proxy: configuration.proxy
         ))
     }
 

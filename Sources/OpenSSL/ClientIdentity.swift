@@ -28,48 +28,123 @@ public struct ClientIdentity: Sendable, Equatable {
     /// refused before any derivation runs.
     public static let maximumKDFIterations = 100_000
 
+    /// The most key-derivation iterations a bundle may ask for in all, summed over the
+    /// MAC, every encrypted safe and every shrouded key: the per-KDF cap times four. An
+    /// exported bundle runs three derivations (the MAC, the certificates' encrypted
+    /// safe, the shrouded key) and an empty password may try the MAC twice, so every
+    /// ordinary bundle fits, while one with a hundred encrypted safes each just under
+    /// the cap (seconds of CPU) is refused before the first derivation. About 120 ms of
+    /// PBKDF2-SHA256 at most (legacy PKCS#12 PBE derives key and IV apart, so up to
+    /// three times that).
+    public static let maximumTotalKDFIterations = 4 * maximumKDFIterations
+
+    /// Why a PKCS#12 bundle was not opened. Descriptions name counts, never the password
+    /// or key material.
+    public enum PKCS12Error: Error, Sendable, Equatable, CustomStringConvertible {
+        /// One key derivation asks for more iterations than `maximumKDFIterations`.
+        case derivationTooCostly(iterations: Int, limit: Int)
+        /// The derivations together ask for more than `maximumTotalKDFIterations`.
+        case bundleTooCostly(iterations: Int, budget: Int)
+        /// A key derivation whose cost cannot be read beforehand (scrypt, an unknown
+        /// scheme), or a shape this does not open (nested safes, no MAC beside a password).
+        case unboundedOrUnknown
+        /// The password does not open the bundle (its MAC does not verify).
+        case wrongPassword
+        /// Not PKCS#12, no certificate and key in it, a chain too long, or OpenSSL failed.
+        case openSSL(OpenSSLError)
+
+        public var description: String {
+            switch self {
+            case .derivationTooCostly(let iterations, let limit):
+                "PKCS#12 bundle refused: it asks for \(iterations) key-derivation iterations, more than \(limit)"
+            case .bundleTooCostly(let iterations, let budget):
+                "PKCS#12 bundle refused: its key derivations ask for \(iterations) iterations in all, more than \(budget)"
+            case .unboundedOrUnknown:
+                "PKCS#12 bundle refused: it does not open, or uses a key derivation whose cost cannot be bounded"
+            case .wrongPassword:
+                "PKCS#12 bundle refused: the password does not open it"
+            case .openSSL(let error):
+                error.description
+            }
+        }
+
+        /// What failed, for a log line: the description for a refusal, OpenSSL's
+        /// operation otherwise.
+        public var operation: String {
+            if case .openSSL(let error) = self { return error.operation }
+            return description
+        }
+    }
+
     /// Opens a PKCS#12 bundle with its password. Fails on a wrong password, a bundle
-    /// without a certificate or key, one whose key derivation asks for more than
-    /// `maximumKDFIterations` (or is not one whose cost can be read beforehand, such as
-    /// scrypt), or anything that is not PKCS#12.
-    public init(pkcs12 bytes: [UInt8], password: String) throws(OpenSSLError) {
+    /// without a certificate or key, one whose key derivations ask for more than
+    /// `maximumKDFIterations` each or `maximumTotalKDFIterations` together (or are not
+    /// ones whose cost can be read beforehand, such as scrypt), or anything that is not
+    /// PKCS#12.
+    public init(pkcs12 bytes: [UInt8], password: String) throws(PKCS12Error) {
+        var derivations = 0
+        try self.init(pkcs12: bytes, password: password, derivations: &derivations)
+    }
+
+    /// As `init(pkcs12:password:)`, telling in `derivations` how many key derivations
+    /// ran (tests check that a refused bundle cost none).
+    init(pkcs12 bytes: [UInt8], password: String, derivations: inout Int) throws(PKCS12Error) {
         let bundle: OpaquePointer? = bytes.withUnsafeBufferPointer { buffer in
             var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
             return d2i_PKCS12(nil, &cursor, buffer.count)
         }
-        guard let bundle else { throw .drain("read PKCS#12") }
+        guard let bundle else { throw .openSSL(.drain("read PKCS#12")) }
         defer { PKCS12_free(bundle) }
-        let iterations = copenssl_pkcs12_max_iterations(bundle, password, Self.maximumKDFIterations)
-        guard iterations >= 0 else {
-            throw OpenSSLError(operation: "open PKCS#12", reasons: ["the bundle does not open, or uses a key derivation whose cost cannot be bounded"])
-        }
-        guard iterations <= Self.maximumKDFIterations else {
-            throw OpenSSLError(operation: "open PKCS#12", reasons: ["it asks for \(iterations) key-derivation iterations, more than \(Self.maximumKDFIterations)"])
-        }
+        var cost = copenssl_pkcs12_cost()
         var parsedKey: OpaquePointer?
         var parsedCertificate: OpaquePointer?
         var parsedChain: OpaquePointer?
-        guard PKCS12_parse(bundle, password, &parsedKey, &parsedCertificate, &parsedChain) == 1 else { throw .drain("open PKCS#12") }
+        // The bundle is opened once, here: the budget is checked against every
+        // derivation it can ask for before the first runs (copenssl_pkcs12_open).
+        let status = copenssl_pkcs12_open(bundle, password, Self.maximumKDFIterations, Self.maximumTotalKDFIterations,
+                                          &cost, &parsedKey, &parsedCertificate, &parsedChain)
+        derivations = cost.derivations
         let key = parsedKey.map(EVPKey.init(takingOwnershipOf:))
         defer {
             X509_free(parsedCertificate)
             copenssl_x509_stack_free(parsedChain)
         }
+        switch status {
+        case COPENSSL_PKCS12_OK: break
+        case COPENSSL_PKCS12_OVER_CAP:
+            OpenSSLError.clearQueue()
+            throw .derivationTooCostly(iterations: cost.asked, limit: Self.maximumKDFIterations)
+        case COPENSSL_PKCS12_OVER_BUDGET:
+            OpenSSLError.clearQueue()
+            throw .bundleTooCostly(iterations: cost.asked, budget: Self.maximumTotalKDFIterations)
+        case COPENSSL_PKCS12_WRONG_PASSWORD:
+            OpenSSLError.clearQueue()
+            throw .wrongPassword
+        case COPENSSL_PKCS12_UNBOUNDED, COPENSSL_PKCS12_MALFORMED:
+            OpenSSLError.clearQueue()
+            throw .unboundedOrUnknown
+        default:
+            throw .openSSL(.drain("open PKCS#12"))
+        }
         guard let key, let certificate = parsedCertificate else {
-            throw OpenSSLError(operation: "open PKCS#12", reasons: ["no certificate and key in the bundle"])
+            throw .openSSL(OpenSSLError(operation: "open PKCS#12", reasons: ["no certificate and key in the bundle"]))
         }
         let count = Int(copenssl_x509_stack_count(parsedChain))
         guard count <= Self.maximumChainLength else {
-            throw OpenSSLError(operation: "open PKCS#12", reasons: ["it carries \(count) CA certificates, more than \(Self.maximumChainLength)"])
+            throw .openSSL(OpenSSLError(operation: "open PKCS#12", reasons: ["it carries \(count) CA certificates, more than \(Self.maximumChainLength)"]))
         }
-        var chain: [[UInt8]] = []
-        if let parsedChain {
-            for index in 0..<count {
-                guard let member = copenssl_x509_stack_value(parsedChain, Int32(index)) else { continue }
-                chain.append(try DER.encode("i2d_X509") { i2d_X509(member, $0) })
+        do {
+            var chain: [[UInt8]] = []
+            if let parsedChain {
+                for index in 0..<count {
+                    guard let member = copenssl_x509_stack_value(parsedChain, Int32(index)) else { continue }
+                    chain.append(try DER.encode("i2d_X509") { i2d_X509(member, $0) })
+                }
             }
+            try self.init(certificate: certificate, key: key, chain: chain, mismatch: "PKCS#12 key does not match its certificate")
+        } catch {
+            throw .openSSL(error)
         }
-        try self.init(certificate: certificate, key: key, chain: chain, mismatch: "PKCS#12 key does not match its certificate")
     }
 
     /// Reads a PEM file holding a certificate and its unencrypted private key (in

@@ -161,12 +161,19 @@ extension ENSAPNs {
         var certificates: [String: ClientIdentity] = [:]
         for bundleID in settings.apnsCertificates.keys.sorted() {
             let file = try settings.apnsCertificate(bundleID: bundleID)
-            do {
-                certificates[bundleID] = file.isPKCS12
-                    ? try ClientIdentity(pkcs12: file.bytes, password: file.password)
-                    : try ClientIdentity(pem: file.bytes)
-            } catch {
-                throw ConfigError(key: "apns.certificate.\(bundleID)", problem: "does not hold a certificate and its key (\(file.isPKCS12 ? "PKCS#12" : "PEM")): \(error.operation)")
+            let problem = "does not hold a certificate and its key (\(file.isPKCS12 ? "PKCS#12" : "PEM"))"
+            if file.isPKCS12 {
+                do {
+                    certificates[bundleID] = try ClientIdentity(pkcs12: file.bytes, password: file.password)
+                } catch {
+                    throw ConfigError(key: "apns.certificate.\(bundleID)", problem: "\(problem): \(error.operation)")
+                }
+            } else {
+                do {
+                    certificates[bundleID] = try ClientIdentity(pem: file.bytes)
+                } catch {
+                    throw ConfigError(key: "apns.certificate.\(bundleID)", problem: "\(problem): \(error.operation)")
+                }
             }
         }
         return APNsCredentials(token: token, certificates: certificates)

@@ -101,6 +101,19 @@ import ENSResponder
         #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "fcgi.socket_mode = 999\n")) }
     }
 
+    /// exchange.proxy: an http://host:port proxy or nothing; no user info (a password
+    /// does not belong in ens.conf), no path, no other scheme.
+    @Test func exchangeProxyIsAnHTTPHostAndPort() throws {
+        #expect(ENSConfiguration().exchangeProxy == nil)
+        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy =\n")).exchangeProxy == nil)
+        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = http://Proxy.example.com:3128/\n")).exchangeProxy == "http://proxy.example.com:3128")
+        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = http://[fd00::1]:8080\n")).exchangeProxy == "http://[fd00::1]:8080")
+        for bad in ["https://proxy.example.com:3128", "http://user:pw@proxy.example.com:3128", "http://proxy.example.com",
+                    "http://proxy.example.com:3128/path", "http://fd00::1:8080", "http://proxy.example.com:0", "socks5://p:1080"] {
+            #expect(throws: ConfigError.self, "\(bad)") { try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = \(bad)\n")) }
+        }
+    }
+
     @Test func missingSecretFileNamesTheKey() throws {
         var config = ENSConfiguration()
         config.dbPasswordFile = "/nonexistent/ens/password"

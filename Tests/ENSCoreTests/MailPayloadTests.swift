@@ -164,9 +164,9 @@ import Testing
             #expect(throws: OpenSSLError.self) { try ClientIdentity(pem: Array(try Data(contentsOf: directory.appendingPathComponent("cert.pem")))) }
             #expect(throws: OpenSSLError.self) { try ClientIdentity(pem: Array("-----BEGIN CERTIFICATE-----\ngarbage\n".utf8)) }
 
-            #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: bundle, password: "wrong") }
-            #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: Array(bundle.prefix(100)), password: "p12-Secret") }
-            #expect(throws: OpenSSLError.self) { try ClientIdentity(pkcs12: Array("not pkcs12".utf8), password: "") }
+            #expect(throws: ClientIdentity.PKCS12Error.wrongPassword) { try ClientIdentity(pkcs12: bundle, password: "wrong") }
+            #expect(throws: ClientIdentity.PKCS12Error.self) { try ClientIdentity(pkcs12: Array(bundle.prefix(100)), password: "p12-Secret") }
+            #expect(throws: ClientIdentity.PKCS12Error.self) { try ClientIdentity(pkcs12: Array("not pkcs12".utf8), password: "") }
         }
     }
 }

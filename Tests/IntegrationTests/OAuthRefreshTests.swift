@@ -1,7 +1,9 @@
 import Codecs
 import Curl
+import ENSCore
 import Foundation
 import MariaDB
+import OpenSSL
 import Testing
 
 /// OAuth refresh (docs/exchange.md, "OAuth refresh"): a device hands over its refresh
@@ -293,5 +295,109 @@ struct OAuthRefreshTests {
         #expect(body != nil && body != subject)
         #expect(try tokenRequests().isEmpty)
         #expect(try refused(try recordID(user)))
+    }
+
+    // MARK: The claim, by the database's clock and fenced (what two hosts do at once)
+
+    /// A store on a connection of its own: one responder host.
+    func host(timeZone: String? = nil) throws -> MailSubscriptionStore {
+        let connection = try TestStack.serviceConnection()
+        if let timeZone { try connection.execute("SET time_zone = \(timeZone)") }
+        return MailSubscriptionStore(database: connection, vault: Vault(masterKey: try AESGCMKey(bytes: [UInt8](repeating: 7, count: 32))))
+    }
+
+    /// A registered OAuth user's live subscription: record and generation.
+    func liveSubscription() throws -> (record: Int64, generation: Int64) {
+        let user = try oauthUser()
+        #expect(try register(user, creds: creds(user)).json["responseCode"] == "UserSubscribed")
+        let record = try recordID(user)
+        let generation = try #require(try database.queryOne("SELECT generation FROM EnsSubscriptionInfo WHERE id = \(record)")?.int(0))
+        return (record, generation)
+    }
+
+    func storedSealed(_ record: Int64, _ generation: Int64) throws -> [UInt8] {
+        try #require(try database.queryOne("SELECT sealed FROM MailCredentials WHERE record_id = \(record) AND generation = \(generation)")?
+            .decode([UInt8].self))
+    }
+
+    /// Host B's session clock reads five hours ahead of host A's (what a host whose own
+    /// clock is skewed sees when it compares). The claim is judged by the database's
+    /// clock alone, so B finds A's claim held and does not claim the refresh too (two
+    /// renewals would spend the refresh token twice: the provider revokes the grant).
+    @Test func aHostWithASkewedClockDoesNotTakeALiveClaim() throws {
+        let (record, generation) = try liveSubscription()
+        let hostA = try host()
+        let hostB = try host(timeZone: "+05:00")
+        guard case .claimed(let fence) = try hostA.claimCredentialRefresh(recordID: record, generation: generation, lifetime: .seconds(30)) else {
+            Issue.record("a free claim was not taken")
+            return
+        }
+        #expect(try hostB.claimCredentialRefresh(recordID: record, generation: generation, lifetime: .seconds(30)) == .heldElsewhere)
+        #expect(try hostB.credentialRefreshUnderWay(recordID: record, generation: generation))
+        let now = try #require(try hostA.credentialRefreshClaim(recordID: record, generation: generation, fence: fence))
+        #expect(now.remaining > .seconds(25) && now.remaining <= .seconds(30), "\(now.remaining)")
+        try hostA.abandonCredentialRefresh(recordID: record, generation: generation, fence: fence, refusedAt: nil)
+        #expect(try !hostB.credentialRefreshUnderWay(recordID: record, generation: generation))
+    }
+
+    /// Host A claims, then stalls past its claim's expiry; host B takes the refresh
+    /// over. A, waking, finds before sending that its claim is gone (so it never sends
+    /// the refresh token B is about to rotate), its late write of renewed credentials
+    /// is refused by the fence, and its abandon neither frees B's claim nor records a
+    /// refusal. B's write goes through; the fence only ever grows.
+    @Test func aStalledClaimantIsFencedOutAfterATakeover() throws {
+        let (record, generation) = try liveSubscription()
+        let hostA = try host()
+        let hostB = try host()
+        guard case .claimed(let fenceA) = try hostA.claimCredentialRefresh(recordID: record, generation: generation, lifetime: .seconds(30)) else {
+            Issue.record("a free claim was not taken")
+            return
+        }
+        // The stall: A's claim runs out by the database's clock.
+        try database.execute("""
+            UPDATE MailCredentials SET refresh_claim_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND
+            WHERE record_id = \(record) AND generation = \(generation)
+            """)
+        #expect(try hostA.credentialRefreshClaim(recordID: record, generation: generation, fence: fenceA) == nil, "expired: not sent")
+        guard case .claimed(let fenceB) = try hostB.claimCredentialRefresh(recordID: record, generation: generation, lifetime: .seconds(30)) else {
+            Issue.record("an expired claim was not taken over")
+            return
+        }
+        #expect(fenceB.value > fenceA.value)
+        #expect(try hostA.credentialRefreshClaim(recordID: record, generation: generation, fence: fenceA) == nil, "taken over: not sent")
+
+        let before = try storedSealed(record, generation)
+        #expect(try !hostA.finishCredentialRefresh(recordID: record, generation: generation, fence: fenceA, sealed: Array("late A".utf8)))
+        #expect(try storedSealed(record, generation) == before)
+        try hostA.abandonCredentialRefresh(recordID: record, generation: generation, fence: fenceA, refusedAt: .now())
+        #expect(try !refused(record))
+        #expect(try hostB.credentialRefreshUnderWay(recordID: record, generation: generation))
+
+        #expect(try hostB.credentialRefreshClaim(recordID: record, generation: generation, fence: fenceB) != nil)
+        #expect(try hostB.finishCredentialRefresh(recordID: record, generation: generation, fence: fenceB, sealed: Array("B".utf8)))
+        #expect(try storedSealed(record, generation) == Array("B".utf8))
+        #expect(try !hostA.finishCredentialRefresh(recordID: record, generation: generation, fence: fenceA, sealed: Array("late A".utf8)))
+        #expect(try storedSealed(record, generation) == Array("B".utf8))
+        guard case .claimed(let fenceC) = try hostA.claimCredentialRefresh(recordID: record, generation: generation, lifetime: .seconds(30)) else {
+            Issue.record("a freed claim was not taken")
+            return
+        }
+        #expect(fenceC.value > fenceB.value)
+    }
+
+    /// Fresh credentials adopted while a refresh is under way (the device handed over a
+    /// new grant): the claimant's answer is for the old grant, and its write is refused
+    /// even though its claim had time left.
+    @Test func adoptingFreshCredentialsFencesOutTheRefreshUnderWay() throws {
+        let (record, generation) = try liveSubscription()
+        let hostA = try host()
+        guard case .claimed(let fence) = try hostA.claimCredentialRefresh(recordID: record, generation: generation, lifetime: .seconds(30)) else {
+            Issue.record("a free claim was not taken")
+            return
+        }
+        try host().adoptFreshCredentials(recordID: record, generation: generation, sealed: Array("fresh".utf8), throughFreshID: 0)
+        #expect(try hostA.credentialRefreshClaim(recordID: record, generation: generation, fence: fence) == nil)
+        #expect(try !hostA.finishCredentialRefresh(recordID: record, generation: generation, fence: fence, sealed: Array("stale".utf8)))
+        #expect(try storedSealed(record, generation) == Array("fresh".utf8))
     }
 }

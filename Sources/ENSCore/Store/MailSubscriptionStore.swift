@@ -226,11 +226,13 @@ public struct MailSubscriptionStore {
 
     /// Makes fresh credentials current: the stored row re-sealed with them, and every
     /// fresh row up to the one taken erased, in one transaction. A refresh under way
-    /// loses its claim (its answer is for the old credentials), and a refusal is forgotten.
+    /// loses its claim and its fence (its answer is for the old credentials, and its
+    /// late write must not replace these), and a refusal is forgotten.
     public func adoptFreshCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], throughFreshID: Int64) throws {
         try database.transaction {
             try database.execute("""
-                UPDATE MailCredentials SET sealed = \(sealed), refresh_claim = NULL, refresh_claim_until = NULL, refused_at = NULL
+                UPDATE MailCredentials SET sealed = \(sealed), refresh_claim = NULL, refresh_claim_until = NULL, refused_at = NULL,
+                  refresh_fence = refresh_fence + 1
                 WHERE record_id = \(recordID) AND generation = \(generation)
                 """)
             try database.execute("""
@@ -241,10 +243,24 @@ public struct MailSubscriptionStore {
 
     // MARK: OAuth refresh, one at a time per subscription
 
+    /// A claim on a subscription's refresh: its fence (`MailCredentials.refresh_fence`,
+    /// which every claim and every adoption of fresh credentials raises, so a later
+    /// claimant always holds a larger one) and how long it has left by the database's
+    /// clock when it was read.
+    public struct RefreshFence: Equatable, Sendable {
+        public let value: Int64
+        public let remaining: Duration
+
+        public init(value: Int64, remaining: Duration) {
+            self.value = value
+            self.remaining = remaining
+        }
+    }
+
     /// What a callback that wants to renew the access token may do.
     public enum RefreshClaim: Equatable {
-        /// Renew it; the claim (a random token) goes with the write of the answer.
-        case claimed([UInt8])
+        /// Renew it; the fence goes with every later step of the claimant.
+        case claimed(RefreshFence)
         /// Another callback (any responder, any host) is renewing it now.
         case heldElsewhere
         /// The token endpoint refused this subscription's refresh token; nothing is
@@ -258,44 +274,81 @@ public struct MailSubscriptionStore {
     /// no longer holds it). An UPDATE that matches only a free or expired claim, so two
     /// claimants on two Galera nodes cannot both win: one's write fails certification
     /// and, rerun, finds the claim taken.
-    public func claimCredentialRefresh(recordID: Int64, generation: Int64, lifetime: Duration, now: Timestamp) throws -> RefreshClaim {
+    ///
+    /// Expiry is judged by the database's clock, never a host's: two hosts whose clocks
+    /// disagree, or one that paused, would otherwise each see the other's claim as
+    /// expired. UTC_TIMESTAMP(3) rather than NOW(3), which follows the session's
+    /// time_zone: a connection set up differently would read another hour. The claim raises the fence and reads it back with
+    /// LAST_INSERT_ID(expr), which this connection alone sees, in the same statement.
+    public func claimCredentialRefresh(recordID: Int64, generation: Int64, lifetime: Duration) throws -> RefreshClaim {
         let claim = try Digest.randomBytes(16)
+        let microseconds = Self.microseconds(lifetime)
         let claimed = try database.execute("""
-            UPDATE MailCredentials SET refresh_claim = \(claim), refresh_claim_until = \(now.adding(lifetime).databaseString)
+            UPDATE MailCredentials SET refresh_claim = \(claim), refresh_fence = LAST_INSERT_ID(refresh_fence + 1),
+              refresh_claim_until = UTC_TIMESTAMP(3) + INTERVAL \(microseconds) MICROSECOND
             WHERE record_id = \(recordID) AND generation = \(generation) AND refused_at IS NULL
-              AND (refresh_claim IS NULL OR refresh_claim_until < \(now.databaseString))
-            """).affectedRows > 0
-        if claimed { return .claimed(claim) }
+              AND (refresh_claim IS NULL OR refresh_claim_until < UTC_TIMESTAMP(3))
+            """)
+        if claimed.affectedRows > 0 {
+            return .claimed(RefreshFence(value: claimed.lastInsertID, remaining: lifetime))
+        }
         guard let row = try database.queryOne("""
             SELECT refused_at IS NOT NULL FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)
             """) else { return .gone }
         return try row.decode(Bool.self) ? .refused : .heldElsewhere
     }
 
-    /// Whether another callback's claim is still held.
-    public func credentialRefreshUnderWay(recordID: Int64, generation: Int64, now: Timestamp) throws -> Bool {
+    /// The claim as it stands now: nil when `fence` no longer holds it (it expired by
+    /// the database's clock, another claimant took over, fresh credentials were
+    /// adopted), else its fence with the time it has left by the database's clock. A
+    /// claimant asks this just before sending the refresh token, and sends it only with
+    /// a deadline inside what is left.
+    public func credentialRefreshClaim(recordID: Int64, generation: Int64, fence: RefreshFence) throws -> RefreshFence? {
+        guard let row = try database.queryOne("""
+            SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), refresh_claim_until) FROM MailCredentials
+            WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_fence = \(fence.value)
+              AND refresh_claim IS NOT NULL AND refresh_claim_until > UTC_TIMESTAMP(3)
+            """) else { return nil }
+        let left = try row.decode(Int64.self)
+        return RefreshFence(value: fence.value, remaining: .microseconds(left))
+    }
+
+    /// Whether another callback's claim is still held, by the database's clock.
+    public func credentialRefreshUnderWay(recordID: Int64, generation: Int64) throws -> Bool {
         try database.queryOne("""
             SELECT 1 FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)
-              AND refresh_claim IS NOT NULL AND refresh_claim_until >= \(now.databaseString)
+              AND refresh_claim IS NOT NULL AND refresh_claim_until >= UTC_TIMESTAMP(3)
             """) != nil
     }
 
-    /// Stores the renewed credentials (re-sealed) and frees the claim. False when the
-    /// claim was lost meanwhile (fresh credentials were adopted): they stay.
-    public func finishCredentialRefresh(recordID: Int64, generation: Int64, claim: [UInt8], sealed: [UInt8]) throws -> Bool {
+    /// Stores the renewed credentials (re-sealed) and frees the claim, only while
+    /// `fence` is still the latest: false when a later claimant or an adoption of
+    /// fresh credentials came meanwhile (their credentials stay, and this claimant's
+    /// must not be used). A claim past its expiry that nobody took over still writes:
+    /// the rotated refresh token it carries is the only one that works now.
+    public func finishCredentialRefresh(recordID: Int64, generation: Int64, fence: RefreshFence, sealed: [UInt8]) throws -> Bool {
         try database.execute("""
             UPDATE MailCredentials SET sealed = \(sealed), refresh_claim = NULL, refresh_claim_until = NULL
-            WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_claim = \(claim)
+            WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_fence = \(fence.value)
+              AND refresh_claim IS NOT NULL
             """).affectedRows > 0
     }
 
-    /// Frees the claim without new credentials; with `refusedAt`, the token endpoint
-    /// refused the refresh token (`RefreshClaim.refused` from then on).
-    public func abandonCredentialRefresh(recordID: Int64, generation: Int64, claim: [UInt8], refusedAt: Timestamp?) throws {
+    /// Frees the claim without new credentials, if `fence` still holds it; with
+    /// `refusedAt`, the token endpoint refused the refresh token (`RefreshClaim.refused`
+    /// from then on).
+    public func abandonCredentialRefresh(recordID: Int64, generation: Int64, fence: RefreshFence, refusedAt: Timestamp?) throws {
         try database.execute("""
             UPDATE MailCredentials SET refresh_claim = NULL, refresh_claim_until = NULL, refused_at = \(refusedAt?.databaseString)
-            WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_claim = \(claim)
+            WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_fence = \(fence.value)
+              AND refresh_claim IS NOT NULL
             """)
+    }
+
+    /// A duration in whole microseconds (at least 0), for `INTERVAL ... MICROSECOND`.
+    static func microseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return max(0, seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
     }
 
     // MARK: Proof of possession throttle

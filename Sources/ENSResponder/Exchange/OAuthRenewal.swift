@@ -30,6 +30,12 @@ final class OAuthRenewal {
     /// How long a claim outlives the callback's budget: a claimant that crashed holds
     /// the subscription's refresh no longer than this.
     static let claimMargin = Duration.seconds(5)
+    /// How long before its claim expires (by the database's clock) a claimant's token
+    /// request must be over: room for the round trip that read the claim and for two
+    /// clocks ticking at slightly different rates.
+    static let fenceMargin = Duration.seconds(2)
+    /// Less than this left for the token request, and it is not sent at all.
+    static let minimumExchange = Duration.milliseconds(500)
     /// How often a callback waiting for another's renewal looks again.
     static let pollInterval = 100
 
@@ -57,9 +63,9 @@ final class OAuthRenewal {
         do {
             let budget = Duration.milliseconds(deadline.remainingMilliseconds)
             switch try store.claimCredentialRefresh(recordID: address.recordID, generation: address.generation,
-                                                   lifetime: budget + Self.claimMargin, now: .now()) {
-            case .claimed(let claim):
-                return try exchange(refresh, claim: claim, client: client, logger: logger)
+                                                   lifetime: budget + Self.claimMargin) {
+            case .claimed(let fence):
+                return try exchange(refresh, fence: fence, client: client, deadline: deadline, logger: logger)
             case .heldElsewhere:
                 return try awaitOtherRenewal(deadline: deadline, logger: logger)
             case .refused:
@@ -74,35 +80,52 @@ final class OAuthRenewal {
         }
     }
 
-    private func exchange(_ refresh: OAuthRefresh, claim: [UInt8], client: EWSClient, logger: Logger) throws -> EWSCredentials? {
+    /// Sends the refresh token only while the claim is this callback's by the
+    /// database's clock, with a deadline that ends `fenceMargin` before the claim does:
+    /// a callback that stalled after claiming (and lost the claim to another, which
+    /// rotated the token) never sends the spent token, since libcurl refuses a request
+    /// past its deadline. The rotated token is stored, fenced, before the new access
+    /// token is used; a claimant that lost its fence meanwhile uses what the winner stored.
+    private func exchange(_ refresh: OAuthRefresh, fence claimed: MailSubscriptionStore.RefreshFence, client: EWSClient,
+                          deadline: Deadline, logger: Logger) throws -> EWSCredentials? {
+        guard let fence = try store.credentialRefreshClaim(recordID: address.recordID, generation: address.generation, fence: claimed),
+              fence.remaining - Self.fenceMargin >= Self.minimumExchange else {
+            try store.abandonCredentialRefresh(recordID: address.recordID, generation: address.generation, fence: claimed, refusedAt: nil)
+            logger.warning("the refresh claim ran out before the token endpoint was asked; not sent")
+            return nil
+        }
+        let window = min(fence.remaining - Self.fenceMargin, Duration.milliseconds(deadline.remainingMilliseconds))
         let renewed: EWSCredentials
         do {
-            let answer = try client.refreshAccessToken(refresh)
+            let answer = try client.withDeadline(window) { () throws(OAuthRefreshError) in try client.refreshAccessToken(refresh) }
             renewed = credentials.refreshed(accessToken: answer.accessToken, refresh: answer.refresh)
         } catch .refused(let reason) {
-            try store.abandonCredentialRefresh(recordID: address.recordID, generation: address.generation, claim: claim, refusedAt: .now())
+            try store.abandonCredentialRefresh(recordID: address.recordID, generation: address.generation, fence: fence, refusedAt: .now())
             logger.warning("the token endpoint refused the refresh token; generic alerts, and check-ins ask the device to register again",
                            metadata: ["oauth.error": "\(reason)"])
             return nil
         } catch .unavailable(let reason) {
-            try store.abandonCredentialRefresh(recordID: address.recordID, generation: address.generation, claim: claim, refusedAt: nil)
+            try store.abandonCredentialRefresh(recordID: address.recordID, generation: address.generation, fence: fence, refusedAt: nil)
             logger.warning("access token not renewed this time; the next callback tries again", metadata: ["oauth.error": "\(reason)"])
             return nil
         }
         // Stored before it is used: the old refresh token is spent once the endpoint rotated it.
         let sealed = try seal.seal(stored.replacingCredentials(with: CallbackPayload(credentials: renewed).encoded).encoded)
-        if try store.finishCredentialRefresh(recordID: address.recordID, generation: address.generation, claim: claim, sealed: sealed) {
-            logger.info("access token renewed", metadata: ["rotated": "\(renewed.refresh?.refreshToken != refresh.refreshToken)"])
-        } else {
-            logger.info("access token renewed, but newer credentials arrived meanwhile; those are kept")
+        guard try store.finishCredentialRefresh(recordID: address.recordID, generation: address.generation, fence: fence, sealed: sealed) else {
+            // Newer credentials arrived, or a later claimant holds the fence: theirs are
+            // the ones stored, and an access token not stored beside its refresh token
+            // is not used.
+            logger.info("access token renewed, but the claim was superseded meanwhile; the stored credentials are used")
+            return try awaitOtherRenewal(deadline: deadline, logger: logger)
         }
+        logger.info("access token renewed", metadata: ["rotated": "\(renewed.refresh?.refreshToken != refresh.refreshToken)"])
         credentials = renewed
         return renewed
     }
 
     /// Another callback holds the claim: its answer, once stored, opened here.
     private func awaitOtherRenewal(deadline: Deadline, logger: Logger) throws -> EWSCredentials? {
-        while try store.credentialRefreshUnderWay(recordID: address.recordID, generation: address.generation, now: .now()) {
+        while try store.credentialRefreshUnderWay(recordID: address.recordID, generation: address.generation) {
             guard deadline.remainingMilliseconds > Self.pollInterval else {
                 logger.info("another callback is still renewing the access token; generic alerts this time")
                 return nil
