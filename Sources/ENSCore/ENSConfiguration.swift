@@ -45,6 +45,11 @@ public struct ENSConfiguration: Sendable {
     /// Time past a subscription's heartbeat interval before it counts as unhealthy
     /// (no heartbeat) and devices are told to register again.
     public var subscriptionGrace: Duration = .seconds(300)
+    /// How far a sealed object's `sealedAt` may lie from the server's time (either way)
+    /// before it is refused, and whether the original contract's unbound forms (no
+    /// `purpose`, no `sealedAt`) are refused too (docs/api.md, "Sealed values").
+    public var sealedMaximumAge: Duration = .seconds(900)
+    public var sealedRequirePurpose = false
 
     // RSA key pool
     public var keyPoolSize = 200
@@ -231,6 +236,8 @@ public struct ENSConfiguration: Sendable {
         "auth.token_cache_file": { config, key, value throws(ConfigError) in config.apiTokenCacheFile = try path(key, value) },
         "auth.refresh_seconds": { config, key, value throws(ConfigError) in config.apiTokenRefresh = try duration(key, value, 1...3600, Duration.seconds) },
         "subscription.grace_seconds": { config, key, value throws(ConfigError) in config.subscriptionGrace = try duration(key, value, 0...86400, Duration.seconds) },
+        "sealed.max_age_seconds": { config, key, value throws(ConfigError) in config.sealedMaximumAge = try duration(key, value, 30...86400, Duration.seconds) },
+        "sealed.require_purpose": { config, key, value throws(ConfigError) in config.sealedRequirePurpose = try boolean(key, value) },
         "keys.cache_size": { config, key, value throws(ConfigError) in config.keyCacheSize = try integer(key, value, 0...100_000) },
         "keys.pool_size": { config, key, value throws(ConfigError) in config.keyPoolSize = try integer(key, value, 0...100_000) },
         "push.spool_dir": { config, key, value throws(ConfigError) in config.pushSpoolDirectory = try path(key, value) },

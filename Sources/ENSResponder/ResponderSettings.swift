@@ -37,7 +37,8 @@ public struct ResponderSettings: Sendable {
             healthCache: configuration.healthCache,
             deviceAPI: DeviceAPISettings(
                 subscriptionGrace: configuration.subscriptionGrace, maximumDevicesPerRecord: configuration.maximumDevicesPerRecord,
-                recordsPerTokenPerHour: configuration.recordsPerTokenPerHour
+                recordsPerTokenPerHour: configuration.recordsPerTokenPerHour,
+                sealedMaximumAge: configuration.sealedMaximumAge, sealedRequirePurpose: configuration.sealedRequirePurpose
             ),
             exchange: ExchangeSettings(
                 callbackURL: configuration.exchangeCallbackURL,
@@ -78,7 +79,7 @@ public struct ResponderSettings: Sendable {
     public static let reloadableKeys: Set<String> = [
         "exchange.max_items_per_callback", "exchange.max_notifications_per_minute", "exchange.proof_failure_limit",
         "exchange.proof_window_seconds", "quota.records_per_token_per_hour", "devices.max_per_record",
-        "privacy.minimum_mode", "history.count",
+        "privacy.minimum_mode", "history.count", "sealed.max_age_seconds", "sealed.require_purpose",
     ]
 
     /// These settings with the reloadable limits taken from `configuration`.
@@ -93,6 +94,8 @@ public struct ResponderSettings: Sendable {
         next.callbacks.maximumDevicesPerRecord = configuration.maximumDevicesPerRecord
         next.privacy.minimumMode = configuration.privacyMinimumMode
         next.privacy.historyCount = configuration.historyCount
+        next.deviceAPI.sealedMaximumAge = configuration.sealedMaximumAge
+        next.deviceAPI.sealedRequirePurpose = configuration.sealedRequirePurpose
         return next
     }
 }
@@ -125,11 +128,18 @@ public struct DeviceAPISettings: Sendable {
     public var maximumDevicesPerRecord: Int
     /// New records one ApiToken may create per hour (quota.records_per_token_per_hour).
     public var recordsPerTokenPerHour: Int
+    /// Sealed values: the window around the server's time a `sealedAt` must fall in,
+    /// and whether unbound forms are refused (sealed.max_age_seconds, sealed.require_purpose).
+    public var sealedMaximumAge: Duration
+    public var sealedRequirePurpose: Bool
 
-    public init(subscriptionGrace: Duration = .seconds(300), maximumDevicesPerRecord: Int = 20, recordsPerTokenPerHour: Int = 5000) {
+    public init(subscriptionGrace: Duration = .seconds(300), maximumDevicesPerRecord: Int = 20, recordsPerTokenPerHour: Int = 5000,
+                sealedMaximumAge: Duration = .seconds(900), sealedRequirePurpose: Bool = false) {
         self.subscriptionGrace = subscriptionGrace
         self.maximumDevicesPerRecord = maximumDevicesPerRecord
         self.recordsPerTokenPerHour = recordsPerTokenPerHour
+        self.sealedMaximumAge = sealedMaximumAge
+        self.sealedRequirePurpose = sealedRequirePurpose
     }
 }
 

@@ -58,7 +58,7 @@ import Testing
     }
 
     static func private_(_ subject: String = "Quarterly numbers", badge: Int? = 4, isSummary: Bool = false) -> MailPayload {
-        MailPayload(sender: "Ann Example", subject: subject, userID: userID, badge: badge, sound: "chime.caf",
+        MailPayload(sender: "Ann Example", subject: subject, userID: userID, deviceTag: "dGFnLW9mLWRldmljZQ", badge: badge, sound: "chime.caf",
                     syncKey: (key: "SYNCKEY-123", expiresAt: Timestamp(millisecondsSinceEpoch: 1_900_000_000_000)),
                     notificationID: notificationID, createdAt: createdAt, isSummary: isSummary)
     }
@@ -88,7 +88,9 @@ import Testing
         #expect(aps["badge"] == nil && aps["mutable-content"] as? Int == 1 && aps["sound"] as? String == "chime.caf")
         #expect(Set(decoded.keys) == ["aps", "ens"])
         let ens = try #require(decoded["ens"] as? [String: Any])
-        #expect(Set(ens.keys) == ["userid", "id", "ts", "privacy"])
+        // The device's opaque tag, not the address's hash: nothing names the mailbox.
+        #expect(Set(ens.keys) == ["tag", "id", "ts", "privacy"])
+        #expect(ens["tag"] as? String == "dGFnLW9mLWRldmljZQ")
         #expect(payload.encoded(.encrypted) == payload.encoded(.secure), "encrypted without a key is never weaker than secure")
         let content = try Self.decode(payload.content)
         #expect(content["sender"] as? String == "Ann Example" && content["subject"] as? String == "Quarterly numbers")

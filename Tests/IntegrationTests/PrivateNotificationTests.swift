@@ -84,8 +84,14 @@ struct PrivateNotificationTests {
     func aps(_ push: APNsSimulator.Accepted) -> [String: Any] { push.payload["aps"] as? [String: Any] ?? [:] }
     func alert(_ push: APNsSimulator.Accepted) -> [String: String] { aps(push)["alert"] as? [String: String] ?? [:] }
 
+    /// A private-notification operation as the device makes it: `info` bound to its
+    /// endpoint and time, with the device's own secret beside its push token.
     func sealed(_ user: RegisteredUser, _ path: String, _ info: [String: Any]) throws -> HTTPResponse {
-        try api.call(path, ["userid": user.user.userID, "info": try user.user.sealJSON(info)])
+        var proved = info
+        if proved["deviceSecret"] == nil, let token = info["pushToken"] as? String {
+            proved["deviceSecret"] = TestSecrets.deviceSecret(for: token)
+        }
+        return try api.call(path, ["userid": user.user.userID, "info": try user.user.sealJSON(proved, for: "\(path.dropFirst()).info")])
     }
 
     func object(_ response: HTTPResponse) -> [String: Any] {
@@ -190,11 +196,13 @@ struct PrivateNotificationTests {
             let sealed = try user.user.sealJSON(["oldApnsToken": old, "apnsToken": new])
             #expect(try api.call("/updatedevice", ["userid": user.user.userID, "token": sealed]).json["responseCode"] == "UpdateSuccess")
         }
-        // The secure device's unfetched content and history are there under its new token.
-        let history = object(try sealed(user, "/getnotificationhistory", ["pushToken": newSecure]))
+        // The secure device's unfetched content and history are there under its new
+        // token; its secret is still the one it registered (it stays with the device).
+        let secret = TestSecrets.deviceSecret(for: secureToken)
+        let history = object(try sealed(user, "/getnotificationhistory", ["pushToken": newSecure, "deviceSecret": secret]))
         let entries = history["notifications"] as? [[String: Any]] ?? []
         #expect(entries.contains { $0["id"] as? String == secureID && $0["subject"] as? String == mail.subject }, "\(history)")
-        let fetched = try sealed(user, "/getnotification", ["pushToken": newSecure, "id": secureID])
+        let fetched = try sealed(user, "/getnotification", ["pushToken": newSecure, "id": secureID, "deviceSecret": secret])
         #expect(object(fetched)["responseCode"] as? String == "NotificationFound", "\(fetched.bodyText)")
 
         // The next mail: still encrypted to the same key, still secure.

@@ -24,6 +24,10 @@ public struct Vault: Sendable {
     private let clientStateKey: [UInt8]
     /// MACs over database rows a callback or a sealing trusts (`RowBinding`).
     let rowBindingKey: [UInt8]
+    /// Device secrets (stored as keyed hashes) and the opaque tag a private push names
+    /// its device by instead of the address's hash.
+    private let deviceSecretKey: [UInt8]
+    private let pushTagKey: [UInt8]
 
     public init(masterKey: AESGCMKey) {
         privateKeys = masterKey.derived(label: "ens/v1/private-key")
@@ -40,6 +44,8 @@ public struct Vault: Sendable {
         routingSealKey = masterKey.derived(label: "ens/v2/graph-route-seal")
         clientStateKey = masterKey.derivedBytes(label: "ens/v1/graph-client-state")
         rowBindingKey = masterKey.derivedBytes(label: "ens/v1/row-binding")
+        deviceSecretKey = masterKey.derivedBytes(label: "ens/v1/device-secret")
+        pushTagKey = masterKey.derivedBytes(label: "ens/v1/push-tag")
     }
 
     // MARK: RSA private keys
@@ -87,6 +93,21 @@ public struct Vault: Sendable {
 
     public func openToken(_ sealed: [UInt8]) throws -> DeviceToken? {
         DeviceToken(storedForm: String(decoding: try deviceTokens.open(sealed, associatedData: Array("device-token".utf8)), as: UTF8.self))
+    }
+
+    // MARK: Device secrets and push tags
+
+    /// What is stored of a device's secret (`Devices.secret_hash`): a keyed hash, so a
+    /// database reader cannot use it nor confirm a guess.
+    public func deviceSecretHash(_ secret: [UInt8]) -> [UInt8] {
+        Digest.hmacSHA256(key: deviceSecretKey, message: secret)
+    }
+
+    /// The opaque id a push in `generic`, `encrypted` or `secure` mode names its device
+    /// by (`ens.tag`): 16 characters of base64url, stable for the device's row, meaning
+    /// nothing to the push service (the address's hash would name the mailbox).
+    public func pushTag(deviceID: Int64) -> String {
+        Base64.encodeURLSafe(Array(Digest.hmacSHA256(key: pushTagKey, message: Array("device/\(deviceID)".utf8)).prefix(12)))
     }
 
     // MARK: Sync keys

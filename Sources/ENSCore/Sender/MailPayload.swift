@@ -11,7 +11,9 @@ public import OpenSSL
 ///      "backgroundSyncKey": key, "syncKeyExpirationTime": date}
 ///
 /// In the other modes the visible alert is generic ("New mail"), nothing personal
-/// travels in clear, and `ens.privacy` names the mode: `generic` keeps the badge;
+/// travels in clear, the device is named by `ens.tag` (an opaque per-device id) instead
+/// of `ens.userid` (the address's hash, which names the mailbox to anyone who can guess
+/// the address), and `ens.privacy` names the mode: `generic` keeps the badge;
 /// `encrypted` adds `mutable-content` and `ens.enc`, the content (`content`) sealed to
 /// the device's key; `secure` carries the id alone, the app fetches the content.
 ///
@@ -23,6 +25,9 @@ public struct MailPayload: Sendable {
     public var sender: String
     public var subject: String
     public var userID: String
+    /// The opaque per-device id (`Vault.pushTag`) the private modes carry instead of
+    /// `userID`.
+    public var deviceTag: String
     public var badge: Int?
     public var sound: String?
     public var syncKey: (key: String, expiresAt: Timestamp)?
@@ -35,12 +40,13 @@ public struct MailPayload: Sendable {
     /// `generic` alert may show it.
     public var isSummary: Bool
 
-    public init(sender: String, subject: String, userID: String, badge: Int? = nil, sound: String? = nil,
+    public init(sender: String, subject: String, userID: String, deviceTag: String = "", badge: Int? = nil, sound: String? = nil,
                 syncKey: (key: String, expiresAt: Timestamp)? = nil, notificationID: String = "", createdAt: Timestamp = .now(),
                 isSummary: Bool = false) {
         self.sender = sender
         self.subject = subject
         self.userID = userID
+        self.deviceTag = deviceTag
         self.badge = badge
         self.sound = sound
         self.syncKey = syncKey
@@ -165,7 +171,7 @@ public struct MailPayload: Sendable {
         // The notification service extension runs only for alerts that say so.
         if generic == .encrypted || generic == .secure { aps.add("mutable-content", 1) }
         var ens = JSONObjectWriter()
-        ens.add("userid", userID)
+        if generic == nil { ens.add("userid", userID) } else { ens.add("tag", deviceTag) }
         if !notificationID.isEmpty { ens.add("id", notificationID) }
         ens.add("ts", Int(createdAt.millisecondsSinceEpoch))
         if let generic { ens.add("privacy", generic.name) }

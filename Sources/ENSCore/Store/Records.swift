@@ -58,6 +58,8 @@ public struct DeviceRecord: Sendable, Equatable {
     /// The server the device proved its credentials at (migration 013): it hears only
     /// callbacks of a subscription there, and its credentials go nowhere else.
     public let endpoint: String?
+    /// The keyed hash of the device's secret (`Vault.deviceSecretHash`), if it registered one.
+    public let secretHash: [UInt8]?
 
     /// Whether the device is bound to the record's live subscription's server.
     public func isBound(to record: UserRecord) -> Bool { endpoint != nil && endpoint == record.endpoint }
@@ -87,8 +89,12 @@ public struct DeviceSettings: Sendable, Equatable {
     public var development: Bool?
     /// Nil: keep what is stored (preview for a new device).
     public var privacy: DevicePrivacy?
+    /// The keyed hash of a new device secret; nil keeps the stored one.
+    public var secretHash: [UInt8]?
 
-    public init(bundleID: String, defaultSound: String?, ewsDeviceID: String?, badge: Bool?, development: Bool?, privacy: DevicePrivacy? = nil) {
+    public init(bundleID: String, defaultSound: String?, ewsDeviceID: String?, badge: Bool?, development: Bool?, privacy: DevicePrivacy? = nil,
+                secretHash: [UInt8]? = nil) {
+        self.secretHash = secretHash
         self.bundleID = bundleID
         self.defaultSound = defaultSound
         self.ewsDeviceID = ewsDeviceID

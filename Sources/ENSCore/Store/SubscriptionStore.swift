@@ -65,7 +65,7 @@ public struct SubscriptionStore {
         let rows = try database.query("""
             SELECT \(unsafe: Self.recordColumns),
                    d.id, d.token_hash, d.bundle_id, d.default_sound, d.ews_device_id, d.badge, d.development, d.disabled_at, d.last_notified_at,
-                   d.privacy_mode, d.preview_key, d.endpoint
+                   d.privacy_mode, d.preview_key, d.endpoint, d.secret_hash
             FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
             WHERE s.userid = \(userID) LIMIT 1000
             """)
@@ -105,8 +105,8 @@ public struct SubscriptionStore {
 
     // MARK: Devices
 
-    static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key, endpoint"
-    static let deviceColumnCount = 12
+    static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key, endpoint, secret_hash"
+    static let deviceColumnCount = 13
 
     public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws -> DeviceRecord? {
         let hash = vault.tokenHash(token)
@@ -122,14 +122,14 @@ public struct SubscriptionStore {
 
     /// A DeviceRecord from a row of exactly `deviceColumns`.
     static func device(from row: Row) throws -> DeviceRecord {
-        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey, endpoint)
+        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey, endpoint, secretHash)
             = try row.decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self, Timestamp?.self, Timestamp?.self,
-                             Int64.self, [UInt8]?.self, String?.self)
+                             Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
         // A mode this binary does not know (a newer one's) is treated as the strictest.
         let privacy = DevicePrivacy(mode: PrivacyMode(rawValue: Int(mode)) ?? .secure, previewKey: previewKey)
         return DeviceRecord(id: id, tokenHash: tokenHash, bundleID: bundleID, defaultSound: defaultSound, ewsDeviceID: ewsDeviceID,
                             badge: badge, development: development, disabledAt: disabledAt, lastNotifiedAt: lastNotifiedAt, privacy: privacy,
-                            endpoint: endpoint)
+                            endpoint: endpoint, secretHash: secretHash)
     }
 
     public enum RegistrationOutcome: Sendable, Equatable {
@@ -149,9 +149,11 @@ public struct SubscriptionStore {
         let badge = settings.badge ?? existing?.badge ?? false
         let development = settings.development ?? existing?.development ?? false
         let privacy = settings.privacy ?? existing?.privacy ?? .preview
+        let secretHash = settings.secretHash ?? existing?.secretHash
         if let existing, existing.disabledAt == nil, existing.bundleID == settings.bundleID,
            existing.defaultSound == settings.defaultSound, existing.ewsDeviceID == settings.ewsDeviceID,
-           existing.badge == badge, existing.development == development, existing.privacy == privacy, existing.endpoint == endpoint {
+           existing.badge == badge, existing.development == development, existing.privacy == privacy, existing.endpoint == endpoint,
+           existing.secretHash == secretHash {
             try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(existing.id)")
             return .unchanged
         }
@@ -161,13 +163,14 @@ public struct SubscriptionStore {
         try database.transaction {
             try database.execute("""
                 INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
-                                     badge, development, privacy_mode, preview_key, endpoint, registered_at, disabled_at, last_checkin_at)
+                                     badge, development, privacy_mode, preview_key, endpoint, secret_hash, registered_at, disabled_at, last_checkin_at)
                 VALUES (\(recordID), \(vault.tokenHash(token)), \(tokenSealed), \(settings.bundleID),
                         \(settings.defaultSound), \(settings.ewsDeviceID), \(badge), \(development),
-                        \(privacy.mode.rawValue), \(privacy.previewKey), \(endpoint), \(now.databaseString), NULL, \(now.databaseString))
+                        \(privacy.mode.rawValue), \(privacy.previewKey), \(endpoint), \(secretHash), \(now.databaseString), NULL, \(now.databaseString))
                 ON DUPLICATE KEY UPDATE bundle_id = VALUES(bundle_id), default_sound = VALUES(default_sound),
                     ews_device_id = VALUES(ews_device_id), badge = VALUES(badge), development = VALUES(development),
                     privacy_mode = VALUES(privacy_mode), preview_key = VALUES(preview_key), endpoint = VALUES(endpoint),
+                    secret_hash = VALUES(secret_hash),
                     registered_at = VALUES(registered_at), disabled_at = NULL, last_checkin_at = VALUES(last_checkin_at)
                 """)
             try evictBeyondDeviceLimit(recordID: recordID, keeping: vault.tokenHash(token))

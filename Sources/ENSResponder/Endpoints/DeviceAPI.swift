@@ -58,16 +58,25 @@ enum DeviceAPI {
         let store = store(context)
         guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
 
-        let creds = try SealedPayload(key: try store.privateKey(of: record), maximumBlocks: SealedParameter.maximumBlocks).object(sealedCreds)
+        let creds = try SealedPayload(key: try store.privateKey(of: record), maximumBlocks: SealedParameter.maximumBlocks, use: .registrationCreds,
+                                      settings: context.settings.deviceAPI).object(sealedCreds)
         let token = try creds.sealedToken("apnsToken")
         let credentials = try exchangeCredentials(creds)
         let privacy = try PrivateNotifications.requestedPrivacy(mode: parameters["privacy"], key: parameters["privacyKey"])
+        let secret = try DeviceSecret.sent(in: creds)
         let settings = DeviceSettings(
             bundleID: bundleID, defaultSound: nonEmpty(parameters["defaultSound"]), ewsDeviceID: nonEmpty(parameters["ewsDeviceId"]),
-            badge: request.badge, development: request.development, privacy: privacy
+            badge: request.badge, development: request.development, privacy: privacy,
+            secretHash: secret.map(context.services.vault.deviceSecretHash)
         )
         // A registration that chose a mode hears the one its pushes will use.
         let privacyAnswer = privacy.map { [("privacy", PrivateNotifications.effective($0, context: context).name)] } ?? []
+        /// What a registered device hears besides its code: its mode, and the tag its
+        /// private pushes name it by (`ens.tag`).
+        func answer(_ code: ResponseCode) throws -> APIResponse {
+            let tag = try store.device(recordID: record.id, token: token).map { [("pushTag", context.services.vault.pushTag(deviceID: $0.id))] } ?? []
+            return .ok(code, privacyAnswer + tag)
+        }
         guard let mailbox = mailboxAddress(parameters["email"], credentials: credentials, userID: userID) else {
             throw APIError.invalidRequest("Parameter 'email' is required: the mailbox the credentials must open.")
         }
@@ -85,10 +94,10 @@ enum DeviceAPI {
         switch outcome {
         case .proven(let endpoint):
             let registration = try store.register(recordID: record.id, token: token, settings: settings, endpoint: endpoint, now: .now())
-            return .ok(registration == .unchanged ? .userAlreadySubscribed : .userUpdated, privacyAnswer)
+            return try answer(registration == .unchanged ? .userAlreadySubscribed : .userUpdated)
         case .subscribed(let endpoint):
             _ = try store.register(recordID: record.id, token: token, settings: settings, endpoint: endpoint, now: .now())
-            return .ok(.userSubscribed, privacyAnswer)
+            return try answer(.userSubscribed)
         case .autodiscoverFailed:
             return .ok(.autodiscoverFailed, [("message", "The Exchange server for this address could not be discovered.")])
         case .authenticationFailed:
@@ -170,8 +179,16 @@ enum DeviceAPI {
 
     // MARK: /unregister
 
-    static let unregister = sealedOperation(parameter: "token") { operation, request, context in
-        guard let token = DeviceToken(sent: try operation.text()) else { throw APIError.sealedParameterRejected }
+    static let unregister = sealedOperation(parameter: "token", use: .unregister) { operation, request, context in
+        let token: DeviceToken
+        switch try operation.objectOrText() {
+        case .object(let payload):
+            token = try payload.sealedToken("apnsToken")
+        case .text(let bare):
+            // The original contract's form: the token alone (no use, no time).
+            guard let sent = DeviceToken(sent: bare) else { throw APIError.sealedParameterRejected }
+            token = sent
+        }
         if try operation.store.unregister(recordID: operation.record.id, token: token) {
             context.logger.info("last device unregistered; user record deleted")
         }
@@ -180,7 +197,7 @@ enum DeviceAPI {
 
     // MARK: /updatedevice
 
-    static let updateDevice = sealedOperation(parameter: "token") { operation, request, context in
+    static let updateDevice = sealedOperation(parameter: "token", use: .updateDevice) { operation, request, context in
         let (store, record) = (operation.store, operation.record)
         let new: DeviceToken
         switch try operation.objectOrText() {
@@ -227,7 +244,7 @@ enum DeviceAPI {
         return .ok(status(record, lastNotified: lastNotified, lastMessageDate: lastMessageDate, now: now, context: context))
     }
 
-    static let subscriptionStatusV2 = sealedOperation(parameter: "subscriptionPayload", withDevices: true) { operation, request, context in
+    static let subscriptionStatusV2 = sealedOperation(parameter: "subscriptionPayload", use: .checkIn, withDevices: true) { operation, request, context in
         let payload = try operation.object()
         let token = try payload.sealedToken("pushToken")
         let ignoreLastMessageDate = try payload.sealedFlag("ignoreLastMessageDate")
@@ -272,7 +289,8 @@ enum DeviceAPI {
     private static func offeredCredentials(_ request: Request, device: DeviceRecord, operation: SealedOperation, context: RequestContext) throws -> [(String, String)] {
         guard let sealed = nonEmpty(request.parameters["creds"]) else { return [] }
         guard let endpoint = device.endpoint else { return [("credentials", "Unused")] }
-        let opener = SealedPayload(key: try operation.store.privateKey(of: operation.record), maximumBlocks: SealedParameter.maximumBlocks)
+        let opener = SealedPayload(key: try operation.store.privateKey(of: operation.record), maximumBlocks: SealedParameter.maximumBlocks,
+                                   use: .checkInCreds, settings: context.settings.deviceAPI)
         let credentials = try exchangeCredentials(try opener.object(sealed))
         let registrar = context.services.mailBackends.registrar(of: operation.record.backend)
         let stored = try registrar?.offerCredentials(credentials, record: operation.record, endpoint: endpoint, context: context) ?? false
@@ -296,7 +314,7 @@ enum DeviceAPI {
 
     // MARK: /updatesynckey
 
-    static let updateSyncKey = sealedOperation(parameter: "info") { operation, request, context in
+    static let updateSyncKey = sealedOperation(parameter: "info", use: .updateSyncKey) { operation, request, context in
         let payload = try operation.object()
         let token = try payload.sealedToken("apnsToken")
         let syncKey = try payload.sealedString("backgroundSyncKey")
@@ -336,7 +354,7 @@ enum DeviceAPI {
 
     /// A route for a sealed device operation: 400 for a missing `userid` or sealed
     /// parameter, UserSubscriptionNotFound for an unknown user, then `body`.
-    static func sealedOperation(parameter: String, withDevices: Bool = false,
+    static func sealedOperation(parameter: String, use: SealedUse, withDevices: Bool = false,
                                 _ body: @escaping @Sendable (SealedOperation, Request, RequestContext) throws -> APIResponse) -> Route {
         Route(methods: ["POST"], requiresAPIToken: true) { request, context in
             let userID = try Identity.userID(request.parameters)
@@ -349,7 +367,7 @@ enum DeviceAPI {
                 found = try store.record(userID: userID).map { ($0, []) }
             }
             guard let (record, devices) = found else { return .ok(.userSubscriptionNotFound) }
-            let opener = SealedPayload(key: try store.privateKey(of: record))
+            let opener = SealedPayload(key: try store.privateKey(of: record), use: use, settings: context.settings.deviceAPI)
             return try body(SealedOperation(store: store, record: record, devices: devices, sealed: sealed, opener: opener), request, context)
         }
     }

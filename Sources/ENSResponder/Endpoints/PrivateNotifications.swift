@@ -9,6 +9,23 @@ internal import OpenSSL
 /// `pushToken`, the proof every device operation takes; a device sees only its own
 /// notifications.
 enum PrivateNotifications {
+    // MARK: The device, proved by its secret
+
+    /// The record's device this sealed `info` names by `pushToken`, if the `info` also
+    /// carries that device's own secret (`deviceSecret`, registered with its `creds`).
+    /// The push token alone proves nothing: Apple and Google hold it. A device without
+    /// a secret, a wrong secret and an unknown token are all nil, answered alike.
+    static func provenDevice(_ info: [String: JSONValue], operation: DeviceAPI.SealedOperation, context: RequestContext) throws -> DeviceRecord? {
+        let token = try info.sealedToken("pushToken")
+        guard let secret = try DeviceSecret.sent(in: info) else { throw APIError.sealedParameterRejected }
+        let presented = context.services.vault.deviceSecretHash(secret)
+        guard let device = try operation.device(token), let stored = device.secretHash, Digest.constantTimeEqual(stored, presented) else {
+            context.logger.info("private-notification operation refused: no device with this token and secret")
+            return nil
+        }
+        return device
+    }
+
     // MARK: Privacy modes
 
     /// The privacy a registration or /updateprivacy asks for: `privacy` (a mode's name)
@@ -48,13 +65,12 @@ enum PrivateNotifications {
     /// POST /updateprivacy: `info` sealed {"pushToken", "privacy", "privacyKey"}.
     /// UpdateSuccess with the mode the device's pushes now use (`privacy`), UpdateFail
     /// for a device the record does not have.
-    static let updatePrivacy = DeviceAPI.sealedOperation(parameter: "info") { operation, request, context in
+    static let updatePrivacy = DeviceAPI.sealedOperation(parameter: "info", use: .updatePrivacy) { operation, request, context in
         let info = try operation.object()
-        let token = try info.sealedToken("pushToken")
         guard let privacy = try requestedPrivacy(mode: info["privacy"]?.stringValue ?? "", key: info["privacyKey"]?.stringValue) else {
             throw APIError.invalidRequest("The sealed 'info' must name a 'privacy' mode.")
         }
-        guard let device = try operation.device(token) else { return .ok(.updateFail) }
+        guard let device = try provenDevice(info, operation: operation, context: context) else { return .ok(.updateFail) }
         try operation.store.setPrivacy(deviceID: device.id, privacy)
         context.logger.info("device privacy mode changed", metadata: ["device": "\(device.id)", "privacy": "\(privacy.mode.name)"])
         return .ok(.updateSuccess, [("privacy", effective(privacy, context: context).name)])
@@ -66,12 +82,11 @@ enum PrivateNotifications {
     /// this device's `secure` notifications, erased as it is answered. Another device's
     /// notification, an unknown id, one already fetched and one expired all answer the
     /// same NotificationNotFound, so the answer tells nothing about other devices.
-    static let getNotification = DeviceAPI.sealedOperation(parameter: "info") { operation, request, context in
+    static let getNotification = DeviceAPI.sealedOperation(parameter: "info", use: .getNotification) { operation, request, context in
         let info = try operation.object()
-        let token = try info.sealedToken("pushToken")
         let id = try info.sealedString("id")
         let log = context.notificationLog
-        guard let device = try operation.device(token),
+        guard let device = try provenDevice(info, operation: operation, context: context),
               let content = try log.takeContent(notificationID: id.lowercased(), deviceID: device.id, now: .now()) else {
             return .ok(.notificationNotFound)
         }
@@ -85,16 +100,15 @@ enum PrivateNotifications {
 
     /// POST /getnotificationhistory: `info` sealed {"pushToken", "limit"}. The device's
     /// newest notifications (at most `limit` and history.count), newest first.
-    static let history = DeviceAPI.sealedOperation(parameter: "info") { operation, request, context in
+    static let history = DeviceAPI.sealedOperation(parameter: "info", use: .history) { operation, request, context in
         let info = try operation.object()
-        let token = try info.sealedToken("pushToken")
         let settings = context.settings.privacy
         var limit = settings.historyCount
         if let asked = info["limit"] {
             guard let text = asked.scalarText, let number = Int(text), number >= 1 else { throw APIError.sealedParameterRejected }
             limit = min(limit, number)
         }
-        guard let device = try operation.device(token) else { return .ok(.userSubscriptionNotFound) }
+        guard let device = try provenDevice(info, operation: operation, context: context) else { return .ok(.userSubscriptionNotFound) }
         let now = Timestamp.now()
         let entries = try context.notificationLog
             .history(deviceID: device.id, limit: limit, since: now.subtracting(settings.historyRetention))
@@ -121,9 +135,8 @@ enum PrivateNotifications {
     /// POST /marknotificationsread: `info` sealed {"pushToken", "ids": [id, ...]}.
     /// UpdateSuccess with how many were newly marked (`marked`); ids that are not this
     /// device's are ignored alike.
-    static let markRead = DeviceAPI.sealedOperation(parameter: "info") { operation, request, context in
+    static let markRead = DeviceAPI.sealedOperation(parameter: "info", use: .markRead) { operation, request, context in
         let info = try operation.object()
-        let token = try info.sealedToken("pushToken")
         guard case .array(let members)? = info["ids"], !members.isEmpty, members.count <= maximumIDsPerMark else {
             throw APIError.invalidRequest("The sealed 'info' must carry 'ids': 1 to \(maximumIDsPerMark) notification ids.")
         }
@@ -131,7 +144,7 @@ enum PrivateNotifications {
             guard let id = member.stringValue, id.utf8.count == 32, Hex.decode(id) != nil else { throw APIError.sealedParameterRejected }
             return id.lowercased()
         }
-        guard let device = try operation.device(token) else { return .ok(.updateFail) }
+        guard let device = try provenDevice(info, operation: operation, context: context) else { return .ok(.updateFail) }
         let marked = try context.notificationLog
             .markRead(notificationIDs: ids, deviceID: device.id, now: .now())
         return .json(.updateSuccess) { answer in answer.add("marked", marked) }

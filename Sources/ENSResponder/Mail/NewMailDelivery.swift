@@ -93,6 +93,7 @@ struct NewMailDelivery {
                 let id = Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(summary.itemID)").prefix(16)))
                 let payload = MailPayload(
                     sender: summary.senderName, subject: summary.subject, userID: row.userID,
+                    deviceTag: context.services.vault.pushTag(deviceID: target.device.id),
                     badge: target.device.badge ? lookup.unreadCount : nil, sound: target.device.defaultSound, syncKey: target.syncKey,
                     notificationID: id, createdAt: now, isSummary: summarized
                 )

@@ -1,5 +1,6 @@
 import Curl
 import Foundation
+import OpenSSL
 import POSIX
 import Testing
 
@@ -72,6 +73,15 @@ struct TestUser {
     func sealJSON(_ object: [String: Any]) throws -> String {
         try seal(String(decoding: JSONSerialization.data(withJSONObject: object), as: UTF8.self))
     }
+
+    /// Sealed for one use (docs/api.md, "Sealed values"): `purpose` ("endpoint.field")
+    /// and `sealedAt` (now, or `sealedAt` ms) added to the object.
+    func sealJSON(_ object: [String: Any], for purpose: String, sealedAt: Int64? = nil) throws -> String {
+        var bound = object
+        bound["purpose"] = purpose
+        bound["sealedAt"] = sealedAt ?? Int64(Date().timeIntervalSince1970 * 1000)
+        return try sealJSON(bound)
+    }
 }
 
 enum Sealer {
@@ -111,6 +121,18 @@ enum TestSecrets {
     static func rememberPrivate(_ secret: String) {
         remember(secret)
         append(secret, to: "private-secrets.txt")
+    }
+
+    /// The device secret a test device registers (`deviceSecret`) and presents to the
+    /// private-notification operations: derived from its push token (without any
+    /// `fcm:`), so every test can name it; remembered as a secret the scan looks for.
+    static func deviceSecret(for token: String) -> String {
+        // The token as ENS keeps it: FCM's without `fcm:`, APNs' lowercase hex without
+        // the `<…>` and spaces some apps send.
+        let bare = token.hasPrefix("fcm:") ? String(token.dropFirst(4)) : token.filter { !"<> ".contains($0) }.lowercased()
+        let secret = Data(Digest.sha256("device-secret:" + bare)).base64EncodedString()
+        remember(secret)
+        return secret
     }
 
     /// A random APNs-style token (32 bytes as hex), remembered as a secret.

@@ -56,8 +56,12 @@ struct RegisteredUser {
     /// `extra`: more parameters (a privacy mode, say).
     func register(with api: DeviceClient, token: String, creds: [String: Any]? = nil, force: Bool = false,
                   headers: [(String, String)] = [], extra: [String: String] = [:]) throws -> HTTPResponse {
-        try api.call("/registerdevicev2", [
-            "userid": user.userID, "email": user.email, "creds": try user.sealJSON(creds ?? self.creds(token: token)),
+        var creds = creds ?? self.creds(token: token)
+        if creds["deviceSecret"] == nil, let pushToken = (creds["apnsToken"] as? String) ?? (creds["fcmToken"] as? String).map({ "fcm:" + $0 }) {
+            creds["deviceSecret"] = TestSecrets.deviceSecret(for: pushToken)
+        }
+        return try api.call("/registerdevicev2", [
+            "userid": user.userID, "email": user.email, "creds": try user.sealJSON(creds),
             "bundleid": "com.example.mail", "exchVersion": "3", "force": force ? "1" : "0",
         ].merging(extra) { _, new in new }, headers: headers)
     }

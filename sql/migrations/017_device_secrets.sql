@@ -1,0 +1,13 @@
+-- ENS schema, version 17: the device's own secret (docs/privacy.md, docs/api.md
+-- "Device secret").
+--
+-- Fetching a `secure` notification's content, reading the history, marking it read and
+-- changing the privacy mode were authenticated by the push token alone, which Apple
+-- and Google hold (with the app's public ApiToken and a /getpublickey they could read
+-- what the private modes keep from them, or switch a device back to `preview`). Now a
+-- device registers a secret of its own (`deviceSecret` in its sealed `creds`, so only a
+-- registration that proved itself at the mailbox sets it) and those operations need it.
+--
+--   Devices.secret_hash  HMAC-SHA-256 of the secret under a key derived from the master
+--                        key: the database holds nothing that opens the operations
+ALTER TABLE Devices ADD COLUMN IF NOT EXISTS secret_hash BINARY(32) NULL;
