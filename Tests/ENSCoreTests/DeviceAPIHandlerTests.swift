@@ -138,6 +138,28 @@ struct DeviceAPIHandlerTests {
         #expect(answer.status == 400 && answer.responseCode == "InvalidRequest")
     }
 
+    /// A check-in's `creds` (a client certificate costs key derivations to open) take a
+    /// registration place like a registration: none free, 503, and nothing is opened.
+    @Test func aCheckInsCredentialsNeedARegistrationPlace() throws {
+        let user = try newUser()
+        let token = Self.token()
+        #expect(try register(user, token: token).responseCode == "UserSubscribed")
+        let held = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let gate = context.services.registrationGate
+        Thread.detachNewThread { _ = gate.ifAvailable { held.signal(); release.wait() } }
+        held.wait()
+        defer { release.signal() }
+        let answer = try call("/getsubscriptionstatusv2", [
+            "userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": token, "ignoreLastMessageDate": 1]),
+            "creds": try user.seal(["userName": user.email, "password": "secret"]),
+        ])
+        #expect(answer.status == 503 && answer.responseCode == "ServiceUnavailable")
+        // Without creds a check-in needs no place.
+        let plain = try call("/getsubscriptionstatusv2", ["userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": token, "ignoreLastMessageDate": 1])])
+        #expect(plain.responseCode == "UserSubscribed")
+    }
+
     @Test func statusUpdateSyncKeyAndUnregisterFollowTheDevice() throws {
         let user = try newUser()
         let token = Self.token()

@@ -293,7 +293,16 @@ enum DeviceAPI {
                                    use: .checkInCreds, settings: context.settings.deviceAPI)
         let credentials = try exchangeCredentials(try opener.object(sealed))
         let registrar = context.services.mailBackends.registrar(of: operation.record.backend)
-        let stored = try registrar?.offerCredentials(credentials, record: operation.record, endpoint: endpoint, context: context) ?? false
+        // Opening a client certificate costs key derivations: the same places (and the
+        // same answer when none is free) as a registration's, so check-ins cannot spend
+        // CPU that registrations are kept from spending.
+        let offered = try context.services.registrationGate.ifAvailable { () throws -> Bool in
+            try registrar?.offerCredentials(credentials, record: operation.record, endpoint: endpoint, context: context) ?? false
+        }
+        guard let stored = offered else {
+            context.logger.warning("check-in credentials refused: this process's registration places are all taken")
+            throw APIError.serviceUnavailable
+        }
         return [("credentials", stored ? "Stored" : "Unused")]
     }
 
