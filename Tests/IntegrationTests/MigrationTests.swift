@@ -23,12 +23,20 @@ struct MigrationTests {
         return try Migrator(directory: scratch, database: database).migrate(then: steps)
     }
 
-    @Test func backendNeutralNamesKeepEverySubscriptionValue() throws {
+    /// A database of its own for one test (dropped by `dropScratch`).
+    func scratchDatabase() throws -> (Connection, name: String) {
         let name = "ens_migration_\(UInt32.random(in: 0...UInt32.max))"
-        let admin = TestStack.administratorConnection()
-        try admin.executeScript(unsafeSQL: "CREATE DATABASE \(name)")
-        defer { try? admin.executeScript(unsafeSQL: "DROP DATABASE \(name)") }
-        let database = TestStack.administratorConnection(database: name)
+        try TestStack.administratorConnection().executeScript(unsafeSQL: "CREATE DATABASE \(name)")
+        return (TestStack.administratorConnection(database: name), name)
+    }
+
+    func dropScratch(_ name: String) {
+        try? TestStack.administratorConnection().executeScript(unsafeSQL: "DROP DATABASE \(name)")
+    }
+
+    @Test func backendNeutralNamesKeepEverySubscriptionValue() throws {
+        let (database, name) = try scratchDatabase()
+        defer { dropScratch(name) }
 
         #expect(try migrate(database, through: 4).count == 4)
         try database.execute("""
@@ -68,11 +76,8 @@ struct MigrationTests {
     /// subscribes at, computing in SQL what `URLParts.origin` computes for new ones: the
     /// two must agree, or the devices of old records would stop hearing their mail.
     @Test func provenEndpointsOfOldRecordsMatchWhatTheCodeComputes() throws {
-        let name = "ens_migration_\(UInt32.random(in: 0...UInt32.max))"
-        let admin = TestStack.administratorConnection()
-        try admin.executeScript(unsafeSQL: "CREATE DATABASE \(name)")
-        defer { try? admin.executeScript(unsafeSQL: "DROP DATABASE \(name)") }
-        let database = TestStack.administratorConnection(database: name)
+        let (database, name) = try scratchDatabase()
+        defer { dropScratch(name) }
         _ = try migrate(database, through: 12)
         let urls = [
             "https://mail.example.test/EWS/Exchange.asmx", "https://Mail.Example.TEST:8443/EWS/Exchange.asmx",
@@ -109,11 +114,8 @@ struct MigrationTests {
     /// Migration 014 binds the rows already there to the master key as `ens-cron
     /// migrate` applies it (and only then); from then on an edited URL or box key fails.
     @Test func rowsFromBeforeFourteenAreBoundOnceAndEditsFailAfter() throws {
-        let name = "ens_migration_\(UInt32.random(in: 0...UInt32.max))"
-        let admin = TestStack.administratorConnection()
-        try admin.executeScript(unsafeSQL: "CREATE DATABASE \(name)")
-        defer { try? admin.executeScript(unsafeSQL: "DROP DATABASE \(name)") }
-        let database = TestStack.administratorConnection(database: name)
+        let (database, name) = try scratchDatabase()
+        defer { dropScratch(name) }
         _ = try migrate(database, through: 13)
         try database.execute("""
             INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered, generation, mail_backend, backend_url,
