@@ -24,6 +24,9 @@ public struct Vault: Sendable {
     private let clientStateKey: [UInt8]
     /// MACs over database rows a callback or a sealing trusts (`RowBinding`).
     let rowBindingKey: [UInt8]
+    /// Names the proof throttle's rows (`ProofThrottle`): keyed, so a database reader
+    /// cannot test a guessed client address or device against them.
+    let proofThrottleKey: [UInt8]
 
     public init(masterKey: AESGCMKey) {
         privateKeys = masterKey.derived(label: "ens/v1/private-key")
@@ -40,6 +43,7 @@ public struct Vault: Sendable {
         routingSealKey = masterKey.derived(label: "ens/v2/graph-route-seal")
         clientStateKey = masterKey.derivedBytes(label: "ens/v1/graph-client-state")
         rowBindingKey = masterKey.derivedBytes(label: "ens/v1/row-binding")
+        proofThrottleKey = masterKey.derivedBytes(label: "ens/v1/proof-throttle")
     }
 
     // MARK: RSA private keys

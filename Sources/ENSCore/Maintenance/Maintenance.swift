@@ -83,6 +83,7 @@ public struct Maintenance {
         public var expiredContent = 0
         public var oldNotifications = 0
         public var abandonedCredentials = 0
+        public var expiredProofFailures = 0
     }
 
     /// How long the new-mail events a backend delivered are remembered against
@@ -119,6 +120,9 @@ public struct Maintenance {
             if ids.count < limit { break }
         }
         counts.expiredURLCache = try inBatches("DELETE FROM EWSUrlCache WHERE expires_at < \(now.databaseString) LIMIT \(limit)", "expired URL cache rows removed")
+        // Failed-proof counts whose window ended (the longest window is a day).
+        counts.expiredProofFailures = try inBatches("DELETE FROM ProofFailures WHERE window_started_at < \(ago(.seconds(86400))) LIMIT \(limit)",
+                                                    "expired proof failure counts removed")
         counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)", "old Graph event ids forgotten")
         // Credentials stored for a registration attempt that never became the live
         // subscription (it failed, or its responder died between Subscribe and commit):

@@ -2,9 +2,9 @@ public import MariaDB
 internal import OpenSSL
 
 /// The SQL behind every mail backend's registrations and callbacks: a record's
-/// subscription (which backend, its generations, its heartbeat), the proof throttle,
-/// the devices a new-mail callback notifies and the per-minute push cap. Credentials
-/// never pass through here.
+/// subscription (which backend, its generations, its heartbeat), the devices a
+/// new-mail callback notifies and the per-minute push cap (the proof throttle is
+/// `ProofThrottle`). Credentials never pass through here.
 public struct MailSubscriptionStore {
     public let database: any SQLDatabase
     public let vault: Vault
@@ -349,36 +349,6 @@ public struct MailSubscriptionStore {
     static func microseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return max(0, seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
-    }
-
-    // MARK: Proof of possession throttle
-
-    /// Whether another proof may be tried for the record: fewer than `limit` failures
-    /// in the current `window`.
-    public func proofAllowed(recordID: Int64, limit: Int, window: Duration, now: Timestamp) throws -> Bool {
-        guard let row = try database.queryOne("""
-            SELECT proof_failures, proof_window_started_at FROM EnsSubscriptionInfo WHERE id = \(recordID)
-            """) else { return true }
-        let (failures, windowStarted) = try row.decode(Int.self, Timestamp?.self)
-        guard let windowStarted, windowStarted.adding(window) > now else { return true }
-        return failures < limit
-    }
-
-    /// Counts a failed proof: the first failure after a window ended opens a new one.
-    public func recordProofFailure(recordID: Int64, window: Duration, now: Timestamp) throws {
-        let windowStart = now.subtracting(window).databaseString
-        try database.execute("""
-            UPDATE EnsSubscriptionInfo SET
-                proof_failures = IF(proof_window_started_at IS NULL OR proof_window_started_at <= \(windowStart), 1, proof_failures + 1),
-                proof_window_started_at = IF(proof_window_started_at IS NULL OR proof_window_started_at <= \(windowStart),
-                                             \(now.databaseString), proof_window_started_at)
-            WHERE id = \(recordID)
-            """)
-    }
-
-    /// A proof succeeded: earlier failures (a mistyped password) no longer count.
-    public func clearProofFailures(recordID: Int64) throws {
-        try database.execute("UPDATE EnsSubscriptionInfo SET proof_failures = 0, proof_window_started_at = NULL WHERE id = \(recordID) AND proof_failures > 0")
     }
 
     // MARK: Callbacks

@@ -71,7 +71,8 @@ enum DeviceAPI {
         guard let mailbox = mailboxAddress(parameters["email"], credentials: credentials, userID: userID) else {
             throw APIError.invalidRequest("Parameter 'email' is required: the mailbox the credentials must open.")
         }
-        let request = MailboxRequest(record: record, mailbox: mailbox, credentials: credentials, protocolVersion: exchangeVersion)
+        let presenter = ProofPresenter(tokenHash: context.services.vault.tokenHash(token), remoteAddress: request.clientAddress)
+        let request = MailboxRequest(record: record, mailbox: mailbox, credentials: credentials, protocolVersion: exchangeVersion, presenter: presenter)
         // A device joins a subscribed record only by proving, at that record's mail
         // server, that its credentials open the mailbox; `force` subscribes anew, and
         // the live subscription stays until the new one exists.
@@ -96,7 +97,7 @@ enum DeviceAPI {
         case .endpointNotTrusted:
             return .ok(.exchangeAuthFailed, [("message", "ewsUrl is not this mailbox's Exchange server.")])
         case .throttled(let retryAfter):
-            var throttled = APIResponse.error(429, .tooManyRequests, "Too many failed attempts for this user; retry later.")
+            var throttled = APIResponse.error(429, .tooManyRequests, "Too many failed attempts from this device or address; retry later.")
             throttled.extraHeaders = [("Retry-After", "\(retryAfter.wholeSeconds)")]
             return throttled
         case .busy:

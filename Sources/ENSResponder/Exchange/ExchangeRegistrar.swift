@@ -73,7 +73,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
             // which proves the credentials on its way.
             return try subscribe(request, client: client, context: context)
         }
-        guard try attempt.proofAllowed() else { return .throttled(retryAfter: settings.proofWindow) }
+        guard try request.proofAllowed(context: context) else { return .throttled(retryAfter: context.settings.exchange.proofWindow) }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
         let own: Endpoint
         switch try attempt.ownEndpoint(credentials: credentials, client: client, now: .now()) {
@@ -133,7 +133,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
     private func subscribe(_ request: MailboxRequest, client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
         let attempt = Attempt(request: request, context: context, settings: settings)
         guard let state = try attempt.store.subscriptionState(recordID: request.record.id) else { return .failed }
-        guard try attempt.proofAllowed() else { return .throttled(retryAfter: settings.proofWindow) }
+        guard try request.proofAllowed(context: context) else { return .throttled(retryAfter: context.settings.exchange.proofWindow) }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
         // 1. Where the mailbox's EWS lives.
         switch try attempt.ownEndpoint(credentials: credentials, client: client, now: .now()) {
@@ -244,8 +244,9 @@ enum EndpointResolution {
     case refused(MailboxOutcome)
 }
 
-/// One registration's Exchange conversation: the proof throttle, the credentials in
-/// EWS form, and the proof itself.
+/// One registration's Exchange conversation: the credentials in EWS form, and the
+/// proof itself, whose failures count against the device and address presenting it
+/// (`ProofThrottle`).
 private struct Attempt {
     let request: MailboxRequest
     let context: RequestContext
@@ -261,14 +262,6 @@ private struct Attempt {
     }
 
     let settings: ExchangeSettings
-
-    func proofAllowed() throws -> Bool {
-        // From the context, not the registrar's copy: a reload may have changed the limit.
-        let limits = context.settings.exchange
-        let allowed = try store.proofAllowed(recordID: request.record.id, limit: limits.proofFailureLimit, window: limits.proofWindow, now: .now())
-        if !allowed { context.logger.warning("registration throttled: too many failed proofs", metadata: ["record": "\(request.record.id)"]) }
-        return allowed
-    }
 
     /// Where this device's mailbox is, by its own registration: the `ewsUrl` it names
     /// (https only), else the cached or live Autodiscover answer for its address.
@@ -301,7 +294,7 @@ private struct Attempt {
     }
 
     func recordProofFailure() throws {
-        try store.recordProofFailure(recordID: request.record.id, window: context.settings.exchange.proofWindow, now: .now())
+        try request.recordProofFailure(context: context)
     }
 
     /// The request's credentials in EWS form; nil (a failed proof) for a PKCS#12 bundle
@@ -329,7 +322,7 @@ private struct Attempt {
 
     /// Opens the named mailbox's Inbox (GetFolder) at `ewsURL` with the credentials,
     /// stepping down schema versions while the server refuses them. Success carries
-    /// the version the server accepted; a refusal counts against the record.
+    /// the version the server accepted; a refusal counts against the presenter.
     func prove(ewsURL: String, credentials: EWSCredentials, version start: EWSVersion) throws -> Proof {
         let client = try context.ewsClient()
         var version = start
@@ -354,7 +347,7 @@ private struct Attempt {
                 context.logger.warning("proof of possession failed", metadata: ["error": "\(error)"])
                 return .refused(.failed)
             }
-            try store.clearProofFailures(recordID: request.record.id)
+            try request.recordProofSuccess(context: context)
             return .proven(version)
         }
     }
