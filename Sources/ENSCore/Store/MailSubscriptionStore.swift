@@ -400,9 +400,7 @@ public struct MailSubscriptionStore {
     /// Its stored credentials are erased: nothing calls back with them any more.
     public func markUnsubscribed(recordID: Int64, generation: Int64) throws {
         try database.transaction {
-            try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND generation = \(generation)")
-            try database.execute("DELETE FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)")
-            try database.execute("DELETE FROM MailCredentialsFresh WHERE record_id = \(recordID) AND generation = \(generation)")
+            try CredentialErasure(database: database).endSubscription(recordID: recordID, generation: generation)
         }
     }
 
