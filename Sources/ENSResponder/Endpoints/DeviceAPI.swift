@@ -276,7 +276,8 @@ enum DeviceAPI {
         let opener = SealedPayload(key: try operation.store.privateKey(of: operation.record), maximumBlocks: SealedParameter.maximumBlocks)
         let credentials = try exchangeCredentials(try opener.object(sealed))
         let registrar = context.services.mailBackends.registrar(of: operation.record.backend)
-        let stored = try registrar?.offerCredentials(credentials, record: operation.record, endpoint: endpoint, context: context) ?? false
+        let stored = try registrar?.offerCredentials(credentials, record: operation.record, endpoint: endpoint, device: device.tokenHash,
+                                                     context: context) ?? false
         return [("credentials", stored ? "Stored" : "Unused")]
     }
 

@@ -88,14 +88,15 @@ public struct ExchangeRegistrar: MailboxRegistering {
         switch try attempt.prove(ewsURL: own.url, credentials: credentials, version: version) {
         case .proven:
             // Proven just now: the subscription's next callback takes them.
-            _ = try offer(credentials, record: request.record, endpoint: liveEndpoint, context: context)
+            _ = try offer(credentials, record: request.record, endpoint: liveEndpoint, device: request.presenter.tokenHash, context: context)
             return .proven(endpoint: liveEndpoint)
         case .refused(let outcome):
             return outcome
         }
     }
 
-    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool {
+    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, device: [UInt8],
+                                 context: RequestContext) throws -> Bool {
         let ews: EWSCredentials
         switch credentials.method {
         case .basic(let userName, let password): ews = EWSCredentials(method: .basic(userName: userName, password: password), mailbox: nil)
@@ -105,13 +106,14 @@ public struct ExchangeRegistrar: MailboxRegistering {
             guard let identity = try? ClientIdentity(pkcs12: pkcs12, password: password) else { throw APIError.sealedParameterRejected }
             ews = EWSCredentials(method: .certificate(identity), mailbox: nil)
         }
-        return try offer(ews, record: record, endpoint: endpoint, context: context)
+        return try offer(ews, record: record, endpoint: endpoint, device: device, context: context)
     }
 
     /// Seals `credentials` to the live subscription's box key (`CredentialBox`) and
     /// leaves them for its next callback; false when the record has no keyed
-    /// subscription at `endpoint`, the server the credentials were proven at.
-    private func offer(_ credentials: EWSCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool {
+    /// subscription at `endpoint`, the server the credentials were proven at. `device`
+    /// supplied them (its token hash).
+    private func offer(_ credentials: EWSCredentials, record: UserRecord, endpoint: String, device: [UInt8], context: RequestContext) throws -> Bool {
         let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
         let generation: Int64
         let publicKey: [UInt8]
@@ -126,7 +128,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
         }
         let box = try CredentialBox.seal(CallbackPayload(credentials: credentials).encoded, to: P256PublicKey(bytes: publicKey),
                                          recordID: record.id, generation: generation)
-        try store.offerFreshCredentials(recordID: record.id, generation: generation, box: box, now: .now())
+        try store.offerFreshCredentials(recordID: record.id, generation: generation, box: box, suppliedBy: device, now: .now())
         return true
     }
 
@@ -197,7 +199,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
         let boxKey = try P256KeyAgreementKey.generate()
         let stored = try StoredCredentials(credentials: CallbackPayload(credentials: credentials).encoded, boxKey: boxKey)
         try store.storeCredentials(recordID: request.record.id, generation: generation, sealed: seal.seal(stored.encoded),
-                                   boxPublicKey: boxKey.publicKey.x963, now: now)
+                                   boxPublicKey: boxKey.publicKey.x963, suppliedBy: request.presenter.tokenHash, now: now)
 
         // 5. Subscribe, in the version the proof found the server accepts.
         let subscription: PushSubscription

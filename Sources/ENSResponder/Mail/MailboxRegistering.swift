@@ -24,12 +24,15 @@ public protocol MailboxRegistering: Sendable {
     /// Leaves new credentials for the record's live subscription, for its next callback
     /// to take (a check-in's `creds`): false when the subscription cannot take them (it
     /// keeps none, as Graph's, or is not live), or when it is not at `endpoint`, the
-    /// server the offering device proved itself at.
-    func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool
+    /// server the offering device proved itself at. `device` is the offering device's
+    /// token hash: the credentials go when it leaves the record.
+    func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, device: [UInt8], context: RequestContext) throws -> Bool
 }
 
 extension MailboxRegistering {
-    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool { false }
+    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, device: [UInt8], context: RequestContext) throws -> Bool {
+        false
+    }
 }
 
 /// One registration's mailbox, as the device API hands it to a backend.
