@@ -87,11 +87,14 @@ public struct HTTPClientConfiguration: Sendable {
     /// and has the proxy CONNECT to the address checked (TLS still verifies the host
     /// name). The proxy's own address is not checked: the operator named it.
     public var proxy: String?
+    /// The local address connections are made from (an IP address); nil: the one the
+    /// kernel picks. Tests use it to be a second client (127.0.0.2) on loopback.
+    public var localAddress: String?
 
     public init(caBundlePath: String? = nil, connectTimeout: Duration = .seconds(3), totalTimeout: Duration = .seconds(10),
                 preferHTTP2: Bool = true, connectTo: [String] = [], destinationPolicy: DestinationPolicy? = nil,
                 maximumResponseBytes: Int = 16 << 20, lowSpeedBytesPerSecond: Int = 0, lowSpeedTime: Duration = .zero,
-                proxy: String? = nil) {
+                proxy: String? = nil, localAddress: String? = nil) {
         self.caBundlePath = caBundlePath
         self.connectTimeout = connectTimeout
         self.totalTimeout = totalTimeout
@@ -102,6 +105,7 @@ public struct HTTPClientConfiguration: Sendable {
         self.lowSpeedBytesPerSecond = lowSpeedBytesPerSecond
         self.lowSpeedTime = lowSpeedTime
         self.proxy = proxy
+        self.localAddress = localAddress
     }
 }
 
@@ -199,6 +203,8 @@ public final class HTTPClient {
                 if request.connectionKey != lastConnectionKey { options.set(CURLOPT_FRESH_CONNECT, 1) }
             }
             if connectToList != nil { options.set(CURLOPT_CONNECT_TO, pointer: UnsafeRawPointer(connectToList)) }
+            // "host!": an address to bind, never an interface name looked up.
+            if let localAddress = configuration.localAddress { options.set(CURLOPT_INTERFACE, string: "host!" + localAddress) }
             if let certificate = request.clientCertificate { options.clientCertificate(certificate) }
             options.set(CURLOPT_HTTP_VERSION, configuration.preferHTTP2 ? Int(CURL_HTTP_VERSION_2TLS) : Int(CURL_HTTP_VERSION_1_1))
             options.verifyTLS(caBundlePath: configuration.caBundlePath)

@@ -12,9 +12,13 @@ public struct Request: Sendable {
     public var parameters: Parameters
     /// The raw body, for routes that take XML (the Exchange callback); empty otherwise.
     public var body: [UInt8]
+    /// The client's address as the web server saw it (`REMOTE_ADDR`; behind a load
+    /// balancer, what the web server's real-IP configuration made of it), nil when it
+    /// sent none. Used only by the proof throttle, never logged (docs/security.md).
+    public var clientAddress: String?
 
     public init(method: String, path: String, query: String = "", apiToken: String? = nil, badge: Bool? = nil, development: Bool? = nil,
-                parameters: Parameters = Parameters(), body: [UInt8] = []) {
+                parameters: Parameters = Parameters(), body: [UInt8] = [], clientAddress: String? = nil) {
         self.method = method
         self.path = path
         self.query = query
@@ -23,6 +27,7 @@ public struct Request: Sendable {
         self.development = development
         self.parameters = parameters
         self.body = body
+        self.clientAddress = clientAddress
     }
 }
 

@@ -338,8 +338,10 @@ struct Jobs {
             "records.empty": "\(counts.emptyRecords)", "ewsurlcache.expired": "\(counts.expiredURLCache)",
             "events.forgotten": "\(counts.forgottenEvents)", "notifications.content_erased": "\(counts.expiredContent)",
             "notifications.removed": "\(counts.oldNotifications)", "credentials.abandoned": "\(counts.abandonedCredentials)",
+            "proof_failures.expired": "\(counts.expiredProofFailures)",
+            "subscriptions.ended_with_supplier": "\(counts.subscriptionsEndedWithSupplier)",
         ])
-        print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned registrations' credentials erased")
+        print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned registrations' credentials erased; \(counts.expiredProofFailures) expired proof failure counts removed; \(counts.subscriptionsEndedWithSupplier) subscriptions ended with the device that supplied their credentials")
     }
 
     func renew() throws {

@@ -110,6 +110,24 @@ struct GraphTests {
         #expect(TestStack.eventually(within: 20) { !user.pushes(to: second, subject: "Two devices").isEmpty && !user.pushes(to: user.token, subject: "Two devices").isEmpty })
     }
 
+    /// Forged Graph tokens from one address hold that device and that address (429,
+    /// Graph not asked), never the mailbox: the owner's new device on another network
+    /// (127.0.0.2) still joins with its own token.
+    @Test func forgedTokensHoldTheirDeviceAndAddressNotTheMailbox() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let forger = TestSecrets.apnsToken()
+        for attempt in 0..<5 {
+            let refused = try user.register(with: api, token: forger, accessToken: "eyJforged.\(attempt).x")
+            #expect(refused.json["responseCode"] == "ExchangeAuthFailed", "\(refused.bodyText)")
+        }
+        #expect(try user.register(with: api, token: forger, accessToken: "eyJforged.5.x").status == 429)
+        #expect(try user.register(with: api, token: TestSecrets.apnsToken(), accessToken: "eyJforged.6.x").status == 429)
+        let elsewhere = try DeviceClient(token: api.token, from: "127.0.0.2")
+        let phone = TestSecrets.apnsToken()
+        let joined = try user.register(with: elsewhere, token: phone, accessToken: try GraphSimulator.userToken(user.user.email))
+        #expect(joined.json["responseCode"] == "UserUpdated", "\(joined.status) \(joined.bodyText)")
+    }
+
     @Test func aNewRegistrationOfTheSameMailboxKeepsItsLiveSubscription() throws {
         let user = try GraphMailboxUser.register(with: api)
         let first = try subscriptionID(user)

@@ -177,6 +177,9 @@ struct PrivateNotificationTests {
     /// `preview`, and Apple saw the next subject in clear.)
     @Test func aChangedPushTokenKeepsThePrivacyModeContentAndHistory() throws {
         let user = try RegisteredUser.register(with: api)
+        // The user's first device must not be sent these private mails in clear (the
+        // secret scan checks every push the simulators accepted).
+        #expect(try sealed(user, "/updateprivacy", ["pushToken": user.token, "privacy": "generic"]).json["responseCode"] == "UpdateSuccess")
         let key = try DeviceKey.make()
         let oldToken = TestSecrets.apnsToken()
         #expect(try user.register(with: api, token: oldToken, extra: ["privacy": "encrypted", "privacyKey": key.pointBase64]).json["privacy"] == "encrypted")

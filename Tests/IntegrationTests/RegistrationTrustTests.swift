@@ -180,18 +180,56 @@ struct RegistrationTrustTests {
         #expect(okSubscription.count == 1)
     }
 
-    @Test func failedProofsAreThrottledPerRecordWithoutAskingExchange() throws {
+    /// Requests the simulator refused for wrong credentials so far (401): each one a
+    /// wrong password the mailbox's directory counts towards locking the account.
+    func refusedCredentials() throws -> Int {
+        try ExchangeSimulator.requests().filter { ($0["status"] as? Int) == 401 }.count
+    }
+
+    /// An attacker with the app's ApiToken hammers a subscribed user's record with
+    /// wrong passwords, first from one device, then inventing a new device token for
+    /// every try, all from one address (127.0.0.1). They get 429 at their device and
+    /// at their address without Exchange being asked, so the wrong passwords that reach
+    /// the mailbox stay bounded; the owner still joins a new device from another
+    /// network (127.0.0.2, through the same nginx) and re-registers their own device
+    /// from the attacker's address.
+    @Test func badProofsAreHeldAtTheAttackersDeviceAndAddressWhileTheOwnerStillRegisters() throws {
         let victim = try subscribedVictim()
+        let refusedBefore = try refusedCredentials()
+        let attackerDevice = TestSecrets.apnsToken()
         for attempt in 0..<5 {
-            let answer = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), password: "guess-\(attempt)"))
+            let answer = try register(victim, creds: victim.creds(token: attackerDevice, password: "guess-\(attempt)"))
             #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
         }
+        let reachedExchange = try refusedCredentials() - refusedBefore
+        #expect(reachedExchange >= 5)
         let asked = try ExchangeSimulator.requests().count
-        let throttled = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken()))
+        let throttled = try register(victim, creds: victim.creds(token: attackerDevice, password: "guess-5"))
         #expect(throttled.status == 429)
         #expect(throttled.json["responseCode"] == "TooManyRequests")
         #expect(throttled.retryAfter != nil)
+        // A new device token per try changes nothing: the address has had its five.
+        for attempt in 0..<5 {
+            let answer = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), password: "fresh-device-\(attempt)"))
+            #expect(answer.status == 429)
+        }
         #expect(try ExchangeSimulator.requests().count == asked)
+        #expect(try refusedCredentials() - refusedBefore == reachedExchange)
+
+        // The owner's new phone on another network joins, proving itself at Exchange.
+        let ownerElsewhere = try DeviceClient(token: api.token, from: "127.0.0.2")
+        let ownerPhone = TestSecrets.apnsToken()
+        let joined = try victim.register(with: ownerElsewhere, token: ownerPhone)
+        #expect(joined.json["responseCode"] == "UserUpdated", "\(joined.status) \(joined.bodyText)")
+        #expect(try deviceCount(victim.user) == 2)
+        // The owner's registered device re-registers even from the attacker's address.
+        let again = try register(victim, creds: victim.creds(token: victim.token))
+        #expect(again.json["responseCode"] == "UserAlreadySubscribed", "\(again.status)")
+        // The attacker's device stays held, from any address.
+        let moved = try victim.register(with: ownerElsewhere, token: attackerDevice, creds: victim.creds(token: attackerDevice, password: "guess-6"))
+        #expect(moved.status == 429)
+        #expect(try refusedCredentials() - refusedBefore == reachedExchange)
+        try expectMailStillDelivered(victim, subject: "Still the owner's")
         // Another record is not affected.
         _ = try subscribedVictim()
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # After the test suite: dump the database and read every log; none may contain any of
 # the secrets the tests handed to the server (emails, passwords, OAuth tokens, APNs
-# tokens, sync keys, client certificates and their private keys, callback URLs' keys),
+# tokens, sync keys, client certificates and their private keys, callback URLs' keys,
+# and the sealed bytes of stored credentials that were erased: CredentialErasureTests),
 # listed one per line in $ENS_VAR/test-secrets.txt; and the push
 # simulators' records may not contain what was meant for private-mode devices only
 # ($ENS_VAR/private-secrets.txt).

@@ -28,6 +28,9 @@ public struct Vault: Sendable {
     /// its device by instead of the address's hash.
     private let deviceSecretKey: [UInt8]
     private let pushTagKey: [UInt8]
+    /// Names the proof throttle's rows (`ProofThrottle`): keyed, so a database reader
+    /// cannot test a guessed client address or device against them.
+    let proofThrottleKey: [UInt8]
 
     public init(masterKey: AESGCMKey) {
         privateKeys = masterKey.derived(label: "ens/v1/private-key")
@@ -46,6 +49,7 @@ public struct Vault: Sendable {
         rowBindingKey = masterKey.derivedBytes(label: "ens/v1/row-binding")
         deviceSecretKey = masterKey.derivedBytes(label: "ens/v1/device-secret")
         pushTagKey = masterKey.derivedBytes(label: "ens/v1/push-tag")
+        proofThrottleKey = masterKey.derivedBytes(label: "ens/v1/proof-throttle")
     }
 
     // MARK: RSA private keys

@@ -83,6 +83,10 @@ public struct Maintenance {
         public var expiredContent = 0
         public var oldNotifications = 0
         public var abandonedCredentials = 0
+        public var expiredProofFailures = 0
+        /// Live subscriptions ended because the device that supplied their credentials
+        /// was reaped (the credentials erased with it).
+        public var subscriptionsEndedWithSupplier = 0
     }
 
     /// How long the new-mail events a backend delivered are remembered against
@@ -92,9 +96,14 @@ public struct Maintenance {
     public func reap() throws -> ReapCounts {
         var counts = ReapCounts()
         let devices = Self.deviceBatchSize
-        counts.staleDevices = try inBatches("DELETE FROM Devices WHERE last_checkin_at < \(ago(policy.deviceRetention)) LIMIT \(devices)",
+        let stale = try reapSuppliers(disabled: false, cutoff: ago(policy.deviceRetention))
+        let disabled = try reapSuppliers(disabled: true, cutoff: ago(policy.disabledRetention))
+        counts.subscriptionsEndedWithSupplier = stale.ended + disabled.ended
+        counts.staleDevices = stale.devices
+        counts.disabledDevices = disabled.devices
+        counts.staleDevices += try inBatches("DELETE FROM Devices WHERE last_checkin_at < \(ago(policy.deviceRetention)) LIMIT \(devices)",
                                             "stale devices removed", limit: devices)
-        counts.disabledDevices = try inBatches("DELETE FROM Devices WHERE disabled_at < \(ago(policy.disabledRetention)) LIMIT \(devices)",
+        counts.disabledDevices += try inBatches("DELETE FROM Devices WHERE disabled_at < \(ago(policy.disabledRetention)) LIMIT \(devices)",
                                                "rejected devices removed", limit: devices)
         let limit = Self.batchSize
         // Records with no devices: found by id in batches (a multi-table DELETE takes no LIMIT).
@@ -119,6 +128,9 @@ public struct Maintenance {
             if ids.count < limit { break }
         }
         counts.expiredURLCache = try inBatches("DELETE FROM EWSUrlCache WHERE expires_at < \(now.databaseString) LIMIT \(limit)", "expired URL cache rows removed")
+        // Failed-proof counts whose window ended (the longest window is a day).
+        counts.expiredProofFailures = try inBatches("DELETE FROM ProofFailures WHERE window_started_at < \(ago(.seconds(86400))) LIMIT \(limit)",
+                                                    "expired proof failure counts removed")
         counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)", "old Graph event ids forgotten")
         // Credentials stored for a registration attempt that never became the live
         // subscription (it failed, or its responder died between Subscribe and commit):
@@ -134,8 +146,58 @@ public struct Maintenance {
             DELETE f FROM MailCredentialsFresh f JOIN EnsSubscriptionInfo s ON s.id = f.record_id
             WHERE f.generation <> s.generation AND f.created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
             """).affectedRows
+        // Fresh credentials whose device never became (or is no longer) one of the
+        // record's: a registration that proved itself but was never recorded. Past the
+        // pending window no callback will take them (`storedCredentials` skips them).
+        counts.abandonedCredentials += try database.execute("""
+            DELETE FROM MailCredentialsFresh
+            WHERE supplied_by IS NOT NULL AND created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
+              AND NOT EXISTS (SELECT 1 FROM Devices d WHERE d.subscription_row = MailCredentialsFresh.record_id AND d.token_hash = MailCredentialsFresh.supplied_by)
+            """).affectedRows
         try reapNotificationLog(&counts)
         return counts
+    }
+
+    /// The stale (or long disabled) devices that supplied stored credentials, the live
+    /// ones or fresh ones waiting: each removed with what it supplied in one transaction
+    /// (`CredentialErasure.deviceLeft`), so a password or an OAuth grant never outlives
+    /// the device that gave it. Few (at most one current supplier per subscription), found
+    /// through the devices' own index; the batch DELETEs after take every other device.
+    /// Each is re-checked under its row lock: one that checked in meanwhile stays.
+    private func reapSuppliers(disabled: Bool, cutoff: String) throws -> (devices: Int, ended: Int) {
+        let supplies = """
+            (EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = d.subscription_row AND c.supplied_by = d.token_hash) \
+            OR EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = d.subscription_row AND f.supplied_by = d.token_hash))
+            """
+        let found: [Row]
+        if disabled {
+            found = try database.query("SELECT d.id FROM Devices d WHERE d.disabled_at < \(cutoff) AND \(unsafe: supplies)")
+        } else {
+            found = try database.query("SELECT d.id FROM Devices d WHERE d.last_checkin_at < \(cutoff) AND \(unsafe: supplies)")
+        }
+        var removed = (devices: 0, ended: 0)
+        for id in try found.map({ try $0.decode(Int64.self) }) {
+            let (gone, ended) = try database.transaction { () throws -> (Bool, Bool) in
+                let row: Row?
+                if disabled {
+                    row = try database.queryOne("SELECT subscription_row, token_hash FROM Devices WHERE id = \(id) AND disabled_at < \(cutoff) FOR UPDATE")
+                } else {
+                    row = try database.queryOne("SELECT subscription_row, token_hash FROM Devices WHERE id = \(id) AND last_checkin_at < \(cutoff) FOR UPDATE")
+                }
+                guard let row else { return (false, false) }
+                let (recordID, tokenHash) = try row.decode(Int64.self, [UInt8].self)
+                try database.execute("DELETE FROM Devices WHERE id = \(id)")
+                return (true, try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: tokenHash))
+            }
+            if gone { removed.devices += 1 }
+            if ended { removed.ended += 1 }
+        }
+        if removed.devices > 0 {
+            logger.info("devices that supplied stored credentials reaped with them", metadata: [
+                "devices": "\(removed.devices)", "subscriptions.ended": "\(removed.ended)",
+            ])
+        }
+        return removed
     }
 
     /// The notification log (rows of removed devices went with them): `secure` content

@@ -25,10 +25,16 @@ public struct HeartbeatKeeper: SubscriptionKeeping {
         self.backend = backend
     }
 
+    /// A lapsed subscription's stored credentials are erased with the lapse, in one
+    /// transaction: the devices are woken to register again, which brings fresh ones,
+    /// and nothing should keep a password or an OAuth grant meanwhile. The lapse is
+    /// re-checked under the row's lock, so a registration that has just made a new
+    /// subscription live is not marked lapsed.
     public func keep(_ maintenance: Maintenance) throws -> Int {
         let database = maintenance.database
         let nowText = maintenance.now.databaseString
         let grace = maintenance.policy.subscriptionGrace.wholeSeconds
+        let erasure = CredentialErasure(database: database)
         var lapsed = 0
         var lastID: Int64 = 0
         while true {
@@ -40,7 +46,17 @@ public struct HeartbeatKeeper: SubscriptionKeeping {
                 ORDER BY id LIMIT \(Maintenance.batchSize)
                 """).map { try $0.decode(Int64.self) }
             for recordID in ids {
-                lapsed += try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND registered = 1").affectedRows
+                lapsed += try database.transaction {
+                    guard let generation = try database.queryOne("""
+                        SELECT generation FROM EnsSubscriptionInfo
+                        WHERE id = \(recordID) AND registered = 1 AND mail_backend = \(backend)
+                          AND (last_callback_at IS NULL
+                               OR last_callback_at < \(nowText) - INTERVAL (heartbeat_minutes * 60 + \(grace)) SECOND)
+                        FOR UPDATE
+                        """)?.decode(Int64.self) else { return 0 }
+                    try erasure.endSubscription(recordID: recordID, generation: generation)
+                    return 1
+                }
             }
             guard let last = ids.last, ids.count == Maintenance.batchSize else { return lapsed }
             lastID = last

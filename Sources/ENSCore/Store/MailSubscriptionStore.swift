@@ -2,9 +2,9 @@ public import MariaDB
 internal import OpenSSL
 
 /// The SQL behind every mail backend's registrations and callbacks: a record's
-/// subscription (which backend, its generations, its heartbeat), the proof throttle,
-/// the devices a new-mail callback notifies and the per-minute push cap. Credentials
-/// never pass through here.
+/// subscription (which backend, its generations, its heartbeat), the devices a
+/// new-mail callback notifies and the per-minute push cap (the proof throttle is
+/// `ProofThrottle`). Credentials never pass through here.
 public struct MailSubscriptionStore {
     public let database: any SQLDatabase
     public let vault: Vault
@@ -159,24 +159,30 @@ public struct MailSubscriptionStore {
 
     /// Stores an attempt's credentials, sealed with its `CredentialSeal`, and the public
     /// half of its box key, before it subscribes: the mail server may call back as soon
-    /// as the subscription exists.
-    public func storeCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], boxPublicKey: [UInt8], now: Timestamp) throws {
+    /// as the subscription exists. `suppliedBy` is the registering device's token hash:
+    /// the credentials are erased when that device leaves the record (`CredentialErasure`).
+    public func storeCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], boxPublicKey: [UInt8], suppliedBy: [UInt8],
+                                 now: Timestamp) throws {
         let mac = binding.boxKey(recordID: recordID, generation: generation, publicKey: boxPublicKey)
         try database.execute("""
-            INSERT INTO MailCredentials (record_id, generation, sealed, box_public_key, box_key_mac, created_at)
-            VALUES (\(recordID), \(generation), \(sealed), \(boxPublicKey), \(mac), \(now.databaseString))
+            INSERT INTO MailCredentials (record_id, generation, sealed, box_public_key, box_key_mac, supplied_by, created_at)
+            VALUES (\(recordID), \(generation), \(sealed), \(boxPublicKey), \(mac), \(suppliedBy), \(now.databaseString))
             ON DUPLICATE KEY UPDATE sealed = VALUES(sealed), box_public_key = VALUES(box_public_key), box_key_mac = VALUES(box_key_mac),
-                created_at = VALUES(created_at)
+                supplied_by = VALUES(supplied_by), created_at = VALUES(created_at)
             """)
     }
 
     /// One subscription's sealed credentials and the newest fresh credentials left for
     /// it (with their row id), in one round trip; nil when none are stored (a superseded
-    /// or abandoned attempt, or a deleted record).
+    /// or abandoned attempt, or a deleted record). Fresh credentials count only once the
+    /// device that offered them is registered on the record: a registration that proved
+    /// itself but was never recorded leaves nothing that gets used (`ens-cron reap`
+    /// erases such rows).
     public func storedCredentials(recordID: Int64, generation: Int64) throws -> (sealed: [UInt8], fresh: (id: Int64, box: [UInt8])?)? {
         guard let row = try database.queryOne("""
             SELECT c.sealed, f.id, f.box FROM MailCredentials c
             LEFT JOIN MailCredentialsFresh f ON f.record_id = c.record_id AND f.generation = c.generation
+              AND (f.supplied_by IS NULL OR EXISTS (SELECT 1 FROM Devices d WHERE d.subscription_row = f.record_id AND d.token_hash = f.supplied_by))
             WHERE c.record_id = \(recordID) AND c.generation = \(generation)
             ORDER BY f.id DESC LIMIT 1
             """) else { return nil }
@@ -211,12 +217,13 @@ public struct MailSubscriptionStore {
 
     /// Leaves fresh credentials, sealed to the subscription's box key, for its next callback.
     /// A refusal of the token endpoint is forgotten: the device did what its check-in
-    /// was told (docs/api.md), and these are tried at the next callback.
-    public func offerFreshCredentials(recordID: Int64, generation: Int64, box: [UInt8], now: Timestamp) throws {
+    /// was told (docs/api.md), and these are tried at the next callback. `suppliedBy`
+    /// is the offering device's token hash (`CredentialErasure`).
+    public func offerFreshCredentials(recordID: Int64, generation: Int64, box: [UInt8], suppliedBy: [UInt8], now: Timestamp) throws {
         try database.transaction {
             try database.execute("""
-                INSERT INTO MailCredentialsFresh (record_id, generation, box, created_at)
-                VALUES (\(recordID), \(generation), \(box), \(now.databaseString))
+                INSERT INTO MailCredentialsFresh (record_id, generation, box, supplied_by, created_at)
+                VALUES (\(recordID), \(generation), \(box), \(suppliedBy), \(now.databaseString))
                 """)
             try database.execute("""
                 UPDATE MailCredentials SET refused_at = NULL WHERE record_id = \(recordID) AND generation = \(generation) AND refused_at IS NOT NULL
@@ -227,12 +234,17 @@ public struct MailSubscriptionStore {
     /// Makes fresh credentials current: the stored row re-sealed with them, and every
     /// fresh row up to the one taken erased, in one transaction. A refresh under way
     /// loses its claim and its fence (its answer is for the old credentials, and its
-    /// late write must not replace these), and a refusal is forgotten.
+    /// late write must not replace these), and a refusal is forgotten. The credentials
+    /// now in use are the offering device's: they go when it leaves. (A concurrent
+    /// callback that took the same row first erased it: the supplier it set stays.)
     public func adoptFreshCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], throughFreshID: Int64) throws {
         try database.transaction {
             try database.execute("""
                 UPDATE MailCredentials SET sealed = \(sealed), refresh_claim = NULL, refresh_claim_until = NULL, refused_at = NULL,
-                  refresh_fence = refresh_fence + 1
+                  refresh_fence = refresh_fence + 1,
+                  supplied_by = COALESCE((SELECT f.supplied_by FROM MailCredentialsFresh f
+                                          WHERE f.id = \(throughFreshID) AND f.record_id = \(recordID) AND f.generation = \(generation)),
+                                         supplied_by)
                 WHERE record_id = \(recordID) AND generation = \(generation)
                 """)
             try database.execute("""
@@ -351,36 +363,6 @@ public struct MailSubscriptionStore {
         return max(0, seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
     }
 
-    // MARK: Proof of possession throttle
-
-    /// Whether another proof may be tried for the record: fewer than `limit` failures
-    /// in the current `window`.
-    public func proofAllowed(recordID: Int64, limit: Int, window: Duration, now: Timestamp) throws -> Bool {
-        guard let row = try database.queryOne("""
-            SELECT proof_failures, proof_window_started_at FROM EnsSubscriptionInfo WHERE id = \(recordID)
-            """) else { return true }
-        let (failures, windowStarted) = try row.decode(Int.self, Timestamp?.self)
-        guard let windowStarted, windowStarted.adding(window) > now else { return true }
-        return failures < limit
-    }
-
-    /// Counts a failed proof: the first failure after a window ended opens a new one.
-    public func recordProofFailure(recordID: Int64, window: Duration, now: Timestamp) throws {
-        let windowStart = now.subtracting(window).databaseString
-        try database.execute("""
-            UPDATE EnsSubscriptionInfo SET
-                proof_failures = IF(proof_window_started_at IS NULL OR proof_window_started_at <= \(windowStart), 1, proof_failures + 1),
-                proof_window_started_at = IF(proof_window_started_at IS NULL OR proof_window_started_at <= \(windowStart),
-                                             \(now.databaseString), proof_window_started_at)
-            WHERE id = \(recordID)
-            """)
-    }
-
-    /// A proof succeeded: earlier failures (a mistyped password) no longer count.
-    public func clearProofFailures(recordID: Int64) throws {
-        try database.execute("UPDATE EnsSubscriptionInfo SET proof_failures = 0, proof_window_started_at = NULL WHERE id = \(recordID) AND proof_failures > 0")
-    }
-
     // MARK: Callbacks
 
     public func callbackRecord(id: Int64) throws -> CallbackRecord? {
@@ -430,9 +412,7 @@ public struct MailSubscriptionStore {
     /// Its stored credentials are erased: nothing calls back with them any more.
     public func markUnsubscribed(recordID: Int64, generation: Int64) throws {
         try database.transaction {
-            try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND generation = \(generation)")
-            try database.execute("DELETE FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)")
-            try database.execute("DELETE FROM MailCredentialsFresh WHERE record_id = \(recordID) AND generation = \(generation)")
+            try CredentialErasure(database: database).endSubscription(recordID: recordID, generation: generation)
         }
     }
 

@@ -181,7 +181,8 @@ public struct SubscriptionStore {
     /// Keeps a record at `maximumDevices`: beyond it, devices whose token APNs rejected
     /// go first, then the least recently active (never the one just registered), so one
     /// user cannot fan a callback out without bound while a new phone still registers
-    /// when old ones were never unregistered.
+    /// when old ones were never unregistered. An evicted device takes the credentials it
+    /// supplied with it, as an unregistered one does.
     private func evictBeyondDeviceLimit(recordID: Int64, keeping tokenHash: [UInt8]) throws {
         let devices = try database.query("""
             SELECT id, token_hash FROM Devices WHERE subscription_row = \(recordID)
@@ -189,8 +190,9 @@ public struct SubscriptionStore {
             """)
         guard devices.count > maximumDevices else { return }
         let others = try devices.map { try $0.decode(Int64.self, [UInt8].self) }.filter { !Digest.constantTimeEqual($0.1, tokenHash) }
-        for (id, _) in others.dropFirst(maximumDevices - 1) {
+        for (id, evicted) in others.dropFirst(maximumDevices - 1) {
             try database.execute("DELETE FROM Devices WHERE id = \(id)")
+            try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: evicted)
         }
     }
 
@@ -201,25 +203,31 @@ public struct SubscriptionStore {
     }
 
     /// Removes a device; deletes the record when it was the last one. Returns whether
-    /// the record was deleted.
+    /// the record was deleted. Credentials the device supplied go with it, in the same
+    /// transaction (`CredentialErasure.deviceLeft`: a live subscription running on them
+    /// ends, and the other devices are told to register again).
     @discardableResult
     public func unregister(recordID: Int64, token: DeviceToken) throws -> Bool {
-        try database.transaction {
-            try database.execute("DELETE FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(vault.tokenHash(token))")
+        let tokenHash = vault.tokenHash(token)
+        return try database.transaction {
+            try database.execute("DELETE FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(tokenHash)")
             let remaining = try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID)")?.decode(Int.self) ?? 0
             if remaining == 0 {
                 try database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(recordID)")
                 return true
             }
+            try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: tokenHash)
             return false
         }
     }
 
     /// Replaces `old` by `new` on the device's own row, so everything the device has
     /// stays with it: settings, privacy mode and preview key, the server it is bound to,
-    /// its unfetched secure content and history (sealed to the row's id), its sync key.
-    /// A row `new` already had (registered on its own meanwhile) is dropped with its
-    /// notifications. False when `old` is unknown.
+    /// its unfetched secure content and history (sealed to the row's id), its sync key,
+    /// and the credentials it supplied (the push service gave the same device a new
+    /// token: nobody left). A row `new` already had (registered on its own meanwhile) is
+    /// dropped with its notifications; what it supplied is the same device's and stays.
+    /// False when `old` is unknown.
     public func replaceToken(recordID: Int64, old: DeviceToken, new: DeviceToken, now: Timestamp) throws -> Bool {
         try database.transaction {
             guard let oldDevice = try device(recordID: recordID, token: old, forUpdate: true) else { return false }
@@ -247,6 +255,8 @@ public struct SubscriptionStore {
                     sync_key_sealed = \(syncKey?.sealed), sync_key_expires_at = \(syncKey?.expiresAt)
                 WHERE id = \(oldDevice.id)
                 """)
+            try database.execute("UPDATE MailCredentials SET supplied_by = \(newHash) WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)")
+            try database.execute("UPDATE MailCredentialsFresh SET supplied_by = \(newHash) WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)")
             return true
         }
     }

@@ -80,7 +80,8 @@ enum DeviceAPI {
         guard let mailbox = mailboxAddress(parameters["email"], credentials: credentials, userID: userID) else {
             throw APIError.invalidRequest("Parameter 'email' is required: the mailbox the credentials must open.")
         }
-        let request = MailboxRequest(record: record, mailbox: mailbox, credentials: credentials, protocolVersion: exchangeVersion)
+        let presenter = ProofPresenter(tokenHash: context.services.vault.tokenHash(token), remoteAddress: request.clientAddress)
+        let request = MailboxRequest(record: record, mailbox: mailbox, credentials: credentials, protocolVersion: exchangeVersion, presenter: presenter)
         // A device joins a subscribed record only by proving, at that record's mail
         // server, that its credentials open the mailbox; `force` subscribes anew, and
         // the live subscription stays until the new one exists.
@@ -105,7 +106,7 @@ enum DeviceAPI {
         case .endpointNotTrusted:
             return .ok(.exchangeAuthFailed, [("message", "ewsUrl is not this mailbox's Exchange server.")])
         case .throttled(let retryAfter):
-            var throttled = APIResponse.error(429, .tooManyRequests, "Too many failed attempts for this user; retry later.")
+            var throttled = APIResponse.error(429, .tooManyRequests, "Too many failed attempts from this device or address; retry later.")
             throttled.extraHeaders = [("Retry-After", "\(retryAfter.wholeSeconds)")]
             return throttled
         case .busy:
@@ -297,7 +298,8 @@ enum DeviceAPI {
         // same answer when none is free) as a registration's, so check-ins cannot spend
         // CPU that registrations are kept from spending.
         let offered = try context.services.registrationGate.ifAvailable { () throws -> Bool in
-            try registrar?.offerCredentials(credentials, record: operation.record, endpoint: endpoint, context: context) ?? false
+            try registrar?.offerCredentials(credentials, record: operation.record, endpoint: endpoint, device: device.tokenHash,
+                                                  context: context) ?? false
         }
         guard let stored = offered else {
             context.logger.warning("check-in credentials refused: this process's registration places are all taken")

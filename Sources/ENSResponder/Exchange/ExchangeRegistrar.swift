@@ -73,7 +73,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
             // which proves the credentials on its way.
             return try subscribe(request, client: client, context: context)
         }
-        guard try attempt.proofAllowed() else { return .throttled(retryAfter: settings.proofWindow) }
+        guard try request.proofAllowed(context: context) else { return .throttled(retryAfter: context.settings.exchange.proofWindow) }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
         let own: Endpoint
         switch try attempt.ownEndpoint(credentials: credentials, client: client, now: .now()) {
@@ -88,14 +88,15 @@ public struct ExchangeRegistrar: MailboxRegistering {
         switch try attempt.prove(ewsURL: own.url, credentials: credentials, version: version) {
         case .proven:
             // Proven just now: the subscription's next callback takes them.
-            _ = try offer(credentials, record: request.record, endpoint: liveEndpoint, context: context)
+            _ = try offer(credentials, record: request.record, endpoint: liveEndpoint, device: request.presenter.tokenHash, context: context)
             return .proven(endpoint: liveEndpoint)
         case .refused(let outcome):
             return outcome
         }
     }
 
-    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool {
+    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, device: [UInt8],
+                                 context: RequestContext) throws -> Bool {
         let ews: EWSCredentials
         switch credentials.method {
         case .basic(let userName, let password): ews = EWSCredentials(method: .basic(userName: userName, password: password), mailbox: nil)
@@ -105,13 +106,14 @@ public struct ExchangeRegistrar: MailboxRegistering {
             guard let identity = try? ClientIdentity(pkcs12: pkcs12, password: password) else { throw APIError.sealedParameterRejected }
             ews = EWSCredentials(method: .certificate(identity), mailbox: nil)
         }
-        return try offer(ews, record: record, endpoint: endpoint, context: context)
+        return try offer(ews, record: record, endpoint: endpoint, device: device, context: context)
     }
 
     /// Seals `credentials` to the live subscription's box key (`CredentialBox`) and
     /// leaves them for its next callback; false when the record has no keyed
-    /// subscription at `endpoint`, the server the credentials were proven at.
-    private func offer(_ credentials: EWSCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool {
+    /// subscription at `endpoint`, the server the credentials were proven at. `device`
+    /// supplied them (its token hash).
+    private func offer(_ credentials: EWSCredentials, record: UserRecord, endpoint: String, device: [UInt8], context: RequestContext) throws -> Bool {
         let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
         let generation: Int64
         let publicKey: [UInt8]
@@ -126,14 +128,14 @@ public struct ExchangeRegistrar: MailboxRegistering {
         }
         let box = try CredentialBox.seal(CallbackPayload(credentials: credentials).encoded, to: P256PublicKey(bytes: publicKey),
                                          recordID: record.id, generation: generation)
-        try store.offerFreshCredentials(recordID: record.id, generation: generation, box: box, now: .now())
+        try store.offerFreshCredentials(recordID: record.id, generation: generation, box: box, suppliedBy: device, now: .now())
         return true
     }
 
     private func subscribe(_ request: MailboxRequest, client: EWSClient, context: RequestContext) throws -> MailboxOutcome {
         let attempt = Attempt(request: request, context: context, settings: settings)
         guard let state = try attempt.store.subscriptionState(recordID: request.record.id) else { return .failed }
-        guard try attempt.proofAllowed() else { return .throttled(retryAfter: settings.proofWindow) }
+        guard try request.proofAllowed(context: context) else { return .throttled(retryAfter: context.settings.exchange.proofWindow) }
         guard let credentials = try attempt.credentials() else { return .authenticationFailed }
         // 1. Where the mailbox's EWS lives.
         switch try attempt.ownEndpoint(credentials: credentials, client: client, now: .now()) {
@@ -197,7 +199,7 @@ public struct ExchangeRegistrar: MailboxRegistering {
         let boxKey = try P256KeyAgreementKey.generate()
         let stored = try StoredCredentials(credentials: CallbackPayload(credentials: credentials).encoded, boxKey: boxKey)
         try store.storeCredentials(recordID: request.record.id, generation: generation, sealed: seal.seal(stored.encoded),
-                                   boxPublicKey: boxKey.publicKey.x963, now: now)
+                                   boxPublicKey: boxKey.publicKey.x963, suppliedBy: request.presenter.tokenHash, now: now)
 
         // 5. Subscribe, in the version the proof found the server accepts.
         let subscription: PushSubscription
@@ -244,8 +246,9 @@ enum EndpointResolution {
     case refused(MailboxOutcome)
 }
 
-/// One registration's Exchange conversation: the proof throttle, the credentials in
-/// EWS form, and the proof itself.
+/// One registration's Exchange conversation: the credentials in EWS form, and the
+/// proof itself, whose failures count against the device and address presenting it
+/// (`ProofThrottle`).
 private struct Attempt {
     let request: MailboxRequest
     let context: RequestContext
@@ -261,14 +264,6 @@ private struct Attempt {
     }
 
     let settings: ExchangeSettings
-
-    func proofAllowed() throws -> Bool {
-        // From the context, not the registrar's copy: a reload may have changed the limit.
-        let limits = context.settings.exchange
-        let allowed = try store.proofAllowed(recordID: request.record.id, limit: limits.proofFailureLimit, window: limits.proofWindow, now: .now())
-        if !allowed { context.logger.warning("registration throttled: too many failed proofs", metadata: ["record": "\(request.record.id)"]) }
-        return allowed
-    }
 
     /// Where this device's mailbox is, by its own registration: the `ewsUrl` it names
     /// (https only), else the cached or live Autodiscover answer for its address.
@@ -301,7 +296,7 @@ private struct Attempt {
     }
 
     func recordProofFailure() throws {
-        try store.recordProofFailure(recordID: request.record.id, window: context.settings.exchange.proofWindow, now: .now())
+        try request.recordProofFailure(context: context)
     }
 
     /// The request's credentials in EWS form; nil (a failed proof) for a PKCS#12 bundle
@@ -329,7 +324,7 @@ private struct Attempt {
 
     /// Opens the named mailbox's Inbox (GetFolder) at `ewsURL` with the credentials,
     /// stepping down schema versions while the server refuses them. Success carries
-    /// the version the server accepted; a refusal counts against the record.
+    /// the version the server accepted; a refusal counts against the presenter.
     func prove(ewsURL: String, credentials: EWSCredentials, version start: EWSVersion) throws -> Proof {
         let client = try context.ewsClient()
         var version = start
@@ -354,7 +349,7 @@ private struct Attempt {
                 context.logger.warning("proof of possession failed", metadata: ["error": "\(error)"])
                 return .refused(.failed)
             }
-            try store.clearProofFailures(recordID: request.record.id)
+            try request.recordProofSuccess(context: context)
             return .proven(version)
         }
     }

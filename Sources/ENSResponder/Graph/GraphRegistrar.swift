@@ -41,7 +41,7 @@ public struct GraphRegistrar: MailboxRegistering {
                 guard userPath == live.userPath else {
                     // The token opens a mailbox, but not the one this record watches.
                     context.logger.warning("graph proof: the token belongs to another user than the record's subscription", metadata: ["record": "\(request.record.id)"])
-                    try throttle(context).recordProofFailure(recordID: request.record.id, window: context.settings.exchange.proofWindow, now: .now())
+                    try request.recordProofFailure(context: context)
                     return .authenticationFailed
                 }
                 return .proven(endpoint: GraphSubscriptionStore.endpoint(tenantID: live.tenantID))
@@ -104,18 +104,13 @@ public struct GraphRegistrar: MailboxRegistering {
               let application = context.services.graph?.applications.application(serving: request.mailbox) else {
             return .refused(.authenticationFailed)
         }
-        let throttle = try throttle(context)
-        let window = context.settings.exchange.proofWindow
-        guard try throttle.proofAllowed(recordID: request.record.id, limit: context.settings.exchange.proofFailureLimit, window: window, now: .now()) else {
-            context.logger.warning("registration throttled: too many failed proofs", metadata: ["record": "\(request.record.id)"])
-            return .refused(.throttled(retryAfter: window))
-        }
+        guard try request.proofAllowed(context: context) else { return .refused(.throttled(retryAfter: context.settings.exchange.proofWindow)) }
         let user: GraphUser
         do {
             user = try client.signedInUser(delegatedToken: token, deadline: context.graphDeadline)
         } catch .unauthorized(let status, let code) {
             context.logger.info("graph proof: the access token was refused", metadata: ["http.status": "\(status)", "graph.code": "\(code)"])
-            try throttle.recordProofFailure(recordID: request.record.id, window: window, now: .now())
+            try request.recordProofFailure(context: context)
             return .refused(.authenticationFailed)
         } catch {
             context.logger.warning("graph proof failed", metadata: ["error": "\(error)"])
@@ -123,15 +118,11 @@ public struct GraphRegistrar: MailboxRegistering {
         }
         guard user.owns(mailbox: request.mailbox) else {
             context.logger.warning("graph proof: the token's user is not this mailbox", metadata: ["record": "\(request.record.id)"])
-            try throttle.recordProofFailure(recordID: request.record.id, window: window, now: .now())
+            try request.recordProofFailure(context: context)
             return .refused(.authenticationFailed)
         }
-        try throttle.clearProofFailures(recordID: request.record.id)
+        try request.recordProofSuccess(context: context)
         return .proven(userPath: "users/\(user.id)", application: application)
-    }
-
-    private func throttle(_ context: RequestContext) throws -> MailSubscriptionStore {
-        MailSubscriptionStore(database: context.database, vault: context.services.vault)
     }
 
     /// A registration's Graph work holds one of this process's registration places and

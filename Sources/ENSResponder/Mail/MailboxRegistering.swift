@@ -1,4 +1,5 @@
 public import ENSCore
+internal import Logging
 
 /// What /registerdevicev2 needs from a mail backend (EWS: `ExchangeRegistrar`). Both
 /// operations first prove that the sealed credentials open the named mailbox at its
@@ -23,12 +24,15 @@ public protocol MailboxRegistering: Sendable {
     /// Leaves new credentials for the record's live subscription, for its next callback
     /// to take (a check-in's `creds`): false when the subscription cannot take them (it
     /// keeps none, as Graph's, or is not live), or when it is not at `endpoint`, the
-    /// server the offering device proved itself at.
-    func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool
+    /// server the offering device proved itself at. `device` is the offering device's
+    /// token hash: the credentials go when it leaves the record.
+    func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, device: [UInt8], context: RequestContext) throws -> Bool
 }
 
 extension MailboxRegistering {
-    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, context: RequestContext) throws -> Bool { false }
+    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, device: [UInt8], context: RequestContext) throws -> Bool {
+        false
+    }
 }
 
 /// One registration's mailbox, as the device API hands it to a backend.
@@ -40,12 +44,43 @@ public struct MailboxRequest: Sendable {
     public let credentials: MailCredentials
     /// The client's hint of the server's protocol version (`exchVersion`), if any.
     public let protocolVersion: Int?
+    /// The registering device and the client's address: what failed proofs are counted
+    /// against (`ProofThrottle`).
+    public let presenter: ProofPresenter
 
-    public init(record: UserRecord, mailbox: String, credentials: MailCredentials, protocolVersion: Int?) {
+    public init(record: UserRecord, mailbox: String, credentials: MailCredentials, protocolVersion: Int?, presenter: ProofPresenter) {
         self.record = record
         self.mailbox = mailbox
         self.credentials = credentials
         self.protocolVersion = protocolVersion
+        self.presenter = presenter
+    }
+
+    /// Whether the throttle lets this proof be tried now; a refusal is logged (by
+    /// record, never device or address) and answered without contacting the server.
+    func proofAllowed(context: RequestContext) throws -> Bool {
+        // From the context, not a registrar's copy: a reload may have changed the limit.
+        let limits = context.settings.exchange
+        let verdict = try ProofThrottle(database: context.database, vault: context.services.vault)
+            .verdict(recordID: record.id, presenter: presenter, limit: limits.proofFailureLimit, window: limits.proofWindow, now: .now())
+        guard verdict == .allowed else {
+            context.logger.warning("registration throttled: too many failed proofs", metadata: [
+                "record": "\(record.id)", "held": verdict == .deviceHeld ? "device" : "address",
+            ])
+            return false
+        }
+        return true
+    }
+
+    /// A failed proof: Exchange (or Graph) refused the credentials for this mailbox.
+    func recordProofFailure(context: RequestContext) throws {
+        try ProofThrottle(database: context.database, vault: context.services.vault)
+            .recordFailure(recordID: record.id, presenter: presenter, window: context.settings.exchange.proofWindow, now: .now())
+    }
+
+    /// A proof that held: the device's earlier failures no longer count.
+    func recordProofSuccess(context: RequestContext) throws {
+        try ProofThrottle(database: context.database, vault: context.services.vault).recordSuccess(recordID: record.id, presenter: presenter)
     }
 }
 
@@ -88,7 +123,8 @@ public enum MailboxOutcome: Sendable, Equatable {
     /// A forced registration named a server that is neither the live subscription's,
     /// nor what discovery finds for the address, nor on the operator's list.
     case endpointNotTrusted
-    /// Too many failed proofs for this record lately; the server was not contacted.
+    /// Too many failed proofs lately from this device or this client address for the
+    /// record; the server was not contacted.
     /// Registrations may be tried again after `retryAfter`.
     case throttled(retryAfter: Duration)
     /// Every registration place of this responder process is taken (slow servers):

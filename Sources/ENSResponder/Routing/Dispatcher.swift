@@ -69,7 +69,8 @@ public struct Dispatcher: Sendable {
             method: method, path: path, query: String(decoding: channel.parameter("QUERY_STRING") ?? [], as: UTF8.self), apiToken: apiToken,
             badge: try flagHeader(channel, "HTTP_BADGE"),
             development: try flagHeader(channel, "HTTP_DEVELOPMENT"),
-            parameters: parameters, body: body
+            parameters: parameters, body: body,
+            clientAddress: channel.parameter("REMOTE_ADDR").flatMap { String(validating: $0, as: UTF8.self) }
         )
         return try route.handler(request, context)
     }

@@ -10,9 +10,10 @@ struct DeviceClient {
     let token: String
     let client: HTTPClient
 
-    init(token: String) throws {
+    /// `from`: the local address to connect from (127.0.0.2 is another client to nginx).
+    init(token: String, from localAddress: String? = nil) throws {
         self.token = token
-        self.client = try TestStack.client()
+        self.client = try TestStack.client(from: localAddress)
     }
 
     /// POSTs `parameters` as JSON (default) or as a form.

@@ -26,9 +26,10 @@ enum TestStack {
     static var baseURL: String { "https://localhost:\(port)" }
     static var certificate: String { directory + "/tls/server.crt" }
 
-    /// A client that trusts only the stack's self-signed certificate.
-    static func client(http2: Bool = true) throws -> HTTPClient {
-        try HTTPClient(configuration: HTTPClientConfiguration(caBundlePath: certificate, preferHTTP2: http2))
+    /// A client that trusts only the stack's self-signed certificate; `from` another
+    /// loopback address (127.0.0.2) is another client address to nginx.
+    static func client(http2: Bool = true, from localAddress: String? = nil) throws -> HTTPClient {
+        try HTTPClient(configuration: HTTPClientConfiguration(caBundlePath: certificate, preferHTTP2: http2, localAddress: localAddress))
     }
 
     static func get(_ path: String, client: HTTPClient? = nil) throws -> HTTPResponse {

@@ -1,0 +1,22 @@
+-- ENS schema, version 16: stored credentials live as long as the device that supplied
+-- them (docs/security.md, "The lifecycle").
+--
+-- Until now credentials a device handed over (at registration, or later in a check-in)
+-- stayed in use, and an OAuth grant kept being renewed, after that device unregistered
+-- or was reaped: the person who gave them had left, their password or token had not.
+--   MailCredentials.supplied_by       the token hash (Devices.token_hash) of the device
+--                                     whose credentials these are: the registering
+--                                     device, or the device whose fresh credentials a
+--                                     callback adopted last
+--   MailCredentialsFresh.supplied_by  the device that offered them
+-- When that device leaves the record (unregistered, reaped, evicted beyond
+-- devices.max_per_record), its credentials are erased in the same transaction; if they
+-- were the live subscription's, it ends (registered = 0), and the other devices'
+-- check-ins answer UserRecordPresentNotSubscribed, so they register again with
+-- credentials of their own. /updatedevice keeps the device, so supplied_by follows its
+-- new token. Rows written before this version have no supplier (NULL) and are erased
+-- only by the other rules (a later registration, the subscription lapsing or reported
+-- dead, the record deleted).
+-- Idempotent, like every migration.
+ALTER TABLE MailCredentials ADD COLUMN IF NOT EXISTS supplied_by BINARY(32) NULL;
+ALTER TABLE MailCredentialsFresh ADD COLUMN IF NOT EXISTS supplied_by BINARY(32) NULL;
