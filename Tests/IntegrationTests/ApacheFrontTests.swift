@@ -1,5 +1,6 @@
 import Curl
 import Foundation
+import MariaDB
 import Testing
 
 /// Apache httpd in front (scripts/test.sh's second pass, apache/): its rate limits
@@ -38,7 +39,7 @@ struct ApacheFrontTests {
 
     /// ENS_RATE=20 gives 20 device-API requests per address in 5 s, 10 record creations
     /// per address in 60 s, 20 Exchange callbacks and 20 Graph notifications per
-    /// subscription and 200 of each per address in 10 s.
+    /// callback URL and 200 of each per address in 10 s.
     @Test func rateLimitsAnswerJSON429PerAddressAndPerSubscription() throws {
         try Self.restartApache(["ENS_RATE=20"])
         defer { Self.restoreApache() }
@@ -53,27 +54,67 @@ struct ApacheFrontTests {
         #expect(refused.json["responseCode"] == "TooManyRequests")
         #expect(refused.header("content-type") == "application/json")
 
-        // Callbacks: per subscription (the record id), so one busy subscription does not
-        // hold up the others that Exchange sends from the same address.
-        func callback(_ record: Int) throws -> Int {
-            try TestStack.post("/ews/\(record)/1/AAAA", body: Array("<x/>".utf8), contentType: "text/xml", client: client).status
+        // Callbacks: per callback URL, so one busy subscription does not hold up the
+        // others that Exchange sends from the same address; and a forged path fills a
+        // counter of its own: the same record id in another URL is not refused.
+        func callback(_ path: String) throws -> Int {
+            try TestStack.post(path, body: Array("<x/>".utf8), contentType: "text/xml", client: client).status
         }
-        let busy = try statuses(25) { try callback(4242) }
+        let busy = try statuses(25) { try callback("/ews/4242/1/AAAA") }
         #expect(limited(busy, allowed: 20, ok: 403), "\(busy)")
-        #expect(try callback(4343) == 403)
-        // And per address far above that: 200 in 10 s (26 so far), whichever subscription.
-        let spread = try (0..<180).map { try callback(5000 + $0) }
+        #expect(try callback("/ews/4242/1/AAAB") == 403)
+        // And per address far above that: 200 in 10 s (26 so far), whichever URL.
+        let spread = try (0..<180).map { try callback("/ews/\(5000 + $0)/1/AAAA") }
         #expect(limited(spread, allowed: 174, ok: 403), "\(spread.suffix(10))")
 
         // Graph notifications: per subscription as well, with counters of their own, and
         // refused with a JSON 503, not a 429: Graph backs off from an endpoint that answers
         // 4xx and retries 5xx. (What ENS answers below the limit is its business here.)
         let graph = try statuses(25) {
-            try TestStack.post("/graph/4242/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client).status
+            try TestStack.post("/graph/4242/1/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client).status
         }
         #expect(limited(graph, allowed: 20, ok: graph[0], refused: 503), "\(graph)")
-        let held = try TestStack.post("/graph/4242/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client)
+        let held = try TestStack.post("/graph/4242/1/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client)
         #expect(held.json["responseCode"] == "ServiceUnavailable")
+        #expect(try TestStack.post("/graph/4242/1/AAAB", body: Array("{}".utf8), contentType: "application/json", client: client).status == graph[0])
+        // The sealed form (`r2.`) is limited too, per URL.
+        let sealed = try statuses(25) {
+            try TestStack.post("/graph/r2.AAAA", body: Array("{}".utf8), contentType: "application/json", client: client).status
+        }
+        #expect(limited(sealed, allowed: 20, ok: graph[0], refused: 503), "\(sealed)")
+    }
+
+    /// The attack on the per-subscription limit, through Apache: forged posts at a real
+    /// subscription's record id (ids are sequential) used to share its counter, so
+    /// Exchange's real callbacks were refused and the subscription lapsed. Counters are
+    /// per callback URL now: the flood is refused, the real callback delivers.
+    @Test func forgedPostsAtARecordIDDoNotThrottleItsSubscription() throws {
+        let api = try DeviceClient(token: try TestStack.newToken("apache-forged-callbacks"))
+        let registered = try RegisteredUser.register(with: api)
+        let database = try TestStack.serviceConnection()
+        let row = try #require(try database.queryOne("SELECT id, generation FROM EnsSubscriptionInfo WHERE userid = \(registered.user.userID)"))
+        let (recordID, generation) = try row.decode(Int64.self, Int64.self)
+        try Self.restartApache(["ENS_RATE=20"])
+        defer { Self.restoreApache() }
+        let client = try TestStack.client()
+        let forged = "/ews/\(recordID)/\(generation)/k." + String(repeating: "A", count: 64)
+        let flood = try statuses(25) { try TestStack.post(forged, body: Array("<x/>".utf8), contentType: "text/xml", client: client).status }
+        #expect(limited(flood, allowed: 20, ok: 403), "\(flood)")
+        let callbacks = try ExchangeSimulator.newMail(registered.user.email, subject: "Despite the flood via Apache", fromName: "Ann")
+        #expect(callbacks.first?["httpStatus"] as? Int == 200, "\(callbacks)")
+        #expect(callbacks.first?["subscriptionStatus"] as? String == "OK", "\(callbacks)")
+        #expect(TestStack.eventually(within: 20) { !registered.pushes(to: registered.token, subject: "Despite the flood via Apache").isEmpty })
+        // The counters live on disk (SecDataDir) and are named by the path's hash: the
+        // URL's secret part is in none of their files.
+        let url = try #require(try ExchangeSimulator.subscriptions(of: registered.user.email).last?["url"] as? String)
+        let secret = try #require(url.components(separatedBy: "/ews/k2.").last)
+        let counters = TestStack.directory + "/apache/modsec"
+        let files = try FileManager.default.contentsOfDirectory(atPath: counters)
+        #expect(!files.isEmpty)
+        for name in files {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: counters + "/" + name))
+            #expect(bytes.range(of: Data(secret.prefix(40).utf8)) == nil, "\(name) holds the callback URL")
+        }
     }
 
     /// mod_fcgid starts ens-fcgi itself (the listening socket on descriptor 0), and plain
