@@ -84,6 +84,8 @@ init_secrets() {
   [ -s "$VAR/secrets/db-service.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-service.password"
   [ -s "$VAR/secrets/db-migrate.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-migrate.password"
   [ -s "$VAR/secrets/master.key" ] || openssl rand -hex 32 > "$VAR/secrets/master.key"
+  # The bearer token GET /metrics asks of its scraper (metrics.token_file).
+  [ -s "$VAR/secrets/metrics.token" ] || openssl rand -hex 32 > "$VAR/secrets/metrics.token"
   # Certificate auth for one more bundle id: a local CA the APNs simulator trusts, and
   # a client certificate whose UID is the bundle id, as PKCS#12 with a password.
   if [ ! -s "$VAR/secrets/apns-cert-com.example.certapp.p12" ]; then
@@ -204,6 +206,7 @@ graph.tenant.fabrikam.client_id = $GRAPH_CLIENT_ID
 graph.tenant.fabrikam.certificate_file = $VAR/secrets/graph-app.crt
 graph.tenant.fabrikam.key_file = $VAR/secrets/graph-app.key
 metrics.dir = $VAR/run/metrics
+metrics.token_file = $VAR/secrets/metrics.token
 # Exchange: the local simulator stands in for every Exchange host name (CONNECT_TO);
 # TLS is still verified, against the simulator's own CA.
 exchange.callback_url = https://localhost:$PORT/ews/
@@ -401,7 +404,8 @@ apache_render() {
       # and the Graph application's certificate and key (as root: group root, which the
       # stack's other secrets do not get).
       chmod 750 "$VAR/secrets"
-      chmod 640 "$VAR/secrets/master.key" "$VAR/secrets/db-service.password" "$VAR/secrets/graph-app.crt" "$VAR/secrets/graph-app.key"
+      chmod 640 "$VAR/secrets/master.key" "$VAR/secrets/db-service.password" "$VAR/secrets/graph-app.crt" "$VAR/secrets/graph-app.key" \
+        "$VAR/secrets/metrics.token"
       # One worker of one thread per process (mod_fcgid sends one request at a time),
       # and metrics of its own, apart from the pool's.
       mkdir -p "$VAR/run/metrics-apache"; chmod 770 "$VAR/run/metrics-apache"

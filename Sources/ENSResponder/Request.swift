@@ -6,6 +6,8 @@ public struct Request: Sendable {
     /// The query string as sent (still percent-encoded); the device API ignores it.
     public var query: String
     public var apiToken: String?
+    /// The `Authorization` header, read only for routes that ask for it (/metrics).
+    public var authorization: String?
     /// `badge: 1` / `development: 1` headers; nil when the header was absent.
     public var badge: Bool?
     public var development: Bool?
@@ -13,12 +15,13 @@ public struct Request: Sendable {
     /// The raw body, for routes that take XML (the Exchange callback); empty otherwise.
     public var body: [UInt8]
 
-    public init(method: String, path: String, query: String = "", apiToken: String? = nil, badge: Bool? = nil, development: Bool? = nil,
-                parameters: Parameters = Parameters(), body: [UInt8] = []) {
+    public init(method: String, path: String, query: String = "", apiToken: String? = nil, authorization: String? = nil, badge: Bool? = nil,
+                development: Bool? = nil, parameters: Parameters = Parameters(), body: [UInt8] = []) {
         self.method = method
         self.path = path
         self.query = query
         self.apiToken = apiToken
+        self.authorization = authorization
         self.badge = badge
         self.development = development
         self.parameters = parameters

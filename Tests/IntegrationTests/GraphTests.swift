@@ -177,7 +177,7 @@ struct GraphTests {
         #expect(bogus.status == 202)
         Thread.sleep(forTimeInterval: 1)
         #expect(user.pushes(to: user.token).isEmpty, "no forged item reached the device")
-        let metrics = try TestStack.get("/metrics").bodyText
+        let metrics = try TestStack.metrics().bodyText
         #expect(metrics.contains(#"ens_mail_events_total{backend="graph",outcome="dropped_client_state"}"#))
     }
 
@@ -202,7 +202,7 @@ struct GraphTests {
         #expect(TestStack.eventually(within: 20) { user.pushes(to: user.token, subject: "Twice sent").count >= 3 })
         Thread.sleep(forTimeInterval: 2)
         #expect(user.pushes(to: user.token, subject: "Twice sent").count == 3, "each message once, though Graph sent each twice")
-        let metrics = try TestStack.get("/metrics").bodyText
+        let metrics = try TestStack.metrics().bodyText
         #expect(metrics.contains(#"ens_mail_events_total{backend="graph",outcome="duplicate"}"#))
     }
 
