@@ -28,13 +28,17 @@ struct ApacheFrontTests {
         try (0..<count).map { _ in try request() }
     }
 
-    /// `allowed` answers `ok`, then at most two more may still pass (mod_security2 stores a
-    /// request's count once its answer is sent, so the next request can read the count
-    /// before it), then every one is `refused`. Refused requests count too.
+    /// `allowed` answers `ok`, then at most five more may still pass, then every one is
+    /// `refused`. Refused requests count too. The slack: mod_security2 stores a request's
+    /// count once its answer is sent, so the next request can read the count before it,
+    /// and two requests that overlap in different Apache processes both read the same
+    /// count and store the same next one, so an increment can be lost (it has no atomic
+    /// update); on a loaded host four got through.
     func limited(_ statuses: [Int], allowed: Int, ok: Int, refused: Int = 429) -> Bool {
-        ok != refused && statuses.count > allowed + 2 && statuses.prefix(allowed).allSatisfy { $0 == ok }
-            && statuses.dropFirst(allowed).prefix(2).allSatisfy { $0 == ok || $0 == refused }
-            && statuses.dropFirst(allowed + 2).allSatisfy { $0 == refused }
+        let slack = 5
+        return ok != refused && statuses.count > allowed + slack && statuses.prefix(allowed).allSatisfy { $0 == ok }
+            && statuses.dropFirst(allowed).prefix(slack).allSatisfy { $0 == ok || $0 == refused }
+            && statuses.dropFirst(allowed + slack).allSatisfy { $0 == refused }
     }
 
     /// ENS_RATE=20 gives 20 device-API requests per address in 5 s, 10 record creations
@@ -45,11 +49,11 @@ struct ApacheFrontTests {
         defer { Self.restoreApache() }
         let client = try TestStack.client()
         // /getpublickey: 10, then refused, though the address is under its API limit.
-        let creations = try statuses(15) { try TestStack.post("/getpublickey", body: Array("{}".utf8), contentType: "application/json", client: client).status }
+        let creations = try statuses(16) { try TestStack.post("/getpublickey", body: Array("{}".utf8), contentType: "application/json", client: client).status }
         #expect(limited(creations, allowed: 10, ok: 401), "\(creations)")
-        // The API limit counted those 15 too: 5 more requests, then refused.
+        // The API limit counted those 16 too: 4 more requests, then refused.
         let alive = try statuses(10) { try TestStack.get("/alive", client: client).status }
-        #expect(limited(alive, allowed: 5, ok: 200), "\(alive)")
+        #expect(limited(alive, allowed: 4, ok: 200), "\(alive)")
         let refused = try TestStack.get("/alive", client: client)
         #expect(refused.json["responseCode"] == "TooManyRequests")
         #expect(refused.header("content-type") == "application/json")
@@ -60,17 +64,17 @@ struct ApacheFrontTests {
         func callback(_ path: String) throws -> Int {
             try TestStack.post(path, body: Array("<x/>".utf8), contentType: "text/xml", client: client).status
         }
-        let busy = try statuses(25) { try callback("/ews/4242/1/AAAA") }
+        let busy = try statuses(30) { try callback("/ews/4242/1/AAAA") }
         #expect(limited(busy, allowed: 20, ok: 403), "\(busy)")
         #expect(try callback("/ews/4242/1/AAAB") == 403)
-        // And per address far above that: 200 in 10 s (26 so far), whichever URL.
+        // And per address far above that: 200 in 10 s (31 so far), whichever URL.
         let spread = try (0..<180).map { try callback("/ews/\(5000 + $0)/1/AAAA") }
-        #expect(limited(spread, allowed: 174, ok: 403), "\(spread.suffix(10))")
+        #expect(limited(spread, allowed: 169, ok: 403), "\(spread.suffix(12))")
 
         // Graph notifications: per subscription as well, with counters of their own, and
         // refused with a JSON 503, not a 429: Graph backs off from an endpoint that answers
         // 4xx and retries 5xx. (What ENS answers below the limit is its business here.)
-        let graph = try statuses(25) {
+        let graph = try statuses(30) {
             try TestStack.post("/graph/4242/1/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client).status
         }
         #expect(limited(graph, allowed: 20, ok: graph[0], refused: 503), "\(graph)")
@@ -78,7 +82,7 @@ struct ApacheFrontTests {
         #expect(held.json["responseCode"] == "ServiceUnavailable")
         #expect(try TestStack.post("/graph/4242/1/AAAB", body: Array("{}".utf8), contentType: "application/json", client: client).status == graph[0])
         // The sealed form (`r2.`) is limited too, per URL.
-        let sealed = try statuses(25) {
+        let sealed = try statuses(30) {
             try TestStack.post("/graph/r2.AAAA", body: Array("{}".utf8), contentType: "application/json", client: client).status
         }
         #expect(limited(sealed, allowed: 20, ok: graph[0], refused: 503), "\(sealed)")
@@ -98,7 +102,7 @@ struct ApacheFrontTests {
         defer { Self.restoreApache() }
         let client = try TestStack.client()
         let forged = "/ews/\(recordID)/\(generation)/k." + String(repeating: "A", count: 64)
-        let flood = try statuses(25) { try TestStack.post(forged, body: Array("<x/>".utf8), contentType: "text/xml", client: client).status }
+        let flood = try statuses(30) { try TestStack.post(forged, body: Array("<x/>".utf8), contentType: "text/xml", client: client).status }
         #expect(limited(flood, allowed: 20, ok: 403), "\(flood)")
         let callbacks = try ExchangeSimulator.newMail(registered.user.email, subject: "Despite the flood via Apache", fromName: "Ann")
         #expect(callbacks.first?["httpStatus"] as? Int == 200, "\(callbacks)")
