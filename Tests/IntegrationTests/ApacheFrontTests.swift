@@ -20,6 +20,12 @@ struct ApacheFrontTests {
         try TestStack.run("/usr/bin/env", environment + [TestStack.root + "/scripts/stack.sh", "apache-start"])
     }
 
+    /// A process's real user id, from /proc.
+    static func uid(of pid: Int32) -> Int? {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        return status.split(separator: "\n").first { $0.hasPrefix("Uid:") }?.split(separator: "\t").dropFirst().first.flatMap { Int($0) }
+    }
+
     static func restoreApache() {
         _ = try? restartApache()
     }
@@ -123,6 +129,11 @@ struct ApacheFrontTests {
 
     /// mod_fcgid starts ens-fcgi itself (the listening socket on descriptor 0), and plain
     /// CGI starts it per request: both answer as the pool does, and leave no process.
+    /// As root (CI), both start it through the real suexec as a user of its own (the
+    /// stack's stand-in for `ens`: nobody, beside Apache's www-data): the processes do
+    /// not run as Apache's user, and Apache's user cannot read the master key, so nothing
+    /// else Apache runs could. (Not root: Apache cannot switch users; everything runs as
+    /// the developer, and only the answers are compared.)
     @Test func fcgidAndCGIAnswerAsThePoolDoes() throws {
         let api = try DeviceClient(token: try TestStack.newToken("apache-backends"))
         let user = try api.newUser()
@@ -139,11 +150,31 @@ struct ApacheFrontTests {
         let pool = try answers()
         #expect(pool[1].hasPrefix("200 ") && pool[1].contains("BEGIN PUBLIC KEY"))
         defer { Self.restoreApache() }
+        let asRoot = getuid() == 0
+        let suexecLog = "/var/log/apache2/suexec.log"
+        func suexecStarts(_ starter: String) -> Int {
+            ((try? String(contentsOfFile: suexecLog, encoding: .utf8)) ?? "").split(separator: "\n")
+                .filter { $0.contains("uid: (65534/nobody) gid: (65534/nogroup) cmd: \(starter)") }.count
+        }
         for backend in ["fcgid", "cgi"] {
+            let starter = backend == "fcgid" ? "ens-fcgid-starter" : "ens-cgi-starter"
+            let startsBefore = suexecStarts(starter)
             try Self.restartApache(["ENS_APACHE_BACKEND=\(backend)"])
             #expect(try answers() == pool, "\(backend)")
             if backend == "fcgid" {
-                #expect(!TestStack.pids(matching: "--inherit-socket").isEmpty, "mod_fcgid started no ens-fcgi")
+                let processes = TestStack.pids(matching: "--inherit-socket")
+                #expect(!processes.isEmpty, "mod_fcgid started no ens-fcgi")
+                if asRoot {
+                    #expect(processes.allSatisfy { Self.uid(of: $0) == 65534 }, "ens-fcgi runs as \(processes.map { Self.uid(of: $0) ?? -1 })")
+                }
+            }
+            if asRoot {
+                #expect(suexecStarts(starter) > startsBefore, "suexec did not start \(starter) as nobody:nogroup")
+                // Apache's user cannot read what ENS reads.
+                let master = TestStack.directory + "/secrets/master.key"
+                #expect(throws: (any Error).self, "www-data can read the master key") {
+                    try TestStack.run("/usr/sbin/runuser", ["-u", "www-data", "--", "/usr/bin/head", "-c1", master])
+                }
             }
         }
         try TestStack.stack("apache-stop")
