@@ -51,7 +51,7 @@ wait_for_empty_spools() {
   for h in 1 2; do
     port=$((CLUSTER_PORT + 10 + h))
     for _ in $(seq 600); do
-      curl -sk "https://127.0.0.1:$port/metrics" | awk '/^ens_push_spool_depth[ {]/ {d += $NF} END {exit d > 0}' && break
+      curl -sk -H "Authorization: Bearer $(cat "$ENS_VAR/secrets/metrics.token")" "https://127.0.0.1:$port/metrics" | awk '/^ens_push_spool_depth[ {]/ {d += $NF} END {exit d > 0}' && break
       sleep 0.1
     done
   done

@@ -68,7 +68,7 @@ fill_key_pool() {
 # backlog does not take the next run's CPU.
 wait_for_empty_spool() {
   for _ in $(seq 600); do
-    curl -sk "$BENCH_URL_BASE/metrics" | awk '/^ens_push_spool_depth[ {]/ {depth += $NF} END {exit depth > 0}' && return 0
+    curl -sk -H "Authorization: Bearer $(cat "$ENS_VAR/secrets/metrics.token")" "$BENCH_URL_BASE/metrics" | awk '/^ens_push_spool_depth[ {]/ {depth += $NF} END {exit depth > 0}' && return 0
     sleep 0.1
   done
   echo "bench warning: the spool did not drain within a minute" >&2

@@ -140,7 +140,7 @@ check "example config" test -s /usr/share/ens/ens.conf.example
 check "accounts.sql.in" test -s /usr/share/ens/accounts.sql.in
 for file in nginx/ens-site.conf nginx/ens-locations.conf nginx/ens-fastcgi.conf apache/ens-site.conf \
             apache/ens-locations.conf apache/ens-proxy-fcgi.conf apache/ens-fcgid.conf apache/ens-cgi.conf \
-            apache/errors/503.json; do
+            apache/ens-fcgid-starter apache/ens-cgi-starter apache/errors/503.json; do
   check "/usr/share/ens/$file" cmp -s "$file" "/usr/share/ens/$file"
 done
 for migration in sql/migrations/*.sql; do

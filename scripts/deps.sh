@@ -9,8 +9,9 @@ packages=(
   python3-venv procps psmisc shellcheck time
 )
 # Apache httpd in front instead of nginx (apache/): mod_security2 for its body and rate
-# limits, mod_fcgid for the variant where Apache starts ens-fcgi itself.
-packages+=(apache2 libapache2-mod-security2 libapache2-mod-fcgid)
+# limits, mod_fcgid for the variant where Apache starts ens-fcgi itself, and suexec so
+# that it (and CGI) start ENS as a user of its own, not as Apache's.
+packages+=(apache2 libapache2-mod-security2 libapache2-mod-fcgid apache2-suexec-pristine)
 # The Debian package (make deb, scripts/deb-test.sh): dpkg-buildpackage, debhelper, lintian
 # (no fakeroot: debian/control says Rules-Requires-Root: no).
 packages+=(dpkg-dev debhelper lintian)

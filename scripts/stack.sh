@@ -84,6 +84,8 @@ init_secrets() {
   [ -s "$VAR/secrets/db-service.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-service.password"
   [ -s "$VAR/secrets/db-migrate.password" ] || openssl rand -hex 24 > "$VAR/secrets/db-migrate.password"
   [ -s "$VAR/secrets/master.key" ] || openssl rand -hex 32 > "$VAR/secrets/master.key"
+  # The bearer token GET /metrics asks of its scraper (metrics.token_file).
+  [ -s "$VAR/secrets/metrics.token" ] || openssl rand -hex 32 > "$VAR/secrets/metrics.token"
   # Certificate auth for one more bundle id: a local CA the APNs simulator trusts, and
   # a client certificate whose UID is the bundle id, as PKCS#12 with a password.
   if [ ! -s "$VAR/secrets/apns-cert-com.example.certapp.p12" ]; then
@@ -204,6 +206,7 @@ graph.tenant.fabrikam.client_id = $GRAPH_CLIENT_ID
 graph.tenant.fabrikam.certificate_file = $VAR/secrets/graph-app.crt
 graph.tenant.fabrikam.key_file = $VAR/secrets/graph-app.key
 metrics.dir = $VAR/run/metrics
+metrics.token_file = $VAR/secrets/metrics.token
 # Exchange: the local simulator stands in for every Exchange host name (CONNECT_TO);
 # TLS is still verified, against the simulator's own CA.
 exchange.callback_url = https://localhost:$PORT/ews/
@@ -390,34 +393,72 @@ apache_render() {
   # root so that they can reach the stack's sockets and counters (0660, 0770).
   [ "$(id -u)" -eq 0 ] && user_directive=$'User nobody\nGroup root'
   mkdir -p "$VAR/apache/run" "$VAR/apache/empty" "$VAR/apache/modsec"
-  chmod 770 "$VAR/apache/modsec"
+  chgrp root "$VAR/apache/modsec"; chmod 770 "$VAR/apache/modsec"
   # What the backend needs at server level (apache/ens-<backend>.conf has the rest).
   local modules=/usr/lib/apache2/modules
   case $APACHE_BACKEND in
     proxy-fcgi)
       printf 'LoadModule proxy_module %s/mod_proxy.so\nLoadModule proxy_fcgi_module %s/mod_proxy_fcgi.so\n' "$modules" "$modules" ;;
     fcgid|cgi)
-      # ens-fcgi runs as Apache's user: it reads the master key, the service password
-      # and the Graph application's certificate and key (as root: group root, which the
-      # stack's other secrets do not get).
-      chmod 750 "$VAR/secrets"
-      chmod 640 "$VAR/secrets/master.key" "$VAR/secrets/db-service.password" "$VAR/secrets/graph-app.crt" "$VAR/secrets/graph-app.key"
       # One worker of one thread per process (mod_fcgid sends one request at a time),
       # and metrics of its own, apart from the pool's.
       mkdir -p "$VAR/run/metrics-apache"; chmod 770 "$VAR/run/metrics-apache"
-      # Graph's per-mailbox lock files: Apache's user must create and lock them (a host
-      # runs either the pool or these, so they need not share the pool's).
+      # Graph's per-mailbox lock files: ENS's user under Apache must create and lock
+      # them (a host runs either the pool or these, so they need not share the pool's).
       mkdir -p "$VAR/run/graph-slots-apache"; chmod 1777 "$VAR/run/graph-slots-apache"
       sed -e 's/^fcgi.processes = .*/fcgi.processes = 1/' -e 's/^fcgi.threads = .*/fcgi.threads = 1/' \
           -e "s|^metrics.dir = .*|metrics.dir = $VAR/run/metrics-apache|" \
           -e "s|^graph.slot_dir = .*|graph.slot_dir = $VAR/run/graph-slots-apache|" "$CONFIG" > "$VAR/ens-apache.conf"
-      printf 'Define ENS_FCGI "%s"\nDefine ENS_FCGI_DIR "%s"\nDefine ENS_FCGID_CONFIG "%s"\nDefine ENS_CGI_CONFIG "%s"\n' \
-        "$(readlink -f "$BIN/ens-fcgi")" "$(dirname "$(readlink -f "$BIN/ens-fcgi")")" "$VAR/ens-apache.conf" "$VAR/ens-apache.conf"
+      local fcgi starters ens_user ens_group
+      fcgi=$(readlink -f "$BIN/ens-fcgi")
+      if [ "$(id -u)" -eq 0 ]; then
+        # As root, the production layout (apache/ens-fcgid.conf): Apache's children run
+        # as www-data (suexec runs only for them), and ENS through suexec as a user of
+        # its own. nobody:nogroup stands in for ens:ens: it reads the secrets and the
+        # token cache through their group, as ens does in production; www-data cannot.
+        user_directive=$'User www-data\nGroup www-data'
+        ens_user=nobody ens_group=nogroup
+        chgrp www-data "$VAR/apache/modsec"
+        chgrp "$ens_group" "$VAR/secrets" "$VAR/secrets/master.key" "$VAR/secrets/db-service.password" \
+          "$VAR/secrets/graph-app.crt" "$VAR/secrets/graph-app.key" "$VAR/secrets/metrics.token" "$VAR/run/metrics-apache"
+        chmod 750 "$VAR/secrets"
+        chmod 640 "$VAR/secrets/master.key" "$VAR/secrets/db-service.password" "$VAR/secrets/graph-app.crt" \
+          "$VAR/secrets/graph-app.key" "$VAR/secrets/metrics.token"
+        # ens-cron rewrites the token cache; the directory's group passes to each new copy.
+        chgrp "$ens_group" "$VAR/lib" "$VAR/lib/api-tokens.cache" 2>/dev/null || true
+        chmod g+s "$VAR/lib"
+        # suexec runs only programs under its document root (/var/www), owned by the
+        # target user and group and writable by no one else: one directory per stack.
+        starters=/var/www/ens-stack-$APACHE_PORT
+        rm -rf "$starters"
+        install -d -o "$ens_user" -g "$ens_group" -m 0755 "$starters"
+      else
+        # Not root: Apache cannot switch users, so ENS runs as this developer, like
+        # everything else of the stack (ENS_WITHOUT_SUEXEC), from the stack's directory.
+        ens_user=$(id -un) ens_group=$(id -gn)
+        starters=$VAR/apache/starters
+        mkdir -p "$starters"
+        chmod 750 "$VAR/secrets"
+        chmod 640 "$VAR/secrets/master.key" "$VAR/secrets/db-service.password" "$VAR/secrets/graph-app.crt" \
+          "$VAR/secrets/graph-app.key" "$VAR/secrets/metrics.token"
+        printf 'Define ENS_WITHOUT_SUEXEC\n'
+      fi
+      # The starters of apache/, with this stack's binary and configuration.
+      sed -e "s|/usr/bin/ens-fcgi|$fcgi|" -e "s|/etc/ens/ens-fcgid.conf|$VAR/ens-apache.conf|" \
+        "$ROOT/apache/ens-fcgid-starter" > "$starters/ens-fcgid-starter"
+      sed -e "s|/usr/bin/ens-fcgi|$fcgi|" -e "s|/etc/ens/ens.conf|$VAR/ens-apache.conf|" \
+        "$ROOT/apache/ens-cgi-starter" > "$starters/ens-cgi-starter"
+      chmod 0755 "$starters/ens-fcgid-starter" "$starters/ens-cgi-starter"
+      [ "$(id -u)" -eq 0 ] && chown "$ens_user:$ens_group" "$starters/ens-fcgid-starter" "$starters/ens-cgi-starter"
+      printf 'LoadModule suexec_module %s/mod_suexec.so\n' "$modules"
+      printf 'Define ENS_USER %s\nDefine ENS_GROUP %s\n' "$ens_user" "$ens_group"
+      printf 'Define ENS_FCGID_STARTER "%s"\nDefine ENS_CGI_STARTER "%s"\nDefine ENS_CGI_DIR "%s"\n' \
+        "$starters/ens-fcgid-starter" "$starters/ens-cgi-starter" "$starters"
       if [ "$APACHE_BACKEND" = fcgid ]; then
         printf 'LoadModule fcgid_module %s/mod_fcgid.so\nFcgidIPCDir "%s"\nFcgidProcessTableFile "%s"\n' \
           "$modules" "$VAR/apache/fcgid" "$VAR/apache/run/fcgid_shm"
       else
-        printf 'LoadModule cgid_module %s/mod_cgid.so\nLoadModule env_module %s/mod_env.so\nScriptSock "%s"\n' "$modules" "$modules" "$VAR/apache/run/cgisock"
+        printf 'LoadModule cgid_module %s/mod_cgid.so\nScriptSock "%s"\n' "$modules" "$VAR/apache/run/cgisock"
       fi ;;
     *) die "ENS_APACHE_BACKEND must be proxy-fcgi, fcgid or cgi" ;;
   esac > "$VAR/apache-backend.conf"
@@ -456,19 +497,44 @@ apache_start() {
 }
 
 # apache/ens-site.conf, the production site, through Apache's own syntax check: with
-# Debian's module list, this checkout's includes and the stack's certificate.
+# Debian's module list, this checkout's includes and the stack's certificate; once for
+# each way of reaching ENS (the pool; mod_fcgid and CGI through suexec, as `ens` if this
+# host has that user, else nobody). And no file of the layout may tell anyone to put
+# www-data into the ens group, which could then read the master key.
 apache_site_check() {
   init_dirs; init_tls; mkdir -p "$VAR/apache/site-check"
-  local dir=$VAR/apache/site-check module
-  {
-    printf 'ServerRoot /etc/apache2\nServerName localhost\nPidFile %s/pid\nErrorLog %s/error.log\nDefine APACHE_LOG_DIR %s\nSecDataDir %s\n' "$dir" "$dir" "$dir" "$dir"
-    for module in mpm_event authz_core authz_host alias headers mime setenvif rewrite reqtimeout socache_shmcb ssl http2 unique_id security2 proxy proxy_fcgi; do
-      printf 'LoadModule %s_module /usr/lib/apache2/modules/mod_%s.so\n' "$module" "$module"
-    done
-    sed -e "s|/etc/apache2/ens/|$ROOT/apache/|" -e "s|/usr/share/ens/apache/errors|$ROOT/apache/errors|" \
-        -e "s|/etc/ssl/ens/fullchain.pem|$VAR/tls/server.crt|" -e "s|/etc/ssl/ens/privkey.pem|$VAR/tls/server.key|" "$ROOT/apache/ens-site.conf"
-  } > "$dir/apache.conf"
-  apache2 -t -f "$dir/apache.conf"
+  local dir=$VAR/apache/site-check module backend modules user=nobody group=nogroup
+  if getent passwd ens >/dev/null && getent group ens >/dev/null; then user=ens group=ens; fi
+  for backend in proxy-fcgi fcgid cgi; do
+    modules="mpm_event authz_core authz_host alias headers mime setenvif rewrite reqtimeout socache_shmcb ssl http2 unique_id security2"
+    case $backend in
+      proxy-fcgi) modules+=" proxy proxy_fcgi" ;;
+      fcgid) modules+=" fcgid suexec" ;;
+      cgi) modules+=" cgid suexec" ;;
+    esac
+    {
+      printf 'ServerRoot /etc/apache2\nServerName localhost\nPidFile %s/pid\nErrorLog %s/error.log\nDefine APACHE_LOG_DIR %s\nSecDataDir %s\n' "$dir" "$dir" "$dir" "$dir"
+      [ "$backend" = fcgid ] && printf 'FcgidIPCDir %s/fcgid\nFcgidProcessTableFile %s/fcgid_shm\n' "$dir" "$dir"
+      [ "$backend" = cgi ] && printf 'ScriptSock %s/cgisock\n' "$dir"
+      # Apache refuses SuexecUserGroup when it cannot use suexec (not root).
+      [ "$(id -u)" -eq 0 ] || printf 'Define ENS_WITHOUT_SUEXEC\n'
+      # mod_fcgid wants its wrapper to exist: apache/'s starters stand where /var/www/ens would be.
+      printf 'Define ENS_USER %s\nDefine ENS_GROUP %s\nDefine ENS_FCGID_STARTER %s/ens-fcgid-starter\n' "$user" "$group" "$ROOT/apache"
+      printf 'Define ENS_CGI_STARTER %s/ens-cgi-starter\nDefine ENS_CGI_DIR %s\n' "$ROOT/apache" "$ROOT/apache"
+      for module in $modules; do
+        printf 'LoadModule %s_module /usr/lib/apache2/modules/mod_%s.so\n' "$module" "$module"
+      done
+      sed -e "s|/etc/apache2/ens/ens-proxy-fcgi.conf|/etc/apache2/ens/ens-$backend.conf|" \
+          -e "s|/etc/apache2/ens/|$ROOT/apache/|" -e "s|/usr/share/ens/apache/errors|$ROOT/apache/errors|" \
+          -e "s|/etc/ssl/ens/fullchain.pem|$VAR/tls/server.crt|" -e "s|/etc/ssl/ens/privkey.pem|$VAR/tls/server.key|" "$ROOT/apache/ens-site.conf"
+    } > "$dir/apache-$backend.conf"
+    apache2 -t -f "$dir/apache-$backend.conf" 2>&1 | sed "s/^/apache-site-check $backend: /"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+  done
+  local advice
+  advice=$(grep -rnEi '(usermod|adduser|gpasswd|addgroup)[^#]*(www-data[^#]*\bens\b|\bens\b[^#]*www-data)' \
+    "$ROOT/apache" "$ROOT/README.md" "$ROOT/docs" "$ROOT/debian" "$ROOT/deploy" || true)
+  [ -z "$advice" ] || { printf 'apache-site-check: www-data must not join the ens group:\n%s\n' "$advice" >&2; return 1; }
 }
 
 apache_stop() {
@@ -511,6 +577,8 @@ up() {
 
 down() {
   keys_stop; apache_stop; nginx_stop; fcgi_stop; apns_stop; graph_sim_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
+  # The suexec starters a root run of mod_fcgid or CGI left under /var/www.
+  [ "$(id -u)" -ne 0 ] || rm -rf "/var/www/ens-stack-$APACHE_PORT"
 }
 
 status() {

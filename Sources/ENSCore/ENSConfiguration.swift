@@ -201,6 +201,9 @@ public struct ENSConfiguration: Sendable {
     /// Where each process writes its metrics for /metrics to add up (empty: off). A
     /// tmpfs such as /run is the right place: the files are rewritten every second.
     public var metricsDirectory = "/run/ens/metrics"
+    /// The file holding the bearer token GET /metrics requires (empty: /metrics answers
+    /// 404 to everyone; there is no unauthenticated /metrics).
+    public var metricsTokenFile = ""
 
     public var logLevel = "info"
     /// The file this configuration was read from, as written (for a reload to compare).
@@ -331,6 +334,7 @@ public struct ENSConfiguration: Sendable {
         "history.count": { config, key, value throws(ConfigError) in config.historyCount = try integer(key, value, 0...500) },
         "history.retention_hours": { config, key, value throws(ConfigError) in config.historyRetention = try duration(key, value, 1...8760, Duration.hours) },
         "metrics.dir": { config, key, value throws(ConfigError) in config.metricsDirectory = value.isEmpty ? "" : try path(key, value) },
+        "metrics.token_file": { config, key, value throws(ConfigError) in config.metricsTokenFile = value.isEmpty ? "" : try path(key, value) },
         "log.level": { config, key, value throws(ConfigError) in
             guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
                 throw ConfigError(key: key, problem: "must be one of trace, debug, info, notice, warning, error, critical")
@@ -547,6 +551,18 @@ public struct ENSConfiguration: Sendable {
             throw ConfigError(key: "security.master_key_file", problem: "must hold 64 hexadecimal characters (32 bytes); generate one with `openssl rand -hex 32`")
         }
         return key
+    }
+
+    /// The bearer token GET /metrics requires, read from `metrics.token_file`; nil when
+    /// none is configured (then /metrics is off). At least 32 characters: a scraper's
+    /// token is typed by no one, and a short one could be guessed.
+    public func metricsToken() throws(ConfigError) -> String? {
+        guard !metricsTokenFile.isEmpty else { return nil }
+        let token = try Self.secretText(key: "metrics.token_file", path: metricsTokenFile)
+        guard token.utf8.count >= 32, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw ConfigError(key: "metrics.token_file", problem: "must hold a token of at least 32 printable characters without spaces; generate one with `openssl rand -hex 32`")
+        }
+        return token
     }
 
     static func secretText(key: String, path: String) throws(ConfigError) -> String {

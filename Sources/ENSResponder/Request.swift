@@ -6,6 +6,8 @@ public struct Request: Sendable {
     /// The query string as sent (still percent-encoded); the device API ignores it.
     public var query: String
     public var apiToken: String?
+    /// The `Authorization` header, read only for routes that ask for it (/metrics).
+    public var authorization: String?
     /// `badge: 1` / `development: 1` headers; nil when the header was absent.
     public var badge: Bool?
     public var development: Bool?
@@ -17,12 +19,13 @@ public struct Request: Sendable {
     /// sent none. Used only by the proof throttle, never logged (docs/security.md).
     public var clientAddress: String?
 
-    public init(method: String, path: String, query: String = "", apiToken: String? = nil, badge: Bool? = nil, development: Bool? = nil,
-                parameters: Parameters = Parameters(), body: [UInt8] = [], clientAddress: String? = nil) {
+    public init(method: String, path: String, query: String = "", apiToken: String? = nil, authorization: String? = nil, badge: Bool? = nil,
+                development: Bool? = nil, parameters: Parameters = Parameters(), body: [UInt8] = [], clientAddress: String? = nil) {
         self.method = method
         self.path = path
         self.query = query
         self.apiToken = apiToken
+        self.authorization = authorization
         self.badge = badge
         self.development = development
         self.parameters = parameters

@@ -134,10 +134,12 @@ public final class SharedServices: Sendable {
     /// callback's lookups (exchange.max_slow_callbacks).
     public let registrationGate: ConcurrencyGate
     public let callbackGate: ConcurrencyGate
+    /// The bearer token GET /metrics requires (metrics.token_file); nil: /metrics is off.
+    public let metricsToken: String?
 
     public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, mailBackends: MailBackends,
                 graph: GraphServices? = nil, registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
-                callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000))) {
+                callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000)), metricsToken: String? = nil) {
         self.vault = vault
         self.apiTokens = apiTokens
         self.privateKeys = privateKeys
@@ -146,6 +148,7 @@ public final class SharedServices: Sendable {
         self.graph = graph
         self.registrationGate = registrationGate
         self.callbackGate = callbackGate
+        self.metricsToken = metricsToken
     }
 }
 
@@ -165,7 +168,8 @@ extension SharedServices {
                                        preferring: graph == nil ? [] : [GraphRegistrar(settings: settings.graph)]),
             graph: graph,
             registrationGate: ConcurrencyGate(.concurrent(concurrentRegistrations)),
-            callbackGate: ConcurrencyGate(.slow(slowCallbacks, afterMilliseconds: 1000))
+            callbackGate: ConcurrencyGate(.slow(slowCallbacks, afterMilliseconds: 1000)),
+            metricsToken: try configuration.metricsToken()
         )
     }
 }

@@ -13,7 +13,7 @@ struct ENSCron: ParsableCommand {
         abstract: "ENS maintenance: migrations, API tokens, the token cache, reaping, renewal, sync keys, the key pool.",
         discussion: """
             Cron runs `ens-cron all` every minute, on every host. The shared jobs (reap, renew, \
-            sync-keys, keys) take this host's lock (cron.lock_file) and the cluster's lease in the \
+            sync-keys, keys, gauges) take this host's lock (cron.lock_file) and the cluster's lease in the \
             database (cron.lease_seconds); a run that finds either held logs that it skipped and \
             exits 0. api-keys refreshes this host's token cache on every host. Each job logs one \
             summary line.
@@ -21,7 +21,7 @@ struct ENSCron: ParsableCommand {
             Exit status: 0 on success (or a clean skip), 1 on a configuration or database error, \
             2 on bad usage.
             """,
-        subcommands: [All.self, APIKeys.self, Reap.self, Renew.self, SyncKeys.self, Keys.self, Migrate.self, Token.self, Status.self]
+        subcommands: [All.self, APIKeys.self, Reap.self, Renew.self, SyncKeys.self, Keys.self, Gauges.self, Migrate.self, Token.self, Status.self]
     )
 }
 
@@ -265,8 +265,18 @@ struct SyncKeys: ParsableCommand {
     }
 }
 
+struct Gauges: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Count subscriptions and devices by state for GET /metrics (MetricGauges).")
+    @OptionGroup var options: CommonOptions
+
+    func run() throws {
+        let settings = try options.load("gauges")
+        try withCronLock(settings, "gauges") { try Jobs(settings: settings, now: options.clock).gauges() }
+    }
+}
+
 struct All: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Every job in turn: api-keys, reap, renew, sync-keys, keys (what cron runs).")
+    static let configuration = CommandConfiguration(abstract: "Every job in turn: api-keys, reap, renew, sync-keys, keys, gauges (what cron runs).")
     @OptionGroup var options: CommonOptions
 
     func run() throws {
@@ -275,11 +285,12 @@ struct All: ParsableCommand {
             try reportingFailures("all") {
                 let jobs = try Jobs(settings: settings, now: options.clock)
                 try jobs.apiKeys()
-                try withClusterLease(settings, "all", jobs: ["reap", "renew", "sync-keys", "keys"]) {
+                try withClusterLease(settings, "all", jobs: ["reap", "renew", "sync-keys", "keys", "gauges"]) {
                     try jobs.reap()
                     try jobs.renew()
                     try jobs.syncKeys()
                     try jobs.keys(target: settings.keyPoolSize, threads: 2)
+                    try jobs.gauges()
                 }
             }
         }
@@ -370,6 +381,15 @@ struct Jobs {
             let count = try maintenance.purgeSyncKeys()
             logger.info("sync-keys done", metadata: ["synckeys.purged": "\(count)"])
             print("sync-keys: \(count) expired sync keys erased")
+        }
+    }
+
+    /// The database gauges /metrics reports, counted once here instead of on every
+    /// scrape (`MetricGauges`).
+    func gauges() throws {
+        try recorded("gauges") {
+            let values = try MetricGauges.refresh(database: database, grace: settings.subscriptionGrace, now: .now())
+            logger.info("gauges done", metadata: ["series": "\(values.count)"])
         }
     }
 

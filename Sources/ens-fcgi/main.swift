@@ -11,6 +11,7 @@ func runPool(_ options: ResponderOptions) -> Int32 {
         configuration = try ENSConfiguration.load(path: path)
         _ = try configuration.serviceDatabase()
         _ = try configuration.masterKey()
+        _ = try configuration.metricsToken()
         // Graph tenants: complete, and each key matching its certificate. Checked by
         // the supervisor (and --check); a worker builds them once, in its services.
         if !options.worker { _ = try GraphServices.responder(configuration) }

@@ -6,8 +6,10 @@ import XML
 @testable import ENSCore
 @testable import EWS
 
-/// Callback URLs. Keyed (today's): a random key per subscription that, with the master
-/// key, opens the credentials stored in the database. Carrying (older subscriptions):
+/// Callback URLs. Sealed (today's): record, generation and a random key per
+/// subscription, sealed; the key, with the master key, opens the credentials stored in
+/// the database. Keyed (2026-11-26): the same key beside the record id in clear.
+/// Carrying (older subscriptions):
 /// the credentials sealed in the URL, opened by this record plus the master key. Any
 /// change is detected by the MAC before the database is asked.
 @Suite struct CallbackTokenTests {
@@ -125,6 +127,50 @@ import XML
             altered[index] = altered[index] == "A" ? "B" : "A"
             #expect(CallbackToken(path: String(altered), vault: vault) == nil, "altered at \(index)")
         }
+    }
+
+    // MARK: Sealed URLs (today's)
+
+    /// Record ids are sequential: a URL that showed one told an outsider which record to
+    /// aim forged posts at, and how many records there are. Today's URL shows nothing but
+    /// a box that only the master key opens, different for every subscription.
+    @Test func aNewURLRevealsNoRecordIDOrGeneration() throws {
+        let vault = try VaultTests.vault()
+        let (suffix, seal) = try CallbackToken.makeSealed(recordID: 42, generation: 3, vault: vault)
+        let (again, _) = try CallbackToken.makeSealed(recordID: 42, generation: 3, vault: vault)
+        #expect(suffix.hasPrefix("k2.") && !suffix.contains("/") && suffix != again)
+        #expect(suffix.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) })
+        #expect(("https://ens.example.com/ews/" + suffix).utf8.count < 140)
+        let token = try #require(CallbackToken(path: suffix, vault: vault))
+        #expect(token.recordID == 42 && token.generation == 3)
+        let sealed = try seal.seal(Array("the credentials".utf8))
+        #expect(try token.credentialSeal(vault: vault)?.open(sealed) == Array("the credentials".utf8))
+        // Another subscription's URL of the same record and generation opens nothing of it.
+        let other = try #require(CallbackToken(path: again, vault: vault))
+        #expect(throws: (any Error).self) { try #require(try other.credentialSeal(vault: vault)).open(sealed) }
+    }
+
+    @Test func aForgedAlteredOrMovedSealedURLIsRefused() throws {
+        let vault = try VaultTests.vault()
+        let (suffix, _) = try CallbackToken.makeSealed(recordID: 42, generation: 3, vault: vault)
+        let characters = Array(suffix)
+        for index in characters.indices.dropFirst(3) {
+            var altered = characters
+            altered[index] = altered[index] == "A" ? "B" : "A"
+            #expect(CallbackToken(path: String(altered), vault: vault) == nil, "altered at \(index)")
+        }
+        for cut in [1, 2, 10, suffix.count / 2] {
+            #expect(CallbackToken(path: String(suffix.dropLast(cut)), vault: vault) == nil)
+        }
+        #expect(CallbackToken(path: suffix + "A", vault: vault) == nil)
+        #expect(CallbackToken(path: suffix + "/", vault: vault) == nil)
+        #expect(CallbackToken(path: "42/3/" + suffix, vault: vault) == nil)
+        #expect(CallbackToken(path: "k2.", vault: vault) == nil)
+        #expect(CallbackToken(path: "k2." + String(repeating: "A", count: 102), vault: vault) == nil)
+        #expect(CallbackToken(path: suffix, vault: try VaultTests.vault(VaultTests.otherMasterBytes)) == nil)
+        // A Graph notification URL's sealed route is no Exchange callback URL.
+        let route = RoutingToken(recordID: 42, generation: 3).path(vault: vault)
+        #expect(CallbackToken(path: "k2." + route.dropFirst(3), vault: vault) == nil)
     }
 
     @Test func payloadsRoundTripForEveryMethod() throws {

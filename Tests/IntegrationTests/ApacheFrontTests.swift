@@ -1,5 +1,6 @@
 import Curl
 import Foundation
+import MariaDB
 import Testing
 
 /// Apache httpd in front (scripts/test.sh's second pass, apache/): its rate limits
@@ -19,6 +20,12 @@ struct ApacheFrontTests {
         try TestStack.run("/usr/bin/env", environment + [TestStack.root + "/scripts/stack.sh", "apache-start"])
     }
 
+    /// A process's real user id, from /proc.
+    static func uid(of pid: Int32) -> Int? {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        return status.split(separator: "\n").first { $0.hasPrefix("Uid:") }?.split(separator: "\t").dropFirst().first.flatMap { Int($0) }
+    }
+
     static func restoreApache() {
         _ = try? restartApache()
     }
@@ -27,57 +34,106 @@ struct ApacheFrontTests {
         try (0..<count).map { _ in try request() }
     }
 
-    /// `allowed` answers `ok`, then at most two more may still pass (mod_security2 stores a
-    /// request's count once its answer is sent, so the next request can read the count
-    /// before it), then every one is `refused`. Refused requests count too.
+    /// `allowed` answers `ok`, then at most five more may still pass, then every one is
+    /// `refused`. Refused requests count too. The slack: mod_security2 stores a request's
+    /// count once its answer is sent, so the next request can read the count before it,
+    /// and two requests that overlap in different Apache processes both read the same
+    /// count and store the same next one, so an increment can be lost (it has no atomic
+    /// update); on a loaded host four got through.
     func limited(_ statuses: [Int], allowed: Int, ok: Int, refused: Int = 429) -> Bool {
-        ok != refused && statuses.count > allowed + 2 && statuses.prefix(allowed).allSatisfy { $0 == ok }
-            && statuses.dropFirst(allowed).prefix(2).allSatisfy { $0 == ok || $0 == refused }
-            && statuses.dropFirst(allowed + 2).allSatisfy { $0 == refused }
+        let slack = 5
+        return ok != refused && statuses.count > allowed + slack && statuses.prefix(allowed).allSatisfy { $0 == ok }
+            && statuses.dropFirst(allowed).prefix(slack).allSatisfy { $0 == ok || $0 == refused }
+            && statuses.dropFirst(allowed + slack).allSatisfy { $0 == refused }
     }
 
     /// ENS_RATE=20 gives 20 device-API requests per address in 5 s, 10 record creations
     /// per address in 60 s, 20 Exchange callbacks and 20 Graph notifications per
-    /// subscription and 200 of each per address in 10 s.
+    /// callback URL and 200 of each per address in 10 s.
     @Test func rateLimitsAnswerJSON429PerAddressAndPerSubscription() throws {
         try Self.restartApache(["ENS_RATE=20"])
         defer { Self.restoreApache() }
         let client = try TestStack.client()
         // /getpublickey: 10, then refused, though the address is under its API limit.
-        let creations = try statuses(15) { try TestStack.post("/getpublickey", body: Array("{}".utf8), contentType: "application/json", client: client).status }
+        let creations = try statuses(16) { try TestStack.post("/getpublickey", body: Array("{}".utf8), contentType: "application/json", client: client).status }
         #expect(limited(creations, allowed: 10, ok: 401), "\(creations)")
-        // The API limit counted those 15 too: 5 more requests, then refused.
+        // The API limit counted those 16 too: 4 more requests, then refused.
         let alive = try statuses(10) { try TestStack.get("/alive", client: client).status }
-        #expect(limited(alive, allowed: 5, ok: 200), "\(alive)")
+        #expect(limited(alive, allowed: 4, ok: 200), "\(alive)")
         let refused = try TestStack.get("/alive", client: client)
         #expect(refused.json["responseCode"] == "TooManyRequests")
         #expect(refused.header("content-type") == "application/json")
 
-        // Callbacks: per subscription (the record id), so one busy subscription does not
-        // hold up the others that Exchange sends from the same address.
-        func callback(_ record: Int) throws -> Int {
-            try TestStack.post("/ews/\(record)/1/AAAA", body: Array("<x/>".utf8), contentType: "text/xml", client: client).status
+        // Callbacks: per callback URL, so one busy subscription does not hold up the
+        // others that Exchange sends from the same address; and a forged path fills a
+        // counter of its own: the same record id in another URL is not refused.
+        func callback(_ path: String) throws -> Int {
+            try TestStack.post(path, body: Array("<x/>".utf8), contentType: "text/xml", client: client).status
         }
-        let busy = try statuses(25) { try callback(4242) }
+        let busy = try statuses(30) { try callback("/ews/4242/1/AAAA") }
         #expect(limited(busy, allowed: 20, ok: 403), "\(busy)")
-        #expect(try callback(4343) == 403)
-        // And per address far above that: 200 in 10 s (26 so far), whichever subscription.
-        let spread = try (0..<180).map { try callback(5000 + $0) }
-        #expect(limited(spread, allowed: 174, ok: 403), "\(spread.suffix(10))")
+        #expect(try callback("/ews/4242/1/AAAB") == 403)
+        // And per address far above that: 200 in 10 s (31 so far), whichever URL.
+        let spread = try (0..<180).map { try callback("/ews/\(5000 + $0)/1/AAAA") }
+        #expect(limited(spread, allowed: 169, ok: 403), "\(spread.suffix(12))")
 
         // Graph notifications: per subscription as well, with counters of their own, and
         // refused with a JSON 503, not a 429: Graph backs off from an endpoint that answers
         // 4xx and retries 5xx. (What ENS answers below the limit is its business here.)
-        let graph = try statuses(25) {
-            try TestStack.post("/graph/4242/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client).status
+        let graph = try statuses(30) {
+            try TestStack.post("/graph/4242/1/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client).status
         }
         #expect(limited(graph, allowed: 20, ok: graph[0], refused: 503), "\(graph)")
-        let held = try TestStack.post("/graph/4242/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client)
+        let held = try TestStack.post("/graph/4242/1/AAAA", body: Array("{}".utf8), contentType: "application/json", client: client)
         #expect(held.json["responseCode"] == "ServiceUnavailable")
+        #expect(try TestStack.post("/graph/4242/1/AAAB", body: Array("{}".utf8), contentType: "application/json", client: client).status == graph[0])
+        // The sealed form (`r2.`) is limited too, per URL.
+        let sealed = try statuses(30) {
+            try TestStack.post("/graph/r2.AAAA", body: Array("{}".utf8), contentType: "application/json", client: client).status
+        }
+        #expect(limited(sealed, allowed: 20, ok: graph[0], refused: 503), "\(sealed)")
+    }
+
+    /// The attack on the per-subscription limit, through Apache: forged posts at a real
+    /// subscription's record id (ids are sequential) used to share its counter, so
+    /// Exchange's real callbacks were refused and the subscription lapsed. Counters are
+    /// per callback URL now: the flood is refused, the real callback delivers.
+    @Test func forgedPostsAtARecordIDDoNotThrottleItsSubscription() throws {
+        let api = try DeviceClient(token: try TestStack.newToken("apache-forged-callbacks"))
+        let registered = try RegisteredUser.register(with: api)
+        let database = try TestStack.serviceConnection()
+        let row = try #require(try database.queryOne("SELECT id, generation FROM EnsSubscriptionInfo WHERE userid = \(registered.user.userID)"))
+        let (recordID, generation) = try row.decode(Int64.self, Int64.self)
+        try Self.restartApache(["ENS_RATE=20"])
+        defer { Self.restoreApache() }
+        let client = try TestStack.client()
+        let forged = "/ews/\(recordID)/\(generation)/k." + String(repeating: "A", count: 64)
+        let flood = try statuses(30) { try TestStack.post(forged, body: Array("<x/>".utf8), contentType: "text/xml", client: client).status }
+        #expect(limited(flood, allowed: 20, ok: 403), "\(flood)")
+        let callbacks = try ExchangeSimulator.newMail(registered.user.email, subject: "Despite the flood via Apache", fromName: "Ann")
+        #expect(callbacks.first?["httpStatus"] as? Int == 200, "\(callbacks)")
+        #expect(callbacks.first?["subscriptionStatus"] as? String == "OK", "\(callbacks)")
+        #expect(TestStack.eventually(within: 20) { !registered.pushes(to: registered.token, subject: "Despite the flood via Apache").isEmpty })
+        // The counters live on disk (SecDataDir) and are named by the path's hash: the
+        // URL's secret part is in none of their files.
+        let url = try #require(try ExchangeSimulator.subscriptions(of: registered.user.email).last?["url"] as? String)
+        let secret = try #require(url.components(separatedBy: "/ews/k2.").last)
+        let counters = TestStack.directory + "/apache/modsec"
+        let files = try FileManager.default.contentsOfDirectory(atPath: counters)
+        #expect(!files.isEmpty)
+        for name in files {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: counters + "/" + name))
+            #expect(bytes.range(of: Data(secret.prefix(40).utf8)) == nil, "\(name) holds the callback URL")
+        }
     }
 
     /// mod_fcgid starts ens-fcgi itself (the listening socket on descriptor 0), and plain
     /// CGI starts it per request: both answer as the pool does, and leave no process.
+    /// As root (CI), both start it through the real suexec as a user of its own (the
+    /// stack's stand-in for `ens`: nobody, beside Apache's www-data): the processes do
+    /// not run as Apache's user, and Apache's user cannot read the master key, so nothing
+    /// else Apache runs could. (Not root: Apache cannot switch users; everything runs as
+    /// the developer, and only the answers are compared.)
     @Test func fcgidAndCGIAnswerAsThePoolDoes() throws {
         let api = try DeviceClient(token: try TestStack.newToken("apache-backends"))
         let user = try api.newUser()
@@ -94,11 +150,31 @@ struct ApacheFrontTests {
         let pool = try answers()
         #expect(pool[1].hasPrefix("200 ") && pool[1].contains("BEGIN PUBLIC KEY"))
         defer { Self.restoreApache() }
+        let asRoot = getuid() == 0
+        let suexecLog = "/var/log/apache2/suexec.log"
+        func suexecStarts(_ starter: String) -> Int {
+            ((try? String(contentsOfFile: suexecLog, encoding: .utf8)) ?? "").split(separator: "\n")
+                .filter { $0.contains("uid: (65534/nobody) gid: (65534/nogroup) cmd: \(starter)") }.count
+        }
         for backend in ["fcgid", "cgi"] {
+            let starter = backend == "fcgid" ? "ens-fcgid-starter" : "ens-cgi-starter"
+            let startsBefore = suexecStarts(starter)
             try Self.restartApache(["ENS_APACHE_BACKEND=\(backend)"])
             #expect(try answers() == pool, "\(backend)")
             if backend == "fcgid" {
-                #expect(!TestStack.pids(matching: "--inherit-socket").isEmpty, "mod_fcgid started no ens-fcgi")
+                let processes = TestStack.pids(matching: "--inherit-socket")
+                #expect(!processes.isEmpty, "mod_fcgid started no ens-fcgi")
+                if asRoot {
+                    #expect(processes.allSatisfy { Self.uid(of: $0) == 65534 }, "ens-fcgi runs as \(processes.map { Self.uid(of: $0) ?? -1 })")
+                }
+            }
+            if asRoot {
+                #expect(suexecStarts(starter) > startsBefore, "suexec did not start \(starter) as nobody:nogroup")
+                // Apache's user cannot read what ENS reads.
+                let master = TestStack.directory + "/secrets/master.key"
+                #expect(throws: (any Error).self, "www-data can read the master key") {
+                    try TestStack.run("/usr/sbin/runuser", ["-u", "www-data", "--", "/usr/bin/head", "-c1", master])
+                }
             }
         }
         try TestStack.stack("apache-stop")

@@ -107,10 +107,57 @@ struct CallbackLimitsTests {
             SELECT COUNT(*) FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(registered.user.userID)
             """)?.int(0)
         #expect(count == 20)
-        // The first device, silent for a day, made room; the newest all hear new mail.
+        // The first device, silent for a day, made room. It had supplied the live
+        // subscription's credentials, which left with it (docs/security.md, "The
+        // lifecycle"): the subscription ended, a remaining device's check-in says so, and
+        // its registration supplies fresh credentials; then all twenty hear new mail.
+        let payload = try registered.user.sealJSON(["pushToken": tokens[19], "ignoreLastMessageDate": 1])
+        #expect(try api.call("/getsubscriptionstatusv2", ["userid": registered.user.userID, "subscriptionPayload": payload])
+            .json["responseCode"] == "UserRecordPresentNotSubscribed")
+        #expect(try registered.register(with: api, token: tokens[19]).json["responseCode"] == "UserSubscribed")
         #expect(try registered.mailReaches(tokens[19], subject: "To twenty devices"))
         #expect(TestStack.eventually(within: 10) { tokens.allSatisfy { !registered.pushes(to: $0, subject: "To twenty devices").isEmpty } })
         #expect(registered.pushes(to: registered.token, subject: "To twenty devices").isEmpty)
+    }
+
+    // MARK: Forged posts
+
+    /// The attack the per-subscription rate limit used to invite: record ids are
+    /// sequential and nginx keyed the limit on the record id in the path, so anyone could
+    /// post forged callbacks at a record's id until Exchange's real callbacks got 429, and
+    /// after StatusFrequency of those the subscription lapsed. Now the limit is keyed on
+    /// the whole callback URL, which only Exchange holds. With nginx at 1 r/s (bursts as
+    /// in production, 100 per URL), forged posts at the record's id are refused once their
+    /// own bucket is empty, and Exchange's real callback still delivers.
+    @Test(.enabled(if: TestStack.front == "nginx", "restarts nginx with low limits"))
+    func forgedPostsAtARecordIDDoNotThrottleItsSubscription() throws {
+        let registered = try RegisteredUser.register(with: api)
+        let (url, _) = try callbackURL(registered)
+        let row = try #require(try database.queryOne("SELECT id, generation FROM EnsSubscriptionInfo WHERE userid = \(registered.user.userID)"))
+        let (recordID, generation) = try row.decode(Int64.self, Int64.self)
+        // Today's URL does not even say which record it is for.
+        #expect(url.contains("/ews/k2.") && !url.contains("/ews/\(recordID)/") && !url.contains("/\(generation)/"), "\(url)")
+
+        try TestStack.stack("nginx-stop")
+        defer {
+            _ = try? TestStack.stack("nginx-stop")
+            _ = try? TestStack.stack("nginx-start")
+        }
+        try TestStack.run("/usr/bin/env", ["ENS_RATE=1", TestStack.root + "/scripts/stack.sh", "nginx-start"])
+        let client = try TestStack.client()
+        let forged = "/ews/\(recordID)/\(generation)/k." + String(repeating: "A", count: 64)
+        let flood = try (0..<200).map { _ in
+            try TestStack.post(forged, body: Array("<x/>".utf8), contentType: "text/xml", client: client).status
+        }
+        #expect(flood.contains(429), "the flood met its limit")
+        #expect(flood.allSatisfy { $0 == 403 || $0 == 429 }, "\(Set(flood))")
+        // Another guess at the same record: a bucket of its own again (403, not 429).
+        #expect(try TestStack.post("/ews/\(recordID)/\(generation)/AAAA", body: Array("<x/>".utf8), contentType: "text/xml", client: client).status == 403)
+
+        let callbacks = try ExchangeSimulator.newMail(registered.user.email, subject: "Despite the flood", fromName: "Ann")
+        #expect(callbacks.first?["httpStatus"] as? Int == 200, "\(callbacks)")
+        #expect(callbacks.first?["subscriptionStatus"] as? String == "OK", "\(callbacks)")
+        #expect(TestStack.eventually(within: 20) { !registered.pushes(to: registered.token, subject: "Despite the flood").isEmpty })
     }
 
     // MARK: Error-only callbacks

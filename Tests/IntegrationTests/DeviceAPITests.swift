@@ -268,6 +268,32 @@ struct DeviceAPITests {
 
     // MARK: check-ins
 
+    /// v1 takes only `userid` (the SHA-256 of the address, which anyone can compute) and
+    /// a date in clear. It used to answer NotSubscribed when a notification was sent
+    /// after that date, so any ApiToken holder could binary-search the time of someone's
+    /// last mail. The attack, now: every date before and after the notification, and
+    /// none at all, get the same answer; only v2, whose device proves itself with its
+    /// sealed push token, still compares.
+    @Test func aV1CheckInRevealsNothingAboutNotificationTimes() throws {
+        let user = try api.newUser()
+        let token = TestSecrets.apnsToken()
+        try markSubscribed(user)
+        _ = try register(user, token: token)
+        try database.execute("""
+            UPDATE Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row SET d.last_notified_at = '2024-06-01 12:00:00.000'
+            WHERE s.userid = \(user.userID)
+            """)
+        let probes = ["01/01/2020 00:00:00.000", "06/01/2024 11:59:59.999", "06/01/2024 12:00:00.000", "06/01/2024 12:00:00.001", "01/01/2030 00:00:00.000", ""]
+        let answers = try probes.map { date in
+            try api.call("/getsubscriptionstatus", ["userid": user.userID, "lastMessageDate": date]).json["responseCode"]
+        }
+        #expect(Set(answers) == ["UserSubscribed"], "\(answers)")
+        // The device itself still hears that it missed one (v2).
+        #expect(try api.call("/getsubscriptionstatusv2", [
+            "userid": user.userID, "subscriptionPayload": try user.sealJSON(["pushToken": token, "lastMessageDate": "06/01/2024 11:59:59.999"]),
+        ]).json["responseCode"] == "UserRecordPresentNotSubscribed")
+    }
+
     @Test func subscriptionStatusFollowsHealthAndLastMessageDate() throws {
         let user = try api.newUser()
         let token = TestSecrets.apnsToken()
@@ -288,7 +314,6 @@ struct DeviceAPITests {
             UPDATE Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row SET d.last_notified_at = '2024-06-01 12:00:00.000'
             WHERE s.userid = \(user.userID)
             """)
-        #expect(try v1("06/01/2024 11:59:59.999") == "UserRecordPresentNotSubscribed")
         #expect(try v2("06/01/2024 11:59:59.999", 0) == "UserRecordPresentNotSubscribed")
         #expect(try v2("06/01/2024 11:59:59.999", 1) == "UserSubscribed")
         #expect(try v2("06/01/2024 12:00:00.001", 0) == "UserSubscribed")

@@ -70,9 +70,16 @@ struct FCMTests {
         // Each got it once, on its own service.
         #expect(pushes(to: android, subject: "Both phones").count == 1)
         #expect(FCMSimulator.accepted().allSatisfy { $0.token != user.token })
-        // Unregistering the Android device leaves the iPhone (and the record).
+        // Unregistering the Android device leaves the iPhone (and the record). The
+        // Android had supplied the credentials in use (its join's were taken at the
+        // last callback), and they leave with it: the iPhone's check-in asks it to
+        // register again, which supplies its own.
         let unregistered = try api.call("/unregister", ["userid": user.user.userID, "token": try user.user.seal("fcm:" + android)])
         #expect(unregistered.json["responseCode"] == "DeviceUnregistered")
+        let payload = try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1])
+        #expect(try api.call("/getsubscriptionstatusv2", ["userid": user.user.userID, "subscriptionPayload": payload])
+            .json["responseCode"] == "UserRecordPresentNotSubscribed")
+        #expect(try user.register(with: api, token: user.token).json["responseCode"] == "UserSubscribed")
         #expect(try user.mailReaches(user.token, subject: "Only the iPhone now"))
     }
 

@@ -149,18 +149,30 @@ struct GraphTests {
 
     // MARK: The notification endpoint
 
-    @Test func theValidationHandshakeEchoesTheDecodedTokenAsPlainText() throws {
-        // Before any URL or body check: even a path no subscription has.
-        for path in ["/graph/1/1/AAAAAAAAAAAAAAAAAAAAAA", "/graph/anything"] {
-            let answer = try TestStack.post(path + "?validationToken=Validation%3A%20Testing%20client%2Bapplication%2Fa%3D", body: [], contentType: "text/plain; charset=utf-8")
-            #expect(answer.status == 200)
-            #expect(answer.header("content-type")?.hasPrefix("text/plain") == true)
-            #expect(answer.bodyText == "Validation: Testing client+application/a=")
-        }
+    /// Graph's handshake is answered on ENS's own notification URLs only. Echoing the
+    /// token for any /graph/ path let anyone have this host "validate" a URL ENS never
+    /// made; a forged path now gets what any forged post gets, 202 and no echo.
+    @Test func theValidationHandshakeEchoesTheDecodedTokenOnlyOnAGenuineURL() throws {
         // The simulator's own handshakes (both URLs, tokens needing decoding) passed at registration.
         let user = try GraphMailboxUser.register(with: api)
         #expect(try GraphSimulator.stats()["validations_failed"] as? Int == 0)
-        _ = user
+        // The subscription's notification URL, as Graph holds it (a post prepared, not sent).
+        let prepared = try GraphSimulator.control("/newmail", ["mail": user.user.email, "subject": "Handshake", "deliver": false])
+        let url = try #require((prepared["notifications"] as? [[String: Any]])?.first?["url"] as? String)
+        let path = String(url[try #require(url.range(of: "/graph/")).lowerBound...])
+        let query = "?validationToken=Validation%3A%20Testing%20client%2Bapplication%2Fa%3D"
+        let genuine = try TestStack.post(path + query, body: [], contentType: "text/plain; charset=utf-8")
+        #expect(genuine.status == 200)
+        #expect(genuine.header("content-type")?.hasPrefix("text/plain") == true)
+        #expect(genuine.bodyText == "Validation: Testing client+application/a=")
+
+        var altered = Array(path)
+        altered[path.count / 2 + 5] = altered[path.count / 2 + 5] == "A" ? "B" : "A"
+        for forged in ["/graph/1/1/AAAAAAAAAAAAAAAAAAAAAA", "/graph/anything", String(altered), "/graph/r2." + String(repeating: "A", count: 59)] {
+            let answer = try TestStack.post(forged + query, body: [], contentType: "text/plain; charset=utf-8")
+            #expect(answer.status == 202, "\(forged)")
+            #expect(!answer.bodyText.contains("Validation"), "\(forged) echoed the token")
+        }
     }
 
     @Test func graphShapedTrafficNeverGetsA4xxAndForgeriesAreDropped() throws {
@@ -183,7 +195,7 @@ struct GraphTests {
         #expect(bogus.status == 202)
         Thread.sleep(forTimeInterval: 1)
         #expect(user.pushes(to: user.token).isEmpty, "no forged item reached the device")
-        let metrics = try TestStack.get("/metrics").bodyText
+        let metrics = try TestStack.metrics().bodyText
         #expect(metrics.contains(#"ens_mail_events_total{backend="graph",outcome="dropped_client_state"}"#))
     }
 
@@ -208,7 +220,7 @@ struct GraphTests {
         #expect(TestStack.eventually(within: 20) { user.pushes(to: user.token, subject: "Twice sent").count >= 3 })
         Thread.sleep(forTimeInterval: 2)
         #expect(user.pushes(to: user.token, subject: "Twice sent").count == 3, "each message once, though Graph sent each twice")
-        let metrics = try TestStack.get("/metrics").bodyText
+        let metrics = try TestStack.metrics().bodyText
         #expect(metrics.contains(#"ens_mail_events_total{backend="graph",outcome="duplicate"}"#))
     }
 

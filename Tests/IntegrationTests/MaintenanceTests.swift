@@ -145,8 +145,8 @@ struct MaintenanceTests {
             #expect(text.contains(section), "\(section) in \(text)")
         }
         #expect(text.contains("com.example.mail") && text.contains("apns"))
-        let jobs = text.split(separator: "\n").filter { line in ["api-keys", "reap", "renew", "sync-keys", "keys"].contains { line.hasPrefix("  \($0) ") } }
-        #expect(jobs.count == 5 && jobs.allSatisfy { $0.contains(" ok ") }, "\(jobs)")
+        let jobs = text.split(separator: "\n").filter { line in ["api-keys", "reap", "renew", "sync-keys", "keys", "gauges"].contains { line.hasPrefix("  \($0) ") } }
+        #expect(jobs.count == 6 && jobs.allSatisfy { $0.contains(" ok ") }, "\(jobs)")
 
         let json = try #require(try JSONSerialization.jsonObject(with: Data(cron(["status", "--json"]).utf8)) as? [String: Any])
         let subscriptions = try #require(json["subscriptions"] as? [[String: Any]])
@@ -159,7 +159,7 @@ struct MaintenanceTests {
         let spool = try #require(json["spool"] as? [String: Any])
         #expect(spool["pending"] is Int)
         let cronJobs = try #require(json["cronJobs"] as? [[String: Any]])
-        #expect(cronJobs.count == 5 && cronJobs.allSatisfy { $0["outcome"] as? String == "ok" && $0["lastRun"] is String })
+        #expect(cronJobs.count == 6 && cronJobs.allSatisfy { $0["outcome"] as? String == "ok" && $0["lastRun"] is String })
         #expect(((json["apiTokens"] as? [String: Any])?["active"] as? Int ?? 0) >= 1)
         #expect((json["keyPool"] as? [String: Any])?["target"] is Int)
         for output in [text, try cron(["status", "--json"])] {

@@ -1,10 +1,12 @@
 import Curl
 import ENSCore
 import Foundation
+import MariaDB
 import Testing
 
-/// GET /metrics through nginx: the sum of every process's counters in the Prometheus
-/// text format, plus subscription and device gauges from MariaDB.
+/// GET /metrics through nginx (and Apache): the sum of every process's counters in the
+/// Prometheus text format, plus the subscription and device gauges `ens-cron gauges`
+/// last stored; only for a scraper with the bearer token (metrics.token_file).
 @Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
 struct MetricsEndpointTests {
     func value(_ text: String, _ series: String) -> Double? {
@@ -12,7 +14,7 @@ struct MetricsEndpointTests {
     }
 
     @Test func countsRequestsAcrossWorkersAndReportsTheSender() throws {
-        let before = try TestStack.get("/metrics")
+        let before = try TestStack.metrics()
         #expect(before.status == 200)
         #expect(before.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
         let series = #"ens_http_requests_total{endpoint="/alive",code="200"}"#
@@ -21,7 +23,7 @@ struct MetricsEndpointTests {
         // Each process writes its file once a second.
         var text = ""
         #expect(try TestStack.eventually(within: 5) {
-            text = try TestStack.get("/metrics").bodyText
+            text = try TestStack.metrics().bodyText
             return (value(text, series) ?? 0) >= start + 20
         })
         #expect(text.contains("# TYPE ens_http_request_duration_seconds histogram"))
@@ -41,7 +43,7 @@ struct MetricsEndpointTests {
     /// Every process reports when it started, and every family the endpoint renders is
     /// declared (so has HELP and TYPE lines).
     @Test func everyProcessHasAStartTimeAndEveryFamilyIsDeclared() throws {
-        let text = try TestStack.get("/metrics").bodyText
+        let text = try TestStack.metrics().bodyText
         let starts = text.split(separator: "\n").filter { $0.hasPrefix("process_start_time_seconds{process=") }
         #expect(starts.contains { $0.contains(#"process="apns""#) })
         #expect(starts.contains { $0.contains(#"process="fcgi-"#) })
@@ -86,5 +88,45 @@ struct MetricsEndpointTests {
     @Test func onlyGetIsAllowed() throws {
         let response = try TestStack.post("/metrics", body: [], contentType: nil)
         #expect(response.status == 405)
+    }
+
+    /// The endpoint had no authentication of its own: anything that reached it (a process
+    /// on the host, a proxy in front) read how busy the service is and how many users it
+    /// has. Without the token, with a wrong one (same length, last character changed),
+    /// with another scheme or the token alone: 401 and not one series.
+    @Test func aScrapeWithoutTheBearerTokenIsRefused() throws {
+        let token = TestStack.metricsToken
+        #expect(token.count >= 32)
+        let last = token.last == "0" ? "1" : "0"
+        for authorization in [nil, "Bearer " + token.dropLast() + last, "Bearer ", "Basic " + token, token, "Bearer " + token + "x"] as [String?] {
+            let refused = try TestStack.metrics(authorization: authorization)
+            #expect(refused.status == 401, "\(authorization.map { String($0.prefix(8)) } ?? "none")")
+            #expect(refused.json["responseCode"] == "Unauthorized")
+            #expect(!refused.bodyText.contains("ens_"))
+        }
+        #expect(try TestStack.metrics(authorization: nil).header("www-authenticate")?.hasPrefix("Bearer") == true)
+        let granted = try TestStack.metrics(authorization: "bearer " + token)
+        #expect(granted.status == 200 && granted.bodyText.contains("ens_http_requests_total"))
+    }
+
+    /// A scrape used to count EnsSubscriptionInfo and Devices in full. It reads what
+    /// `ens-cron gauges` stored instead: after a count the gauges match the tables, and
+    /// a value changed in MetricGauges is what the next scrape shows (nothing recounted).
+    @Test func theGaugesAreWhatTheCronJobLastCounted() throws {
+        let database = try TestStack.serviceConnection()
+        _ = try TestStack.run(TestStack.root + "/.build/debug/ens-cron", ["gauges", "--config", TestStack.configPath])
+        let enabledDevices = try #require(try database.queryOne("SELECT COUNT(*) FROM Devices WHERE disabled_at IS NULL")?.int(0))
+        var text = try TestStack.metrics().bodyText
+        #expect(value(text, #"ens_devices{state="enabled"}"#) == Double(enabledDevices))
+        let countedAt = try #require(value(text, "ens_gauges_counted_at_seconds"))
+        #expect(abs(countedAt - Date().timeIntervalSince1970) < 300)
+
+        let series = #"ens_devices{state="enabled"}"#
+        try database.execute("UPDATE MetricGauges SET value = 987654321 WHERE series = \(series)")
+        defer { _ = try? TestStack.run(TestStack.root + "/.build/debug/ens-cron", ["gauges", "--config", TestStack.configPath]) }
+        text = try TestStack.metrics().bodyText
+        #expect(value(text, #"ens_devices{state="enabled"}"#) == 987_654_321)
+        _ = try TestStack.run(TestStack.root + "/.build/debug/ens-cron", ["gauges", "--config", TestStack.configPath])
+        #expect(value(try TestStack.metrics().bodyText, #"ens_devices{state="enabled"}"#) == Double(enabledDevices))
     }
 }

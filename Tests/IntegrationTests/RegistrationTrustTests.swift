@@ -130,11 +130,13 @@ struct RegistrationTrustTests {
         let victim = try subscribedVictim()
         try ExchangeSimulator.domain("evil.test", mode: "hostile")
         let before = try subscriptionColumns(victim.user)
+        // The simulator's request log spans the run: other suites' squatters subscribe there.
+        let subscribesBefore = try operations(to: "mail.evil.test").filter { $0 == "Subscribe" }.count
         let answer = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), userName: "junk", password: "junk", ewsURL: "https://mail.evil.test/EWS/Exchange.asmx"), force: true)
         #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
         #expect(answer.json["message"]?.contains("ewsUrl") == true)
         #expect(try subscriptionColumns(victim.user) == before)
-        #expect(try !operations(to: "mail.evil.test").contains("Subscribe"))
+        #expect(try operations(to: "mail.evil.test").filter { $0 == "Subscribe" }.count == subscribesBefore)
         try expectMailStillDelivered(victim, subject: "Still from the real Exchange")
     }
 

@@ -211,7 +211,7 @@ struct SenderTests {
     /// accepts the credential again. One critical line says so, not one per notification.
     @Test func aRefusedCredentialKeepsItsNotificationsUntilItIsAcceptedAgain() throws {
         func counter(_ outcome: String) throws -> Double {
-            let line = try TestStack.get("/metrics").bodyText.split(separator: "\n")
+            let line = try TestStack.metrics().bodyText.split(separator: "\n")
                 .first { $0.hasPrefix(#"ens_push_notifications_total{outcome="\#(outcome)",provider="apns"}"#)
                     || $0.hasPrefix(#"ens_push_notifications_total{provider="apns",outcome="\#(outcome)"}"#) }
             return line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0

@@ -62,7 +62,7 @@ struct SplitCredentialsTests {
         let token = TestSecrets.apnsToken()
         #expect(try register(user, creds: ["apnsToken": token, "CBAData": ["certificate": pkcs12, "password": password]]) == "UserSubscribed")
         let url = try callbackURL(email)
-        #expect(url.utf8.count < 200 && url.contains("/k."), "\(url.utf8.count) characters, while the bundle is \(pkcs12.utf8.count)")
+        #expect(url.utf8.count < 200 && url.contains("/ews/k2."), "\(url.utf8.count) characters, while the bundle is \(pkcs12.utf8.count)")
         try rememberStoredForms(url: url, pkcs12: pkcs12, password: password)
         let record = try recordState(user)
         #expect(try storedCredentials(record.id) == 1)
@@ -74,13 +74,17 @@ struct SplitCredentialsTests {
     }
 
     /// What the secret scan must find in no dump and no log: the URL's key (the part of
-    /// the split never stored), as it travels and as hex, and the certificate's private
-    /// key as DER hex (extracted by the openssl CLI).
+    /// the split never stored), sealed as it travels and as hex, and the certificate's
+    /// private key as DER hex (extracted by the openssl CLI).
     func rememberStoredForms(url: String, pkcs12: String, password: String) throws {
-        let blob = try #require(url.components(separatedBy: "/k.").last)
-        TestSecrets.remember(blob)
-        let urlKey = try #require(Base64.decodeURLSafe(blob)).prefix(CallbackToken.urlKeySize)
-        TestSecrets.remember(Hex.encode(Array(urlKey)))
+        let suffix = try #require(url.components(separatedBy: "/ews/").last)
+        TestSecrets.remember(String(suffix.dropFirst("k2.".count)))
+        let token = try #require(CallbackToken(path: suffix, vault: Vault(masterKey: try TestStack.masterKey())))
+        guard case .keyed(let urlKey) = token.form else {
+            Issue.record("a new subscription's URL is not keyed")
+            return
+        }
+        TestSecrets.remember(Hex.encode(urlKey))
         let keyHex = try TestStack.run("/bin/sh", ["-c", """
             printf %s "$1" | base64 -d | openssl pkcs12 -nocerts -nodes -passin "pass:$2" 2>/dev/null | openssl pkey -outform DER | od -An -tx1 -v | tr -d ' \\n'
             """, "sh", pkcs12, password])
@@ -153,7 +157,7 @@ struct SplitCredentialsTests {
         _ = try TestStack.run(TestStack.root + "/.build/debug/ens-cron", ["renew", "--config", TestStack.configPath])
         #expect(try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(record.id) AND last_wakeup_at IS NOT NULL")?.int(0) == 1)
         #expect(try register(user, creds: creds, force: true) == "UserSubscribed")
-        #expect(try callbackURL(email).contains("/k."))
+        #expect(try callbackURL(email).contains("/ews/k2."))
         let after = try TestStack.post("/ews/" + carrying, body: Array(body.utf8), contentType: "text/xml; charset=utf-8")
         #expect(after.status == 200 && after.bodyText.contains("Unsubscribe"), "\(after.status) \(after.bodyText)")
         let renewed = try recordState(user)

@@ -1,13 +1,13 @@
-// libFuzzer target: Exchange callback URLs (`/ews/<record>/<generation>/<blob>`) and
-// the payload they seal.
+// libFuzzer target: Exchange callback URLs (`/ews/k2.<box>`, and the older
+// `/ews/<record>/<generation>/<blob>`) and the payload they seal.
 //
 // The first input byte picks the mode:
 //   even ("0"): the rest is the path suffix, read by CallbackToken(path:vault:) under a
-//         fixed master key (forged or malformed URLs, keyed or carrying, must be
-//         refused, not trap);
+//         fixed master key (forged or malformed URLs, sealed, keyed or carrying, must
+//         be refused, not trap);
 //   odd ("1"):  the rest is a callback payload: CallbackPayload(encoded:) must not trap,
-//         and a payload that decodes is sealed into a carrying URL and under a keyed
-//         URL's seal, read back and opened, and must come back unchanged.
+//         and a payload that decodes is sealed into a carrying URL and under a sealed
+//         and a keyed URL's seal, read back and opened, and must come back unchanged.
 // The committed seeds include URLs made under the same fixed key, so the fuzzer starts
 // from tokens whose MAC verifies.
 import ENSCore
@@ -67,6 +67,12 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         }
         let stored = try reopened.open(seal.seal(encoded))
         precondition(stored == encoded, "stored credentials changed")
+        let (sealedPath, sealedSeal) = try CallbackToken.makeSealed(recordID: recordID, generation: 3, vault: vault)
+        guard let sealed = CallbackToken(path: sealedPath, vault: vault), sealed.recordID == recordID, sealed.generation == 3,
+              let sealedReopened = try sealed.credentialSeal(vault: vault) else {
+            preconditionFailure("a sealed token made here is refused")
+        }
+        precondition(try sealedReopened.open(sealedSeal.seal(encoded)) == encoded, "stored credentials changed (sealed URL)")
     } catch {
         preconditionFailure("sealing a callback payload failed: \(error)")
     }
@@ -91,6 +97,9 @@ public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutable
     for (index, (name, payload)) in payloads.enumerated() {
         guard let path = try? CallbackToken.makeCarrying(payload: payload.encoded, recordID: Int64(index + 1), generation: Int64(index), recordKeyMaterial: recordKeyMaterial, vault: vault) else { continue }
         write(directory + "/token-" + name, Array("0".utf8) + Array(path.utf8))
+        if let (sealed, _) = try? CallbackToken.makeSealed(recordID: Int64(index + 1), generation: Int64(index), vault: vault) {
+            write(directory + "/token-sealed-" + name, Array("0".utf8) + Array(sealed.utf8))
+        }
         write(directory + "/payload-" + name, Array("1".utf8) + payload.encoded)
     }
     exit(0)

@@ -1,25 +1,32 @@
 internal import Codecs
 public import OpenSSL
 
-/// The part of an Exchange callback URL after `/ews/`: `<record id>/<generation>/<blob>`,
-/// in one of two forms.
+/// The part of an Exchange callback URL after `/ews/`, in one of three forms.
 ///
-/// **Keyed** (what registrations make now): the blob is `k.` followed by base64url of
-/// `key ‖ mac`. `key` is 32 random bytes made for this subscription; the credentials
-/// themselves are in the database (table MailCredentials), sealed under a key derived
-/// from the master key *and* `key` (`CredentialSeal`). The URL alone opens nothing, and
-/// neither does the database, with or without the master key: a callback brings the one
-/// part the database never holds. The URL stays short whatever the credentials weigh.
+/// **Sealed** (what registrations make since 2026-11-27): `k2.` followed by base64url of
+/// an AES-256-GCM box (12-byte nonce, 16-byte tag) under a master-derived key, holding
+/// record id, generation and `key`. `key` is 32 random bytes made for this subscription;
+/// the credentials themselves are in the database (table MailCredentials), sealed under
+/// a key derived from the master key *and* `key` (`CredentialSeal`). The URL alone opens
+/// nothing, and neither does the database, with or without the master key: a callback
+/// brings the one part the database never holds. The URL stays short whatever the
+/// credentials weigh, and shows no record id: ids are sequential, and one in clear let
+/// anyone aim forged posts at a record or count the records.
 ///
-/// **Carrying** (subscriptions made before): the blob is `sealed ‖ mac`, the
-/// credentials sealed in the URL itself under a key derived from the master key and the
-/// record's own sealed key material. Still accepted, so those subscriptions keep
+/// **Keyed** (subscriptions made from 2026-11-26): `<record id>/<generation>/k.` followed
+/// by base64url of `key ‖ mac`, the same key in clear beside a clear record id. Still
+/// accepted: Exchange keeps a subscription's URL for its life, and the next registration
+/// makes a sealed one.
+///
+/// **Carrying** (subscriptions made before): `<record id>/<generation>/` then `sealed ‖
+/// mac`, the credentials sealed in the URL itself under a key derived from the master key
+/// and the record's own sealed key material. Still accepted, so those subscriptions keep
 /// working until they are renewed.
 ///
-/// Either way `mac` is 16 bytes of HMAC-SHA-256 under a master-derived key over the
-/// record id, generation and the rest of the blob: a forged, truncated or altered URL is
-/// refused (HTTP 4xx) before any database work. Record id and generation travel in
-/// clear (they are not secret) and are bound by the MAC and the seal's associated data.
+/// In the two older forms `mac` is 16 bytes of HMAC-SHA-256 under a master-derived key
+/// over the record id, generation and the rest of the blob; in the sealed form the GCM
+/// tag does that work. Either way a forged, truncated or altered URL is refused (HTTP
+/// 4xx) before any database work.
 public struct CallbackToken: Sendable, Equatable {
     public let recordID: Int64
     public let generation: Int64
@@ -35,9 +42,19 @@ public struct CallbackToken: Sendable, Equatable {
     static let macSize = 16
     public static let urlKeySize = 32
     private static let keyedPrefix = "k."
+    private static let sealedPrefix = "k2."
+    /// What the sealed form's box is bound to, so no other sealed value opens as one.
+    private static let sealedAssociatedData = Array("ens-callback/2".utf8)
 
     /// Reads and authenticates the path suffix. Nil for anything forged or malformed.
     public init?(path suffix: String, vault: Vault) {
+        if suffix.hasPrefix(Self.sealedPrefix) {
+            guard let (recordID, generation, urlKey) = Self.openSealed(suffix.dropFirst(Self.sealedPrefix.count), vault: vault) else { return nil }
+            self.recordID = recordID
+            self.generation = generation
+            self.form = .keyed(urlKey: urlKey)
+            return
+        }
         let parts = suffix.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 3,
               let recordID = PathNumber.decimal(parts[0]), let generation = PathNumber.decimal(parts[1]),
@@ -60,14 +77,39 @@ public struct CallbackToken: Sendable, Equatable {
         self.form = form
     }
 
-    /// A keyed URL for a new subscription: the path suffix, and the seal its credentials
-    /// are stored under (the URL key inside it is never stored).
+    /// A sealed URL for a new subscription: the path suffix, and the seal its
+    /// credentials are stored under (the URL key inside it is never stored).
+    public static func makeSealed(recordID: Int64, generation: Int64, vault: Vault) throws -> (suffix: String, seal: CredentialSeal) {
+        let urlKey = try Digest.randomBytes(urlKeySize)
+        let box = try vault.callbackRouteSealKey.seal(bigEndian(recordID) + bigEndian(generation) + urlKey, associatedData: sealedAssociatedData)
+        return (sealedPrefix + Base64.encodeURLSafe(box), try CredentialSeal(vault: vault, recordID: recordID, generation: generation, urlKey: urlKey))
+    }
+
+    /// A keyed URL (the form subscriptions were made with on 2026-11-26, record id in
+    /// clear; kept for the tests that it is still accepted).
     public static func makeKeyed(recordID: Int64, generation: Int64, vault: Vault) throws -> (suffix: String, seal: CredentialSeal) {
         let urlKey = try Digest.randomBytes(urlKeySize)
         let form = Form.keyed(urlKey: urlKey)
         let blob = urlKey + mac(vault: vault, recordID: recordID, generation: generation, form: form)
         let suffix = "\(recordID)/\(generation)/\(keyedPrefix)\(Base64.encodeURLSafe(blob))"
         return (suffix, try CredentialSeal(vault: vault, recordID: recordID, generation: generation, urlKey: urlKey))
+    }
+
+    /// Record id, generation and URL key from a sealed suffix (after `k2.`); nil unless
+    /// it is exactly one box that opens under this master key.
+    private static func openSealed(_ encoded: Substring, vault: Vault) -> (Int64, Int64, [UInt8])? {
+        let boxSize = AESGCMKey.nonceSize + 16 + urlKeySize + AESGCMKey.tagSize
+        guard encoded.utf8.count <= 128, let box = Base64.decodeURLSafe(String(encoded)), box.count == boxSize,
+              let plain = try? vault.callbackRouteSealKey.open(box, associatedData: sealedAssociatedData),
+              plain.count == 16 + urlKeySize else { return nil }
+        let recordID = plain[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        let generation = plain[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        guard recordID >= 0, generation >= 0 else { return nil }
+        return (recordID, generation, Array(plain[16...]))
+    }
+
+    private static func bigEndian(_ value: Int64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
     }
 
     /// Seals `payload` into a carrying URL and returns the path suffix (the form

@@ -13,6 +13,9 @@ public struct Vault: Sendable {
     /// the base from which each record's sealing key is derived.
     let callbackMACKey: [UInt8]
     let callbackSealBase: [UInt8]
+    /// Seals record id, generation and URL key in today's callback URLs, so that no
+    /// sequential record id shows in them.
+    let callbackRouteSealKey: AESGCMKey
     /// The master key's share of each stored credentials key (`CredentialSeal`; the
     /// other share is in the subscription's callback URL).
     let credentialSealBase: [UInt8]
@@ -42,6 +45,7 @@ public struct Vault: Sendable {
         tokenHashKey = masterKey.derivedBytes(label: "ens/v1/device-token-hash")
         callbackMACKey = masterKey.derivedBytes(label: "ens/v1/callback-mac")
         callbackSealBase = masterKey.derivedBytes(label: "ens/v1/callback-seal")
+        callbackRouteSealKey = masterKey.derived(label: "ens/v2/callback-route-seal")
         credentialSealBase = masterKey.derivedBytes(label: "ens/v1/credential-seal")
         routingMACKey = masterKey.derivedBytes(label: "ens/v1/routing-mac")
         routingSealKey = masterKey.derived(label: "ens/v2/graph-route-seal")

@@ -53,7 +53,7 @@ public struct StatusReport: Sendable {
     public var keyPoolTarget = 0
 
     /// The jobs `ens-cron all` runs, in its order (a job never run is listed as such).
-    public static let jobs = ["api-keys", "reap", "renew", "sync-keys", "keys"]
+    public static let jobs = ["api-keys", "reap", "renew", "sync-keys", "keys", "gauges"]
 
     /// Reads the database's side of the report.
     public static func gather(database: any SQLDatabase, configuration: ENSConfiguration, now: Timestamp) throws -> StatusReport {

@@ -225,7 +225,8 @@ enum DeviceAPI {
 
     static let subscriptionStatusV1 = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
         let userID = try Identity.userID(request.parameters)
-        let lastMessageDate = try request.parameters["lastMessageDate"].flatMap { text throws(APIError) -> Timestamp? in
+        // Still parsed, so a malformed date is the 400 it always was; no longer compared.
+        _ = try request.parameters["lastMessageDate"].flatMap { text throws(APIError) -> Timestamp? in
             if text.isEmpty { return nil }
             guard let date = Timestamp(apiString: text) else {
                 throw APIError.invalidRequest("Parameter 'lastMessageDate' must be MM/dd/yyyy HH:mm:ss.SSS (UTC).")
@@ -236,13 +237,14 @@ enum DeviceAPI {
         guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
         let now = Timestamp.now()
         try store.checkIn(recordID: record.id, now: now)
-        // v1 does not say which device is asking: any notification after the client's
-        // last message means it missed something, and a user whose every token APNs
-        // rejected must register again.
-        let devices = try store.devices(recordID: record.id)
-        if !devices.isEmpty && devices.allSatisfy({ $0.disabledAt != nil }) { return .ok(.userRecordPresentNotSubscribed) }
-        let lastNotified = devices.compactMap(\.lastNotifiedAt).max()
-        return .ok(status(record, lastNotified: lastNotified, lastMessageDate: lastMessageDate, now: now, context: context))
+        // The subscription's health only. v1 names no device and proves nothing: its only
+        // inputs are `userid` (public: the SHA-256 of the address) and a date in clear, so
+        // any ApiToken holder could call it. Answering from the time of the last
+        // notification ("one came after your lastMessageDate") let such a caller
+        // binary-search when someone last got mail, and answering from device state (all
+        // tokens rejected, which happens when a push is tried) told when a push was tried.
+        // v2 keeps both: the device proves itself with its sealed push token.
+        return .ok(status(record, lastNotified: nil, lastMessageDate: nil, now: now, context: context))
     }
 
     static let subscriptionStatusV2 = sealedOperation(parameter: "subscriptionPayload", use: .checkIn, withDevices: true) { operation, request, context in

@@ -1,38 +1,42 @@
 internal import ENSCore
+internal import OpenSSL
 internal import POSIX
 internal import MariaDB
 
-/// GET /metrics: the Prometheus text format. Counters come from every process's
-/// metrics file (see `MetricsText`); subscription and device gauges are counted in
-/// MariaDB at scrape time. nginx serves this location to loopback only.
+/// GET /metrics: the Prometheus text format, for a scraper holding the bearer token in
+/// metrics.token_file (`Authorization: Bearer <token>`); 401 for anyone else, 404 for
+/// everyone when no token is configured. The web server's loopback-only rule is not
+/// enough on its own: anything on the host (or a proxy in front) could ask, and the
+/// answer says how busy the service is and how many users it has.
+///
+/// Counters come from every process's metrics file (see `MetricsText`); the
+/// subscription and device gauges are the rows `ens-cron gauges` last stored
+/// (`MetricGauges`), a read of a few rows by primary key instead of counting whole
+/// tables on every scrape.
 enum MetricsEndpoint {
-    static let route = Route(methods: ["GET"], requiresAPIToken: false) { _, context in
+    static let route = Route(methods: ["GET"], requiresAPIToken: false, readsAuthorization: true) { request, context in
         let directory = context.settings.metricsDirectory
-        guard !directory.isEmpty else { throw APIError.notFound }
+        guard !directory.isEmpty, let token = context.services.metricsToken else { throw APIError.notFound }
+        guard authorized(request.authorization, token: token) else {
+            var refused = APIResponse.error(401, .unauthorized, "A valid bearer token is required.")
+            refused.extraHeaders.append(("WWW-Authenticate", #"Bearer realm="ens-metrics""#))
+            return refused
+        }
         let collected = MetricsText.collect(directory: directory)
         var values = collected.values
         values["ens_metrics_sources"] = Double(collected.sources)
         values["ens_metrics_stale_sources"] = Double(collected.staleSources)
-        for (key, value) in try databaseGauges(context) { values[key] = value }
+        for (key, value) in try MetricGauges.stored(database: context.database) { values[key] = value }
         return APIResponse(status: 200, body: Array(MetricsText.render(values).utf8), contentType: "text/plain; version=0.0.4; charset=utf-8")
     }
 
-    /// Records by subscription state (healthy: heard from within the status frequency
-    /// plus grace; stale: registered but silent; unregistered) and devices by state.
-    private static func databaseGauges(_ context: RequestContext) throws -> [String: Double] {
-        var values: [String: Double] = [:]
-        for state in ["healthy", "stale", "unregistered"] { values[MetricsText.key("ens_subscriptions", [("state", state)])] = 0 }
-        for group in try SubscriptionHealth.groups(database: context.database, grace: context.settings.deviceAPI.subscriptionGrace, now: .now()) {
-            values[MetricsText.key("ens_subscriptions", [("state", group.state)]), default: 0] += Double(group.count)
-        }
-        values[MetricsText.key("ens_devices", [("state", "enabled")])] = 0
-        values[MetricsText.key("ens_devices", [("state", "disabled")])] = 0
-        for row in try context.database.query("""
-            SELECT IF(disabled_at IS NULL, 'enabled', 'disabled') AS state, COUNT(*) FROM Devices GROUP BY state
-            """) {
-            let (state, count) = try row.decode(String.self, Int64.self)
-            values[MetricsText.key("ens_devices", [("state", state)])] = Double(count)
-        }
-        return values
+    /// Whether `header` is `Bearer <token>`. Both sides are hashed first, so the
+    /// comparison takes the same time whatever the offered token's length or content.
+    static func authorized(_ header: String?, token: String) -> Bool {
+        guard let header, header.utf8.count <= 1024 else { return false }
+        let scheme = "bearer "
+        guard header.utf8.count > scheme.utf8.count, header.prefix(scheme.count).lowercased() == scheme else { return false }
+        let offered = header.dropFirst(scheme.count).trimmingCharacters(in: " \t")
+        return Digest.constantTimeEqual(Digest.sha256(offered), Digest.sha256(token))
     }
 }

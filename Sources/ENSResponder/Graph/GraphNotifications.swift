@@ -5,12 +5,14 @@ internal import Logging
 internal import MariaDB
 internal import OpenSSL
 
-/// Microsoft Graph's change notifications: POSTs to `/graph/<record>/<generation>/<mac>`,
-/// the notification (and lifecycle) URL a subscription was created with.
+/// Microsoft Graph's change notifications: POSTs to `/graph/r2.<sealed route>` (older
+/// subscriptions: `/graph/<record>/<generation>/<mac>`), the notification (and
+/// lifecycle) URL a subscription was created with.
 ///
 /// Graph's rules (docs/graph.md, research/graph.md §2–3) shape every answer:
-/// - A validation request (`?validationToken=`) is answered first, before the body or
-///   the URL is looked at: 200, text/plain, the decoded token.
+/// - A validation request (`?validationToken=`) is answered once the URL has
+///   authenticated (`RoutingToken`), before the body is looked at: 200, text/plain, the
+///   decoded token. On a URL that fails, it is dropped like any other post: 202, no echo.
 /// - Graph-shaped traffic never gets a 4xx: Graph backs off from an endpoint that
 ///   refuses, and an attacker learns nothing from a 202. Items that are not genuine
 ///   (unknown subscription, wrong clientState, unreadable) are dropped and counted.
@@ -30,14 +32,17 @@ enum GraphNotifications {
     static let backendLabel = "graph"
 
     static let route = Route(methods: ["POST"], requiresAPIToken: false, body: .raw(limit: maximumBodyBytes)) { request, context in
-        if let token = validationToken(in: request.query) {
-            return APIResponse(status: 200, body: Array(token.utf8), contentType: "text/plain; charset=utf-8")
-        }
         let counters = context.requestCounters
+        // The URL first, even for a validation request: echoing the token for any
+        // /graph/ path would let anyone have this host "validate" a URL ENS never made
+        // (and tell a forged path from a real one by nothing, which is the point).
         guard let address = RoutingToken(path: String(request.path.dropFirst(pathPrefix.count)), vault: context.services.vault) else {
             context.logger.warning("graph notification dropped: URL failed authentication")
             counters?.countMailEvent(backend: backendLabel, outcome: "dropped_url")
             return accepted
+        }
+        if let token = validationToken(in: request.query) {
+            return APIResponse(status: 200, body: Array(token.utf8), contentType: "text/plain; charset=utf-8")
         }
         let batch: ChangeNotificationBatch
         do {

@@ -67,6 +67,7 @@ public struct Dispatcher: Sendable {
         }
         let request = Request(
             method: method, path: path, query: String(decoding: channel.parameter("QUERY_STRING") ?? [], as: UTF8.self), apiToken: apiToken,
+            authorization: route.readsAuthorization ? try header(channel, "HTTP_AUTHORIZATION") : nil,
             badge: try flagHeader(channel, "HTTP_BADGE"),
             development: try flagHeader(channel, "HTTP_DEVELOPMENT"),
             parameters: parameters, body: body,

@@ -18,12 +18,16 @@ public struct Route: Sendable {
     public let methods: [String]
     public let requiresAPIToken: Bool
     public let body: Body
+    /// Whether the handler sees the `Authorization` header (no other route reads it).
+    public let readsAuthorization: Bool
     public let handler: Handler
 
-    public init(methods: [String], requiresAPIToken: Bool, body: Body = .parameters, handler: @escaping Handler) {
+    public init(methods: [String], requiresAPIToken: Bool, body: Body = .parameters, readsAuthorization: Bool = false,
+                handler: @escaping Handler) {
         self.methods = methods
         self.requiresAPIToken = requiresAPIToken
         self.body = body
+        self.readsAuthorization = readsAuthorization
         self.handler = handler
     }
 

@@ -36,6 +36,21 @@ enum TestStack {
         try (client ?? self.client()).send(HTTPRequest(method: .get, url: baseURL + path))
     }
 
+    /// The bearer token GET /metrics requires (the stack's metrics.token_file).
+    static var metricsToken: String {
+        ((try? String(contentsOfFile: directory + "/secrets/metrics.token", encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// GET /metrics as the scraper asks: `Authorization: Bearer <the stack's token>`.
+    static func metrics(client: HTTPClient? = nil) throws -> HTTPResponse {
+        try metrics(authorization: "Bearer \(metricsToken)", client: client)
+    }
+
+    /// GET /metrics with this `Authorization` header (nil: none).
+    static func metrics(authorization: String?, client: HTTPClient? = nil) throws -> HTTPResponse {
+        try (client ?? self.client()).send(HTTPRequest(method: .get, url: baseURL + "/metrics", headers: authorization.map { [("Authorization", $0)] } ?? []))
+    }
+
     static func post(_ path: String, body: [UInt8], contentType: String?, headers: [(String, String)] = [], client: HTTPClient? = nil) throws -> HTTPResponse {
         var allHeaders = headers
         allHeaders.append(("Content-Type", contentType ?? ""))
