@@ -63,10 +63,6 @@ def seal(pem, plaintext):
     return base64.b64encode(b"".join(key.encrypt(c, padding.PKCS1v15()) for c in chunks)).decode()
 
 
-def sql(statement):
-    subprocess.run(["mariadb", "--no-defaults", "-S", f"{VAR}/run/mysqld.sock", "-uroot", "ens", "-e", statement], check=True)
-
-
 def b2_setup(count, out_path):
     conn = connection()
     bodies = []
@@ -75,18 +71,17 @@ def b2_setup(count, out_path):
         status, answer = post(conn, "/getpublickey", {"email": email})
         assert status == 200, (status, answer)
         userid, pem = answer["userid"], answer["pubKey"]
-        # Subscribed as a registration leaves it; the device joins with a real proof of
-        # possession (GetFolder at the simulator) with the mailbox's own OAuth token.
+        # A real registration (proof of possession and Subscribe at the simulator) with
+        # the mailbox's own OAuth token at its named EWS URL: since the trust work a
+        # subscription row ENS did not write itself (no RowBinding MAC) is not trusted.
         oauth = f"bench-oauth-{secrets.token_hex(8)}"
         simulator("/mailboxes", {"email": email, "oauthToken": oauth})
-        sql(f"UPDATE EnsSubscriptionInfo SET registered = 1, subscription_id = 'bench', "
-            f"backend_url = 'https://mail.example.test/EWS/Exchange.asmx', backend_version = 'Exchange2010_SP2', "
-            f"last_callback_at = NOW(3) WHERE userid = '{userid}'")
         token = secrets.token_hex(32)
-        creds = seal(pem, json.dumps({"apnsToken": token, "oauthAccessToken": oauth}))
+        creds = seal(pem, json.dumps({"apnsToken": token, "oauthAccessToken": oauth,
+                                      "ewsUrl": "https://mail.example.test/EWS/Exchange.asmx"}))
         status, answer = post(conn, "/registerdevicev2", {"userid": userid, "email": email, "creds": creds,
                                                           "bundleid": "com.example.mail"})
-        assert answer.get("responseCode") == "UserUpdated", answer
+        assert answer.get("responseCode") == "UserSubscribed", answer
         payload = seal(pem, json.dumps({"pushToken": token, "lastMessageDate": "01/01/2020 00:00:00.000",
                                         "ignoreLastMessageDate": 1}))
         bodies.append(json.dumps({"userid": userid, "subscriptionPayload": payload}))
