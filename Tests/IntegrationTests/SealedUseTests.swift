@@ -114,6 +114,11 @@ struct SealedUseTests {
     /// it read, switch it back to `preview`. Each answers as for an unknown device.
     @Test func thePushTokenAloneOpensNoPrivateOperation() throws {
         let user = try RegisteredUser.register(with: api)
+        // The user's first device must not get this private mail in clear either (the
+        // secret scan checks every push the simulators accepted).
+        let generic = try user.user.sealJSON(["pushToken": user.token, "deviceSecret": TestSecrets.deviceSecret(for: user.token), "privacy": "generic"],
+                                             for: "updateprivacy.info")
+        #expect(try api.call("/updateprivacy", ["userid": user.user.userID, "info": generic]).json["responseCode"] == "UpdateSuccess")
         let token = TestSecrets.apnsToken()
         #expect(try user.register(with: api, token: token, extra: ["privacy": "secure"]).json["privacy"] == "secure")
         let subject = "For the device only \(UUID().uuidString.prefix(6))"
