@@ -27,8 +27,16 @@ public struct AESGCMKey: Sendable {
     /// Derives a sub-key for one purpose (HMAC-SHA-256 of the label under this key), so
     /// one master key can protect several kinds of data without reusing a key.
     public func derived(label: String) -> AESGCMKey {
-        // HMAC output is 32 bytes, so this initializer cannot fail.
-        (try? AESGCMKey(bytes: derivedBytes(label: label))) ?? self
+        // HMAC-SHA-256 output is always 32 bytes. Falling back to `self` would hand out
+        // the master key as its own sub-key, so an impossible failure stops the process.
+        let bytes = derivedBytes(label: label)
+        precondition(bytes.count == Self.keySize, "HMAC-SHA-256 gave \(bytes.count) bytes for an AES-256 sub-key")
+        return AESGCMKey(unchecked: bytes)
+    }
+
+    /// A key whose length the caller has checked.
+    private init(unchecked bytes: [UInt8]) {
+        key = bytes
     }
 
     /// 32 bytes derived for one purpose (HMAC-SHA-256 of the label), e.g. an HMAC key.
