@@ -15,6 +15,11 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+let allModules: [Target.Dependency] = [
+    "Codecs", "Curl", "ENSConfig", "ENSMetrics", "ENSModel", "ENSResponder", "ENSSender",
+    "ENSStore", "ENSVault", "EWS", "FastCGI", "Graph", "MailBackends", "MariaDB", "OpenSSL", "POSIX", "SenderWire", "XML",
+]
+
 let package = Package(
     name: "ens",
     platforms: [.macOS(.v15)],
@@ -48,44 +53,95 @@ let package = Package(
         .target(name: "Codecs", swiftSettings: swiftSettings),
         .systemLibrary(name: "CLinux"),
         .target(name: "POSIX", dependencies: ["CLinux"], swiftSettings: swiftSettings),
+        // MARK: ENS's own layers, lowest first. Each may import only what it lists here;
+        // scripts/lint.sh holds the same graph and fails on an import outside it.
+
+        // Values: timestamps, JSON, form bodies, records, privacy modes. No I/O.
+        .target(name: "ENSModel", dependencies: ["Codecs", "POSIX"], swiftSettings: swiftSettings),
+        // The configuration file (declared keys, parsing, reload) and the log format the
+        // executables bootstrap swift-log with.
         .target(
-            name: "ENSCore",
+            name: "ENSConfig",
+            dependencies: ["Codecs", "ENSModel", "OpenSSL", "POSIX", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // Per-process counters written to a directory for /metrics to add up.
+        .target(
+            name: "ENSMetrics",
+            dependencies: ["ENSModel", "POSIX", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // What only the master key and the per-user RSA keys open: sealed parameters,
+        // credential boxes, callback and routing tokens, row bindings.
+        .target(
+            name: "ENSVault",
+            dependencies: ["Codecs", "ENSModel", "OpenSSL", "POSIX"],
+            swiftSettings: swiftSettings
+        ),
+        // Every SQL statement: the stores, the migrator, maintenance statements. The only
+        // module above the wrappers that imports MariaDB.
+        .target(
+            name: "ENSStore",
             dependencies: [
-                "Codecs", "OpenSSL", "MariaDB", "POSIX",
+                "Codecs", "ENSConfig", "ENSModel", "ENSVault", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
+        // What the responders hand the sender over its Unix socket: frames, push
+        // notifications, mail payloads, the client.
+        .target(
+            name: "SenderWire",
+            dependencies: ["Codecs", "ENSModel", "ENSVault", "OpenSSL", "POSIX"],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Protocol clients: they speak EWS and Graph and know nothing of ENS's
+        // stores, vault or configuration.
         // Exchange Web Services: Autodiscover, push subscriptions, callbacks (SOAP over
         // libcurl; XML parsed by the XML module).
         .target(
             name: "EWS",
-            dependencies: ["Codecs", "ENSCore", "Curl", "OpenSSL", "POSIX", "XML"],
+            dependencies: ["Codecs", "ENSModel", "Curl", "OpenSSL", "POSIX", "XML", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // Microsoft Graph: application tokens (certificate client assertions),
         // subscriptions, change notifications, mail lookups (JSON over libcurl).
         .target(
             name: "Graph",
-            dependencies: [
-                "Codecs", "ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX",
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["Codecs", "ENSModel", "Curl", "OpenSSL", "POSIX", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
+
+        // MARK: Mail backends: one folder per backend (Exchange, Graph), each with its
+        // registrar, notifications and keeper; Mail/ holds what every backend shares
+        // (MailBackends.all is the table), Requests/ the request values and context the
+        // callbacks and the device API are served with.
         .target(
-            name: "ENSResponder",
+            name: "MailBackends",
             dependencies: [
-                "Codecs", "ENSCore", "EWS", "Graph", "Curl", "FastCGI", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSStore", "ENSVault", "SenderWire",
+                "EWS", "Graph", "Curl", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Services
+        // The FastCGI pool, the router and the device API.
+        .target(
+            name: "ENSResponder",
+            dependencies: [
+                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSStore", "ENSVault", "MailBackends", "SenderWire",
+                "Curl", "FastCGI", "OpenSSL", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "ENSSender",
             dependencies: [
-                "Codecs", "ENSCore", "Curl", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSStore", "SenderWire", "Curl", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -96,16 +152,13 @@ let package = Package(
             name: "ens-fcgi",
             // No swift-argument-parser here: it links FoundationEssentials into every
             // worker process (ResponderOptions parses the five options).
-            dependencies: [
-                "ENSResponder", "ENSCore", "POSIX",
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["ENSConfig", "ENSMetrics", "ENSModel", "ENSResponder", "SenderWire", "POSIX", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "ens-apns",
             dependencies: [
-                "Codecs", "ENSCore", "ENSSender", "OpenSSL", "MariaDB", "POSIX",
+                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "SenderWire", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -114,7 +167,8 @@ let package = Package(
         .executableTarget(
             name: "ens-cron",
             dependencies: [
-                "Codecs", "ENSCore", "ENSSender", "Graph", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "ENSVault", "SenderWire",
+                "MailBackends", "Graph", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -124,15 +178,12 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "ENSCoreTests",
-            dependencies: [
-                "Codecs", "ENSCore", "ENSResponder", "ENSSender", "EWS", "Graph", "OpenSSL", "MariaDB", "Curl", "FastCGI", "POSIX", "XML",
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: allModules + [.product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["Codecs", "ENSCore", "ENSSender", "Curl", "MariaDB", "OpenSSL", "POSIX"],
+            dependencies: allModules,
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,5 +1,6 @@
 public import Curl
-public import ENSCore
+public import ENSModel
+public import SenderWire
 public import OpenSSL
 
 /// How ens-apns authenticates to APNs, per topic (bundle id): a client certificate if

@@ -1,5 +1,5 @@
 public import MariaDB
-public import ENSCore
+public import ENSModel
 
 /// Writes what APNs said about devices back to MariaDB: when a device was last notified,
 /// and that a token is dead. A token is disabled only if it was not registered again

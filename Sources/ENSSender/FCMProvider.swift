@@ -1,5 +1,6 @@
 public import Curl
-public import ENSCore
+public import ENSModel
+public import SenderWire
 internal import Codecs
 public import OpenSSL
 public import POSIX

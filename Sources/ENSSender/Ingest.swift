@@ -1,4 +1,5 @@
-public import ENSCore
+public import ENSMetrics
+public import SenderWire
 public import Logging
 internal import POSIX
 import Synchronization

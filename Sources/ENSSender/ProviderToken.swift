@@ -1,6 +1,6 @@
 internal import Codecs
 public import OpenSSL
-internal import ENSCore
+internal import ENSModel
 internal import POSIX
 
 /// The APNs provider token (an ES256 JWT) for one signing key. Minted once and shared

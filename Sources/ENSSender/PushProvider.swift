@@ -1,5 +1,6 @@
 public import Curl
-public import ENSCore
+public import ENSModel
+public import SenderWire
 
 /// One HTTP/2 request to a push service, as a provider builds it for a notification.
 public struct PushRequest: Sendable {

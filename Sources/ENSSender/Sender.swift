@@ -1,4 +1,6 @@
-public import ENSCore
+public import ENSMetrics
+public import ENSModel
+public import SenderWire
 public import Logging
 internal import Curl
 public import MariaDB

@@ -1,4 +1,5 @@
-public import ENSCore
+internal import ENSModel
+public import ENSStore
 public import Logging
 public import MariaDB
 internal import POSIX

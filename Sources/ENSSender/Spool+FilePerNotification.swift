@@ -1,4 +1,4 @@
-internal import ENSCore
+internal import SenderWire
 internal import POSIX
 internal import OpenSSL
 

@@ -1,4 +1,5 @@
-public import ENSCore
+public import ENSModel
+public import SenderWire
 public import OpenSSL
 internal import POSIX
 import Synchronization

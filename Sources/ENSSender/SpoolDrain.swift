@@ -1,4 +1,4 @@
-public import ENSCore
+public import SenderWire
 public import OpenSSL
 internal import POSIX
 

@@ -1,4 +1,5 @@
-public import ENSCore
+public import ENSModel
+public import ENSStore
 internal import POSIX
 
 extension Spool {

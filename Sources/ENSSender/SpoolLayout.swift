@@ -1,5 +1,5 @@
 internal import Codecs
-internal import ENSCore
+internal import SenderWire
 internal import POSIX
 internal import OpenSSL
 

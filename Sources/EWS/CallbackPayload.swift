@@ -1,5 +1,5 @@
 public import OpenSSL
-internal import ENSCore
+internal import ENSModel
 
 /// The credentials a callback uses to call back into the mailbox (GetItem, GetFolder),
 /// stored sealed in the database (or, for subscriptions made before, sealed in the

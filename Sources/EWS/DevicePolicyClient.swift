@@ -1,5 +1,5 @@
 public import Curl
-internal import ENSCore
+internal import ENSModel
 
 /// Asks the SEG (secure email gateway) policy service whether a device may receive
 /// mail notifications. Protocol (docs/exchange.md, "SEG policy"): `POST <url>` with

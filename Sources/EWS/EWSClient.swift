@@ -1,5 +1,5 @@
+public import ENSModel
 public import Curl
-public import ENSCore
 internal import OpenSSL
 public import POSIX
 internal import XML

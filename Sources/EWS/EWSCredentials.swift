@@ -1,5 +1,5 @@
 internal import Codecs
-public import ENSCore
+public import ENSModel
 public import OpenSSL
 
 /// How ENS authenticates to Exchange for one mailbox. Alive only while a request or a

@@ -1,6 +1,6 @@
 public import Curl
 internal import Codecs
-public import ENSCore
+public import ENSModel
 
 /// Why an access token could not be renewed. Descriptions are log-safe: OAuth error
 /// codes and HTTP statuses, never a token, a body or the endpoint's own description

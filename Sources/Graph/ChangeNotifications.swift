@@ -1,4 +1,4 @@
-internal import ENSCore
+internal import ENSModel
 
 /// One POST from Graph to a notification URL: `{"value": [...]}`, each item a change
 /// notification or a lifecycle event, possibly of different subscriptions (and tenants).

@@ -1,5 +1,5 @@
 internal import Codecs
-public import ENSCore
+public import ENSModel
 internal import OpenSSL
 internal import POSIX
 

@@ -1,6 +1,6 @@
 public import Curl
 internal import Codecs
-public import ENSCore
+public import ENSModel
 internal import OpenSSL
 public import POSIX
 
@@ -22,14 +22,6 @@ public struct GraphClientConfiguration: Sendable {
         self.loginURL = loginURL
         self.caBundlePath = caBundlePath
         self.timeout = timeout
-    }
-}
-
-extension GraphClientConfiguration {
-    /// The graph.* keys.
-    public init(_ configuration: ENSConfiguration) {
-        self.init(graphURL: configuration.graphURL, loginURL: configuration.graphLoginURL, caBundlePath: configuration.graphCAFile,
-                  timeout: configuration.graphTimeout)
     }
 }
 

@@ -1,10 +1,14 @@
+internal import ENSModel
 import ArgumentParser
-import ENSCore
 import ENSSender
 import Logging
 import MariaDB
 import OpenSSL
 import POSIX
+internal import ENSConfig
+internal import ENSConfig
+internal import ENSStore
+internal import SenderWire
 
 /// `ens-apns drain`: another host's spool, handed to this host's running sender.
 struct Drain: ParsableCommand {

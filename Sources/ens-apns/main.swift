@@ -1,9 +1,11 @@
+internal import ENSStore
 import ArgumentParser
-import ENSCore
 import ENSSender
 import Logging
 import OpenSSL
 import POSIX
+internal import ENSConfig
+internal import ENSMetrics
 
 /// ens-apns: the push sender (named for its first provider, APNs); `drain` hands a lost
 /// host's spool to it. A command of its own, so that each has its own --config.

@@ -1,9 +1,15 @@
 import ArgumentParser
-import ENSCore
 import Graph
 import Logging
 import MariaDB
 import POSIX
+internal import ENSStore
+internal import ENSConfig
+internal import ENSConfig
+internal import ENSModel
+internal import ENSVault
+internal import MailBackends
+internal import SenderWire
 
 /// ens-cron: maintenance jobs and administration commands, run to completion.
 @main

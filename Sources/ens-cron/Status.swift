@@ -1,9 +1,10 @@
+internal import ENSConfig
 import ArgumentParser
-import ENSCore
 import ENSSender
 import Logging
 import MariaDB
 import POSIX
+internal import ENSStore
 
 /// `ens-cron status`: how healthy is this ENS, for a person or (`--json`) a script.
 /// Reads only: the database (counts), the spool's files and the cron status file.

@@ -1,7 +1,9 @@
-import ENSCore
+internal import ENSStore
+import ENSConfig
 import ENSResponder
 import Logging
 import POSIX
+internal import MailBackends
 
 /// ens-fcgi: the FastCGI responder pool behind nginx (`ResponderOptions.usage`).
 func runPool(_ options: ResponderOptions) -> Int32 {

@@ -1,5 +1,6 @@
 import Testing
-@testable import ENSCore
+@testable import ENSModel
+@testable import SenderWire
 @testable import ENSSender
 import OpenSSL
 

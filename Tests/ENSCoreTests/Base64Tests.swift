@@ -1,7 +1,6 @@
 import Codecs
 import Foundation
 import Testing
-@testable import ENSCore
 
 @Suite struct Base64Tests {
     @Test func rfc4648Vectors() {

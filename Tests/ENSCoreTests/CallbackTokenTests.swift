@@ -3,7 +3,8 @@ import Foundation
 import OpenSSL
 import Testing
 import XML
-@testable import ENSCore
+@testable import ENSModel
+@testable import ENSVault
 @testable import EWS
 
 /// Callback URLs. Sealed (today's): record, generation and a random key per

@@ -1,7 +1,7 @@
 import Foundation
 import POSIX
 import Testing
-@testable import ENSCore
+@testable import ENSModel
 
 /// The gates that keep slow Exchange work from holding every responder thread.
 @Suite struct ConcurrencyGateTests {

@@ -1,7 +1,9 @@
+internal import ENSStore
 import Foundation
 import Testing
-@testable import ENSCore
-import ENSResponder
+@testable import ENSConfig
+@testable import ENSResponder
+@testable import MailBackends
 
 @Suite struct ConfigFileTests {
     @Test func parsesKeysCommentsAndBlankLines() throws {

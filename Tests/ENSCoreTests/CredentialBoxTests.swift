@@ -2,7 +2,7 @@ import Codecs
 import Foundation
 import OpenSSL
 import Testing
-@testable import ENSCore
+@testable import ENSVault
 
 /// The fresh-credentials box (ECIES to a subscription's P-256 key) and what a keyed
 /// subscription stores: opened only by its own key, record and generation, never as a

@@ -1,12 +1,16 @@
+internal import ENSModel
 import Codecs
-import ENSCore
-import ENSResponder
+@testable import ENSConfig
+@testable import ENSStore
+@testable import ENSVault
+@testable import ENSResponder
 import Foundation
 import Logging
 import MariaDB
 import OpenSSL
 import Synchronization
 import Testing
+@testable import MailBackends
 
 /// Every device-API handler, in-process: the real router and dispatcher on a
 /// MemoryRequest (no nginx, no libfcgi), the stack's MariaDB, parameters sealed by the

@@ -1,9 +1,9 @@
-import ENSCore
-import ENSResponder
+@testable import ENSResponder
 import Foundation
 import MariaDB
 import Synchronization
 import Testing
+@testable import MailBackends
 
 /// The checks every endpoint shares, in their fixed order (404, 405, 401, 413, 415,
 /// 400), run in-process: a MemoryRequest instead of nginx, test routes instead of the

@@ -1,9 +1,11 @@
 import Codecs
 import Foundation
 import Testing
-@testable import ENSCore
+@testable import ENSModel
+@testable import SenderWire
 @testable import ENSSender
 import OpenSSL
+@testable import ENSVault
 
 /// The FCM implementation of the push-provider seam: device tokens of both kinds, the
 /// service-account key file, the OAuth assertion (checked by Python's `cryptography`),

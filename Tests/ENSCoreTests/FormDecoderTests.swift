@@ -1,5 +1,5 @@
 import Testing
-@testable import ENSCore
+@testable import ENSModel
 
 @Suite struct FormDecoderTests {
     private func decode(_ text: String) throws(FormDecoder.Failure) -> [String: String] {

@@ -1,5 +1,5 @@
 import Testing
-@testable import ENSCore
+@testable import SenderWire
 
 @Suite struct FrameTests {
     static func header(magic: [UInt8] = Array("EN".utf8), version: UInt8 = Frame.version, kind: UInt8 = 1, length: UInt32) -> [UInt8] {

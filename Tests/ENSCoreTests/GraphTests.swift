@@ -1,11 +1,14 @@
 import Codecs
-@testable import ENSCore
+@testable import ENSConfig
+@testable import ENSModel
+@testable import ENSVault
 @testable import ENSResponder
 import Foundation
 @testable import Graph
 import OpenSSL
 @testable import POSIX
 import Testing
+@testable import MailBackends
 
 /// Graph's wire formats and ENS's own parts of the protocol, without a network: change
 /// notification batches as Graph varies them, its timestamps, the notification URL's

@@ -2,6 +2,7 @@ import Codecs
 import OpenSSL
 import Testing
 @testable import ENSResponder
+@testable import MailBackends
 
 @Suite struct IdentityTests {
     /// Hex SHA-256 of `text` by the openssl CLI.

@@ -1,13 +1,16 @@
 // In-process endpoint tests: the dispatcher and the device-API handlers run in this
 // test process, on a MemoryRequest instead of nginx and libfcgi, against the stack's
 // MariaDB (or a stand-in database that fails on cue), with a scripted mail backend.
-import ENSCore
-import ENSResponder
+@testable import ENSModel
+@testable import ENSStore
+@testable import ENSVault
+@testable import ENSResponder
 import Foundation
 import Logging
 import MariaDB
 import OpenSSL
 import Synchronization
+@testable import MailBackends
 
 enum InProcess {
     static let apiToken = "in-process-\(UUID().uuidString)"

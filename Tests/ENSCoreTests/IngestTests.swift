@@ -3,8 +3,11 @@ import Logging
 import OpenSSL
 import POSIX
 import Testing
-@testable import ENSCore
+@testable import ENSMetrics
+@testable import ENSModel
+@testable import SenderWire
 @testable import ENSSender
+@testable import MailBackends
 
 /// ens-apns's intake on its own: a real Unix socket, a real spool, no APNs.
 @Suite struct IngestTests {

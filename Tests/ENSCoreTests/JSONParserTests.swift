@@ -1,5 +1,5 @@
 import Testing
-@testable import ENSCore
+@testable import ENSModel
 
 @Suite struct JSONParserTests {
     private func parse(_ text: String, maximumDepth: Int = JSONParser.defaultMaximumDepth) throws(JSONParseError) -> JSONValue {

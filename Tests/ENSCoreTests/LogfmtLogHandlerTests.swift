@@ -1,6 +1,6 @@
 import Testing
 import Logging
-@testable import ENSCore
+@testable import ENSConfig
 
 @Suite struct LogfmtLogHandlerTests {
     private func quote(_ value: String) -> String { LogfmtLogHandler.quote(value) }

@@ -1,7 +1,9 @@
 import Foundation
 import OpenSSL
 import Testing
-@testable import ENSCore
+@testable import ENSModel
+@testable import ENSVault
+@testable import SenderWire
 
 /// The APNs payload of the contract's last section, and its 4096-byte bound.
 @Suite struct MailPayloadTests {

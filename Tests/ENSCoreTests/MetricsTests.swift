@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import ENSCore
+@testable import ENSMetrics
+@testable import ENSModel
 
 /// The metrics files and their sum in the Prometheus text format.
 @Suite struct MetricsTests {

@@ -1,5 +1,5 @@
 @testable import Curl
-import ENSCore
+@testable import ENSModel
 @testable import EWS
 import POSIX
 import Testing

@@ -1,5 +1,6 @@
 import Testing
 @testable import ENSResponder
+@testable import MailBackends
 
 @Suite struct ParameterDecoderTests {
     private func decode(_ text: String, json: Bool = true) throws(APIError) -> Parameters {

@@ -2,7 +2,7 @@ import Codecs
 import Foundation
 import OpenSSL
 import Testing
-@testable import ENSCore
+@testable import ENSVault
 
 /// ENS preview encryption v1 against docs/privacy.md (its test vector and its Python
 /// decryptor, read from the page) and against Tests/tools/preview_encryption.py, an

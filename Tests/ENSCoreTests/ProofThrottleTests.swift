@@ -1,5 +1,6 @@
 import Codecs
-import ENSCore
+@testable import ENSModel
+@testable import ENSStore
 import Foundation
 import MariaDB
 import OpenSSL

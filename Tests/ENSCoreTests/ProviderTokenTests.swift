@@ -1,5 +1,4 @@
 import Codecs
-import ENSCore
 import OpenSSL
 import Testing
 @testable import ENSSender

@@ -1,5 +1,6 @@
 import Testing
-@testable import ENSCore
+@testable import ENSModel
+@testable import SenderWire
 
 @Suite struct PushNotificationTests {
     static let id = "0123456789abcdef0123456789abcdef"

@@ -2,7 +2,7 @@ import Codecs
 import Foundation
 import OpenSSL
 import Testing
-@testable import ENSCore
+@testable import ENSVault
 
 /// `SealedParameter.open` against ciphertexts made by the openssl CLI, an independent
 /// implementation of RSA PKCS#1 v1.5 encryption.

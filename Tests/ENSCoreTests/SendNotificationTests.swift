@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import XML
 @testable import EWS
+@testable import MailBackends
 
 /// SendNotification parsing against the shapes real servers send (docs/exchange.md).
 @Suite struct SendNotificationTests {

@@ -1,5 +1,5 @@
 import Testing
-@testable import ENSCore
+@testable import ENSConfig
 
 /// push.host_name: the name a sender's heartbeat row goes under (SenderHosts.host).
 @Suite struct SenderHostNameTests {

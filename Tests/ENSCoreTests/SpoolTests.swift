@@ -2,7 +2,8 @@ import Foundation
 import OpenSSL
 import Synchronization
 import Testing
-@testable import ENSCore
+@testable import ENSModel
+@testable import SenderWire
 @testable import ENSSender
 
 @Suite struct SpoolTests {

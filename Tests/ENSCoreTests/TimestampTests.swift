@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import ENSCore
+@testable import ENSModel
 
 @Suite struct TimestampTests {
     /// 9999-12-31 23:59:59.999 UTC, the last instant both formats can write.

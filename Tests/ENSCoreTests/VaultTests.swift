@@ -1,7 +1,8 @@
 import Codecs
 import OpenSSL
 import Testing
-@testable import ENSCore
+@testable import ENSModel
+@testable import ENSVault
 
 @Suite struct VaultTests {
     static let masterBytes: [UInt8] = (0..<32).map { UInt8(0xA0 &+ $0) }

@@ -3,7 +3,8 @@ import Foundation
 import MariaDB
 import POSIX
 import Testing
-import ENSSender
+@testable import ENSSender
+@testable import MailBackends
 
 /// What one mailbox's callbacks can do to everyone else, and what ENS answers Exchange
 /// when it could not take a batch: caps on items, devices and pushes per record, and a

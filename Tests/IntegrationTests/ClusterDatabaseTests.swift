@@ -1,9 +1,11 @@
-import ENSCore
 import Foundation
 import MariaDB
 import OpenSSL
 import POSIX
 import Testing
+@testable import MailBackends
+@testable import ENSStore
+@testable import ENSVault
 
 /// What several ENS hosts on one database (a Galera cluster) need of the database client
 /// and of the cron jobs, against the stack's real MariaDB. Its second loopback address

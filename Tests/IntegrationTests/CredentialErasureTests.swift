@@ -1,6 +1,7 @@
 import Codecs
 import Curl
-import ENSCore
+@testable import ENSModel
+@testable import ENSVault
 import Foundation
 import MariaDB
 import OpenSSL

@@ -1,5 +1,4 @@
 import Curl
-import ENSCore
 import Foundation
 import MariaDB
 import OpenSSL

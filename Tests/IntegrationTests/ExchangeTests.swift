@@ -2,6 +2,7 @@ import Curl
 import Foundation
 import MariaDB
 import Testing
+@testable import MailBackends
 
 /// /registerdevicev2 against the Exchange simulator and the callback path end to end:
 /// registration -> subscription -> SendNotification -> GetItem -> ens-apns -> APNs

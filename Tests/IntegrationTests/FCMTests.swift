@@ -1,6 +1,8 @@
 import Curl
-import ENSCore
-import ENSSender
+@testable import ENSModel
+@testable import ENSVault
+@testable import SenderWire
+@testable import ENSSender
 import Foundation
 import MariaDB
 import POSIX

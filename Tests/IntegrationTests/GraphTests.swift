@@ -1,6 +1,7 @@
+internal import ENSModel
 import Codecs
 import Curl
-import ENSCore
+@testable import ENSStore
 import Foundation
 import MariaDB
 import OpenSSL

@@ -1,8 +1,9 @@
 import Curl
-import ENSCore
+@testable import ENSStore
 import Foundation
 import MariaDB
 import Testing
+@testable import ENSMetrics
 
 /// GET /metrics through nginx (and Apache): the sum of every process's counters in the
 /// Prometheus text format, plus the subscription and device gauges `ens-cron gauges`

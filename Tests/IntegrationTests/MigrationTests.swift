@@ -1,9 +1,12 @@
 import Curl
-import ENSCore
+@testable import ENSStore
+@testable import ENSVault
 import Foundation
 import MariaDB
 import OpenSSL
 import Testing
+@testable import MailBackends
+@testable import ENSModel
 
 /// The numbered migrations on a database of their own: each one keeps the data written
 /// under the schema before it.

@@ -1,10 +1,13 @@
+internal import ENSModel
 import Codecs
 import Curl
-import ENSCore
 import Foundation
 import MariaDB
 import OpenSSL
 import Testing
+@testable import MailBackends
+@testable import ENSStore
+@testable import ENSVault
 
 /// OAuth refresh (docs/exchange.md, "OAuth refresh"): a device hands over its refresh
 /// token, token endpoint and client id with its access token; a callback whose access

@@ -1,6 +1,5 @@
 import Codecs
 import Curl
-import ENSCore
 import Foundation
 import MariaDB
 import POSIX

@@ -1,5 +1,7 @@
-import ENSCore
-import ENSSender
+@testable import ENSModel
+@testable import ENSStore
+@testable import SenderWire
+@testable import ENSSender
 import Foundation
 import MariaDB
 import POSIX

@@ -1,6 +1,7 @@
 import Curl
-import ENSCore
-import ENSSender
+@testable import ENSModel
+@testable import SenderWire
+@testable import ENSSender
 import Foundation
 import MariaDB
 import POSIX

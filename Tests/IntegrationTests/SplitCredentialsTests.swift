@@ -1,6 +1,6 @@
 import Codecs
 import Curl
-import ENSCore
+@testable import ENSVault
 import Foundation
 import MariaDB
 import OpenSSL

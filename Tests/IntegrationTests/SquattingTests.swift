@@ -2,6 +2,7 @@ import Curl
 import Foundation
 import MariaDB
 import Testing
+@testable import MailBackends
 
 /// A mailbox squatted before its owner arrives: someone holding the app's ApiToken
 /// registers an address nobody has registered yet (or whose subscription lapsed) at an

@@ -1,3 +1,4 @@
+internal import MailBackends
 /// `GET|HEAD /alive`: 200 Alive when this responder can query MariaDB, else 503.
 enum AliveEndpoint {
     static let route = Route(methods: ["GET"], requiresAPIToken: false) { _, context in

@@ -1,9 +1,12 @@
 internal import Codecs
 internal import Curl
-internal import ENSCore
+internal import ENSModel
+internal import ENSStore
+internal import ENSVault
 internal import POSIX
 internal import Logging
 internal import OpenSSL
+internal import MailBackends
 
 /// The device API endpoints (see docs/api.md). Each handler resolves the user, opens
 /// its sealed parameters with the user's key, and answers one of the contract's codes.

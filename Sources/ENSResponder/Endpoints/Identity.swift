@@ -1,6 +1,6 @@
 internal import Codecs
-internal import ENSCore
 internal import OpenSSL
+internal import MailBackends
 
 /// Who a request is about: `userid` (hex SHA-256 of the lowercased email), derived from
 /// `email` when only that is given, and checked against it when both are.

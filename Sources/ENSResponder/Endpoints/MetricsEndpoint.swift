@@ -1,7 +1,10 @@
-internal import ENSCore
+internal import ENSModel
+internal import ENSMetrics
+internal import ENSStore
 internal import OpenSSL
 internal import POSIX
 internal import MariaDB
+internal import MailBackends
 
 /// GET /metrics: the Prometheus text format, for a scraper holding the bearer token in
 /// metrics.token_file (`Authorization: Bearer <token>`); 401 for anyone else, 404 for

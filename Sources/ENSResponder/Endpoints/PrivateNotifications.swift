@@ -1,7 +1,10 @@
+internal import ENSStore
 internal import Codecs
-internal import ENSCore
+internal import ENSModel
+internal import ENSVault
 internal import Logging
 internal import OpenSSL
+internal import MailBackends
 
 /// The device API's private-notification endpoints (docs/api.md, docs/privacy.md):
 /// choosing a privacy mode, fetching a `secure` notification's content, and the

@@ -1,5 +1,7 @@
-internal import ENSCore
+internal import ENSModel
+internal import ENSVault
 internal import OpenSSL
+internal import MailBackends
 
 /// Where one sealed parameter may be used (docs/api.md, "Sealed values"). A sealed
 /// object names its use in `purpose` ("updateprivacy.info": endpoint and field) and

@@ -1,5 +1,6 @@
 internal import Codecs
-internal import ENSCore
+internal import ENSModel
+internal import MailBackends
 
 /// Every sealed parameter of the device API, with the members its object may carry
 /// (docs/api.md, "Sealed values"). One table, so the endpoints and the contract cannot

@@ -1,7 +1,9 @@
-public import ENSCore
+internal import ENSStore
+public import ENSConfig
 public import Logging
 internal import MariaDB
 internal import POSIX
+internal import MailBackends
 
 /// ens-fcgi started as a CGI program (RFC 3875): one request in the environment and on
 /// standard input, one answer on standard output, then exit. A web server that may not

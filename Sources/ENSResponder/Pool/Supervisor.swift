@@ -1,6 +1,7 @@
-public import ENSCore
+public import ENSConfig
 public import Logging
 internal import POSIX
+internal import MailBackends
 
 /// The responder pool's parent process: it owns the listening socket, starts
 /// `fcgi.processes` worker processes that inherit it, replaces any that die, and on

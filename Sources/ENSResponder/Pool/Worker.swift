@@ -1,8 +1,11 @@
-public import ENSCore
-internal import FastCGI
+public import ENSStore
+public import ENSConfig
+public import ENSMetrics
+public import FastCGI
 public import Logging
-internal import MariaDB
-internal import POSIX
+public import MariaDB
+public import POSIX
+public import MailBackends
 
 /// One responder process: `threads` threads, each accepting FastCGI requests on the
 /// inherited listening socket with its own request slot and database connection.

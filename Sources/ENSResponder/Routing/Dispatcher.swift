@@ -1,7 +1,9 @@
-internal import ENSCore
-internal import Logging
-internal import MariaDB
-internal import POSIX
+public import ENSMetrics
+public import ENSModel
+public import Logging
+public import MariaDB
+public import POSIX
+public import MailBackends
 
 /// Turns one request into one answer: the checks every endpoint shares, in a
 /// fixed order (404, 405, 401, 413, 415, 400), then the endpoint's handler.

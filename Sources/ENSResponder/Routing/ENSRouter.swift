@@ -1,3 +1,4 @@
+public import MailBackends
 extension Router {
     /// Every endpoint of the device API, Exchange's callback, and the metrics page
     /// (nginx lets only loopback reach it).

@@ -1,4 +1,4 @@
-internal import ENSCore
+internal import ENSModel
 internal import FastCGI
 
 /// One request as the web server hands it over: CGI variables (`REQUEST_METHOD`,

@@ -1,11 +1,11 @@
 import Codecs
 import Curl
-import ENSCore
 import Foundation
 import MariaDB
 import OpenSSL
 import POSIX
 import Testing
+internal import ENSVault
 
 /// The private stack `make test` starts (scripts/test.sh): where it lives and how to
 /// talk to it. Integration tests are enabled only when it is there.

@@ -1,0 +1,339 @@
+public import MariaDB
+public import OpenSSL
+public import ENSModel
+public import ENSVault
+
+/// The SQL behind the device API: user records and their devices. Every statement is
+/// bound (`Query` interpolation); every lookup uses a key or an index.
+public struct SubscriptionStore {
+    public let database: any SQLDatabase
+    public let vault: Vault
+    public let keyCache: PrivateKeyCache?
+    public let checkIns: CheckInRecorder?
+    /// Devices a record keeps (`devices.max_per_record`).
+    public let maximumDevices: Int
+
+    public init(database: any SQLDatabase, vault: Vault, keyCache: PrivateKeyCache? = nil, checkIns: CheckInRecorder? = nil, maximumDevices: Int = 20) {
+        self.database = database
+        self.vault = vault
+        self.keyCache = keyCache
+        self.checkIns = checkIns
+        self.maximumDevices = maximumDevices
+    }
+
+    // The key columns are left out: they are read only when a key is not in the cache.
+    // The last is whether the live subscription's refresh token was refused (a primary
+    // key lookup, in the same round trip).
+    private static let recordColumns = """
+        s.id, s.userid, s.registered, s.generation, s.mail_backend, s.subscription_id, s.heartbeat_minutes, s.last_callback_at, s.endpoint,
+        EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = s.id AND c.generation = s.generation AND c.refused_at IS NOT NULL)
+        """
+    private static let recordColumnCount = 10
+
+    public func record(userID: String) throws -> UserRecord? {
+        guard let row = try database.queryOne("SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s WHERE s.userid = \(userID)") else {
+            return nil
+        }
+        return try Self.record(from: row)
+    }
+
+    private static func record(from row: Row) throws -> UserRecord {
+        let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt, endpoint, credentialsRefused)
+            = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self,
+                             String?.self, Bool.self)
+        return UserRecord(id: id, userID: userID, registered: registered, generation: generation, backend: backend,
+                          subscriptionID: subscriptionID, heartbeatMinutes: heartbeatMinutes, lastCallbackAt: lastCallbackAt,
+                          endpoint: endpoint, credentialsRefused: credentialsRefused)
+    }
+
+    /// Creates a record with `key`; if another request created it first, returns theirs.
+    public func createRecord(userID: String, publicKeyPEM: String, key: RSAPrivateKey) throws -> UserRecord {
+        do {
+            try database.execute("""
+                INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered)
+                VALUES (\(userID), \(publicKeyPEM), \(try vault.sealUserKey(key, userID: userID)), 0)
+                """)
+        } catch let error as MariaDBError where error.kind == .duplicateKey {
+            // A concurrent /getpublickey for the same user won; use its key.
+        }
+        guard let record = try record(userID: userID) else {
+            throw StoreError.recordVanished
+        }
+        return record
+    }
+
+    /// The record and its devices in one round trip (check-ins are the hottest path).
+    public func recordWithDevices(userID: String) throws -> (UserRecord, [DeviceRecord])? {
+        let rows = try database.query("""
+            SELECT \(unsafe: Self.recordColumns),
+                   d.id, d.token_hash, d.bundle_id, d.default_sound, d.ews_device_id, d.badge, d.development, d.disabled_at, d.last_notified_at,
+                   d.privacy_mode, d.preview_key, d.endpoint, d.secret_hash
+            FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
+            WHERE s.userid = \(userID) LIMIT 1000
+            """)
+        guard let first = rows.first else { return nil }
+        let recordColumns = Self.recordColumnCount
+        let record = try Self.record(from: Row(values: Array(first.values[..<recordColumns])))
+        let devices = try rows.compactMap { row -> DeviceRecord? in
+            guard try row.optionalInt(recordColumns) != nil else { return nil }
+            return try Self.device(from: Row(values: Array(row.values[recordColumns...])))
+        }
+        return (record, devices)
+    }
+
+    /// The record's private key, from the cache or opened from its sealed form. The
+    /// cache is keyed by record id: ids are never reused, so an id names one key forever.
+    public func privateKey(of record: UserRecord) throws -> RSAPrivateKey {
+        let open = { () throws -> RSAPrivateKey in
+            guard let row = try database.queryOne("SELECT private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
+                throw StoreError.recordVanished
+            }
+            return try vault.openUserKey(try row.decode([UInt8].self), userID: record.userID)
+        }
+        guard let keyCache else { return try open() }
+        return try keyCache.key(recordID: record.id, open: open)
+    }
+
+    public func publicKeyPEM(of record: UserRecord) throws -> String {
+        guard let row = try database.queryOne("SELECT public_key_pem FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
+            throw StoreError.recordVanished
+        }
+        return try row.decode(String.self)
+    }
+
+    public func deleteRecord(id: Int64) throws {
+        try database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(id)")
+    }
+
+    // MARK: Devices
+
+    static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key, endpoint, secret_hash"
+    static let deviceColumnCount = 13
+
+    public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws -> DeviceRecord? {
+        let hash = vault.tokenHash(token)
+        let query: Query = forUpdate
+            ? "SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(hash) FOR UPDATE"
+            : "SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(hash)"
+        return try database.queryOne(query).map(Self.device(from:))
+    }
+
+    public func devices(recordID: Int64) throws -> [DeviceRecord] {
+        try database.query("SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) ORDER BY id LIMIT 1000").map(Self.device(from:))
+    }
+
+    /// A DeviceRecord from a row of exactly `deviceColumns`.
+    static func device(from row: Row) throws -> DeviceRecord {
+        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey, endpoint, secretHash)
+            = try row.decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self, Timestamp?.self, Timestamp?.self,
+                             Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
+        // A mode this binary does not know (a newer one's) is treated as the strictest.
+        let privacy = DevicePrivacy(mode: PrivacyMode(rawValue: Int(mode)) ?? .secure, previewKey: previewKey)
+        return DeviceRecord(id: id, tokenHash: tokenHash, bundleID: bundleID, defaultSound: defaultSound, ewsDeviceID: ewsDeviceID,
+                            badge: badge, development: development, disabledAt: disabledAt, lastNotifiedAt: lastNotifiedAt, privacy: privacy,
+                            endpoint: endpoint, secretHash: secretHash)
+    }
+
+    public enum RegistrationOutcome: Sendable, Equatable {
+        /// The device was there with the same settings (and enabled).
+        case unchanged
+        /// The device was added, re-enabled or its settings changed.
+        case addedOrUpdated
+    }
+
+    /// Adds the device or brings its settings up to date, idempotently: the unique key
+    /// (record, token hash) and a single INSERT ... ON DUPLICATE KEY UPDATE mean that
+    /// concurrent registrations of one token make one row, without locking a gap.
+    /// A registration re-enables a token the sender disabled (it happens after it), and
+    /// binds the device to `endpoint`, the server it just proved itself at.
+    public func register(recordID: Int64, token: DeviceToken, settings: DeviceSettings, endpoint: String, now: Timestamp) throws -> RegistrationOutcome {
+        let existing = try device(recordID: recordID, token: token)
+        let badge = settings.badge ?? existing?.badge ?? false
+        let development = settings.development ?? existing?.development ?? false
+        let privacy = settings.privacy ?? existing?.privacy ?? .preview
+        let secretHash = settings.secretHash ?? existing?.secretHash
+        if let existing, existing.disabledAt == nil, existing.bundleID == settings.bundleID,
+           existing.defaultSound == settings.defaultSound, existing.ewsDeviceID == settings.ewsDeviceID,
+           existing.badge == badge, existing.development == development, existing.privacy == privacy, existing.endpoint == endpoint,
+           existing.secretHash == secretHash {
+            try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(existing.id)")
+            return .unchanged
+        }
+        let tokenSealed = try vault.sealToken(token)
+        // One transaction: the device and the eviction it may cause are applied together
+        // or not at all, and a conflict with another host's write (Galera) reruns both.
+        try database.transaction {
+            try database.execute("""
+                INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
+                                     badge, development, privacy_mode, preview_key, endpoint, secret_hash, registered_at, disabled_at, last_checkin_at)
+                VALUES (\(recordID), \(vault.tokenHash(token)), \(tokenSealed), \(settings.bundleID),
+                        \(settings.defaultSound), \(settings.ewsDeviceID), \(badge), \(development),
+                        \(privacy.mode.rawValue), \(privacy.previewKey), \(endpoint), \(secretHash), \(now.databaseString), NULL, \(now.databaseString))
+                ON DUPLICATE KEY UPDATE bundle_id = VALUES(bundle_id), default_sound = VALUES(default_sound),
+                    ews_device_id = VALUES(ews_device_id), badge = VALUES(badge), development = VALUES(development),
+                    privacy_mode = VALUES(privacy_mode), preview_key = VALUES(preview_key), endpoint = VALUES(endpoint),
+                    secret_hash = VALUES(secret_hash),
+                    registered_at = VALUES(registered_at), disabled_at = NULL, last_checkin_at = VALUES(last_checkin_at)
+                """)
+            try evictBeyondDeviceLimit(recordID: recordID, keeping: vault.tokenHash(token))
+        }
+        return .addedOrUpdated
+    }
+
+    /// Keeps a record at `maximumDevices`: beyond it, devices whose token APNs rejected
+    /// go first, then the least recently active (never the one just registered), so one
+    /// user cannot fan a callback out without bound while a new phone still registers
+    /// when old ones were never unregistered. An evicted device takes the credentials it
+    /// supplied with it, as an unregistered one does.
+    private func evictBeyondDeviceLimit(recordID: Int64, keeping tokenHash: [UInt8]) throws {
+        let devices = try database.query("""
+            SELECT id, token_hash FROM Devices WHERE subscription_row = \(recordID)
+            ORDER BY disabled_at IS NULL DESC, last_checkin_at DESC, id DESC
+            """)
+        guard devices.count > maximumDevices else { return }
+        let others = try devices.map { try $0.decode(Int64.self, [UInt8].self) }.filter { !Digest.constantTimeEqual($0.1, tokenHash) }
+        for (id, evicted) in others.dropFirst(maximumDevices - 1) {
+            try database.execute("DELETE FROM Devices WHERE id = \(id)")
+            try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: evicted)
+        }
+    }
+
+    /// Refreshes the `badge`/`development` flags a later request carried.
+    public func refreshFlags(deviceID: Int64, badge: Bool?, development: Bool?) throws {
+        if let badge { try database.execute("UPDATE Devices SET badge = \(badge) WHERE id = \(deviceID)") }
+        if let development { try database.execute("UPDATE Devices SET development = \(development) WHERE id = \(deviceID)") }
+    }
+
+    /// Removes a device; deletes the record when it was the last one. Returns whether
+    /// the record was deleted. Credentials the device supplied go with it, in the same
+    /// transaction (`CredentialErasure.deviceLeft`: a live subscription running on them
+    /// ends, and the other devices are told to register again).
+    @discardableResult
+    public func unregister(recordID: Int64, token: DeviceToken) throws -> Bool {
+        let tokenHash = vault.tokenHash(token)
+        return try database.transaction {
+            try database.execute("DELETE FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(tokenHash)")
+            let remaining = try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID)")?.decode(Int.self) ?? 0
+            if remaining == 0 {
+                try database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(recordID)")
+                return true
+            }
+            try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: tokenHash)
+            return false
+        }
+    }
+
+    /// Replaces `old` by `new` on the device's own row, so everything the device has
+    /// stays with it: settings, privacy mode and preview key, the server it is bound to,
+    /// its unfetched secure content and history (sealed to the row's id), its sync key,
+    /// and the credentials it supplied (the push service gave the same device a new
+    /// token: nobody left). A row `new` already had (registered on its own meanwhile) is
+    /// dropped with its notifications; what it supplied is the same device's and stays.
+    /// False when `old` is unknown.
+    public func replaceToken(recordID: Int64, old: DeviceToken, new: DeviceToken, now: Timestamp) throws -> Bool {
+        try database.transaction {
+            guard let oldDevice = try device(recordID: recordID, token: old, forUpdate: true) else { return false }
+            if old == new { return true }
+            // The sync key is sealed bound to the token's hash: it moves with the device,
+            // sealed anew to the new token's (an unexpired one only; one that no longer
+            // opens is dropped rather than left to fail every callback).
+            let newHash = vault.tokenHash(new)
+            var syncKey: (sealed: [UInt8], expiresAt: String)?
+            if let row = try database.queryOne("""
+                SELECT sync_key_sealed, sync_key_expires_at FROM Devices
+                WHERE id = \(oldDevice.id) AND sync_key_sealed IS NOT NULL AND sync_key_expires_at > \(now.databaseString)
+                """) {
+                let (sealed, expiresAt) = try row.decode([UInt8].self, String.self)
+                if let key = try? vault.openSyncKey(sealed, tokenHash: oldDevice.tokenHash) {
+                    syncKey = (try vault.sealSyncKey(key, tokenHash: newHash), expiresAt)
+                }
+            }
+            if let newDevice = try device(recordID: recordID, token: new, forUpdate: true) {
+                try database.execute("DELETE FROM Devices WHERE id = \(newDevice.id)")
+            }
+            try database.execute("""
+                UPDATE Devices SET token_hash = \(newHash), token_sealed = \(try vault.sealToken(new)),
+                    registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString),
+                    sync_key_sealed = \(syncKey?.sealed), sync_key_expires_at = \(syncKey?.expiresAt)
+                WHERE id = \(oldDevice.id)
+                """)
+            try database.execute("UPDATE MailCredentials SET supplied_by = \(newHash) WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)")
+            try database.execute("UPDATE MailCredentialsFresh SET supplied_by = \(newHash) WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)")
+            return true
+        }
+    }
+
+    // MARK: Quota
+
+    /// Counts one new record against the token's hourly quota; false (nothing counted)
+    /// when the hour's quota is used up. One locked read and write: the responders are
+    /// several processes.
+    public func takeRecordQuota(tokenHash: [UInt8], limit: Int, now: Timestamp) throws -> Bool {
+        try database.transaction {
+            let row = try database.queryOne("SELECT window_started_at, created FROM RecordQuota WHERE token_hash = \(tokenHash) FOR UPDATE")
+            let (started, created) = try row.map { try $0.decode(Timestamp.self, Int.self) } ?? (now, 0)
+            let windowOpen = started.adding(seconds: 3600) > now
+            let used = windowOpen ? created : 0
+            guard used < limit else { return false }
+            try database.execute("""
+                INSERT INTO RecordQuota (token_hash, window_started_at, created) VALUES (\(tokenHash), \(now.databaseString), 1)
+                ON DUPLICATE KEY UPDATE window_started_at = \((windowOpen ? started : now).databaseString), created = \(used + 1)
+                """)
+            return true
+        }
+    }
+
+    // MARK: Check-ins and sync keys
+
+    /// v1 check-in: the user, and so all their devices, are alive. Coalesced through
+    /// the check-in recorder when there is one.
+    public func checkIn(recordID: Int64, now: Timestamp) throws {
+        if let checkIns {
+            checkIns.user(recordID)
+            return
+        }
+        let time = now.databaseString
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
+            SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id = \(recordID)
+            """)
+    }
+
+    /// v2 check-in: this device is alive (reaping works per device; a record lives as
+    /// long as it has devices).
+    public func checkIn(deviceID: Int64, now: Timestamp) throws {
+        if let checkIns {
+            checkIns.device(deviceID)
+            return
+        }
+        try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(deviceID)")
+    }
+
+    /// Changes the device's privacy mode (/updateprivacy).
+    public func setPrivacy(deviceID: Int64, _ privacy: DevicePrivacy) throws {
+        try database.execute("UPDATE Devices SET privacy_mode = \(privacy.mode.rawValue), preview_key = \(privacy.previewKey) WHERE id = \(deviceID)")
+    }
+
+    public func storeSyncKey(deviceID: Int64, tokenHash: [UInt8], syncKey: String, expiresAt: Timestamp) throws {
+        try database.execute("""
+            UPDATE Devices SET sync_key_sealed = \(try vault.sealSyncKey(syncKey, tokenHash: tokenHash)),
+                sync_key_expires_at = \(expiresAt.databaseString)
+            WHERE id = \(deviceID)
+            """)
+    }
+
+    /// The device's sync key while unexpired; nil once past its expiry.
+    public func syncKey(deviceID: Int64, now: Timestamp) throws -> (key: String, expiresAt: Timestamp)? {
+        guard let row = try database.queryOne("""
+            SELECT token_hash, sync_key_sealed, sync_key_expires_at FROM Devices
+            WHERE id = \(deviceID) AND sync_key_sealed IS NOT NULL AND sync_key_expires_at > \(now.databaseString)
+            """) else { return nil }
+        let (tokenHash, sealed, expiry) = try row.decode([UInt8].self, [UInt8].self, Timestamp.self)
+        return (try vault.openSyncKey(sealed, tokenHash: tokenHash), expiry)
+    }
+}
+
+public enum StoreError: Error, CustomStringConvertible {
+    case recordVanished
+    public var description: String { "a user record disappeared while it was being created" }
+}

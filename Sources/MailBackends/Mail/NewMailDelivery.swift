@@ -1,0 +1,156 @@
+internal import Codecs
+internal import ENSModel
+internal import ENSStore
+internal import ENSVault
+internal import SenderWire
+internal import EWS
+internal import Logging
+internal import OpenSSL
+internal import POSIX
+
+/// Hands one record's new mail to the sender, the same for every backend: the record's
+/// notifiable devices, the per-callback and per-minute caps, the lookups (sender,
+/// subject, unread count) within one budget, the SEG policy, then one notification per
+/// device and message. Notification ids derive from record, device and item, so a
+/// backend's redelivery collapses on the device.
+struct NewMailDelivery {
+    let context: RequestContext
+
+    var logger: Logger { context.logger }
+
+    /// What `deliver` did: whether the sender took every notification (else the
+    /// caller answers 503), and whether the callback is already recorded as heard.
+    struct Outcome {
+        let delivered: Bool
+        let recorded: Bool
+    }
+
+    /// Looks the items up (within `lookupBudget`; without a reader, every alert is
+    /// generic) and hands one notification per (device, item) to the sender.
+    func deliver(items: [String], row: MailSubscriptionStore.CallbackRecord, reader: (any MailboxReader)?,
+                 store: MailSubscriptionStore, watermark: String?, now: Timestamp, lookupBudget: Duration) throws -> Outcome {
+        let settings = context.settings.callbacks
+        let devices = try store.notifiableDevices(recordID: row.id, endpoint: row.endpoint, now: now, limit: settings.maximumDevicesPerRecord)
+        guard !devices.isEmpty else { return Outcome(delivered: true, recorded: false) }
+        // Caps (docs/exchange.md, "Limits"): a batch of more items than
+        // exchange.max_items_per_callback, or one that would take the record past
+        // exchange.max_notifications_per_minute, becomes one "N new messages" alert
+        // per device; past the rate cap even that, the batch is dropped and said so.
+        let perItem = items.count <= settings.maximumItemsPerCallback
+        // Sender and subject; if the server is slow or fails, a generic alert still
+        // goes. The lookups come before the reservation: inside a backend's hand-off
+        // transaction (Graph's) the reservation locks the record's row until the commit,
+        // and a lookup made under that lock would hold every other notification of the
+        // mailbox waiting for it. A record already at its per-minute cap is not looked up.
+        let wanted = perItem ? items.count * devices.count : devices.count
+        let worthLookingUp = try perItem && store.notificationsLeft(recordID: row.id, limit: settings.maximumNotificationsPerMinute, now: now) >= wanted
+        let lookup = reader?.lookUp(itemIDs: worthLookingUp ? items : [], unreadCount: devices.contains(where: \.device.badge),
+                                    budget: lookupBudget, logger: logger) ?? MailLookup()
+        guard let reserved = try store.reserveNotifications(
+            recordID: row.id, preferring: wanted, orElse: devices.count,
+            limit: settings.maximumNotificationsPerMinute, watermark: watermark, now: now
+        ) else {
+            logger.warning("notification rate cap reached for the record; this batch is not pushed", metadata: [
+                "record": "\(row.id)", "items": "\(items.count)", "devices": "\(devices.count)",
+            ])
+            return Outcome(delivered: true, recorded: false)
+        }
+        let summarized = !perItem || reserved < items.count * devices.count
+        if summarized {
+            logger.info("new mail summarized: over a per-callback or per-minute cap", metadata: ["record": "\(row.id)", "items": "\(items.count)"])
+        }
+
+        // A summary's id is derived from the batch, so a redelivery of it collapses on
+        // the device like any other.
+        let summaries = summarized
+            ? [MailSummary(itemID: "summary:\(items.first ?? ""):\(items.last ?? ""):\(items.count)",
+                           subject: "\(items.count) new messages", senderName: "New mail")]
+            : items.map { item in lookup.summaries.first { $0.itemID == item } ?? MailSummary(itemID: item, subject: "", senderName: "New mail") }
+
+        let sender = SenderClient(socketPath: settings.pushSocket)
+        let privacy = context.settings.privacy
+        let log = context.notificationLog
+        let policy = try context.policyClient()
+        let allowOnError = context.settings.devicePolicy?.allowOnError ?? false
+        var handed = 0
+        /// The mail server redelivers after a 503: what was reserved but not handed on
+        /// is given back to the per-minute cap first.
+        func notTaken() throws -> Outcome {
+            try store.returnNotifications(recordID: row.id, count: reserved - handed)
+            return Outcome(delivered: false, recorded: true)
+        }
+        for target in devices {
+            if let deviceID = target.device.ewsDeviceID, let policy {
+                switch policy.decision(deviceID: deviceID) {
+                case .allowed: break
+                case .denied:
+                    logger.info("SEG policy denies the device; no push", metadata: ["device": "\(target.device.id)"])
+                    continue
+                case .unreachable:
+                    logger.warning("SEG policy service unreachable", metadata: ["device": "\(target.device.id)", "policy.on_error": "\(allowOnError ? "allow" : "deny")"])
+                    if !allowOnError { continue }
+                }
+            }
+            let mode = target.device.privacy.mode.raised(to: privacy.minimumMode, hasPreviewKey: target.device.privacy.previewKey != nil)
+            for summary in summaries {
+                let id = Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(summary.itemID)").prefix(16)))
+                let payload = MailPayload(
+                    sender: summary.senderName, subject: summary.subject, userID: row.userID,
+                    deviceTag: context.services.vault.pushTag(deviceID: target.device.id),
+                    badge: target.device.badge ? lookup.unreadCount : nil, sound: target.device.defaultSound, syncKey: target.syncKey,
+                    notificationID: id, createdAt: now, isSummary: summarized
+                )
+                let (encoded, shown) = render(payload, mode: mode, previewKey: target.device.privacy.previewKey)
+                // Logged before the push, so a `secure` device finds its content when the
+                // push arrives; a redelivered batch finds its rows already there.
+                // A failure to log throws: inside Graph's hand-off transaction it is retried
+                // whole; for EWS the callback is answered 500 and Exchange redelivers.
+                try log.record(NotificationLog.Entry(
+                    notificationID: id, deviceID: target.device.id, createdAt: now,
+                    summary: privacy.historyCount > 0 ? payload.summary : nil,
+                    content: shown == .secure ? payload.content : nil,
+                    contentExpiresAt: shown == .secure ? now.adding(privacy.fetchTTL) : nil
+                ))
+                let notification = PushNotification(
+                    id: id, deviceToken: target.token, topic: target.device.bundleID,
+                    environment: target.device.development ? .sandbox : .production, pushType: .alert,
+                    expiration: now.adding(settings.notificationTTL).millisecondsSinceEpoch / 1000,
+                    payload: encoded, deviceRowID: target.device.id
+                )
+                do {
+                    switch try sender.submit(notification) {
+                    case .accepted:
+                        handed += 1
+                        continue
+                    case .refused(let reason) where reason == "bad-notification" || reason == "bad-frame":
+                        // A notification the sender will never take: retrying cannot help.
+                        logger.error("ens-apns refused a malformed notification", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
+                    case .refused(let reason):
+                        // spool-full, io-error, busy: not acknowledged, so not ours to
+                        // lose. The mail server redelivers the batch after a 503.
+                        logger.error("ens-apns did not take a notification; the mail server will retry", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
+                        return try notTaken()
+                    }
+                } catch {
+                    logger.error("ens-apns unreachable; the mail server will retry", metadata: ["record": "\(row.id)", "error": "\(error)"])
+                    return try notTaken()
+                }
+            }
+        }
+        return Outcome(delivered: true, recorded: true)
+    }
+
+    /// The payload in the device's effective mode, and that mode. An `encrypted` device
+    /// whose key cannot be used (or a sealing failure) gets `secure`: stricter, never
+    /// weaker.
+    private func render(_ payload: MailPayload, mode: PrivacyMode, previewKey: [UInt8]?) -> (payload: [UInt8], mode: PrivacyMode) {
+        guard mode == .encrypted else { return (payload.encoded(mode), mode) }
+        do {
+            guard let previewKey else { throw PreviewEncryptionError.recipientKeyRefused(reason: "the device has no key stored") }
+            return (try payload.encrypted(to: try PreviewEncryption.recipientKey(x963: previewKey)), .encrypted)
+        } catch {
+            logger.error("a preview could not be sealed to the device's key; sending it as secure", metadata: ["error": "\(error)"])
+            return (payload.encoded(.secure), .secure)
+        }
+    }
+}

@@ -1,0 +1,179 @@
+public import ENSConfig
+public import ENSMetrics
+public import ENSModel
+public import ENSStore
+public import ENSVault
+internal import EWS
+internal import Curl
+internal import Graph
+public import Logging
+public import MariaDB
+internal import POSIX
+
+/// What one responder thread owns: its database connection and its cached health state.
+/// Handlers get the context of the thread they run on; nothing in it is shared.
+public final class RequestContext {
+    public private(set) var settings: ResponderSettings
+    /// Where a reload leaves new settings (nil: these never change).
+    private let live: LiveSettings?
+    private var liveVersion = 0
+    public let services: SharedServices
+    public let database: any SQLDatabase
+    public var logger: Logger
+    /// This thread's request counters (nil: metrics off).
+    public let requestCounters: RequestCounters?
+
+    private var lastHealthCheck: UInt64 = 0
+    private var lastHealthy = false
+    private var lastOutageLog: UInt64 = 0
+    private var outageRequestsSinceLog = 0
+    private var ewsClientStorage: EWSClient?
+    private var policyClientStorage: DevicePolicyClient?
+    private var graphClientStorage: GraphClient?
+    /// The budget of the Graph registration under way on this thread, if any.
+    var graphDeadline: Deadline?
+
+    public init(settings: ResponderSettings, services: SharedServices, database: any SQLDatabase, logger: Logger,
+                requestCounters: RequestCounters? = nil, live: LiveSettings? = nil) {
+        self.settings = live?.settings ?? settings
+        self.live = live
+        self.liveVersion = live?.version ?? 0
+        self.services = services
+        self.database = database
+        self.logger = logger
+        self.requestCounters = requestCounters
+    }
+
+    /// Takes over what a reload changed, between requests (never during one).
+    public func refreshSettings() {
+        guard let live, live.version != liveVersion else { return }
+        liveVersion = live.version
+        settings = live.settings
+    }
+
+    /// The notifications made for devices, on this thread's connection (docs/privacy.md).
+    public var notificationLog: NotificationLog {
+        NotificationLog(database: database, vault: services.vault)
+    }
+
+    /// Whether this thread can use the database (a Galera node must be synced and in the
+    /// Primary component: `Connection.checkHealth`), re-checked at most once per
+    /// `health.cache_ms`, so /alive under load does not hammer MariaDB.
+    public func databaseIsHealthy() -> Bool {
+        let now = MonotonicClock.milliseconds()
+        if lastHealthCheck != 0 && now &- lastHealthCheck < UInt64(settings.healthCache.wholeMilliseconds) {
+            return lastHealthy
+        }
+        do {
+            try database.checkHealth()
+            if !lastHealthy && lastHealthCheck != 0 { logger.info("database reachable again") }
+            lastHealthy = true
+        } catch {
+            if lastHealthy || lastHealthCheck == 0 {
+                logger.warning("database unreachable", metadata: ["db.error": "\(error)"])
+            }
+            lastHealthy = false
+        }
+        lastHealthCheck = now
+        return lastHealthy
+    }
+
+    /// Logs a request that failed because MariaDB is gone, at most once per 10 s per
+    /// thread with a count of the others: an outage under load must not flood the log.
+    public func noteDatabaseUnavailable(_ error: any Error) {
+        outageRequestsSinceLog += 1
+        let now = MonotonicClock.milliseconds()
+        guard lastOutageLog == 0 || now &- lastOutageLog >= 10_000 else { return }
+        logger.warning("database unavailable during request", metadata: [
+            "db.error": "\(error)", "requests.failed": "\(outageRequestsSinceLog)",
+        ])
+        lastOutageLog = now
+        outageRequestsSinceLog = 0
+    }
+
+    /// This thread's Exchange client (one libcurl handle, connections kept alive).
+    func ewsClient() throws -> EWSClient {
+        if let ewsClientStorage { return ewsClientStorage }
+        let client = try EWSClient(configuration: settings.exchange.client)
+        ewsClientStorage = client
+        return client
+    }
+
+    /// This thread's Graph client (one libcurl handle; tokens shared by the process).
+    func graphClient() throws -> GraphClient {
+        if let graphClientStorage { return graphClientStorage }
+        let client = try GraphClient(configuration: settings.graph.client, tokens: services.graph?.tokens ?? GraphAppTokens())
+        graphClientStorage = client
+        return client
+    }
+
+    /// This thread's SEG policy client; nil when no policy service is configured.
+    func policyClient() throws -> DevicePolicyClient? {
+        guard let policy = settings.devicePolicy else { return nil }
+        if let policyClientStorage { return policyClientStorage }
+        let client = try DevicePolicyClient(url: policy.url, caBundlePath: policy.caFile, timeout: policy.timeout)
+        policyClientStorage = client
+        return client
+    }
+
+    /// Forgets the cached health state (after a query failed with a lost connection).
+    public func invalidateHealth() {
+        lastHealthCheck = 0
+        lastHealthy = false
+    }
+}
+
+/// Process-wide services shared by all responder threads (thread-safe by construction).
+public final class SharedServices: Sendable {
+    public let vault: Vault
+    public let apiTokens: APITokenSet
+    public let privateKeys: PrivateKeyCache
+    public let checkIns: CheckInRecorder
+    public let mailBackends: MailBackends
+    /// The Graph tenants' applications, tokens and per-mailbox limits; nil when no
+    /// tenant is configured.
+    public let graph: GraphServices?
+    /// Threads of this process doing a registration's Exchange work at once
+    /// (exchange.max_concurrent_registrations), and held more than a second by a
+    /// callback's lookups (exchange.max_slow_callbacks).
+    public let registrationGate: ConcurrencyGate
+    public let callbackGate: ConcurrencyGate
+    /// The bearer token GET /metrics requires (metrics.token_file); nil: /metrics is off.
+    public let metricsToken: String?
+
+    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, mailBackends: MailBackends,
+                graph: GraphServices? = nil, registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
+                callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000)), metricsToken: String? = nil) {
+        self.vault = vault
+        self.apiTokens = apiTokens
+        self.privateKeys = privateKeys
+        self.checkIns = checkIns
+        self.mailBackends = mailBackends
+        self.graph = graph
+        self.registrationGate = registrationGate
+        self.callbackGate = callbackGate
+        self.metricsToken = metricsToken
+    }
+}
+
+extension SharedServices {
+    /// The services of one responder process, from its configuration: the pool's
+    /// workers and a CGI run differ only in how much they keep (`keyCacheSize`) and how
+    /// many threads the gates admit.
+    public static func responder(_ configuration: ENSConfiguration, settings: ResponderSettings, keyCacheSize: Int,
+                                 concurrentRegistrations: Int, slowCallbacks: Int) throws -> SharedServices {
+        let graph = try GraphServices.responder(configuration)
+        return SharedServices(
+            vault: Vault(masterKey: try configuration.masterKey()),
+            apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkInterval: configuration.apiTokenRefresh),
+            privateKeys: PrivateKeyCache(capacity: keyCacheSize),
+            checkIns: CheckInRecorder(),
+            mailBackends: MailBackends(fallback: ExchangeRegistrar(settings: settings.exchange),
+                                       preferring: graph == nil ? [] : [GraphRegistrar(settings: settings.graph)]),
+            graph: graph,
+            registrationGate: ConcurrencyGate(.concurrent(concurrentRegistrations)),
+            callbackGate: ConcurrencyGate(.slow(slowCallbacks, afterMilliseconds: 1000)),
+            metricsToken: try configuration.metricsToken()
+        )
+    }
+}

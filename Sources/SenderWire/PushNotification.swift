@@ -1,0 +1,139 @@
+public import ENSModel
+/// One push for one device, as responders hand it to the sender and as the spool keeps
+/// it. Which push service delivers it is the device token's provider.
+public struct PushNotification: Sendable, Equatable {
+    public enum Environment: String, Sendable { case production, sandbox }
+    public enum PushType: String, Sendable { case alert, background }
+
+    /// Identity of the notification (32 hex characters); also its collapse id (APNs'
+    /// apns-collapse-id), so a replay after a crash replaces rather than duplicates.
+    public var id: String
+    public var deviceToken: DeviceToken
+    /// The app the push is for (APNs: the bundle id, sent as apns-topic; FCM: the
+    /// Android package name, which picks the service account).
+    public var topic: String
+    public var environment: Environment
+    public var pushType: PushType
+    /// Seconds since the epoch after which APNs should not deliver it (and we stop retrying).
+    public var expiration: Int64
+    /// The payload in ENS's canonical form (APNs's, with `aps`), at most 4096 bytes;
+    /// other providers translate it (FCMProvider).
+    public var payload: [UInt8]
+    /// The Devices row, for recording delivery and disabling rejected tokens.
+    public var deviceRowID: Int64?
+
+    public init(id: String, deviceToken: DeviceToken, topic: String, environment: Environment, pushType: PushType,
+                expiration: Int64, payload: [UInt8], deviceRowID: Int64?) {
+        self.id = id
+        self.deviceToken = deviceToken
+        self.topic = topic
+        self.environment = environment
+        self.pushType = pushType
+        self.expiration = expiration
+        self.payload = payload
+        self.deviceRowID = deviceRowID
+    }
+
+    /// Apple: background pushes must use priority 5; alerts go out at once (10).
+    public var priority: Int { pushType == .background ? 5 : 10 }
+
+    public static let maximumPayload = 4096
+
+    public var json: [UInt8] {
+        var writer = JSONObjectWriter()
+        writer.add("id", id)
+        writer.add("provider", deviceToken.provider.rawValue)
+        writer.add("token", deviceToken.value)
+        writer.add("topic", topic)
+        writer.add("environment", environment.rawValue)
+        writer.add("pushType", pushType.rawValue)
+        writer.add("expiration", Int(expiration))
+        if let deviceRowID { writer.add("device", Int(deviceRowID)) }
+        writer.add("payload", rawJSON: payload)
+        return writer.finished()
+    }
+
+    public struct Invalid: Error, Sendable, CustomStringConvertible {
+        public let problem: String
+        public var description: String { problem }
+    }
+
+    /// Parses and validates a submitted notification.
+    public init(json bytes: [UInt8]) throws(Invalid) {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes)
+        } catch {
+            throw Invalid(problem: "not JSON: \(error.problem)")
+        }
+        guard case .object(let members) = value else { throw Invalid(problem: "not a JSON object") }
+        func string(_ name: String) throws(Invalid) -> String {
+            guard let text = members[name]?.stringValue, !text.isEmpty else { throw Invalid(problem: "missing '\(name)'") }
+            return text
+        }
+        func integer(_ name: String) throws(Invalid) -> Int64? {
+            guard let member = members[name] else { return nil }
+            guard case .number(let text) = member, let number = Int64(text) else { throw Invalid(problem: "'\(name)' is not an integer") }
+            return number
+        }
+        let id = try string("id")
+        guard id.utf8.count == 32, id.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else {
+            throw Invalid(problem: "'id' must be 32 lowercase hex characters")
+        }
+        // Records spooled before tokens carried their provider are all APNs's.
+        let provider = try members["provider"].map { member throws(Invalid) -> DeviceToken.Provider in
+            guard let name = member.stringValue, let provider = DeviceToken.Provider(rawValue: name) else { throw Invalid(problem: "unknown 'provider'") }
+            return provider
+        } ?? .apns
+        let tokenText = try string("token")
+        guard let token = provider == .apns ? DeviceToken(hex: tokenText) : DeviceToken(fcm: tokenText) else {
+            throw Invalid(problem: "'token' is not a device token")
+        }
+        let topic = try string("topic")
+        guard topic.utf8.count <= 255, !topic.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else { throw Invalid(problem: "'topic' is not an app id") }
+        guard let environment = Environment(rawValue: try string("environment")) else { throw Invalid(problem: "bad 'environment'") }
+        guard let pushType = PushType(rawValue: try string("pushType")) else { throw Invalid(problem: "bad 'pushType'") }
+        guard let expiration = try integer("expiration") else { throw Invalid(problem: "missing 'expiration'") }
+        guard case .object(let payloadMembers)? = members["payload"], case .object? = payloadMembers["aps"] else {
+            throw Invalid(problem: "'payload' must be an object with 'aps'")
+        }
+        let payload = JSONValue.object(payloadMembers).encoded
+        guard payload.count <= Self.maximumPayload else { throw Invalid(problem: "payload over \(Self.maximumPayload) bytes") }
+        self.init(id: id, deviceToken: token, topic: topic, environment: environment, pushType: pushType,
+                  expiration: expiration, payload: payload, deviceRowID: try integer("device"))
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON for this value (object keys sorted, so equal values encode equally).
+    public var encoded: [UInt8] {
+        var bytes: [UInt8] = []
+        encode(into: &bytes)
+        return bytes
+    }
+
+    private func encode(into bytes: inout [UInt8]) {
+        switch self {
+        case .string(let text): JSONObjectWriter.appendString(text, to: &bytes)
+        case .number(let text): bytes.append(contentsOf: text.utf8)
+        case .bool(let flag): bytes.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .null: bytes.append(contentsOf: "null".utf8)
+        case .array(let elements):
+            bytes.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                element.encode(into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                JSONObjectWriter.appendString(key, to: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                members[key]!.encode(into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+}
