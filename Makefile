@@ -19,7 +19,10 @@
 #   make fuzz    libFuzzer targets (Fuzz/) for the parsers, each for a bounded time
 #                (about 10 minutes in all; FUZZ_SECONDS=N per target); corpus and
 #                crashing inputs under var/fuzz
-#   make lint    C-module containment, shellcheck, no fatalError/try! in Sources
+#   make lint    C-module containment, shellcheck, no fatalError/try! in Sources, and
+#                config/ens.conf.example and ens.conf(5) as the key declarations generate them
+#   make config-docs  rewrite config/ens.conf.example and debian/man/ens.conf.5 from the key
+#                declarations (Sources/ENSConfig/Keys)
 #   make build   release build of ens-fcgi, ens-apns, ens-cron
 #   make install install the binaries, SQL, nginx and Apache snippets, deployment files
 #                and the example config under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local)
@@ -30,7 +33,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: run stop test bench lint build build-debug deps clean install
+.PHONY: run stop test bench lint build build-debug deps clean install config-docs
 .PHONY: chaos
 .PHONY: cluster cluster-stop cluster-chaos
 .PHONY: fuzz
@@ -83,6 +86,13 @@ fuzz: deps
 lint:
 	@scripts/lint.sh
 
+# The example config and ens.conf(5) are generated from the key declarations; lint
+# compares the committed files with what they generate.
+config-docs:
+	swift build --product ens-cron
+	.build/debug/ens-cron config-reference --example > config/ens.conf.example
+	.build/debug/ens-cron config-reference --man > debian/man/ens.conf.5
+
 clean:
 	rm -rf .build var Fuzz/.build
 
@@ -93,6 +103,8 @@ install: build
 	install -m 0755 .build/release/ens-fcgi .build/release/ens-apns .build/release/ens-cron $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 sql/migrations/*.sql $(SHARE)/sql/migrations/
 	install -m 0644 sql/accounts.sql.in config/ens.conf.example $(SHARE)/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 0644 debian/man/ens.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 nginx/ens-site.conf nginx/ens-locations.conf nginx/ens-fastcgi.conf $(SHARE)/nginx/
 	install -d $(SHARE)/apache/errors
 	install -m 0644 apache/ens-site.conf apache/ens-locations.conf apache/ens-proxy-fcgi.conf apache/ens-fcgid.conf apache/ens-cgi.conf $(SHARE)/apache/

@@ -285,20 +285,12 @@ host_node_order() {
   echo "${out[@]}"
 }
 
-db_hosts_supported() { grep -q '"db.hosts"' "$ROOT/Sources/ENSCore/ENSConfiguration.swift" 2>/dev/null; }
-
 # db_lines FIRST_NODE...: the db.* connection lines for a node list.
 db_lines() {
   echo "db.socket ="
-  if db_hosts_supported; then
-    local list="" n
-    for n in "$@"; do list+="${list:+, }$(node_sql_host "$n"):$(node_sql_port "$n")"; done
-    echo "db.hosts = $list"
-  else
-    # Until db.hosts lands: one node per host, no failover between nodes.
-    echo "db.host = $(node_sql_host "$1")"
-    echo "db.port = $(node_sql_port "$1")"
-  fi
+  local list="" n
+  for n in "$@"; do list+="${list:+, }$(node_sql_host "$n"):$(node_sql_port "$n")"; done
+  echo "db.hosts = $list"
 }
 
 # $TOP/ens.conf: the administrator's view (tokens, migrations, keys), node 1 first.

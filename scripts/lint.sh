@@ -29,7 +29,26 @@ if command -v systemd-analyze >/dev/null; then
   if [ -n "$unit_problems" ]; then echo "lint: systemd units:"; echo "$unit_problems"; fail=1; fi
 fi
 
-# 5. Shell scripts.
+# 5. The example config and ens.conf(5) are what the key declarations generate
+# (Sources/ENSConfig/Keys). The debug ens-cron prints them; it is built first when
+# missing or older than the declarations (make test has just built it).
+cron=.build/debug/ens-cron
+if [ ! -x "$cron" ] || [ -n "$(find Sources/ENSConfig Sources/ens-cron -newer "$cron" -name '*.swift' 2>/dev/null | head -1)" ]; then
+  echo "lint: building ens-cron to generate the configuration reference"
+  swift build --product ens-cron >/dev/null || { echo "lint: cannot build ens-cron to check the configuration reference"; fail=1; }
+fi
+if [ -x "$cron" ]; then
+  for pair in example:config/ens.conf.example man:debian/man/ens.conf.5; do
+    flag=${pair%%:*} file=${pair#*:}
+    drift=$("$cron" config-reference "--$flag" | diff -u "$file" - 2>&1 || true)
+    if [ -n "$drift" ]; then
+      echo "lint: $file differs from what the key declarations generate; run \`make config-docs\` and commit it:"
+      echo "$drift" | head -40; fail=1
+    fi
+  done
+fi
+
+# 6. Shell scripts.
 if command -v shellcheck >/dev/null; then
   shellcheck -S warning scripts/*.sh bench/*.sh .ci/run || fail=1
 else

@@ -7,8 +7,13 @@ public import Logging
 /// changed key is named as needing a restart, so an operator is never left guessing. (The API-token cache needs no reload: every process re-reads it
 /// within auth.refresh_seconds of `ens-cron apikeys` rewriting it.)
 public struct ConfigReload: Sendable, Equatable {
-    /// Keys every running process takes over from a reload.
-    public static let appliedKeys: Set<String> = ["log.level"]
+    /// Keys every running process takes over from a reload (declared
+    /// `reload: .everyProcess`).
+    public static let appliedKeys: Set<String> = ConfigSchema.names(reloading: .everyProcess)
+
+    /// Keys the responders (ens-fcgi) also take over (declared `reload: .responders`;
+    /// `ResponderSettings.reloadingLimits(from:)` applies them).
+    public static let responderKeys: Set<String> = ConfigSchema.names(reloading: .responders)
 
     /// Changed keys the reload applied.
     public var applied: [String]

@@ -1,10 +1,12 @@
+public import ENSModel
 public import Codecs
 public import OpenSSL
 public import POSIX
-public import ENSModel
 
 /// Every setting ENS reads, with its default. The defaults are those of a Debian host
-/// installed per the README; `make run` writes a config that points into `var/`.
+/// installed per the README; `make run` writes a config that points into `var/`. Each
+/// key of the file is declared once, in Config/Keys/ (`ConfigKey`): its declared default
+/// must parse to the value given here (ConfigDeclarationTests).
 public struct ENSConfiguration: Sendable {
     // FastCGI responder pool
     public var fcgiSocket = "/run/ens/fcgi.sock"
@@ -211,150 +213,7 @@ public struct ENSConfiguration: Sendable {
 
     public init() {}
 
-    /// Every key the file may set, with the parser that applies it.
-    private static let keys: [String: @Sendable (inout ENSConfiguration, String, String) throws(ConfigError) -> Void] = [
-        "fcgi.socket": { config, key, value throws(ConfigError) in config.fcgiSocket = try path(key, value) },
-        "fcgi.socket_mode": { config, key, value throws(ConfigError) in config.fcgiSocketMode = try octal(key, value) },
-        "fcgi.processes": { config, key, value throws(ConfigError) in config.fcgiProcesses = try integer(key, value, 1...64) },
-        "fcgi.threads": { config, key, value throws(ConfigError) in config.fcgiThreads = try integer(key, value, 1...512) },
-        "fcgi.batch_scheduling": { config, key, value throws(ConfigError) in config.fcgiBatchScheduling = try boolean(key, value) },
-        "fcgi.backlog": { config, key, value throws(ConfigError) in config.fcgiBacklog = Int32(try integer(key, value, 1...65535)) },
-        "http.max_body_bytes": { config, key, value throws(ConfigError) in config.maxBodyBytes = try integer(key, value, 1024...16_777_216) },
-        "health.cache_ms": { config, key, value throws(ConfigError) in config.healthCache = try duration(key, value, 0...60000, Duration.milliseconds) },
-        "db.socket": { config, key, value throws(ConfigError) in config.dbSocket = value.isEmpty ? nil : try path(key, value) },
-        "db.host": { config, key, value throws(ConfigError) in config.dbHost = try nonEmpty(key, value) },
-        "db.port": { config, key, value throws(ConfigError) in config.dbPort = try integer(key, value, 1...65535) },
-        "db.hosts": { config, key, value throws(ConfigError) in config.dbHosts = try endpoints(key, value) },
-        "db.name": { config, key, value throws(ConfigError) in config.dbName = try identifier(key, value) },
-        "db.user": { config, key, value throws(ConfigError) in config.dbUser = try identifier(key, value) },
-        "db.password_file": { config, key, value throws(ConfigError) in config.dbPasswordFile = try path(key, value) },
-        "db.migration_user": { config, key, value throws(ConfigError) in config.dbMigrationUser = try identifier(key, value) },
-        "db.migration_password_file": { config, key, value throws(ConfigError) in config.dbMigrationPasswordFile = try path(key, value) },
-        "db.connect_timeout_seconds": { config, key, value throws(ConfigError) in config.dbConnectTimeout = try duration(key, value, 1...60, Duration.seconds) },
-        "db.tls_ca_file": { config, key, value throws(ConfigError) in config.dbTLSCAFile = value.isEmpty ? nil : try path(key, value) },
-        "db.tls_cert_file": { config, key, value throws(ConfigError) in config.dbTLSCertificateFile = value.isEmpty ? nil : try path(key, value) },
-        "db.tls_key_file": { config, key, value throws(ConfigError) in config.dbTLSKeyFile = value.isEmpty ? nil : try path(key, value) },
-        "db.migrations_dir": { config, key, value throws(ConfigError) in config.migrationsDirectory = try path(key, value) },
-        "security.master_key_file": { config, key, value throws(ConfigError) in config.masterKeyFile = try path(key, value) },
-        "auth.token_cache_file": { config, key, value throws(ConfigError) in config.apiTokenCacheFile = try path(key, value) },
-        "auth.refresh_seconds": { config, key, value throws(ConfigError) in config.apiTokenRefresh = try duration(key, value, 1...3600, Duration.seconds) },
-        "subscription.grace_seconds": { config, key, value throws(ConfigError) in config.subscriptionGrace = try duration(key, value, 0...86400, Duration.seconds) },
-        "sealed.max_age_seconds": { config, key, value throws(ConfigError) in config.sealedMaximumAge = try duration(key, value, 30...86400, Duration.seconds) },
-        "sealed.require_purpose": { config, key, value throws(ConfigError) in config.sealedRequirePurpose = try boolean(key, value) },
-        "keys.cache_size": { config, key, value throws(ConfigError) in config.keyCacheSize = try integer(key, value, 0...100_000) },
-        "keys.pool_size": { config, key, value throws(ConfigError) in config.keyPoolSize = try integer(key, value, 0...100_000) },
-        "push.spool_dir": { config, key, value throws(ConfigError) in config.pushSpoolDirectory = try path(key, value) },
-        "push.spool_max": { config, key, value throws(ConfigError) in config.pushSpoolCapacity = try integer(key, value, 1...10_000_000) },
-        "apns.production_url": { config, key, value throws(ConfigError) in config.apnsProductionURL = try httpsURL(key, value) },
-        "apns.sandbox_url": { config, key, value throws(ConfigError) in config.apnsSandboxURL = try httpsURL(key, value) },
-        "push.ca_file": { config, key, value throws(ConfigError) in config.pushCAFile = value.isEmpty ? nil : try path(key, value) },
-        "fcm.url": { config, key, value throws(ConfigError) in config.fcmURL = try httpsURL(key, value) },
-        "apns.key_file": { config, key, value throws(ConfigError) in config.apnsKeyFile = try path(key, value) },
-        "apns.key_id": { config, key, value throws(ConfigError) in config.apnsKeyID = try appleIdentifier(key, value) },
-        "apns.team_id": { config, key, value throws(ConfigError) in config.apnsTeamID = try appleIdentifier(key, value) },
-        "push.max_in_flight": { config, key, value throws(ConfigError) in config.pushMaximumInFlight = try integer(key, value, 1...10_000) },
-        "push.credential_pause_seconds": { config, key, value throws(ConfigError) in config.pushCredentialPause = try duration(key, value, 1...3600, Duration.seconds) },
-        "push.connections": { config, key, value throws(ConfigError) in config.pushConnectionsPerHost = try integer(key, value, 1...16) },
-        "push.socket": { config, key, value throws(ConfigError) in config.pushSocket = try path(key, value) },
-        "push.host_name": { config, key, value throws(ConfigError) in config.pushHostName = value.isEmpty ? nil : try senderHostName(key, value) },
-        "reap.device_days": { config, key, value throws(ConfigError) in config.deviceRetention = try duration(key, value, 1...3650, Duration.days) },
-        "reap.disabled_days": { config, key, value throws(ConfigError) in config.disabledRetention = try duration(key, value, 0...3650, Duration.days) },
-        "reap.empty_record_days": { config, key, value throws(ConfigError) in config.emptyRecordRetention = try duration(key, value, 0...3650, Duration.days) },
-        "renew.wakeup_interval_minutes": { config, key, value throws(ConfigError) in config.wakeupInterval = try duration(key, value, 1...10080, Duration.minutes) },
-        "cron.lock_file": { config, key, value throws(ConfigError) in config.lockFile = try path(key, value) },
-        "cron.lease_seconds": { config, key, value throws(ConfigError) in config.cronLease = try duration(key, value, 30...86400, Duration.seconds) },
-        "cron.status_file": { config, key, value throws(ConfigError) in config.cronStatusFile = try path(key, value) },
-        "exchange.callback_url": { config, key, value throws(ConfigError) in
-            guard value.isEmpty || value.hasPrefix("https://"), value.isEmpty || value.hasSuffix("/ews/"), value.utf8.count < 200, !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
-                throw ConfigError(key: key, problem: "must be the https:// URL of the callback location, ending in /ews/ (e.g. https://ens.example.com/ews/)")
-            }
-            config.exchangeCallbackURL = value
-        },
-        "exchange.ca_file": { config, key, value throws(ConfigError) in config.exchangeCAFile = value.isEmpty ? nil : try path(key, value) },
-        "exchange.connect_to": { config, key, value throws(ConfigError) in
-            config.exchangeConnectTo = list(value)
-        },
-        "exchange.status_frequency_minutes": { config, key, value throws(ConfigError) in config.exchangeStatusFrequency = try duration(key, value, 1...1440, Duration.minutes) },
-        "exchange.timeout_ms": { config, key, value throws(ConfigError) in config.exchangeTimeout = try duration(key, value, 500...120_000, Duration.milliseconds) },
-        "exchange.item_timeout_ms": { config, key, value throws(ConfigError) in config.exchangeItemTimeout = try duration(key, value, 100...60000, Duration.milliseconds) },
-        "exchange.registration_budget_ms": { config, key, value throws(ConfigError) in config.exchangeRegistrationBudget = try duration(key, value, 1000...120_000, Duration.milliseconds) },
-        "exchange.allowed_networks": { config, key, value throws(ConfigError) in
-            config.exchangeAllowedNetworks = try list(value).map { text throws(ConfigError) in
-                guard let network = IPNetwork(text) else { throw ConfigError(key: key, problem: "must list networks in CIDR form (e.g. 10.1.0.0/16, fd00::/8), got '\(text)'") }
-                return network
-            }
-        },
-        "exchange.allowed_hosts": { config, key, value throws(ConfigError) in
-            config.exchangeAllowedHosts = try list(value).map { text throws(ConfigError) in
-                let host = text.lowercased()
-                guard host.utf8.count <= 253, !host.hasPrefix("."), !host.hasSuffix("."), host.contains("."),
-                      host.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x2E }) else {
-                    throw ConfigError(key: key, problem: "must list host names (e.g. mail.example.com, example.org), got '\(text)'")
-                }
-                return host
-            }
-        },
-        "exchange.proxy": { config, key, value throws(ConfigError) in config.exchangeProxy = value.isEmpty ? nil : try proxyURL(key, value) },
-        "exchange.max_concurrent_registrations": { config, key, value throws(ConfigError) in config.exchangeMaximumConcurrentRegistrations = try integer(key, value, 1...512) },
-        "exchange.max_slow_callbacks": { config, key, value throws(ConfigError) in config.exchangeMaximumSlowCallbacks = try integer(key, value, 1...512) },
-        "exchange.autodiscover_cache_hours": { config, key, value throws(ConfigError) in config.exchangeAutodiscoverCacheLifetime = try duration(key, value, 0...720, Duration.hours) },
-        "exchange.max_items_per_callback": { config, key, value throws(ConfigError) in config.exchangeMaximumItemsPerCallback = try integer(key, value, 1...1000) },
-        "exchange.max_notifications_per_minute": { config, key, value throws(ConfigError) in config.exchangeMaximumNotificationsPerMinute = try integer(key, value, 1...100_000) },
-        "quota.records_per_token_per_hour": { config, key, value throws(ConfigError) in config.recordsPerTokenPerHour = try integer(key, value, 1...10_000_000) },
-        "devices.max_per_record": { config, key, value throws(ConfigError) in config.maximumDevicesPerRecord = try integer(key, value, 1...1000) },
-        "exchange.proof_failure_limit": { config, key, value throws(ConfigError) in config.exchangeProofFailureLimit = try integer(key, value, 1...1000) },
-        "exchange.proof_window_seconds": { config, key, value throws(ConfigError) in config.exchangeProofWindow = try duration(key, value, 10...86400, Duration.seconds) },
-        "exchange.notification_ttl_seconds": { config, key, value throws(ConfigError) in config.exchangeNotificationTTL = try duration(key, value, 0...2_592_000, Duration.seconds) },
-        "graph.callback_url": { config, key, value throws(ConfigError) in
-            guard value.isEmpty || value.hasPrefix("https://"), value.isEmpty || value.hasSuffix("/graph/"), value.utf8.count < 200, !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
-                throw ConfigError(key: key, problem: "must be the https:// URL of the Graph notification location, ending in /graph/ (e.g. https://ens.example.com/graph/)")
-            }
-            config.graphCallbackURL = value
-        },
-        "graph.url": { config, key, value throws(ConfigError) in config.graphURL = try httpsURL(key, value) },
-        "graph.login_url": { config, key, value throws(ConfigError) in config.graphLoginURL = try httpsURL(key, value) },
-        "graph.ca_file": { config, key, value throws(ConfigError) in config.graphCAFile = value.isEmpty ? nil : try path(key, value) },
-        "graph.subscription_minutes": { config, key, value throws(ConfigError) in config.graphSubscriptionLifetime = try duration(key, value, 45...10080, Duration.minutes) },
-        "graph.lookup_budget_ms": { config, key, value throws(ConfigError) in config.graphLookupBudget = try duration(key, value, 100...2500, Duration.milliseconds) },
-        "graph.timeout_ms": { config, key, value throws(ConfigError) in config.graphTimeout = try duration(key, value, 500...60000, Duration.milliseconds) },
-        "graph.max_requests_per_mailbox": { config, key, value throws(ConfigError) in config.graphMaximumRequestsPerMailbox = try integer(key, value, 1...4) },
-        "graph.slot_dir": { config, key, value throws(ConfigError) in config.graphSlotDirectory = try path(key, value) },
-        "policy.url": { config, key, value throws(ConfigError) in config.policyURL = value.isEmpty ? "" : try httpURL(key, value) },
-        "policy.ca_file": { config, key, value throws(ConfigError) in config.policyCAFile = value.isEmpty ? nil : try path(key, value) },
-        "policy.timeout_ms": { config, key, value throws(ConfigError) in config.policyTimeout = try duration(key, value, 100...30000, Duration.milliseconds) },
-        "policy.on_error": { config, key, value throws(ConfigError) in
-            guard value == "allow" || value == "deny" else { throw ConfigError(key: key, problem: "must be allow or deny") }
-            config.policyAllowOnError = value == "allow"
-        },
-        "privacy.minimum_mode": { config, key, value throws(ConfigError) in
-            guard let mode = PrivacyMode(name: value) else { throw ConfigError(key: key, problem: "must be one of preview, generic, encrypted, secure") }
-            config.privacyMinimumMode = mode
-        },
-        "privacy.fetch_ttl_seconds": { config, key, value throws(ConfigError) in config.privacyFetchTTL = try duration(key, value, 60...2_592_000, Duration.seconds) },
-        "history.count": { config, key, value throws(ConfigError) in config.historyCount = try integer(key, value, 0...500) },
-        "history.retention_hours": { config, key, value throws(ConfigError) in config.historyRetention = try duration(key, value, 1...8760, Duration.hours) },
-        "metrics.dir": { config, key, value throws(ConfigError) in config.metricsDirectory = value.isEmpty ? "" : try path(key, value) },
-        "metrics.token_file": { config, key, value throws(ConfigError) in config.metricsTokenFile = value.isEmpty ? "" : try path(key, value) },
-        "log.level": { config, key, value throws(ConfigError) in
-            guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
-                throw ConfigError(key: key, problem: "must be one of trace, debug, info, notice, warning, error, critical")
-            }
-            config.logLevel = value
-        },
-    ]
-
-    public static var knownKeys: [String] { keys.keys.sorted() }
-
-    /// Keys renamed when the sender stopped being APNs-only: the old name still works,
-    /// as the new one, and start-up logs that it is deprecated. Setting both is an error.
-    public static let deprecatedKeys: [String: String] = [
-        "apns.socket": "push.socket",
-        "apns.spool_dir": "push.spool_dir",
-        "apns.spool_max": "push.spool_max",
-        "apns.max_in_flight": "push.max_in_flight",
-        "apns.connections": "push.connections",
-        "apns.ca_file": "push.ca_file",
-    ]
+    public static var knownKeys: [String] { ConfigSchema.keys.map(\.name).sorted() }
 
     /// The deprecated keys this configuration was read with (old name, new name), for
     /// each program to log once it has a logger.
@@ -362,45 +221,36 @@ public struct ENSConfiguration: Sendable {
 
     /// Keys that name an app after their prefix: `apns.certificate.<bundle id>`,
     /// `apns.certificate_password_file.<bundle id>`, `fcm.service_account.<package>`.
-    public static let bundleKeyPrefixes = ["apns.certificate.", "apns.certificate_password_file.", "fcm.service_account."]
+    public static let bundleKeyPrefixes = ConfigSchema.patterns.filter { $0.field == nil }.map(\.prefix)
 
     /// Keys of one Graph tenant: `graph.tenant.<name>.<field>`.
     public static let graphTenantPrefix = "graph.tenant."
 
-    /// Applies a parsed file over the defaults.
+    /// Applies a parsed file over the defaults, each key through its declaration
+    /// (`ConfigSchema`): a pattern's (`apns.certificate.<bundle id>`, ...), a deprecated
+    /// name's, or its own; a key declared nowhere is an error.
     public init(file: ConfigFile) throws(ConfigError) {
         self.init()
         self.file = file
         for key in file.values.keys.sorted() {
-            if let prefix = Self.bundleKeyPrefixes.first(where: { key.hasPrefix($0) }) {
-                do {
-                    try applyBundleKey(prefix: prefix, bundleID: String(key.dropFirst(prefix.count)), key: key, value: file.values[key]!)
-                } catch {
-                    throw ConfigError(key: key, line: file.lines[key], problem: error.problem)
+            let value = file.values[key]!
+            do throws(ConfigError) {
+                if let family = ConfigSchema.patternFamily(of: key) {
+                    try ConfigSchema.apply(family, key: key, value: value, to: &self)
+                    continue
                 }
-                continue
-            }
-            if key.hasPrefix(Self.graphTenantPrefix) {
-                do {
-                    try applyGraphTenantKey(String(key.dropFirst(Self.graphTenantPrefix.count)), key: key, value: file.values[key]!)
-                } catch {
-                    throw ConfigError(key: key, line: file.lines[key], problem: error.problem)
+                var name = key
+                if let alias = ConfigSchema.aliasesByOldName[key] {
+                    guard file.values[alias.new] == nil else {
+                        throw ConfigError(key: key, problem: "is the old name of \(alias.new), which is set too (line \(file.lines[alias.new] ?? 0)); keep only \(alias.new)")
+                    }
+                    deprecatedKeysUsed.append((key, alias.new))
+                    name = alias.new
                 }
-                continue
-            }
-            var name = key
-            if let renamed = Self.deprecatedKeys[key] {
-                guard file.values[renamed] == nil else {
-                    throw ConfigError(key: key, line: file.lines[key], problem: "is the old name of \(renamed), which is set too (line \(file.lines[renamed] ?? 0)); keep only \(renamed)")
+                guard let declared = ConfigSchema.keysByName[name] else {
+                    throw ConfigError(key: key, problem: "is not a known setting")
                 }
-                deprecatedKeysUsed.append((key, renamed))
-                name = renamed
-            }
-            guard let apply = Self.keys[name] else {
-                throw ConfigError(key: key, line: file.lines[key], problem: "is not a known setting")
-            }
-            do {
-                try apply(&self, key, file.values[key]!)
+                try declared.apply(&self, key, value)
             } catch {
                 throw ConfigError(key: key, line: file.lines[key], problem: error.problem)
             }
@@ -409,49 +259,6 @@ public struct ENSConfiguration: Sendable {
         if !dbHosts.isEmpty, let dbSocket {
             throw ConfigError(key: "db.hosts", line: file.lines["db.hosts"], problem: "lists TCP servers, but db.socket is set (\(dbSocket)): set `db.socket =` (empty) to use them")
         }
-    }
-
-    private mutating func applyBundleKey(prefix: String, bundleID: String, key: String, value: String) throws(ConfigError) {
-        guard !bundleID.isEmpty, bundleID.utf8.count <= 255, !bundleID.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
-            throw ConfigError(key: key, problem: "must end with a bundle id (e.g. apns.certificate.com.example.mail)")
-        }
-        if prefix == "fcm.service_account." {
-            fcmServiceAccountFiles[bundleID] = try Self.path(key, value)
-            return
-        }
-        var files = apnsCertificates[bundleID] ?? APNsCertificateFiles(path: "", passwordFile: nil)
-        if prefix == "apns.certificate." {
-            files.path = try Self.path(key, value)
-        } else {
-            files.passwordFile = value.isEmpty ? nil : try Self.path(key, value)
-        }
-        apnsCertificates[bundleID] = files
-    }
-
-    private mutating func applyGraphTenantKey(_ rest: String, key: String, value: String) throws(ConfigError) {
-        guard let dot = rest.lastIndex(of: "."), let name = Optional(String(rest[..<dot])), !name.isEmpty, name.utf8.count <= 64,
-              name.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }) else {
-            throw ConfigError(key: key, problem: "must be graph.tenant.<name>.<field>, the name in lowercase letters, digits, - and _ (e.g. graph.tenant.contoso.id)")
-        }
-        var tenant = graphTenants[name] ?? GraphTenantSettings(name: name)
-        switch rest[rest.index(after: dot)...] {
-        case "id": tenant.tenantID = try Self.guid(key, value)
-        case "client_id": tenant.clientID = try Self.guid(key, value)
-        case "domains":
-            tenant.domains = try Self.list(value).map { text throws(ConfigError) in
-                let domain = text.lowercased()
-                guard domain.utf8.count <= 253, domain.contains("."), !domain.hasPrefix("."), !domain.hasSuffix("."),
-                      domain.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x2E }) else {
-                    throw ConfigError(key: key, problem: "must list mail domains (e.g. contoso.com, contoso.onmicrosoft.com), got '\(text)'")
-                }
-                return domain
-            }
-        case "certificate_file": tenant.certificateFile = try Self.path(key, value)
-        case "key_file": tenant.keyFile = try Self.path(key, value)
-        default:
-            throw ConfigError(key: key, problem: "is not a tenant setting (id, domains, client_id, certificate_file, key_file)")
-        }
-        graphTenants[name] = tenant
     }
 
     /// The configured Graph tenants, each complete; a tenant missing a field, or a
@@ -558,99 +365,6 @@ public struct ENSConfiguration: Sendable {
         return trimmed
     }
 
-    // MARK: Value parsers
-
-    /// A comma-separated list, entries trimmed, empty ones dropped.
-    private static func list(_ value: String) -> [String] {
-        value.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
-    }
-
-    /// `host:port` entries, comma-separated: an IPv6 address in brackets, 3306 when the
-    /// port is left out. Empty: none (db.host and db.port apply).
-    private static func endpoints(_ key: String, _ value: String) throws(ConfigError) -> [DatabaseEndpoint] {
-        let entries = list(value)
-        guard entries.count <= 16 else { throw ConfigError(key: key, problem: "lists \(entries.count) servers; at most 16") }
-        var parsed: [DatabaseEndpoint] = []
-        for entry in entries {
-            let bad = ConfigError(key: key, problem: "'\(entry.prefix(80))' is not host:port (an IPv6 address goes in brackets: [2001:db8::1]:3306)")
-            var host = Substring(entry)
-            var portText: Substring?
-            if host.hasPrefix("[") {
-                guard let close = host.firstIndex(of: "]") else { throw bad }
-                let rest = host[host.index(after: close)...]
-                host = host[host.index(after: host.startIndex)..<close]
-                if !rest.isEmpty {
-                    guard rest.hasPrefix(":") else { throw bad }
-                    portText = rest.dropFirst()
-                }
-            } else if let colon = host.firstIndex(of: ":") {
-                portText = host[host.index(after: colon)...]
-                host = host[..<colon]
-            }
-            guard !host.isEmpty, host.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: "/") }) else { throw bad }
-            var port = 3306
-            if let portText {
-                guard let number = Int(portText), (1...65535).contains(number) else { throw bad }
-                port = number
-            }
-            parsed.append(.init(host: String(host), port: port))
-        }
-        return parsed
-    }
-
-    /// A whole number of `unit`s (the key's name says which: `_ms`, `_seconds`, ...).
-    private static func duration(_ key: String, _ value: String, _ range: ClosedRange<Int>, _ unit: (Int) -> Duration) throws(ConfigError) -> Duration {
-        unit(try integer(key, value, range))
-    }
-
-    private static func integer(_ key: String, _ value: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int {
-        guard let number = Int(value), range.contains(number) else {
-            throw ConfigError(key: key, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound), got '\(value.prefix(40))'")
-        }
-        return number
-    }
-
-    private static func httpsURL(_ key: String, _ value: String) throws(ConfigError) -> String {
-        guard value.hasPrefix("https://"), value.utf8.count > 8, !value.hasSuffix("/") else {
-            throw ConfigError(key: key, problem: "must be an https:// URL without a trailing slash")
-        }
-        return value
-    }
-
-    /// An HTTP proxy: `http://host:port` and nothing more (no user info: a password
-    /// does not belong in this file; no path). Lowercased.
-    private static func proxyURL(_ key: String, _ value: String) throws(ConfigError) -> String {
-        let problem = ConfigError(key: key, problem: "must be an http://host:port URL of an HTTP proxy (e.g. http://proxy.example.com:3128), without user info or path")
-        let text = value.lowercased()
-        guard text.hasPrefix("http://") else { throw problem }
-        var authority = text.dropFirst(7)
-        if authority.hasSuffix("/") { authority = authority.dropLast() }
-        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]),
-              (1...65535).contains(port) else { throw problem }
-        let host = authority[..<colon]
-        let bracketed = host.hasPrefix("[") && host.hasSuffix("]")
-        guard !host.isEmpty, host.utf8.count <= 255, !host.contains(":") || bracketed,
-              host.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || [0x2D, 0x2E, 0x5B, 0x5D, 0x3A].contains($0) }) else {
-            throw problem
-        }
-        return "http://\(host):\(port)"
-    }
-
-    private static func httpURL(_ key: String, _ value: String) throws(ConfigError) -> String {
-        guard value.hasPrefix("https://") || value.hasPrefix("http://"), !value.contains(" ") else {
-            throw ConfigError(key: key, problem: "must be an http:// or https:// URL")
-        }
-        return value
-    }
-
-    /// Apple's Key ID and Team ID: 10 characters, letters and digits.
-    private static func appleIdentifier(_ key: String, _ value: String) throws(ConfigError) -> String {
-        guard value.utf8.count == 10, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
-            throw ConfigError(key: key, problem: "must be the 10-character identifier from the Apple developer account")
-        }
-        return value
-    }
-
     /// The APNs signing key named by apns.key_file.
     /// The token-auth signing key, or nil when token auth is not configured (no
     /// apns.key_id and apns.team_id): then every topic needs a certificate.
@@ -683,48 +397,6 @@ public struct ENSConfiguration: Sendable {
         let lower = files.path.lowercased()
         return (bytes, password, lower.hasSuffix(".p12") || lower.hasSuffix(".pfx"))
     }
-
-    private static func boolean(_ key: String, _ value: String) throws(ConfigError) -> Bool {
-        switch value.lowercased() {
-        case "yes", "true", "on", "1": return true
-        case "no", "false", "off", "0": return false
-        default: throw ConfigError(key: key, problem: "must be yes or no")
-        }
-    }
-
-    private static func octal(_ key: String, _ value: String) throws(ConfigError) -> UInt32 {
-        guard let mode = UInt32(value, radix: 8), mode <= 0o777 else {
-            throw ConfigError(key: key, problem: "must be an octal file mode such as 0660")
-        }
-        return mode
-    }
-
-    private static func path(_ key: String, _ value: String) throws(ConfigError) -> String {
-        guard value.hasPrefix("/") else { throw ConfigError(key: key, problem: "must be an absolute path") }
-        return value
-    }
-
-    /// An Entra id: a GUID, lowercased.
-    private static func guid(_ key: String, _ value: String) throws(ConfigError) -> String {
-        let text = value.lowercased()
-        let groups = text.split(separator: "-", omittingEmptySubsequences: false).map(\.utf8.count)
-        guard groups == [8, 4, 4, 4, 12], text.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }) else {
-            throw ConfigError(key: key, problem: "must be a GUID (e.g. 72f988bf-86f1-41af-91ab-2d7cd011db47)")
-        }
-        return text
-    }
-
-    private static func nonEmpty(_ key: String, _ value: String) throws(ConfigError) -> String {
-        guard !value.isEmpty else { throw ConfigError(key: key, problem: "must not be empty") }
-        return value
-    }
-
-    private static func identifier(_ key: String, _ value: String) throws(ConfigError) -> String {
-        guard !value.isEmpty, value.count <= 64, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
-            throw ConfigError(key: key, problem: "must be 1–64 letters, digits or underscores")
-        }
-        return value
-    }
 }
 
 /// Where one bundle's APNs certificate lives.
@@ -743,5 +415,6 @@ public struct DatabaseEndpoint: Sendable, Equatable, CustomStringConvertible {
         self.port = port
     }
 
+    /// `host:port`, IPv6 in brackets: how the operator wrote it in db.hosts.
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }

@@ -3,7 +3,7 @@ internal import ENSModel
 
 /// The credentials a callback uses to call back into the mailbox (GetItem, GetFolder),
 /// stored sealed in the database (or, for subscriptions made before, sealed in the
-/// callback URL itself: see ENSCore's CallbackToken). A compact tag-length-value
+/// callback URL itself: see ENSVault's CallbackToken). A compact tag-length-value
 /// encoding: each field at most 65,535 bytes; a chain certificate may repeat.
 public struct CallbackPayload: Sendable, Equatable {
     public let credentials: EWSCredentials

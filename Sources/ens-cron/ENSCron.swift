@@ -27,7 +27,8 @@ struct ENSCron: ParsableCommand {
             Exit status: 0 on success (or a clean skip), 1 on a configuration or database error, \
             2 on bad usage.
             """,
-        subcommands: [All.self, APIKeys.self, Reap.self, Renew.self, SyncKeys.self, Keys.self, Gauges.self, Migrate.self, Token.self, Status.self]
+        subcommands: [All.self, APIKeys.self, Reap.self, Renew.self, SyncKeys.self, Keys.self, Gauges.self, Migrate.self, Token.self, Status.self,
+                      ConfigReferenceCommand.self]
     )
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Exchange callback URLs of the older, credential-carrying form, made with Python's
 `cryptography` (an implementation independent of ENS's) from ENS's documented
-construction (docs/exchange.md, ENSCore/Crypto/CallbackToken.swift):
+construction (docs/exchange.md, Sources/ENSVault/CallbackToken.swift):
 
   suffix  = "<record>/<generation>/" + base64url(sealed || mac), no padding
   sealed  = nonce(12) || AES-256-GCM(key, payload, aad = "ens-callback/1/<record>/<generation>")

@@ -77,11 +77,8 @@ public struct ResponderSettings: Sendable {
     /// The limits a running responder takes over on SIGHUP (`systemctl reload`), so an
     /// operator can tighten or loosen them under load without a restart: each request
     /// reads them afresh. Everything else needs a restart.
-    public static let reloadableKeys: Set<String> = [
-        "exchange.max_items_per_callback", "exchange.max_notifications_per_minute", "exchange.proof_failure_limit",
-        "exchange.proof_window_seconds", "quota.records_per_token_per_hour", "devices.max_per_record",
-        "privacy.minimum_mode", "history.count", "sealed.max_age_seconds", "sealed.require_purpose",
-    ]
+    /// (Declared with each key: `reload: .responders` in Sources/ENSConfig/Keys.)
+    public static let reloadableKeys: Set<String> = ConfigReload.responderKeys
 
     /// These settings with the reloadable limits taken from `configuration`.
     public func reloadingLimits(from configuration: ENSConfiguration) -> ResponderSettings {
