@@ -5,7 +5,10 @@
 #                and a curl command; Ctrl-C stops
 #   make stop    stop what `make run` started
 #   make test    install what is missing, build, run every test (unit + integration)
-#                against a private stack under var/test, then tear it down
+#                against a private stack under var/test, then tear it down (what CI runs)
+#   make check   the inner loop: build, lint, the unit and in-process endpoint tests
+#   make test-stack / make suite SUITE=ExchangeTests / make test-stack-stop
+#                one integration suite (a regex) against a test stack left running
 #   make bench   benchmarks through nginx on loopback (bounded in time), B1 and B2 also
 #                through Apache httpd and plain CGI
 #   make chaos   bounded fault injection against a private stack under var/chaos
@@ -33,7 +36,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: run stop test bench lint build build-debug deps clean install config-docs
+.PHONY: run stop test check test-stack suite test-stack-stop bench lint build build-debug deps clean install config-docs config-docs
 .PHONY: chaos
 .PHONY: cluster cluster-stop cluster-chaos
 .PHONY: fuzz
@@ -63,6 +66,20 @@ stop:
 
 test: build-debug lint
 	@scripts/test.sh
+
+# The inner loop: build, lint, the unit and in-process endpoint tests (no stack).
+check: build-debug lint
+	@scripts/test.sh unit
+
+# One integration suite against a test stack that stays up between runs.
+test-stack: build-debug
+	@scripts/test.sh up
+
+suite:
+	@scripts/test.sh suite "$(SUITE)"
+
+test-stack-stop:
+	@scripts/test.sh down
 
 bench: build
 	@bench/run.sh

@@ -177,7 +177,7 @@ let package = Package(
 
         // MARK: Tests
         .testTarget(
-            name: "ENSCoreTests",
+            name: "UnitTests",
             dependencies: allModules + [.product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),

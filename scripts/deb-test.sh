@@ -2,7 +2,7 @@
 # The Debian package, tested on this machine (as root; CI runs as root): builds it
 # (make deb), runs lintian, installs it with apt-get, checks what it installed and that
 # its maintainer scripts created the ens user and directories but enabled and started
-# nothing, configures it as README "Debian package" says (against a private MariaDB),
+# nothing, configures it as docs/deployment.md "The Debian package" says (against a private MariaDB),
 # runs the HTTP contract (FoundationTests, DeviceAPITests) against the INSTALLED
 # binaries through a private stack under var/deb on port 28443, then purges the package
 # and removes what the test made (the ens user too, unless it was there before).
@@ -155,11 +155,11 @@ check "/etc/ens/secrets is not 0750 root:ens" test "$(stat -c '%a %U:%G' /etc/en
 running=$(ens_processes)
 [ -z "$running" ] || fail "installing started ENS processes: $running"
 
-# 4. Configure it as README "Debian package" says. The database is a private MariaDB
+# 4. Configure it as docs/deployment.md "The Debian package" says. The database is a private MariaDB
 # (the stack's, started alone first), under names of its own so that the stack's
-# accounts are untouched: README step 6 says to edit the names in accounts.sql.in when
+# accounts are untouched: docs/deployment.md step 6 says to edit the names in accounts.sql.in when
 # db.name, db.user or db.migration_user change.
-say "configuring as the README says"
+say "configuring as docs/deployment.md says"
 scripts/stack.sh db-start
 db_socket=$ENS_VAR/run/mysqld.sock
 install -d -m 0755 /etc/ens
@@ -198,14 +198,14 @@ check "ens-fcgi --check as ens" bash -c "runuser -u ens -- ens-fcgi --check --co
 check "ens-apns --check as ens" bash -c "runuser -u ens -- ens-apns --check --config /etc/ens/ens.conf | grep -q 'configuration OK'"
 check "the migration password is readable by ens" bash -c "! runuser -u ens -- cat /etc/ens/secrets/db-migrate.password"
 # The installed responder, as ens with /etc/ens/ens.conf, answers a request (as a CGI
-# program: no socket or web server needed) from the database the README set up.
+# program: no socket or web server needed) from the database set up as docs/deployment.md says.
 cgi() { # cgi PATH [HTTP_APITOKEN]
   runuser -u ens -- env -i GATEWAY_INTERFACE=CGI/1.1 SERVER_PROTOCOL=HTTP/1.1 REQUEST_METHOD=GET \
     SCRIPT_NAME= PATH_INFO="$1" QUERY_STRING= REMOTE_ADDR=127.0.0.1 CONTENT_LENGTH=0 \
     ${2:+HTTP_APITOKEN="$2"} ENS_CONFIG=/etc/ens/ens.conf PATH=/usr/bin:/bin /usr/bin/ens-fcgi </dev/null 2>/dev/null
 }
 alive=$(cgi /alive) || true
-grep -q '"responseCode":"Alive"' <<<"$alive" || { printf '%s\n' "$alive"; fail "/alive through the installed ens-fcgi with the README configuration"; }
+grep -q '"responseCode":"Alive"' <<<"$alive" || { printf '%s\n' "$alive"; fail "/alive through the installed ens-fcgi with the configuration docs/deployment.md gives"; }
 [ -n "${token:-}" ] || fail "no API token printed"
 running=$(ens_processes)
 [ -z "$running" ] || fail "ENS processes left running after configuring: $running"

@@ -13,9 +13,17 @@ for pair in CFastCGI:FastCGI CMariaDB:MariaDB COpenSSL:OpenSSL CCurl:Curl CLibXM
   fi
 done
 
-# 2. No traps a request could reach.
+# 2. Recoverable failures throw; a state that cannot happen is a precondition that says
+# what was violated. No try! or fatalError (a crash with no account of why), and no
+# precondition without a message.
 traps=$(grep -rnE 'fatalError\(|try!' Sources || true)
-if [ -n "$traps" ]; then echo "lint: fatalError/try! in Sources:"; echo "$traps"; fail=1; fi
+if [ -n "$traps" ]; then echo "lint: fatalError/try! in Sources (throw, or precondition with a message):"; echo "$traps"; fail=1; fi
+silent=$(grep -rnP '\bprecondition(Failure)?\((?:[^(),"]|\((?:[^()]|\([^()]*\))*\))*\)' Sources || true)
+if [ -n "$silent" ]; then echo "lint: a precondition without a message:"; echo "$silent"; fail=1; fi
+
+# 2b. The layers: each module imports only what its row in scripts/check_imports.py
+# (the graph docs/architecture.md draws) allows.
+python3 scripts/check_imports.py || fail=1
 
 # 3. One route table: the router, nginx's locations, the OpenAPI document and the
 # OpenAPI validator's endpoint list name the same endpoints with the same methods.

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# make test: unit and integration tests. Starts a private stack (var/test, port 18443)
-# from the debug build, runs `swift test`, and always tears the stack down.
-# ENS_TEST_FILTER=REGEX runs only the matching tests (swift test --filter) and skips the
-# simulator self-tests, Schemathesis, the secret scan and the pass through Apache httpd
-# (ENS_TEST_APACHE=1 adds that): for working on one area; a full run is the only verdict.
+# The test tiers (docs/testing.md):
+#   scripts/test.sh              make test: unit and integration tests against a private
+#                                stack (var/test, port 18443) from the debug build, the
+#                                Apache pass, the simulator self-tests, Schemathesis, the
+#                                secret scan, cluster-chaos and the .deb; the stack is
+#                                always torn down. What CI runs.
+#   scripts/test.sh unit         make check: the UnitTests target (in-process, no stack).
+#   scripts/test.sh up           make test-stack: start the private test stack and leave it up.
+#   scripts/test.sh suite REGEX  make suite SUITE=REGEX: run the matching tests
+#                                (swift test --filter) against the stack `up` started.
+#   scripts/test.sh down         make test-stack-stop.
+# ENS_TEST_FILTER=REGEX (with no mode) starts a stack, runs only the matching tests and
+# tears it down (ENS_TEST_APACHE=1 adds the Apache pass): for working on one area; a full
+# run is the only verdict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ENS_VAR=$PWD/var/test ENS_PORT=${ENS_TEST_PORT:-18443} ENS_BIN=$PWD/.build/debug
@@ -27,18 +36,38 @@ export ENS_MAX_CONCURRENT_REGISTRATIONS=2
 # A per-token record quota small enough for RecordCreationTests to reach.
 export ENS_RECORDS_PER_TOKEN_PER_HOUR=100
 export ENS_POLICY_URL=http://127.0.0.1:$((ENS_PORT + 4))/policy/check
+export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
+
+case "${1:-}" in
+  unit)
+    exec swift test --skip-build --filter UnitTests ;;
+  up)
+    [ -d "$ENS_VAR/run" ] && scripts/stack.sh down || true
+    rm -rf "$ENS_VAR"
+    scripts/stack.sh up
+    echo "test stack up under $ENS_VAR (port $ENS_PORT): make suite SUITE=ExchangeTests; make test-stack-stop"
+    exit 0 ;;
+  suite)
+    [ -n "${2:-}" ] || { echo "usage: scripts/test.sh suite REGEX (e.g. ExchangeTests)" >&2; exit 2; }
+    [ -d "$ENS_VAR/run" ] || { echo "no test stack under $ENS_VAR: run make test-stack first" >&2; exit 2; }
+    exec swift test --skip-build --no-parallel --filter "$2" ;;
+  down)
+    exec scripts/stack.sh down ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [unit | up | suite REGEX | down]" >&2; exit 2 ;;
+esac
+
 # A previous run that was interrupted may have left its stack up.
 [ -d "$ENS_VAR/run" ] && scripts/stack.sh down || true
 rm -rf "$ENS_VAR"
 trap 'scripts/stack.sh down' EXIT
 scripts/stack.sh up
-export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
 
 # The HTTP contract again with Apache httpd in front (apache/, mod_proxy_fcgi to the same
 # pool) on the same port: the device API, Exchange and Graph callbacks, errors, logs and limits,
 # ApacheFrontTests (mod_security2 limits, mod_fcgid, CGI) and SlowExchangeTests (/alive
 # and mail served beside slow registrations). Suite names are anchored: the unit suites
-# (ENSCoreTests.GraphTests) need no front. Then nginx again.
+# (UnitTests.GraphTests) need no front. Then nginx again.
 APACHE_TESTS='\.(FoundationTests|DeviceAPITests|ExchangeTests|GraphTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests|SlowExchangeTests)/'
 apache_pass() {
   echo "== the contract through Apache httpd (mod_proxy_fcgi)"
@@ -86,7 +115,7 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "cluster check SKIPPED: it needs root (network namespaces for the Galera nodes); run make cluster-chaos as root"
 fi
-# The Debian package: built (make deb), linted, installed, configured as the README says,
+# The Debian package: built (make deb), linted, installed, configured as docs/deployment.md says,
 # the contract run against the installed binaries (var/deb, port 28443), then purged.
 scripts/deb-test.sh || status=1
 exit "$status"

@@ -4,7 +4,7 @@ public import OpenSSL
 public import POSIX
 
 /// Every setting ENS reads, with its default. The defaults are those of a Debian host
-/// installed per the README; `make run` writes a config that points into `var/`. Each
+/// installed per docs/deployment.md; `make run` writes a config that points into `var/`. Each
 /// key of the file is declared once, in Config/Keys/ (`ConfigKey`): its declared default
 /// must parse to the value given here (ConfigDeclarationTests).
 public struct ENSConfiguration: Sendable {

@@ -6,7 +6,7 @@ import Testing
 /// A database on another host, over TLS (db.tls_*): the stack's MariaDB listens on
 /// loopback TCP with a certificate from a CA of its own, for 127.0.0.1 and localhost but
 /// not 127.0.0.2. Accounts for the TCP addresses are created here, REQUIRE SSL, as
-/// README's "A database on another host" tells an operator to.
+/// docs/deployment.md's "A database on another host" tells an operator to.
 @Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
 struct DatabaseTLSTests {
     let port = (Int(TestStack.port) ?? 18443) + 20
@@ -76,7 +76,7 @@ struct DatabaseTLSTests {
         #expect(user == "ens_service@127.0.0.1")
     }
 
-    /// The real binary with a configuration as README says: the migration account and
+    /// The real binary with a configuration as docs/deployment.md says: the migration account and
     /// the service account both over verified TLS; with the wrong CA, one clear line.
     @Test func ensCronConnectsOverTLSAsConfigured() throws {
         try withScratchDirectory { directory in

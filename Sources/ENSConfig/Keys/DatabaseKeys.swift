@@ -36,8 +36,8 @@ extension ConfigSection {
                   name or address the certificate lists); a server without TLS, a
                   certificate from another CA or for another name is refused. Create the
                   accounts with REQUIRE SSL on the server. A client certificate and key are
-                  optional (accounts created REQUIRE X509); both or neither. README: "A
-                  database on another host". Empty: no TLS (a local database through
+                  optional (accounts created REQUIRE X509); both or neither. docs/deployment.md:
+                  "A database on another host". Empty: no TLS (a local database through
                   db.socket). For example:
 
                     db.tls_ca_file = /etc/ens/mariadb-ca.pem
