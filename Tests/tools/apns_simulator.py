@@ -71,28 +71,21 @@ Control API: plain HTTP/1.1 with JSON bodies on 127.0.0.1:C.
 import argparse
 import base64
 import json
-import os
 import re
-import selectors
-import signal
-import socket
-import ssl
 import sys
 import threading
 import time
 import uuid
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import h2.config
-import h2.connection
-import h2.events
-import h2.exceptions
-import h2.settings
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+from simlib import certs, control, process
+from simlib.failures import Failures
+from simlib.h2server import ConnectionCount, H2Server
 
 PUSH_TYPES = {"alert", "background", "voip", "complication", "fileprovider", "liveactivity",
               "location", "mdm", "pushtotalk", "widgets", "controls"}
@@ -106,210 +99,6 @@ class Reject(Exception):
     def __init__(self, status, reason):
         super().__init__(f"{status} {reason}")
         self.status, self.reason = status, reason
-
-
-class Connection:
-    """One client connection, driven by the event loop in main(): TLS through memory
-    BIOs, then HTTP/2. Everything runs on one thread: a thread per connection made
-    the simulator slower the more connections a client opened (the threads hand the
-    GIL to each other on every socket call: h2load measured 4,800 requests/s on one
-    connection and 2,800 on four), which would penalise a client for spreading its
-    streams the way Apple recommends. One socket read is decrypted in full before
-    HTTP/2 sees it, so a client that writes each frame as its own TLS record (libcurl
-    7.x) costs a loop turn per read, not per record."""
-
-    HANDSHAKE_SECONDS = 10
-
-    def __init__(self, sim, raw, context):
-        self.sim, self.raw = sim, raw
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
-        self.deadline = time.monotonic() + self.HANDSHAKE_SECONDS
-        self.h2 = None
-        self.cert_topic = None
-        self.counted = False
-        self.unsent = bytearray()
-        self.streams = {}  # stream id -> [headers dict, body bytearray, body length]
-        self.pending = {}  # stream id -> response body waiting for flow-control window
-
-    def readable(self):
-        """Handles what the socket has; False once the connection is over."""
-        try:
-            data = self.raw.recv(262144)
-        except (BlockingIOError, InterruptedError):
-            return True
-        if not data:
-            return False
-        self.incoming.write(data)
-        if self.h2 is None and not self.handshake():
-            return False
-        if self.h2 is None:
-            return True
-        chunks, alive = [], True
-        while True:
-            try:
-                chunk = self.tls.read(1 << 20)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:
-                alive = False
-                break
-            if not chunk:
-                alive = False
-                break
-            chunks.append(chunk)
-        if chunks and not self.speak(b"".join(chunks)):
-            return False
-        self.flush()
-        return alive
-
-    def handshake(self):
-        """Advances the TLS handshake; False if it failed (after sending the alert)."""
-        try:
-            self.tls.do_handshake()
-        except ssl.SSLWantReadError:
-            self.flush()
-            return True
-        except ssl.SSLError:
-            self.flush()  # the alert that says why
-            return False
-        self.flush()
-        if self.tls.selected_alpn_protocol() != "h2":
-            return False
-        self.cert_topic = certificate_topic(self.tls.getpeercert())
-        with self.sim.lock:
-            self.sim.connections += 1
-            self.sim.open_connections += 1
-        self.counted = True
-        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=False, header_encoding=None))
-        self.h2.local_settings = h2.settings.Settings(client=False, initial_values={
-            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000,
-            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
-        self.h2.initiate_connection()
-        self.h2.increment_flow_control_window(16 << 20)
-        self.send(self.h2.data_to_send())
-        return True
-
-    def speak(self, data):
-        """Feeds HTTP/2 bytes in and answers every request they complete."""
-        conn, streams, pending = self.h2, self.streams, self.pending
-        try:
-            events = conn.receive_data(data)
-        except h2.exceptions.ProtocolError:
-            self.send(conn.data_to_send())  # the GOAWAY h2 queued
-            return False
-        for event in events:
-            if isinstance(event, h2.events.RequestReceived):
-                headers = {}
-                for name, value in event.headers:
-                    headers.setdefault(name.decode("ascii", "replace"),
-                                       value.decode("utf-8", "surrogateescape"))
-                streams[event.stream_id] = [headers, bytearray(), 0]
-            elif isinstance(event, h2.events.DataReceived):
-                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                stream = streams.get(event.stream_id)
-                if stream is not None:
-                    stream[1] += event.data[:MAX_BODY_KEPT - len(stream[1])]
-                    stream[2] += len(event.data)
-            elif isinstance(event, h2.events.StreamEnded):
-                stream = streams.pop(event.stream_id, None)
-                if stream is not None:
-                    try:
-                        self.sim.respond(conn, event.stream_id, *self.sim.handle(*stream, self.cert_topic), pending)
-                    except h2.exceptions.StreamClosedError:
-                        pending.pop(event.stream_id, None)  # reset meanwhile
-            elif isinstance(event, h2.events.StreamReset):
-                streams.pop(event.stream_id, None)
-                pending.pop(event.stream_id, None)
-            elif isinstance(event, h2.events.WindowUpdated):
-                for stream_id in list(pending):
-                    self.sim.send_body(conn, stream_id, pending)
-            elif isinstance(event, h2.events.ConnectionTerminated):
-                self.send(conn.data_to_send())
-                return False
-        out = conn.data_to_send()
-        if out:
-            self.send(out)
-        return True
-
-    def send(self, data):
-        if data:
-            self.tls.write(data)
-        self.flush()
-
-    def flush(self):
-        """Moves what TLS produced to the socket; keeps what the socket cannot take now."""
-        self.unsent += self.outgoing.read()
-        while self.unsent:
-            try:
-                sent = self.raw.send(self.unsent)
-            except (BlockingIOError, InterruptedError):
-                return
-            del self.unsent[:sent]
-
-    def writable(self):
-        try:
-            self.flush()
-        except OSError:
-            return False
-        return True
-
-    def close(self):
-        if self.counted:
-            with self.sim.lock:
-                self.sim.open_connections -= 1
-            self.counted = False
-        self.raw.close()
-
-
-def serve(sim, listener, context):
-    """The event loop: accepts connections and drives every one of them."""
-    selector = selectors.DefaultSelector()
-    listener.setblocking(False)
-    selector.register(listener, selectors.EVENT_READ, None)
-    handshaking = set()
-
-    def drop(connection):
-        selector.unregister(connection.raw)
-        handshaking.discard(connection)
-        connection.close()
-
-    while True:
-        for key, mask in selector.select(timeout=1.0):
-            if key.data is None:
-                while True:
-                    try:
-                        raw, _ = listener.accept()
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    raw.setblocking(False)
-                    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    connection = Connection(sim, raw, context)
-                    selector.register(raw, selectors.EVENT_READ, connection)
-                    handshaking.add(connection)
-                continue
-            connection = key.data
-            try:
-                alive = connection.writable() if mask & selectors.EVENT_WRITE else True
-                if alive and mask & selectors.EVENT_READ:
-                    alive = connection.readable()
-            except (OSError, h2.exceptions.H2Error):
-                alive = False  # a broken connection ends only this connection
-            except Exception as e:  # a simulator bug: say so, but keep serving others
-                print(f"apns_simulator: connection dropped: {e!r}", file=sys.stderr)
-                alive = False
-            if not alive:
-                drop(connection)
-                continue
-            if connection.h2 is not None:
-                handshaking.discard(connection)
-            wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if connection.unsent else 0)
-            if wanted != key.events:
-                selector.modify(connection.raw, wanted, connection)
-        now = time.monotonic()
-        for connection in [c for c in handshaking if c.deadline < now]:
-            drop(connection)  # a client that never finishes its handshake
 
 
 def certificate_topic(peer):
@@ -350,41 +139,29 @@ class Simulator:
             sys.exit("apns_simulator: --auth-key must be a P-256 key")
         self.record = open(args.record, "a", encoding="utf-8")
         self.lock = threading.Lock()
-        # /wait sleeps on this until `accepted` reaches `wake_at`: a waiter that polled
-        # would take the GIL from the event loop it is measuring.
-        self.accepted_changed = threading.Condition(self.lock)
-        self.wait_targets = []
-        self.wake_at = None  # the smallest target of any waiter
+        self.waiters = control.Waiters(self.lock)
+        self.count = ConnectionCount()
         self.jwt_cache = {}  # JWT -> iat, or Reject for static checks (alg/kid/sig/iss)
-        self.failures = {}   # lowercase token -> [status, reason, remaining or None]
+        self.failures = Failures()  # lowercase token -> (status, reason)
         self.reset()
-        self.open_connections = 0
 
     def reset(self):
+        self.failures.clear()
+        self.count.reset()
         with self.lock:
-            self.failures.clear()
             self.accepted, self.rejected = 0, Counter()
-            self.jwts, self.connections = set(), 0
-
-    def wait_for(self, accepted, seconds):
-        """Waits until `accepted` requests were accepted (or `seconds` passed); returns stats()."""
-        deadline = time.monotonic() + seconds
-        with self.lock:
-            self.wait_targets.append(accepted)
-            self.wake_at = min(self.wait_targets)
-            try:
-                while self.accepted < accepted and (left := deadline - time.monotonic()) > 0:
-                    self.accepted_changed.wait(left)
-            finally:
-                self.wait_targets.remove(accepted)
-                self.wake_at = min(self.wait_targets, default=None)
-        return self.stats()
+            self.jwts = set()
 
     def stats(self):
         with self.lock:
             return {"accepted": self.accepted, "rejected": dict(self.rejected),
-                    "distinct_jwts": len(self.jwts), "connections": self.connections,
-                    "open_connections": self.open_connections}
+                    "distinct_jwts": len(self.jwts), "connections": self.count.established,
+                    "open_connections": self.count.open}
+
+    @staticmethod
+    def session(peer_certificate):
+        """A connection's state for h2server: the topic its client certificate allows."""
+        return certificate_topic(peer_certificate)
 
     # -- JWT ---------------------------------------------------------------------------
     def check_jwt_static(self, jwt):
@@ -438,7 +215,7 @@ class Simulator:
 
     # -- one request -------------------------------------------------------------------
     def handle(self, headers, body, body_length, cert_topic=None):
-        """Returns (status, apns_id, response body bytes)."""
+        """Returns (response headers, response body bytes) for h2server."""
         h = headers.get
         apns_id = h("apns-id") if UUID_RE.fullmatch(h("apns-id") or "") else str(uuid.uuid4())
         auth = h("authorization")
@@ -453,15 +230,16 @@ class Simulator:
                 self.rejected[f"{r.status} {r.reason}"] += 1
                 if jwt:
                     self.jwts.add(jwt)
-            return r.status, apns_id, json.dumps(reply, separators=(",", ":")).encode()
+            body = json.dumps(reply, separators=(",", ":")).encode()
+            return [(":status", str(r.status)), ("apns-id", apns_id), ("content-type", "application/json"),
+                    ("content-length", str(len(body)))], body
         with self.lock:
             self.accepted += 1
-            if self.wake_at is not None and self.accepted >= self.wake_at:
-                self.accepted_changed.notify_all()
+            self.waiters.counted(self.accepted)
             self.jwts.add(jwt)
             self.record.write(json.dumps(record) + "\n")
             self.record.flush()
-        return 200, apns_id, b""
+        return [(":status", "200"), ("apns-id", apns_id)], b""
 
     def validate(self, h, body, body_length, apns_id, jwt, cert_topic=None):
         if h(":method") != "POST":
@@ -514,67 +292,24 @@ class Simulator:
             raise Reject(400, "BadPayload")
         if not isinstance(payload, dict) or not isinstance(payload.get("aps"), dict):
             raise Reject(400, "BadPayload")
-        with self.lock:
-            failure = self.failures.get(token)
-            if failure:
-                if failure[2] is not None:
-                    failure[2] -= 1
-                    if failure[2] <= 0:
-                        del self.failures[token]
-                raise Reject(failure[0], failure[1])
+        failure = self.failures.take(token)
+        if failure:
+            raise Reject(*failure)
         return {"time": now_ms(), "token": token, "apns_id": apns_id,
                 "collapse_id": collapse_id, "topic": topic, "push_type": push_type,
                 "priority": priority, "expiration": expiration, "payload": payload,
                 "jwt": None if by_certificate else jwt,
                 "auth": "certificate" if by_certificate else "token"}
 
-    def respond(self, conn, stream_id, status, apns_id, body, pending):
-        headers = [(":status", str(status)), ("apns-id", apns_id)]
-        if body:
-            headers += [("content-type", "application/json"), ("content-length", str(len(body)))]
-        conn.send_headers(stream_id, headers, end_stream=not body)
-        if body:
-            pending[stream_id] = body
-            self.send_body(conn, stream_id, pending)
 
-    @staticmethod
-    def send_body(conn, stream_id, pending):
-        body = pending[stream_id]
-        try:
-            if conn.local_flow_control_window(stream_id) >= len(body):
-                conn.send_data(stream_id, body, end_stream=True)
-                del pending[stream_id]
-        except h2.exceptions.StreamClosedError:
-            del pending[stream_id]
-
-
-def control_server(sim, port):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def reply(self, status, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            if self.path == "/stats":
-                return self.reply(200, sim.stats())
-            match = re.fullmatch(r"/wait\?accepted=(\d{1,9})&timeout=(\d{1,4})", self.path)
-            if match:
-                # A benchmark waits here instead of polling /stats from a shell loop,
-                # which would take CPU from what it measures.
-                return self.reply(200, sim.wait_for(int(match.group(1)), int(match.group(2))))
-            self.reply(404, {"error": "not found"})
+def control_handler(simulator):
+    class Handler(control.StatsHandler):
+        sim = simulator
 
         def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+            raw = self.read()
             if self.path == "/reset":
-                sim.reset()
+                simulator.reset()
                 return self.reply(200, {"ok": True})
             if self.path != "/fail":
                 return self.reply(404, {"error": "not found"})
@@ -586,16 +321,10 @@ def control_server(sim, port):
                     raise ValueError
             except (ValueError, KeyError, TypeError, AttributeError):
                 return self.reply(400, {"error": "want {token, status, reason, count?}"})
-            with sim.lock:
-                sim.failures[token] = [status, reason, count or None]
+            simulator.failures.inject(token, (status, reason), count)
             self.reply(200, {"ok": True})
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    return server
+    return Handler
 
 
 def main():
@@ -609,37 +338,15 @@ def main():
     args = p.parse_args()
 
     sim = Simulator(args)
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.minimum_version = ssl.TLSVersion.TLSv1_2
-    tls.load_cert_chain(args.cert, args.key)
-    tls.set_alpn_protocols(["h2"])
-    if args.client_ca:
-        tls.verify_mode = ssl.CERT_OPTIONAL
-        tls.load_verify_locations(args.client_ca)
-    listener = socket.create_server(("127.0.0.1", args.port), backlog=1024)
-    control = control_server(sim, args.control_port)
-    threading.Thread(target=control.serve_forever, daemon=True).start()
-
-    def stop(signum, frame):
-        raise SystemExit(0)
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    if args.ready_file:
-        with open(args.ready_file + ".tmp", "w") as f:
-            f.write(f"{os.getpid()}\n")
-        os.replace(args.ready_file + ".tmp", args.ready_file)
+    tls = certs.server_context(args.cert, args.key, "h2", client_ca=args.client_ca)
+    server = H2Server(sim, args.port, tls, "apns_simulator", sim.count, MAX_BODY_KEPT)
+    process.serve_in_threads([control.control_server(args.control_port, control_handler(sim))])
     try:
-        serve(sim, listener, tls)
+        with process.running(args.ready_file):
+            server.serve()
     finally:
-        listener.close()
         with sim.lock:
             sim.record.close()
-        if args.ready_file:
-            try:
-                os.unlink(args.ready_file)
-            except OSError:
-                pass
-
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hand-run self-test for apns_simulator.py (not wired into make).
+"""Self-test for apns_simulator.py (make test runs it after the Swift tests).
 
 Generates a throwaway self-signed TLS certificate (SAN 127.0.0.1, localhost) and a P-256
 auth key, starts the simulator on free ports, talks to it with an `h2` client (and once
@@ -9,45 +9,24 @@ first failure.
 
 Usage: python3 Tests/tools/apns_simulator_selftest.py
 """
-import base64
-import datetime
 import json
 import os
 import shutil
-import signal
-import socket
-import ssl
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 
-import h2.config
-import h2.connection
-import h2.events
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-from cryptography.x509.oid import NameOID
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from simlib import certs, selftest
+from simlib.selftest import H2Client, b64url, check_bad_clients, check_load, control, expect, free_port
 KEY_ID, TEAM_ID, TOPIC = "ABC123DEFG", "TEAM123456", "com.example.mail"
 TOKEN = "a1b2c3d4" * 8
 ALERT = json.dumps({"aps": {"alert": {"title": "New mail"}, "mutable-content": 1}}).encode()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def make_jwt(key, iat=None, header=None, iss=TEAM_ID, der=False):
@@ -62,101 +41,11 @@ def make_jwt(key, iat=None, header=None, iss=TEAM_ID, der=False):
 
 
 def write_credentials(d):
-    tls_key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "apns-simulator")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(tls_key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"),
-                x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(tls_key, hashes.SHA256()))
+    certs.write_self_signed(os.path.join(d, "cert.pem"), os.path.join(d, "key.pem"), "apns-simulator")
     auth_key = ec.generate_private_key(ec.SECP256R1())
-    files = {
-        "cert.pem": cert.public_bytes(serialization.Encoding.PEM),
-        "key.pem": tls_key.private_bytes(serialization.Encoding.PEM,
-                                         serialization.PrivateFormat.PKCS8,
-                                         serialization.NoEncryption()),
-        "auth.pub.pem": auth_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
-    }
-    for fname, data in files.items():
-        with open(os.path.join(d, fname), "wb") as f:
-            f.write(data)
+    certs.write_file(os.path.join(d, "auth.pub.pem"), auth_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return auth_key
-
-
-class Client:
-    """A minimal HTTP/2 client: send many requests, collect their responses."""
-
-    def __init__(self, port, cafile, alpn=("h2",)):
-        ctx = ssl.create_default_context(cafile=cafile)
-        ctx.set_alpn_protocols(list(alpn))
-        self.sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
-                                    server_hostname="localhost")
-        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=True, header_encoding="utf-8"))
-        self.conn.initiate_connection()
-        self.sock.sendall(self.conn.data_to_send())
-        self.responses = {}
-
-    def close(self):
-        self.sock.close()
-
-    def pump(self):
-        data = self.sock.recv(65536)
-        if not data:
-            raise ConnectionError("server closed the connection")
-        for ev in self.conn.receive_data(data):
-            if isinstance(ev, h2.events.ResponseReceived):
-                self.responses[ev.stream_id] = [dict(ev.headers), b""]
-            elif isinstance(ev, h2.events.DataReceived):
-                self.responses[ev.stream_id][1] += ev.data
-                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
-            elif isinstance(ev, h2.events.StreamEnded):
-                self.responses[ev.stream_id].append("done")
-        self.sock.sendall(self.conn.data_to_send())
-
-    def request_many(self, requests):
-        """requests: list of (headers list, body bytes). Returns [(status, headers, body)]."""
-        ids, unsent = [], {}
-        for headers, body in requests:
-            sid = self.conn.get_next_available_stream_id()
-            self.conn.send_headers(sid, headers, end_stream=not body)
-            ids.append(sid)
-            if body:
-                unsent[sid] = memoryview(body)
-        self.sock.sendall(self.conn.data_to_send())
-        while unsent:
-            progressed = False
-            for sid in list(unsent):
-                window = min(self.conn.local_flow_control_window(sid),
-                             self.conn.max_outbound_frame_size)
-                if window <= 0:
-                    continue
-                chunk, rest = unsent[sid][:window], unsent[sid][window:]
-                self.conn.send_data(sid, bytes(chunk), end_stream=not rest)
-                progressed = True
-                if rest:
-                    unsent[sid] = rest
-                else:
-                    del unsent[sid]
-            self.sock.sendall(self.conn.data_to_send())
-            if not progressed:
-                self.pump()
-        while not all(len(self.responses.get(s, ())) == 3 for s in ids):
-            self.pump()
-        out = []
-        for s in ids:
-            headers, body, _ = self.responses.pop(s)
-            out.append((int(headers[":status"]), headers, body))
-        return out
-
-    def request(self, headers, body):
-        return self.request_many([(headers, body)])[0]
 
 
 def push_headers(jwt, token=TOKEN, method="POST", path=None, **extra):
@@ -169,25 +58,6 @@ def push_headers(jwt, token=TOKEN, method="POST", path=None, **extra):
     return [(k, v) for k, v in h if v is not None]
 
 
-def control(port, method, path, obj=None):
-    data = json.dumps(obj).encode() if obj is not None else None
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=5) as resp:
-        return json.load(resp)
-
-
-checks = 0
-
-
-def expect(what, got, want):
-    global checks
-    checks += 1
-    if got != want:
-        print(f"FAIL {what}: got {got!r}, want {want!r}")
-        sys.exit(1)
-
-
 def expect_reject(what, response, status, reason):
     got_status, headers, body = response
     expect(what + " status", got_status, status)
@@ -195,39 +65,26 @@ def expect_reject(what, response, status, reason):
     expect(what + " has apns-id", bool(headers.get("apns-id")), True)
 
 
-def main():
-    d = tempfile.mkdtemp(prefix="apns-sim-")
+def run(d):
     auth_key = write_credentials(d)
     port, cport = free_port(), free_port()
     record, ready = os.path.join(d, "record.jsonl"), os.path.join(d, "ready")
     cafile = os.path.join(d, "cert.pem")
-    cmd = [sys.executable, os.path.join(HERE, "apns_simulator.py"), "--port", str(port),
-           "--control-port", str(cport), "--cert", cafile, "--key", os.path.join(d, "key.pem"),
-           "--auth-key", os.path.join(d, "auth.pub.pem"), "--key-id", KEY_ID,
-           "--team-id", TEAM_ID, "--record", record, "--ready-file", ready]
-    print(" ".join(cmd))
-    sim = subprocess.Popen(cmd)
+    sim = selftest.start(selftest.simulator("apns_simulator.py") + [
+        "--port", str(port), "--control-port", str(cport), "--cert", cafile, "--key", os.path.join(d, "key.pem"),
+        "--auth-key", os.path.join(d, "auth.pub.pem"), "--key-id", KEY_ID,
+        "--team-id", TEAM_ID, "--record", record, "--ready-file", ready], ready)
     try:
-        deadline = time.time() + 10
-        while not os.path.exists(ready):
-            if sim.poll() is not None or time.time() > deadline:
-                sys.exit("FAIL simulator did not start")
-            time.sleep(0.05)
-        expect("ready file holds the pid", open(ready).read().strip(), str(sim.pid))
         run_checks(port, cport, cafile, record, auth_key)
-        sim.send_signal(signal.SIGTERM)
-        expect("exit status after SIGTERM", sim.wait(timeout=3), 0)
-        expect("ready file removed", os.path.exists(ready), False)
-        print(f"OK: {checks} checks passed")
+        selftest.stop(sim, ready)
     finally:
         if sim.poll() is None:
             sim.kill()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def run_checks(port, cport, cafile, record, key):
     jwt = make_jwt(key)
-    c = Client(port, cafile)
+    c = H2Client(port, cafile)
     apns_id = str(uuid.uuid4())
 
     # 1. a valid alert push
@@ -346,55 +203,13 @@ def run_checks(port, cport, cafile, record, key):
     # concurrency and flow control: 20 MB on one connection (more than any initial window),
     # 500 streams in flight at a time, and 20 connections at once
     body = json.dumps({"aps": {"alert": "x"}, "pad": "p" * 3900}).encode()
-    t0 = time.time()
-    for _ in range(10):
-        results = c.request_many([(push_headers(jwt, apns_push_type="alert"), body)] * 500)
-        expect("500 concurrent streams", {r[0] for r in results}, {200})
-    print(f"5000 x 4 KB pushes on one connection in {time.time() - t0:.2f} s")
-    c.close()
-    errors = []
-
-    def worker():
-        try:
-            w = Client(port, cafile)
-            rs = w.request_many([(push_headers(jwt), ALERT)] * 100)
-            if {r[0] for r in rs} != {200}:
-                errors.append("non-200")
-            w.close()
-        except Exception as e:  # noqa: BLE001
-            errors.append(repr(e))
-    threads = [threading.Thread(target=worker) for _ in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    expect("20 parallel connections", errors, [])
+    check_load(c, port, cafile, (push_headers(jwt, apns_push_type="alert"), body), 10,
+               (push_headers(jwt), ALERT), 20)
 
     # bad clients end only their own connection
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(b"GET / HTTP/1.1\r\n\r\n" * 10)
-        s.settimeout(5)
-        try:
-            while s.recv(4096):
-                pass
-        except OSError:
-            pass
-    try:
-        Client(port, cafile, alpn=("http/1.1",)).request(push_headers(jwt), ALERT)
-        expect("http/1.1-only ALPN refused", "answered", "refused")
-    except (ConnectionError, OSError, ssl.SSLError):
-        pass
-    ctx = ssl.create_default_context(cafile=cafile)
-    ctx.set_alpn_protocols(["h2"])
-    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost") as s:
-        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x04\xff\xff\xff\xff\xff\xffgarbage")
-        s.settimeout(5)
-        try:
-            while s.recv(4096):
-                pass
-        except (OSError, ssl.SSLError):
-            pass
-    c = Client(port, cafile)
+    check_bad_clients(port, cafile, (push_headers(jwt), ALERT), [b"GET / HTTP/1.1\r\n\r\n" * 10],
+                      [b"\x00\x00\x04\xff\xff\xff\xff\xff\xffgarbage"])
+    c = H2Client(port, cafile)
     expect("still serving after bad clients", c.request(push_headers(jwt), ALERT)[0], 200)
     c.close()
 
@@ -417,4 +232,4 @@ def run_checks(port, cport, cafile, record, key):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(selftest.main("apns simulator", run))

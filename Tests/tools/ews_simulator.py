@@ -408,14 +408,13 @@ import math
 import os
 import re
 import secrets
-import signal
 import socket
 import ssl
 import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 from xml.sax.saxutils import escape
 
@@ -423,7 +422,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from simlib import certs, control, https, process
+from simlib.failures import Failures
 
 NS_SOAP = "http://schemas.xmlsoap.org/soap/envelope/"
 NS_M = "http://schemas.microsoft.com/exchange/services/2006/messages"
@@ -595,39 +597,6 @@ def ews_answer(operation, messages):
 
 
 # -- TLS material ------------------------------------------------------------------------
-def _name(cn):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _write(path, data, private=False):
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
-def _pem_key(key):
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-
-
-def make_ca(cn):
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=3650))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
-                                         False), critical=True)
-            .add_extension(ski, critical=False)
-            .sign(key, hashes.SHA256()))
-    return key, cert
-
-
 def ensure_tls(directory, domains):
     os.makedirs(directory, exist_ok=True)
     p = lambda name: os.path.join(directory, name)  # noqa: E731
@@ -643,9 +612,9 @@ def ensure_tls(directory, domains):
         stale = (fresh_ca or current != wanted or not os.path.exists(p("server.pem"))
                  or not os.path.exists(p("server.key")))
         if fresh_ca or (stale and not os.path.exists(p("ca.key"))):
-            key, cert = make_ca("EWS Simulator CA")
-            _write(p("ca.key"), _pem_key(key), private=True)
-            _write(p("ca.pem"), cert.public_bytes(serialization.Encoding.PEM))
+            key, cert = certs.make_ca("EWS Simulator CA")
+            certs.write_file(p("ca.key"), certs.pem_key(key), private=True)
+            certs.write_file(p("ca.pem"), certs.pem_cert(cert))
         if stale:
             with open(p("ca.key"), "rb") as f:
                 ca_key = serialization.load_pem_private_key(f.read(), None)
@@ -657,7 +626,7 @@ def ensure_tls(directory, domains):
                 names += [x509.DNSName(d), x509.DNSName("*." + d)]
             now = datetime.datetime.now(datetime.timezone.utc)
             cert = (x509.CertificateBuilder()
-                    .subject_name(_name(domains[0] if domains else "localhost"))
+                    .subject_name(certs.name(domains[0] if domains else "localhost"))
                     .issuer_name(ca_cert.subject).public_key(key.public_key())
                     .serial_number(x509.random_serial_number())
                     .not_valid_before(now - datetime.timedelta(days=1))
@@ -673,13 +642,13 @@ def ensure_tls(directory, domains):
                     .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
                         ca_key.public_key()), critical=False)
                     .sign(ca_key, hashes.SHA256()))
-            _write(p("server.key"), _pem_key(key), private=True)
-            _write(p("server.pem"), cert.public_bytes(serialization.Encoding.PEM))
-            _write(p("domains.txt"), (wanted + "\n").encode())
+            certs.write_file(p("server.key"), certs.pem_key(key), private=True)
+            certs.write_file(p("server.pem"), certs.pem_cert(cert))
+            certs.write_file(p("domains.txt"), (wanted + "\n").encode())
         if not (os.path.exists(p("client-ca.pem")) and os.path.exists(p("client-ca.key"))):
-            key, cert = make_ca("EWS Simulator Client CA")
-            _write(p("client-ca.key"), _pem_key(key), private=True)
-            _write(p("client-ca.pem"), cert.public_bytes(serialization.Encoding.PEM))
+            key, cert = certs.make_ca("EWS Simulator Client CA")
+            certs.write_file(p("client-ca.key"), certs.pem_key(key), private=True)
+            certs.write_file(p("client-ca.pem"), certs.pem_cert(cert))
         with open(p("client-ca.key"), "rb") as f:
             client_ca_key = serialization.load_pem_private_key(f.read(), None)
         with open(p("client-ca.pem"), "rb") as f:
@@ -776,15 +745,14 @@ class Simulator:
         self.minute_seconds = args.minute_seconds
         self.retry_scale = args.retry_scale
         self.callback_timeout = args.callback_timeout
-        self.callback_ca = args.callback_ca
-        self.callback_ctx, self.callback_ca_stamp = None, None
+        self.callback_trust = certs.CallbackTrust(args.callback_ca)
         self.client_ca_key, self.client_ca_cert = client_ca_key, client_ca_cert
         self.mailboxes = {}   # lowercase email -> Mailbox
         self.by_basic = {}    # (user, password) -> Mailbox
         self.by_token = {}    # token -> Mailbox
         self.by_fp = {}       # sha256 hex -> Mailbox
         self.domains = {}     # domain -> (mode, target)
-        self.failures = {}    # operation -> dict
+        self.failures = Failures()  # operation -> dict
         self.denied_devices = set()  # SEG policy stand-in: EAS device ids to deny
         self.oauth_clients = {}   # client id -> OAuthClient
         self.grants = []          # Grant, in creation order
@@ -801,17 +769,6 @@ class Simulator:
         wm = rand_b64(28)
         mailbox.watermarks.add(wm)  # callers hold self.lock
         return wm
-
-    def take_failure(self, operation):
-        with self.lock:
-            f = self.failures.get(operation)
-            if f is None:
-                return None
-            if f["remaining"] is not None:
-                f["remaining"] -= 1
-                if f["remaining"] <= 0:
-                    del self.failures[operation]
-            return dict(f)
 
     def site_of(self, host):
         """-> (domain, role): role is root, autodiscover or mail."""
@@ -890,7 +847,7 @@ class Simulator:
             rec["auth"] = kind
             if mailbox is None:
                 raise Bad(401, headers=challenge)
-            failure = self.take_failure("Autodiscover")
+            failure = self.failures.take("Autodiscover")
             if pox:
                 return self.pox(h, body, rec, mailbox, mode, target, failure)
             return self.soap_autodiscover(h, body, rec, mailbox, failure)
@@ -1161,7 +1118,7 @@ class Simulator:
         version = rsv[0].get("Version") if len(rsv) == 1 else None
         rec["version"] = version
         if name in ("Subscribe", "GetItem", "GetFolder"):
-            failure = self.take_failure(name)
+            failure = self.failures.take(name)
             if failure:
                 self.apply_delay(failure)
                 answer = self.injected_ews(name, op, failure)
@@ -1452,7 +1409,7 @@ class Simulator:
                        if authz is not None else "none")
         if h.command != "POST":
             raise Bad(405, headers=(("Allow", "POST"),) + NO_STORE)
-        failure = self.take_failure("Token")
+        failure = self.failures.take("Token")
         if failure:
             self.apply_delay(failure)
             status, code = failure.get("status"), failure.get("responseCode")
@@ -1561,22 +1518,6 @@ class Simulator:
         raise Bad(404)
 
     # -- callbacks -------------------------------------------------------------------
-    def callback_context(self):
-        try:
-            st = os.stat(self.callback_ca)
-            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stamp = None
-        with self.lock:
-            if self.callback_ctx is not None and stamp == self.callback_ca_stamp:
-                return self.callback_ctx
-        ctx = ssl.create_default_context(cafile=self.callback_ca)
-        ctx.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        with self.lock:
-            self.callback_ctx, self.callback_ca_stamp = ctx, stamp
-        return ctx
-
     def post_notification(self, url, body):
         """-> (httpStatus or None, subscriptionStatus or None, error or None)."""
         status = None
@@ -1588,7 +1529,7 @@ class Simulator:
             if u.scheme.lower() == "https":
                 conn = http.client.HTTPSConnection(u.hostname, u.port or 443,
                                                    timeout=self.callback_timeout,
-                                                   context=self.callback_context())
+                                                   context=self.callback_trust.get())
             else:
                 conn = http.client.HTTPConnection(u.hostname, u.port or 80,
                                                   timeout=self.callback_timeout)
@@ -1778,7 +1719,7 @@ class Simulator:
                 # An issuing CA under the client CA: the server trusts only the root, so
                 # the client must send the intermediate after its certificate.
                 issuer_key = ec.generate_private_key(ec.SECP256R1())
-                issuer_cert = (x509.CertificateBuilder().subject_name(_name("ENS simulator issuing CA"))
+                issuer_cert = (x509.CertificateBuilder().subject_name(certs.name("ENS simulator issuing CA"))
                                .issuer_name(self.client_ca_cert.subject).public_key(issuer_key.public_key())
                                .serial_number(x509.random_serial_number())
                                .not_valid_before(now - datetime.timedelta(hours=1))
@@ -1788,7 +1729,7 @@ class Simulator:
                                               critical=True)
                                .sign(self.client_ca_key, hashes.SHA256()))
                 chain = [issuer_cert]
-            cert = (x509.CertificateBuilder().subject_name(_name(email))
+            cert = (x509.CertificateBuilder().subject_name(certs.name(email))
                     .issuer_name(issuer_cert.subject).public_key(key.public_key())
                     .serial_number(x509.random_serial_number())
                     .not_valid_before(now - datetime.timedelta(hours=1))
@@ -1896,9 +1837,8 @@ class Simulator:
         for name, v in (("delayMs", delay), ("backOffMs", backoff), ("count", count)):
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
                 raise ValueError(f"{name} must be a non-negative integer")
-        with self.lock:
-            self.failures[op] = {"status": status, "responseCode": code, "delayMs": delay,
-                                 "backOffMs": backoff, "remaining": count or None}
+        self.failures.inject(op, {"status": status, "responseCode": code, "delayMs": delay,
+                                  "backOffMs": backoff}, count)
         return {"ok": True}
 
     def set_domain(self, req):
@@ -2015,9 +1955,7 @@ def host_of(value):
 
 
 def make_handler(sim, scheme):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        timeout = 120
+    class Handler(https.RequestHandler):
         fingerprint = None
 
         def setup(self):
@@ -2032,21 +1970,12 @@ def make_handler(sim, scheme):
                    "path": self.path, "method": self.command, "operation": None, "auth": None,
                    "version": None, "status": None, "subscribeUrl": None,
                    "connection": f"{self.client_address[0]}:{self.client_address[1]}"}
-            length = self.headers.get("Content-Length")
-            body = b""
             try:
-                if self.headers.get("Transfer-Encoding"):
-                    self.close_connection = True
-                    raise Bad(411)
-                if length is not None:
-                    if not length.isdigit():
-                        self.close_connection = True
-                        raise Bad(400)
-                    if int(length) > MAX_BODY:
-                        self.close_connection = True
-                        raise Bad(413)
-                    body = self.rfile.read(int(length))
-                elif self.command == "POST":
+                try:
+                    body = https.read_body(self, MAX_BODY)
+                except https.BodyError as e:
+                    raise Bad(e.status)
+                if self.headers.get("Content-Length") is None and self.command == "POST":
                     raise Bad(411)
                 if scheme == "https" and sim.domains.get(sim.site_of(rec["host"])[0], ("none", None))[0] == "tarpit":
                     rec["operation"] = "tarpit"
@@ -2081,152 +2010,68 @@ def make_handler(sim, scheme):
                 sim.requests.append(rec)
             print(f"ews_simulator: {self.command} {rec['host']} {self.path.split('?', 1)[0]} "
                   f"{rec['operation'] or '-'} {status}", file=sys.stderr, flush=True)
-            self.send_response(status)
-            if ctype:
-                self.send_header("Content-Type", ctype)
-            for k, v in headers:
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(out)))
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self._headers_buffer.append(b"\r\n" + (out if self.command != "HEAD" else b""))
-            self.flush_headers()
-
-        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_OPTIONS = do_PATCH = dispatch
-
-        def log_message(self, *args):
-            pass
+            https.send_answer(self, status, ctype, headers, out)
 
     return Handler
 
 
-class TLSServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
+def control_handler(sim):
+    def mailboxes():
+        return [{"email": m.email, "unread": m.unread, "total": m.total, "items": len(m.items),
+                 "liveSubscriptions": sum(1 for s in m.subscriptions if s.alive)}
+                for m in sim.mailboxes.values()]
 
-    def __init__(self, address, handler, tls):
-        super().__init__(address, handler)
-        self.tls = tls
+    def reset(req):
+        sim.failures.clear()
+        return {"ok": True}
 
-    def finish_request(self, request, client_address):
-        try:
-            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            request.settimeout(30)
-            conn = self.tls.wrap_socket(request, server_side=True)
-        except (OSError, ValueError):
-            return
-        try:
-            self.RequestHandlerClass(conn, client_address, self)
-        finally:
-            try:
-                conn.close()
-            except OSError:
-                pass
+    # A stand-in SEG policy service (ENS's policy.url points here in tests): /policy
+    # sets the denied EAS device ids; /policy/check answers ENS.
+    def policy(req):
+        deny = req.get("deny", [])
+        if not isinstance(deny, list) or not all(isinstance(d, str) for d in deny):
+            raise ValueError("'deny' must be a list of device ids")
+        with sim.lock:
+            sim.denied_devices = set(deny)
+        return {"ok": True}
 
-    def handle_error(self, request, client_address):
-        pass  # a broken connection ends only that connection
+    def policy_check(req):
+        device = req.get("deviceId")
+        if not isinstance(device, str) or not device:
+            raise ValueError("'deviceId' must be a non-empty string")
+        with sim.lock:
+            allowed = device not in sim.denied_devices
+            sim.policy_checks += 1
+        return {"allowed": allowed}
 
+    def clear_records(req):
+        with sim.lock:
+            sim.requests.clear()
+            sim.callbacks.clear()
+            sim.violations.clear()
+        return {"ok": True}
 
-def control_server(sim, port):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def records():
+        return {"requests": list(sim.requests), "violations": list(sim.violations)}
 
-        def reply(self, status, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    gets = {path: control.locked(sim.lock, read) for path, read in {
+        "/requests": records, "/subscriptions": lambda: [s.describe() for s in sim.subscriptions.values()],
+        "/callbacks": lambda: list(sim.callbacks), "/mailboxes": mailboxes,
+        "/oauth/grants": lambda: [g.describe(time.monotonic()) for g in sim.grants]}.items()}
+    posts = {"/mailboxes": sim.put_mailbox, "/domains": sim.set_domain, "/fail": sim.set_failure,
+             "/reset": reset, "/oauth/clients": sim.put_oauth_client, "/oauth/grants": sim.put_grant,
+             "/oauth/expire": sim.expire_access, "/oauth/revoke": sim.revoke_grants,
+             "/newmail": sim.new_mail, "/heartbeat": sim.heartbeat, "/policy": policy,
+             "/policy/check": policy_check, "/clear-records": clear_records}
 
+    class Handler(control.ControlHandler):
         def do_GET(self):
-            path = self.path.split("?", 1)[0]
-            with sim.lock:
-                if path == "/requests":
-                    obj = {"requests": list(sim.requests), "violations": list(sim.violations)}
-                elif path == "/subscriptions":
-                    obj = [s.describe() for s in sim.subscriptions.values()]
-                elif path == "/callbacks":
-                    obj = list(sim.callbacks)
-                elif path == "/oauth/grants":
-                    now = time.monotonic()
-                    obj = [g.describe(now) for g in sim.grants]
-                elif path == "/mailboxes":
-                    obj = [{"email": m.email, "unread": m.unread, "total": m.total,
-                            "items": len(m.items),
-                            "liveSubscriptions": sum(1 for s in m.subscriptions if s.alive)}
-                           for m in sim.mailboxes.values()]
-                else:
-                    obj = None
-            if obj is None:
-                return self.reply(404, {"error": "not found"})
-            self.reply(200, obj)
+            self.get_json(gets)
 
         def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            path = self.path.split("?", 1)[0]
-            try:
-                req = json.loads(raw) if raw.strip() else {}
-                if not isinstance(req, dict):
-                    raise ValueError("the body must be a JSON object")
-                if path == "/mailboxes":
-                    return self.reply(200, sim.put_mailbox(req))
-                if path == "/domains":
-                    return self.reply(200, sim.set_domain(req))
-                if path == "/fail":
-                    return self.reply(200, sim.set_failure(req))
-                if path == "/reset":
-                    with sim.lock:
-                        sim.failures.clear()
-                    return self.reply(200, {"ok": True})
-                if path == "/oauth/clients":
-                    return self.reply(200, sim.put_oauth_client(req))
-                if path == "/oauth/grants":
-                    return self.reply(200, sim.put_grant(req))
-                if path == "/oauth/expire":
-                    return self.reply(200, sim.expire_access(req))
-                if path == "/oauth/revoke":
-                    return self.reply(200, sim.revoke_grants(req))
-                if path == "/newmail":
-                    return self.reply(200, sim.new_mail(req))
-                if path == "/heartbeat":
-                    return self.reply(200, sim.heartbeat(req))
-                # A stand-in SEG policy service (ENS's policy.url points here in tests):
-                # /policy sets the denied EAS device ids; /policy/check answers ENS.
-                if path == "/policy":
-                    deny = req.get("deny", [])
-                    if not isinstance(deny, list) or not all(isinstance(d, str) for d in deny):
-                        raise ValueError("'deny' must be a list of device ids")
-                    with sim.lock:
-                        sim.denied_devices = set(deny)
-                    return self.reply(200, {"ok": True})
-                if path == "/policy/check":
-                    device = req.get("deviceId")
-                    if not isinstance(device, str) or not device:
-                        raise ValueError("'deviceId' must be a non-empty string")
-                    with sim.lock:
-                        allowed = device not in getattr(sim, "denied_devices", set())
-                        sim.policy_checks += 1
-                    return self.reply(200, {"allowed": allowed})
-                if path == "/clear-records":
-                    with sim.lock:
-                        sim.requests.clear()
-                        sim.callbacks.clear()
-                        sim.violations.clear()
-                    return self.reply(200, {"ok": True})
-            except LookupError as e:
-                return self.reply(404, {"error": str(e)})
-            except (ValueError, TypeError, AttributeError) as e:
-                return self.reply(400, {"error": str(e)})
-            self.reply(404, {"error": "not found"})
+            self.post_json(posts)
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    return server
+    return Handler
 
 
 def main():
@@ -2248,40 +2093,18 @@ def main():
     client_ca_key, client_ca_cert = ensure_tls(args.tls_dir, domains)
     sim = Simulator(args, client_ca_key, client_ca_cert)
 
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.minimum_version = ssl.TLSVersion.TLSv1_2
-    tls.load_cert_chain(os.path.join(args.tls_dir, "server.pem"),
-                        os.path.join(args.tls_dir, "server.key"))
-    tls.verify_mode = ssl.CERT_OPTIONAL
-    tls.load_verify_locations(os.path.join(args.tls_dir, "client-ca.pem"))
-    tls.set_alpn_protocols(["http/1.1"])
-
-    servers = [TLSServer(("127.0.0.1", args.port), make_handler(sim, "https"), tls),
-               ThreadingHTTPServer(("127.0.0.1", args.http_port), make_handler(sim, "http")),
-               control_server(sim, args.control_port)]
-    servers[1].daemon_threads = True
-    for server in servers:
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
-                         daemon=True).start()
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    if args.ready_file:
-        with open(args.ready_file + ".tmp", "w") as f:
-            f.write(f"{os.getpid()}\n")
-        os.replace(args.ready_file + ".tmp", args.ready_file)
+    tls = certs.server_context(os.path.join(args.tls_dir, "server.pem"),
+                               os.path.join(args.tls_dir, "server.key"), "http/1.1",
+                               client_ca=os.path.join(args.tls_dir, "client-ca.pem"))
+    plain = ThreadingHTTPServer(("127.0.0.1", args.http_port), make_handler(sim, "http"))
+    plain.daemon_threads = True
+    process.serve_in_threads([https.TLSServer(("127.0.0.1", args.port), make_handler(sim, "https"), tls),
+                              plain, control.control_server(args.control_port, control_handler(sim))])
     try:
-        while not stop.wait(0.2):
-            pass
+        with process.running(args.ready_file):
+            process.wait_for_signal()
     finally:
         sim.stopping.set()
-        if args.ready_file:
-            try:
-                os.unlink(args.ready_file)
-            except OSError:
-                pass
-
 
 if __name__ == "__main__":
     main()

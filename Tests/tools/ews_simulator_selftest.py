@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hand-run self-test for ews_simulator.py (not wired into make).
+"""Self-test for ews_simulator.py (make test runs it after the Swift tests).
 
 Starts the simulator on free ports with a throwaway --tls-dir, plus a small HTTPS
 callback receiver (a self-signed "localhost" certificate, like ENS's nginx one, given
@@ -16,35 +16,32 @@ passed, 1 (with the failed check) otherwise. Takes about 15 s.
 Usage: python3 Tests/tools/ews_simulator_selftest.py
 """
 import base64
-import datetime
 import http.client
 import ipaddress
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import xml.etree.ElementTree as ET
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from xml.sax.saxutils import escape
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtensionOID, NameOID
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from simlib import certs, selftest
+from simlib.selftest import check, free_port, wait_for
+
 SOAP = "http://schemas.xmlsoap.org/soap/envelope/"
 M = "http://schemas.microsoft.com/exchange/services/2006/messages"
 T = "http://schemas.microsoft.com/exchange/services/2006/types"
@@ -56,38 +53,10 @@ AD = "http://schemas.microsoft.com/exchange/2010/Autodiscover"
 WSA = "http://www.w3.org/2005/08/addressing"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 SECRETS = ["alice-Pa55word", "bob-oauth-token-XYZ", "frank-pw-77", "dave-secret-9"]
-CHECKS = 0
-
-
-class Failed(Exception):
-    pass
-
-
-def check(cond, what):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        raise Failed(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def basic(user, password):
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise Failed(f"timed out waiting for {what}")
 
 
 # -- the callback receiver (plays ENS's callback endpoint) ---------------------------------
@@ -99,7 +68,7 @@ RESULT_DEFAULT_NS = (f'<Envelope xmlns="{SOAP}"><Body><SendNotificationResult xm
                      '</Body></Envelope>')
 
 
-class Receiver:
+class Receiver(selftest.Receiver):
     """Records every callback; answers per path according to `behaviour`."""
 
     def __init__(self, certfile, keyfile):
@@ -148,43 +117,11 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.handle_error = lambda *args: None  # the simulator hung up on /cb/slow
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(certfile, keyfile)
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self, path):
-        return f"https://localhost:{self.port}{path}"
+        super().__init__(certfile, keyfile, Handler)
 
     def for_path(self, path):
         with self.lock:
             return [g for g in self.got if g[0].split("?", 1)[0] == path]
-
-
-def write_localhost_cert(directory):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    certfile, keyfile = os.path.join(directory, "cb.pem"), os.path.join(directory, "cb.key")
-    with open(certfile, "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(keyfile, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
-    return certfile, keyfile
 
 
 # -- talking to the simulator --------------------------------------------------------------
@@ -210,19 +147,10 @@ class Sim:
         self.cert_ctx = None
 
     def control(self, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.control_port}{path}", data=data,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
+        return selftest.control_call(self.control_port, "GET" if body is None else "POST", path, body)
 
     def ok(self, path, body=None):
-        status, answer = self.control(path, body)
-        check(status == 200, f"control {path} {body} -> {status} {answer}")
-        return answer
+        return selftest.control(self.control_port, "GET" if body is None else "POST", path, body)
 
     def post(self, host, path, body, headers=None, ctx=None, fresh=False):
         """-> (status, headers dict (lowercase), body bytes, connection)."""
@@ -644,29 +572,21 @@ def oauth_checks(sim):
 # -- the test ------------------------------------------------------------------------------
 def run(tmp):
     tls_dir = os.path.join(tmp, "tls")
-    cb_cert, cb_key = write_localhost_cert(tmp)
+    cb_cert, cb_key = os.path.join(tmp, "cb.pem"), os.path.join(tmp, "cb.key")
+    certs.write_self_signed(cb_cert, cb_key)
     receiver = Receiver(cb_cert, cb_key)
     port, http_port, control_port = free_port(), free_port(), free_port()
     ready = os.path.join(tmp, "ready.pid")
     log_path = os.path.join(tmp, "sim.log")
     log = open(log_path, "wb")
-    cmd = [sys.executable, os.path.join(HERE, "ews_simulator.py"), "--port", str(port),
-           "--control-port", str(control_port), "--http-port", str(http_port),
-           "--tls-dir", tls_dir, "--callback-ca", cb_cert, "--minute-seconds", "1",
-           "--retry-scale", "0.01", "--callback-timeout", "1", "--ready-file", ready]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    cmd = selftest.simulator("ews_simulator.py") + [
+        "--port", str(port), "--control-port", str(control_port), "--http-port", str(http_port),
+        "--tls-dir", tls_dir, "--callback-ca", cb_cert, "--minute-seconds", "1",
+        "--retry-scale", "0.01", "--callback-timeout", "1", "--ready-file", ready]
+    proc = selftest.start(cmd, ready, stdout=log, stderr=log)
     try:
-        wait_for(lambda: os.path.exists(ready) or proc.poll() is not None, 20, "the ready file")
-        check(proc.poll() is None, "simulator started")
-        with open(ready) as f:
-            check(f.read().strip() == str(proc.pid), "ready file holds the PID")
         scenario(tls_dir, receiver, port, http_port, control_port, log_path)
-        # SIGTERM: prompt exit, ready file removed
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=3)
-        check(time.monotonic() - t0 < 1.0, "SIGTERM exits within 1 s")
-        check(not os.path.exists(ready), "ready file removed on exit")
+        selftest.stop(proc, ready)
         log.close()
         with open(log_path, "rb") as f:
             logged = f.read()
@@ -698,9 +618,8 @@ def restart_with_other_domains(cmd, tls_dir, ready):
     for flag in ("--port", "--control-port", "--http-port"):
         cmd[cmd.index(flag) + 1] = str(free_port())
     cmd += ["--domains", "example.test,other.test"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = selftest.start(cmd, ready, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: os.path.exists(ready) or proc.poll() is not None, 20, "restart")
         with open(os.path.join(tls_dir, "ca.pem"), "rb") as f:
             check(f.read() == ca, "CA kept across restarts")
         with open(os.path.join(tls_dir, "server.pem"), "rb") as f:
@@ -713,9 +632,7 @@ def restart_with_other_domains(cmd, tls_dir, ready):
         check("*.other.test" in san.get_values_for_type(x509.DNSName)
               and "pox.test" not in san.get_values_for_type(x509.DNSName), "new SANs")
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=3)
-        check(not os.path.exists(ready), "ready file removed after SIGINT")
+        selftest.stop(proc, ready, signal.SIGINT)
 
 
 def scenario(tls_dir, rx, port, http_port, control_port, log_path):
@@ -1324,23 +1241,5 @@ def scenario(tls_dir, rx, port, http_port, control_port, log_path):
     check(st == 200, "TLS 1.2 client")
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="ews-sim-test-")
-    t0 = time.monotonic()
-    try:
-        run(tmp)
-    except Failed as e:
-        print(f"ews_simulator_selftest: FAILED: {e}", file=sys.stderr)
-        log = os.path.join(tmp, "sim.log")
-        if os.path.exists(log):
-            with open(log, errors="replace") as f:
-                sys.stderr.write("--- simulator log (tail) ---\n" + "".join(f.readlines()[-30:]))
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"ews_simulator_selftest: OK ({CHECKS} checks, {time.monotonic() - t0:.1f} s)")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(selftest.main("ews simulator", run, log_name="sim.log"))

@@ -171,30 +171,22 @@ import base64
 import json
 import os
 import re
-import selectors
 import secrets
-import signal
-import socket
-import ssl
 import sys
 import threading
 import time
 import urllib.parse
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import h2.config
-import h2.connection
-import h2.errors
-import h2.events
-import h2.exceptions
-import h2.settings
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from simlib import certs, control, process
+from simlib.failures import Failures
+from simlib.h2server import ConnectionCount, H2Server
+
 MAX_BODY = 65536
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 MAX_BODY_KEPT = MAX_BODY + 1  # enough to tell "too large"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 SEND_SCOPES = {"https://www.googleapis.com/auth/firebase.messaging",
@@ -209,7 +201,7 @@ TOPIC_RE = re.compile(r"[A-Za-z0-9_.~%-]{1,900}")
 DURATION_RE = re.compile(r"(\d+)(\.\d{1,9})?s")
 TIMESTAMP_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)")
 MAX_TTL = 2419200  # four weeks
-ALL = object()  # the /fail-all entry in Simulator.failures
+ALL = object()  # the /fail-all key in Simulator.failures
 
 # HTTP status -> google.rpc.Code name, as Google's JSON errors spell them.
 STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
@@ -416,233 +408,6 @@ def member(obj, name):
     return obj.get(head + "".join(part.capitalize() for part in rest))
 
 
-class Connection:
-    """One client connection, driven by the event loop in main(): TLS through memory
-    BIOs, then HTTP/2, all on one thread (as in apns_simulator.py, whose notes on why
-    apply here unchanged)."""
-
-    HANDSHAKE_SECONDS = 10
-
-    def __init__(self, sim, raw, context):
-        self.sim, self.raw = sim, raw
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
-        self.deadline = time.monotonic() + self.HANDSHAKE_SECONDS
-        self.h2 = None
-        self.counted = False
-        self.unsent = bytearray()
-        self.opening = bytearray()  # the client's first bytes until its preface is checked
-        self.streams = {}  # stream id -> [headers dict, body bytearray, body length]
-        self.pending = {}  # stream id -> response body waiting for flow-control window
-
-    def readable(self):
-        """Handles what the socket has; False once the connection is over."""
-        try:
-            data = self.raw.recv(262144)
-        except (BlockingIOError, InterruptedError):
-            return True
-        if not data:
-            return False
-        self.incoming.write(data)
-        if self.h2 is None and not self.handshake():
-            return False
-        if self.h2 is None:
-            return True
-        chunks, alive = [], True
-        while True:
-            try:
-                chunk = self.tls.read(1 << 20)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:
-                alive = False
-                break
-            if not chunk:
-                alive = False
-                break
-            chunks.append(chunk)
-        if chunks and not self.speak(b"".join(chunks)):
-            return False
-        self.flush()
-        return alive
-
-    def handshake(self):
-        """Advances the TLS handshake; False if it failed (after sending the alert)."""
-        try:
-            self.tls.do_handshake()
-        except ssl.SSLWantReadError:
-            self.flush()
-            return True
-        except ssl.SSLError:
-            self.flush()  # the alert that says why
-            return False
-        self.flush()
-        if self.tls.selected_alpn_protocol() != "h2":
-            return False
-        with self.sim.lock:
-            self.sim.connections += 1
-            self.sim.open_connections += 1
-        self.counted = True
-        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=False, header_encoding=None))
-        self.h2.local_settings = h2.settings.Settings(client=False, initial_values={
-            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000,
-            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
-        self.h2.initiate_connection()
-        self.h2.increment_flow_control_window(16 << 20)
-        self.send(self.h2.data_to_send())
-        return True
-
-    def preface(self, data):
-        """Holds the client's first bytes until the connection preface and the frame
-        header after it are in; returns them then, b"" while waiting, None if they are
-        not the preface and a SETTINGS frame (RFC 9113 3.4; h2 would wait for a whole
-        frame of any announced length, and lets other frames come first)."""
-        self.opening += data
-        got = bytes(self.opening[:len(PREFACE) + 9])
-        if not PREFACE.startswith(got[:len(PREFACE)]):
-            return None
-        if len(got) < len(PREFACE) + 9:
-            return b""
-        length, kind = int.from_bytes(got[24:27], "big"), got[27]
-        if kind != 4 or length % 6 or length > 16384 or int.from_bytes(got[29:33], "big") & 0x7FFFFFFF:
-            return None
-        data, self.opening = bytes(self.opening), None
-        return data
-
-    def speak(self, data):
-        """Feeds HTTP/2 bytes in and answers every request they complete."""
-        conn, streams, pending = self.h2, self.streams, self.pending
-        if self.opening is not None:
-            data = self.preface(data)
-            if data is None:
-                conn.close_connection(error_code=h2.errors.ErrorCodes.PROTOCOL_ERROR)
-                self.send(conn.data_to_send())
-                return False
-            if not data:
-                return True
-        try:
-            events = conn.receive_data(data)
-        except h2.exceptions.ProtocolError:
-            self.send(conn.data_to_send())  # the GOAWAY h2 queued
-            return False
-        for event in events:
-            if isinstance(event, h2.events.RequestReceived):
-                headers = {}
-                for name, value in event.headers:
-                    headers.setdefault(name.decode("ascii", "replace"),
-                                       value.decode("utf-8", "surrogateescape"))
-                streams[event.stream_id] = [headers, bytearray(), 0]
-            elif isinstance(event, h2.events.DataReceived):
-                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                stream = streams.get(event.stream_id)
-                if stream is not None:
-                    stream[1] += event.data[:MAX_BODY_KEPT - len(stream[1])]
-                    stream[2] += len(event.data)
-            elif isinstance(event, h2.events.StreamEnded):
-                stream = streams.pop(event.stream_id, None)
-                if stream is not None:
-                    try:
-                        self.sim.respond(conn, event.stream_id, *self.sim.handle(*stream), pending)
-                    except h2.exceptions.StreamClosedError:
-                        pending.pop(event.stream_id, None)  # reset meanwhile
-            elif isinstance(event, h2.events.StreamReset):
-                streams.pop(event.stream_id, None)
-                pending.pop(event.stream_id, None)
-            elif isinstance(event, h2.events.WindowUpdated):
-                for stream_id in list(pending):
-                    self.sim.send_body(conn, stream_id, pending)
-            elif isinstance(event, h2.events.ConnectionTerminated):
-                self.send(conn.data_to_send())
-                return False
-        out = conn.data_to_send()
-        if out:
-            self.send(out)
-        return True
-
-    def send(self, data):
-        if data:
-            self.tls.write(data)
-        self.flush()
-
-    def flush(self):
-        """Moves what TLS produced to the socket; keeps what the socket cannot take now."""
-        self.unsent += self.outgoing.read()
-        while self.unsent:
-            try:
-                sent = self.raw.send(self.unsent)
-            except (BlockingIOError, InterruptedError):
-                return
-            del self.unsent[:sent]
-
-    def writable(self):
-        try:
-            self.flush()
-        except OSError:
-            return False
-        return True
-
-    def close(self):
-        if self.counted:
-            with self.sim.lock:
-                self.sim.open_connections -= 1
-            self.counted = False
-        self.raw.close()
-
-
-def serve(sim, listener, context):
-    """The event loop: accepts connections and drives every one of them."""
-    selector = selectors.DefaultSelector()
-    listener.setblocking(False)
-    selector.register(listener, selectors.EVENT_READ, None)
-    handshaking = set()
-
-    def drop(connection):
-        selector.unregister(connection.raw)
-        handshaking.discard(connection)
-        connection.close()
-
-    while True:
-        for key, mask in selector.select(timeout=1.0):
-            if key.data is None:
-                while True:
-                    try:
-                        raw, _ = listener.accept()
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    raw.setblocking(False)
-                    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    connection = Connection(sim, raw, context)
-                    selector.register(raw, selectors.EVENT_READ, connection)
-                    handshaking.add(connection)
-                continue
-            connection = key.data
-            try:
-                alive = connection.writable() if mask & selectors.EVENT_WRITE else True
-                if alive and mask & selectors.EVENT_READ:
-                    alive = connection.readable()
-            except (OSError, h2.exceptions.H2Error):
-                alive = False  # a broken connection ends only this connection
-            except Exception as e:  # a simulator bug: say so, but keep serving others
-                print(f"fcm_simulator: connection dropped: {e!r}", file=sys.stderr)
-                alive = False
-            if not alive:
-                drop(connection)
-                continue
-            if connection.h2 is not None:
-                handshaking.discard(connection)
-            wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if connection.unsent else 0)
-            if wanted != key.events:
-                selector.modify(connection.raw, wanted, connection)
-        now = time.monotonic()
-        for connection in [c for c in handshaking if c.deadline < now]:
-            drop(connection)  # a client that never finishes its handshake
-
-
-def now_ms():
-    return int(time.time() * 1000)
-
-
 def reject_constant(name):
     raise ValueError(f"{name} is not JSON")
 
@@ -694,21 +459,19 @@ class Simulator:
         self.token_lifetime = args.token_lifetime
         self.record = open(args.record, "a", encoding="utf-8")
         self.lock = threading.Lock()
-        # /wait sleeps on this until `accepted` reaches `wake_at` (see apns_simulator.py).
-        self.accepted_changed = threading.Condition(self.lock)
-        self.wait_targets = []
-        self.wake_at = None
+        self.waiters = control.Waiters(self.lock)
+        self.count = ConnectionCount()
         self.grants = {}    # access token -> (issued at, expires at, client email, may send)
-        self.failures = {}  # token (or ALL) -> [status, error code, message, retry after, remaining]
+        self.failures = Failures()  # token (or ALL) -> (status, error code, message, retry after)
         self.reset()
-        self.open_connections = 0
 
     def reset(self):
+        self.failures.clear()
+        self.count.reset()
         with self.lock:
-            self.failures.clear()
             self.requests, self.accepted, self.validated = 0, 0, 0
             self.rejected, self.token_errors = Counter(), Counter()
-            self.tokens_issued, self.used_tokens, self.connections = 0, set(), 0
+            self.tokens_issued, self.used_tokens = 0, set()
 
     def revoke(self):
         with self.lock:
@@ -716,34 +479,28 @@ class Simulator:
             self.grants = {}
         return revoked
 
-    def wait_for(self, accepted, seconds):
-        """Waits until `accepted` messages were accepted (or `seconds` passed); returns stats()."""
-        deadline = time.monotonic() + seconds
-        with self.lock:
-            self.wait_targets.append(accepted)
-            self.wake_at = min(self.wait_targets)
-            try:
-                while self.accepted < accepted and (left := deadline - time.monotonic()) > 0:
-                    self.accepted_changed.wait(left)
-            finally:
-                self.wait_targets.remove(accepted)
-                self.wake_at = min(self.wait_targets, default=None)
-        return self.stats()
-
     def stats(self):
         with self.lock:
             return {"requests": self.requests, "accepted": self.accepted, "validated": self.validated,
                     "rejected": dict(self.rejected), "tokens_issued": self.tokens_issued,
                     "token_errors": dict(self.token_errors), "access_tokens_used": len(self.used_tokens),
-                    "connections": self.connections, "open_connections": self.open_connections}
+                    "connections": self.count.established, "open_connections": self.count.open}
 
     # -- one request -------------------------------------------------------------------
-    def handle(self, headers, body, body_length):
-        """Returns (status, extra headers, response body bytes)."""
+    @staticmethod
+    def session(peer_certificate):
+        """Client certificates mean nothing to FCM."""
+        return None
+
+    def handle(self, headers, body, body_length, session):
+        """Returns (response headers, response body bytes) for h2server."""
         route = (headers.get(":path") or "").partition("?")[0]
         if route == self.token_path:
-            return self.token_endpoint(headers, body, body_length)
-        return self.send_endpoint(headers, body, body_length, route)
+            status, extra, body = self.token_endpoint(headers, body, body_length)
+        else:
+            status, extra, body = self.send_endpoint(headers, body, body_length, route)
+        return [(":status", str(status)), ("content-type", "application/json; charset=UTF-8"),
+                ("content-length", str(len(body)))] + extra, body
 
     # -- the OAuth token endpoint ------------------------------------------------------
     def token_endpoint(self, headers, body, body_length):
@@ -849,8 +606,7 @@ class Simulator:
                 self.validated += 1
                 return 200, [], reply
             self.accepted += 1
-            if self.wake_at is not None and self.accepted >= self.wake_at:
-                self.accepted_changed.notify_all()
+            self.waiters.counted(self.accepted)
             self.used_tokens.add(record["access_token"])
             self.record.write(json.dumps(record) + "\n")
             self.record.flush()
@@ -907,15 +663,10 @@ class Simulator:
         self.check_message(message, targets)
         validate_only = member(request, "validate_only") is True
         target = member(message, targets[0])
-        with self.lock:
-            key = target if targets[0] == "token" and target in self.failures else ALL
-            failure = self.failures.get(key)
-            if failure:
-                if failure[4] is not None:
-                    failure[4] -= 1
-                    if failure[4] <= 0:
-                        del self.failures[key]
-                raise Reject(failure[0], failure[2], error_code=failure[1], retry_after=failure[3])
+        failure = self.failures.take(*([target] if targets[0] == "token" else []), ALL)
+        if failure:
+            status, code, text, retry_after = failure
+            raise Reject(status, text, error_code=code, retry_after=retry_after)
         if validate_only:
             return {"name": f"projects/{project}/messages/fake_message_id", "validate_only": True}
         now = time.time()
@@ -956,27 +707,9 @@ class Simulator:
         if size > (4096 if targets[0] == "token" else 2048):
             raise bad("Message is too big")
 
-    def respond(self, conn, stream_id, status, extra, body, pending):
-        headers = [(":status", str(status)), ("content-type", "application/json; charset=UTF-8"),
-                   ("content-length", str(len(body)))] + extra
-        conn.send_headers(stream_id, headers, end_stream=not body)
-        if body:
-            pending[stream_id] = body
-            self.send_body(conn, stream_id, pending)
-
-    @staticmethod
-    def send_body(conn, stream_id, pending):
-        body = pending[stream_id]
-        try:
-            if conn.local_flow_control_window(stream_id) >= len(body):
-                conn.send_data(stream_id, body, end_stream=True)
-                del pending[stream_id]
-        except h2.exceptions.StreamClosedError:
-            del pending[stream_id]
-
 
 def parse_failure(req, with_token):
-    """A /fail or /fail-all body -> (token or ALL, failure list); ValueError if malformed."""
+    """A /fail or /fail-all body -> (token or ALL, failure, count); ValueError if malformed."""
     if not isinstance(req, dict):
         raise ValueError
     token = req.get("token") if with_token else ALL
@@ -995,59 +728,32 @@ def parse_failure(req, with_token):
             403: "The caller does not have permission", 404: "Requested entity was not found.",
             429: "Resource has been exhausted (e.g. check quota).",
             503: "The service is currently unavailable."}.get(status, "Internal error encountered.")
-    return token, [status, code, message, retry_after, count or None]
+    return token, (status, code, message, retry_after), count
 
 
-def control_server(sim, port):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def reply(self, status, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            if self.path == "/stats":
-                return self.reply(200, sim.stats())
-            match = re.fullmatch(r"/wait\?accepted=(\d{1,9})&timeout=(\d{1,4})", self.path)
-            if match:
-                # A benchmark waits here instead of polling /stats from a shell loop,
-                # which would take CPU from what it measures.
-                return self.reply(200, sim.wait_for(int(match.group(1)), int(match.group(2))))
-            self.reply(404, {"error": "not found"})
+def control_handler(simulator):
+    class Handler(control.StatsHandler):
+        sim = simulator
+        max_body = MAX_BODY
 
         def do_POST(self):
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                length = 0
-            raw = self.rfile.read(length) if 0 < length <= MAX_BODY else b""
+            raw = self.read()
             if self.path == "/reset":
-                sim.reset()
+                simulator.reset()
                 return self.reply(200, {"ok": True})
             if self.path == "/revoke-tokens":
-                return self.reply(200, {"ok": True, "revoked": sim.revoke()})
+                return self.reply(200, {"ok": True, "revoked": simulator.revoke()})
             if self.path not in ("/fail", "/fail-all"):
                 return self.reply(404, {"error": "not found"})
             try:
-                token, failure = parse_failure(json.loads(raw), self.path == "/fail")
+                token, failure, count = parse_failure(json.loads(raw), self.path == "/fail")
             except (ValueError, RecursionError):
                 return self.reply(400, {"error": "want {" + ("token, " if self.path == "/fail" else "")
                                         + "status, error_code?, message?, retry_after?, count?}"})
-            with sim.lock:
-                sim.failures[token] = failure
+            simulator.failures.inject(token, failure, count)
             self.reply(200, {"ok": True})
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    return server
+    return Handler
 
 
 def main():
@@ -1066,34 +772,15 @@ def main():
         p.error("--token-lifetime must be positive")
 
     sim = Simulator(args)
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.minimum_version = ssl.TLSVersion.TLSv1_2
-    tls.load_cert_chain(args.cert, args.key)
-    tls.set_alpn_protocols(["h2"])
-    listener = socket.create_server(("127.0.0.1", args.port), backlog=1024)
-    control = control_server(sim, args.control_port)
-    threading.Thread(target=control.serve_forever, daemon=True).start()
-
-    def stop(signum, frame):
-        raise SystemExit(0)
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    if args.ready_file:
-        with open(args.ready_file + ".tmp", "w") as f:
-            f.write(f"{os.getpid()}\n")
-        os.replace(args.ready_file + ".tmp", args.ready_file)
+    tls = certs.server_context(args.cert, args.key, "h2")
+    server = H2Server(sim, args.port, tls, "fcm_simulator", sim.count, MAX_BODY_KEPT, strict_preface=True)
+    process.serve_in_threads([control.control_server(args.control_port, control_handler(sim))])
     try:
-        serve(sim, listener, tls)
+        with process.running(args.ready_file):
+            server.serve()
     finally:
-        listener.close()
         with sim.lock:
             sim.record.close()
-        if args.ready_file:
-            try:
-                os.unlink(args.ready_file)
-            except OSError:
-                pass
-
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hand-run self-test for fcm_simulator.py (not wired into make).
+"""Self-test for fcm_simulator.py (make test runs it after the Swift tests).
 
 Generates a throwaway self-signed TLS certificate (SAN 127.0.0.1, localhost) and RSA
 service-account keys, starts the simulator on free loopback ports, talks to it with an
@@ -10,34 +10,22 @@ first failure.
 
 Usage: python3 Tests/tools/fcm_simulator_selftest.py
 """
-import base64
-import datetime
 import hashlib
 import hmac
-import ipaddress
 import json
 import os
 import shutil
-import signal
-import socket
-import ssl
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
-import urllib.request
 
-import h2.config
-import h2.connection
-import h2.events
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from simlib import certs, selftest
+from simlib.selftest import H2Client, b64url, check_bad_clients, check_load, control, expect, free_port
 KEY_ID, EMAIL = "0123456789abcdef0123456789abcdef01234567", "ens-sender@ens-test.iam.gserviceaccount.com"
 KEY_ID2, EMAIL2 = "fedcba9876543210fedcba9876543210fedcba98", "other@ens-other.iam.gserviceaccount.com"
 PROJECT, PROJECT2 = "ens-test", "ens-other"
@@ -52,42 +40,13 @@ MESSAGE = {"token": TOKEN,
            "data": {"notificationId": "0123456789abcdef0123456789abcdef", "userid": "ab12", "badge": "3"}}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
 def write_credentials(d):
-    tls_key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fcm-simulator")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(tls_key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(tls_key, hashes.SHA256()))
+    certs.write_self_signed(os.path.join(d, "cert.pem"), os.path.join(d, "key.pem"), "fcm-simulator")
     keys = [rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(2)]
-    files = {
-        "cert.pem": cert.public_bytes(serialization.Encoding.PEM),
-        "key.pem": tls_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                         serialization.NoEncryption()),
-        "sa1.pub.pem": keys[0].public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
-        # the second account is given as its private key (as a key file holds it)
-        "sa2.pem": keys[1].private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                         serialization.NoEncryption()),
-    }
-    for fname, data in files.items():
-        with open(os.path.join(d, fname), "wb") as f:
-            f.write(data)
+    certs.write_file(os.path.join(d, "sa1.pub.pem"), keys[0].public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    # the second account is given as its private key (as a key file holds it)
+    certs.write_file(os.path.join(d, "sa2.pem"), certs.pem_key(keys[1]), private=True)
     return keys
 
 
@@ -107,76 +66,6 @@ def make_assertion(key, aud, kid=KEY_ID, iss=EMAIL, scope=SCOPE, iat=None, exp=N
     else:
         sig = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
     return signing_input + "." + b64url(sig)
-
-
-class Client:
-    """A minimal HTTP/2 client: send many requests, collect their responses."""
-
-    def __init__(self, port, cafile, alpn=("h2",)):
-        ctx = ssl.create_default_context(cafile=cafile)
-        ctx.set_alpn_protocols(list(alpn))
-        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle wait between frames
-        self.sock = ctx.wrap_socket(raw, server_hostname="localhost")
-        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=True, header_encoding="utf-8"))
-        self.conn.initiate_connection()
-        self.sock.sendall(self.conn.data_to_send())
-        self.responses = {}
-
-    def close(self):
-        self.sock.close()
-
-    def pump(self):
-        data = self.sock.recv(65536)
-        if not data:
-            raise ConnectionError("server closed the connection")
-        for ev in self.conn.receive_data(data):
-            if isinstance(ev, h2.events.ResponseReceived):
-                self.responses[ev.stream_id] = [dict(ev.headers), b""]
-            elif isinstance(ev, h2.events.DataReceived):
-                self.responses[ev.stream_id][1] += ev.data
-                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
-            elif isinstance(ev, h2.events.StreamEnded):
-                self.responses[ev.stream_id].append("done")
-        self.sock.sendall(self.conn.data_to_send())
-
-    def request_many(self, requests):
-        """requests: list of (headers list, body bytes). Returns [(status, headers, body)]."""
-        ids, unsent = [], {}
-        for headers, body in requests:
-            sid = self.conn.get_next_available_stream_id()
-            self.conn.send_headers(sid, headers, end_stream=not body)
-            ids.append(sid)
-            if body:
-                unsent[sid] = memoryview(body)
-        self.sock.sendall(self.conn.data_to_send())
-        while unsent:
-            progressed = False
-            for sid in list(unsent):
-                window = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size)
-                if window <= 0:
-                    continue
-                chunk, rest = unsent[sid][:window], unsent[sid][window:]
-                self.conn.send_data(sid, bytes(chunk), end_stream=not rest)
-                progressed = True
-                if rest:
-                    unsent[sid] = rest
-                else:
-                    del unsent[sid]
-            self.sock.sendall(self.conn.data_to_send())
-            if not progressed:
-                self.pump()
-        while not all(len(self.responses.get(s, ())) == 3 for s in ids):
-            self.pump()
-        out = []
-        for s in ids:
-            headers, body, _ = self.responses.pop(s)
-            out.append((int(headers[":status"]), headers, body))
-        return out
-
-    def request(self, headers, body):
-        return self.request_many([(headers, body)])[0]
 
 
 def base_headers(method, path, **extra):
@@ -234,30 +123,6 @@ def android(**changes):
     return with_changes(android=a)
 
 
-def control(port, method, path, obj=None, expect_status=200):
-    data = json.dumps(obj).encode() if obj is not None else None
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            status, body = resp.status, json.load(resp)
-    except urllib.error.HTTPError as e:
-        status, body = e.code, json.load(e)
-    expect(f"control {method} {path} status", status, expect_status)
-    return body
-
-
-checks = 0
-
-
-def expect(what, got, want):
-    global checks
-    checks += 1
-    if got != want:
-        print(f"FAIL {what}: got {got!r}, want {want!r}")
-        sys.exit(1)
-
-
 def expect_oauth(what, response, status, error):
     got_status, _, body = response
     expect(what + " status", got_status, status)
@@ -282,65 +147,42 @@ def expect_google(what, response, status, google_status, error_code=None, bad_re
     return error
 
 
-def start(cmd, ready):
-    print(" ".join(cmd))
-    sim = subprocess.Popen(cmd)
-    deadline = time.time() + 10
-    while not os.path.exists(ready):
-        if sim.poll() is not None or time.time() > deadline:
-            sim.kill()
-            sys.exit("FAIL simulator did not start")
-        time.sleep(0.02)
-    return sim
-
-
-def stop(sim, ready):
-    sim.send_signal(signal.SIGTERM)
-    expect("exit status after SIGTERM", sim.wait(timeout=3), 0)
-    expect("ready file removed", os.path.exists(ready), False)
-
-
-def main():
-    t0 = time.time()
-    d = tempfile.mkdtemp(prefix="fcm-sim-")
+def run(d):
     keys = write_credentials(d)
     cafile = os.path.join(d, "cert.pem")
     sims = []
     try:
         port, cport = free_port(), free_port()
         record, ready = os.path.join(d, "record.jsonl"), os.path.join(d, "ready")
-        common = [sys.executable, os.path.join(HERE, "fcm_simulator.py"), "--cert", cafile,
-                  "--key", os.path.join(d, "key.pem"),
-                  "--service-account-key", os.path.join(d, "sa1.pub.pem"), "--key-id", KEY_ID,
-                  "--client-email", EMAIL]
-        sims.append(start(common + [
+        common = selftest.simulator("fcm_simulator.py") + [
+            "--cert", cafile, "--key", os.path.join(d, "key.pem"),
+            "--service-account-key", os.path.join(d, "sa1.pub.pem"), "--key-id", KEY_ID, "--client-email", EMAIL]
+        sims.append(selftest.start(common + [
             "--port", str(port), "--control-port", str(cport),
             "--service-account-key", os.path.join(d, "sa2.pem"), "--key-id", KEY_ID2, "--client-email", EMAIL2,
             "--project", PROJECT, "--project", PROJECT2, "--record", record, "--ready-file", ready], ready))
-        expect("ready file holds the pid", open(ready).read().strip(), str(sims[0].pid))
         run_checks(port, cport, cafile, record, keys)
 
         # A second simulator: a token_uri elsewhere (its path is the endpoint), one-second tokens.
         port2, cport2 = free_port(), free_port()
         ready2, record2 = os.path.join(d, "ready2"), os.path.join(d, "record2.jsonl")
-        sims.append(start(common + ["--port", str(port2), "--control-port", str(cport2), "--project", PROJECT,
-                                    "--token-uri", "https://oauth2.example.test/oauth2/v4/token",
-                                    "--token-lifetime", "1", "--record", record2, "--ready-file", ready2], ready2))
+        sims.append(selftest.start(common + [
+            "--port", str(port2), "--control-port", str(cport2), "--project", PROJECT,
+            "--token-uri", "https://oauth2.example.test/oauth2/v4/token",
+            "--token-lifetime", "1", "--record", record2, "--ready-file", ready2], ready2))
         run_expiry_checks(port2, cport2, cafile, keys)
-        stop(sims.pop(), ready2)
-        stop(sims.pop(), ready)
-        print(f"fcm simulator self-test: {checks} checks passed in {time.time() - t0:.1f} s")
+        selftest.stop(sims.pop(), ready2)
+        selftest.stop(sims.pop(), ready)
     finally:
         for sim in sims:
             if sim.poll() is None:
                 sim.kill()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def run_checks(port, cport, cafile, record, keys):
     key, key2 = keys
     aud = f"https://localhost:{port}/token"
-    c = Client(port, cafile)
+    c = H2Client(port, cafile)
 
     # -- the token endpoint ------------------------------------------------------------
     status, headers, reply = exchange(c, make_assertion(key, aud))
@@ -680,67 +522,16 @@ def run_checks(port, cport, cafile, record, keys):
 
     # -- concurrency -------------------------------------------------------------------
     body = request_body(MESSAGE)
-    t0 = time.time()
-    for _ in range(4):
-        results = c.request_many([(send_headers(access), body)] * 500)
-        expect("500 concurrent streams", {r[0] for r in results}, {200})
-    print(f"2000 messages on one connection in {time.time() - t0:.2f} s")
-    c.close()
-    errors = []
-
-    def worker():
-        try:
-            w = Client(port, cafile)
-            rs = w.request_many([(send_headers(access), body)] * 100)
-            if {r[0] for r in rs} != {200}:
-                errors.append("non-200")
-            w.close()
-        except Exception as e:  # noqa: BLE001
-            errors.append(repr(e))
-    threads = [threading.Thread(target=worker) for _ in range(10)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    expect("10 parallel connections", errors, [])
+    check_load(c, port, cafile, (send_headers(access), body), 4, (send_headers(access), body), 10)
 
     # -- bad clients end only their own connection ---------------------------------------
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(b"POST /token HTTP/1.1\r\nHost: x\r\n\r\n" * 10)
-        s.settimeout(5)
-        try:
-            while s.recv(4096):
-                pass
-        except OSError:
-            pass
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(os.urandom(4096))
-        s.settimeout(5)
-        try:
-            while s.recv(4096):
-                pass
-        except OSError:
-            pass
-    try:
-        Client(port, cafile, alpn=("http/1.1",)).request(send_headers(access), body)
-        expect("http/1.1-only ALPN refused", "answered", "refused")
-    except (ConnectionError, OSError, ssl.SSLError):
-        pass
-    ctx = ssl.create_default_context(cafile=cafile)
-    ctx.set_alpn_protocols(["h2"])
     # an unknown frame before SETTINGS; HEADERS before SETTINGS; noise announcing a huge frame
-    for garbage in [b"\x00\x00\x04\xff\xff\xff\xff\xff\xffgarbage",
-                    b"\x00\x00\x08\x01\x05\x00\x00\x00\x01" + os.urandom(8), b"\xff" + os.urandom(2000)]:
-        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost") as s:
-            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + garbage)
-            s.settimeout(5)
-            try:
-                while s.recv(4096):
-                    pass
-            except (OSError, ssl.SSLError):
-                pass
+    check_bad_clients(port, cafile, (send_headers(access), body),
+                      [b"POST /token HTTP/1.1\r\nHost: x\r\n\r\n" * 10, os.urandom(4096)],
+                      [b"\x00\x00\x04\xff\xff\xff\xff\xff\xffgarbage",
+                       b"\x00\x00\x08\x01\x05\x00\x00\x00\x01" + os.urandom(8), b"\xff" + os.urandom(2000)])
     # a stream reset in the middle of its body, then a request on the same connection
-    c = Client(port, cafile)
+    c = H2Client(port, cafile)
     sid = c.conn.get_next_available_stream_id()
     c.conn.send_headers(sid, send_headers(access))
     c.conn.send_data(sid, body[:20])
@@ -776,7 +567,7 @@ def run_checks(port, cport, cafile, record, keys):
 def run_expiry_checks(port, cport, cafile, keys):
     key = keys[0]
     aud = "https://oauth2.example.test/oauth2/v4/token"
-    c = Client(port, cafile)
+    c = H2Client(port, cafile)
     status, _, reply = exchange(c, make_assertion(key, aud), path="/oauth2/v4/token")
     expect("token_uri's path is the endpoint", (status, reply.get("expires_in")), (200, 1))
     expect_oauth("aud must be --token-uri", exchange(c, make_assertion(key, f"https://localhost:{port}/token"),
@@ -795,4 +586,4 @@ def run_expiry_checks(port, cport, cafile, keys):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(selftest.main("fcm simulator", run))

@@ -371,24 +371,24 @@ import hashlib
 import heapq
 import http.client
 import json
-import os
 import random
 import re
 import secrets
-import signal
 import socket
 import ssl
 import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from simlib import certs, control, https, process
+from simlib.failures import Failures
 
 MAX_BODY = 1 << 20
 MAX_RECORDS = 100000
@@ -728,8 +728,8 @@ class Simulator:
         self.login_base = args.login_base.rstrip("/")
         self.retry_scale = args.retry_scale
         self.max_minutes = args.max_lifetime_minutes
-        self.callback_ca = args.callback_ca
-        self.callback_ctx, self.callback_stamp = None, None
+        self.callback_trust = certs.CallbackTrust(args.callback_ca)
+        self.failures = Failures()  # operation -> dict
         self.lock = threading.RLock()
         self.delivered_cond = threading.Condition(self.lock)
         self.sched_cond = threading.Condition(threading.Lock())
@@ -751,7 +751,7 @@ class Simulator:
             self.tokens = {}         # access token -> Token
             self.jtis = {}           # (client id, jti) -> exp
             self.subscriptions = {}  # id -> Subscription
-            self.failures = {}
+            self.failures.clear()
             self.holds = {}
             self.retry_after = {}    # (mail, operation) -> monotonic deadline
             self.in_flight = collections.Counter()
@@ -818,18 +818,6 @@ class Simulator:
         with self.sched_cond:
             self.sched_cond.notify_all()
 
-    # -- failures ------------------------------------------------------------------------
-    def take_failure(self, op):
-        with self.lock:
-            f = self.failures.get(op)
-            if f is None:
-                return None
-            if f["remaining"] is not None:
-                f["remaining"] -= 1
-                if f["remaining"] <= 0:
-                    del self.failures[op]
-            return dict(f)
-
     # == token endpoint ===================================================================
     def token_endpoint(self, h, tenant_seg, body, rec):
         rec["operation"] = "token"
@@ -857,7 +845,7 @@ class Simulator:
                                                          ("Pragma", "no-cache")]
 
     def exchange(self, h, tenant_seg, body):
-        failure = self.take_failure("token")
+        failure = self.failures.take("token")
         if failure:
             if failure.get("delayMs"):
                 time.sleep(failure["delayMs"] / 1000)
@@ -1051,7 +1039,7 @@ class Simulator:
         try:
             if hold:
                 time.sleep(hold / 1000)
-            failure = self.take_failure(op)
+            failure = self.failures.take(op)
             if failure:
                 if failure.get("delayMs"):
                     time.sleep(failure["delayMs"] / 1000)
@@ -1554,22 +1542,6 @@ class Simulator:
         return backlog
 
     # == validation handshake ==============================================================
-    def callback_context(self):
-        try:
-            st = os.stat(self.callback_ca)
-            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stamp = None
-        with self.lock:
-            if self.callback_ctx is not None and stamp == self.callback_stamp:
-                return self.callback_ctx
-        ctx = ssl.create_default_context(cafile=self.callback_ca)
-        ctx.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        with self.lock:
-            self.callback_ctx, self.callback_stamp = ctx, stamp
-        return ctx
-
     def post(self, url, body, ctype, timeout):
         """-> (status or None, content type, body bytes, elapsed ms, error or None)."""
         t0 = time.monotonic()
@@ -1578,7 +1550,7 @@ class Simulator:
             u = urlsplit(url)
             target = (u.path or "/") + ("?" + u.query if u.query else "")
             conn = http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=timeout,
-                                               context=self.callback_context())
+                                               context=self.callback_trust.get())
             try:
                 conn.request("POST", target, body, {"Content-Type": ctype,
                                                     "Content-Length": str(len(body))})
@@ -2088,11 +2060,9 @@ class Simulator:
         for name in ("code", "message"):
             if req.get(name) is not None and not isinstance(req[name], str):
                 raise ValueError(f"'{name}' must be a string")
-        with self.lock:
-            self.failures[op] = {"status": status, "code": req.get("code"),
-                                 "message": req.get("message"), "retryAfter": req.get("retryAfter"),
-                                 "delayMs": req.get("delayMs"),
-                                 "remaining": req.get("count") or None}
+        self.failures.inject(op, {"status": status, "code": req.get("code"),
+                                  "message": req.get("message"), "retryAfter": req.get("retryAfter"),
+                                  "delayMs": req.get("delayMs")}, req.get("count"))
         return {"ok": True}
 
     def control_hold(self, req):
@@ -2258,12 +2228,13 @@ def log(text):
 
 # -- servers -------------------------------------------------------------------------------
 TOKEN_PATH_RE = re.compile(r"/([^/]+)/oauth2/v2\.0/token")
+BODY_ERRORS = {411: ("LengthRequired", "Content-Length is required."),
+               400: ("BadRequest", "Bad Content-Length."),
+               413: ("RequestEntityTooLarge", "The request is too large.")}
 
 
 def make_handler(sim):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        timeout = 120
+    class Handler(https.RequestHandler):
 
         def dispatch(self):
             path, _, query = self.path.partition("?")
@@ -2272,19 +2243,10 @@ def make_handler(sim):
                    "tokenKind": None, "select": None, "beforeRetryAfter": False}
             headers = []
             try:
-                length = self.headers.get("Content-Length")
-                body = b""
-                if self.headers.get("Transfer-Encoding"):
-                    self.close_connection = True
-                    raise GraphError(411, "LengthRequired", "Content-Length is required.")
-                if length is not None:
-                    if not length.isdigit():
-                        self.close_connection = True
-                        raise GraphError(400, "BadRequest", "Bad Content-Length.")
-                    if int(length) > MAX_BODY:
-                        self.close_connection = True
-                        raise GraphError(413, "RequestEntityTooLarge", "The request is too large.")
-                    body = self.rfile.read(int(length))
+                try:
+                    body = https.read_body(self, MAX_BODY)
+                except https.BodyError as e:
+                    raise GraphError(e.status, *BODY_ERRORS[e.status])
                 m = TOKEN_PATH_RE.fullmatch(path)
                 if m:
                     rec["kind"], rec["path"] = "token", "/{tenant}/oauth2/v2.0/token"
@@ -2308,128 +2270,53 @@ def make_handler(sim):
             rec["status"] = status
             sim.record(rec)
             log(f"{self.command} {rec['path']} {status}")
-            self.send_response(status)
-            if ctype:
-                self.send_header("Content-Type", ctype)
-            for k, v in headers:
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(out)))
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(out)
-
-        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_OPTIONS = do_PATCH = dispatch
-
-        def log_message(self, *args):
-            pass
+            https.send_answer(self, status, ctype, headers, out)
 
     return Handler
 
 
-class TLSServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
+def control_handler(sim):
+    def users():
+        return [{"id": u.id, "mail": u.mail, "tenant": u.tenant.id,
+                 "messages": sum(1 for m in u.messages.values() if not m.deleted),
+                 "unread": sum(1 for m in u.messages.values() if not m.deleted and not m.is_read)}
+                for u in sim.users.values()]
 
-    def __init__(self, address, handler, tls):
-        super().__init__(address, handler)
-        self.tls = tls
+    def reset(req):
+        sim.reset()
+        return {"ok": True}
 
-    def finish_request(self, request, client_address):
-        try:
-            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            request.settimeout(30)
-            conn = self.tls.wrap_socket(request, server_side=True)
-        except (OSError, ValueError):
-            return
-        try:
-            self.RequestHandlerClass(conn, client_address, self)
-        finally:
-            try:
-                conn.close()
-            except OSError:
-                pass
+    def wait(req):
+        if sim.control_wait(req):
+            return sim.control_stats()
+        return control.Answer(408, {"error": "timed out", "stats": sim.control_stats()})
 
-    def handle_error(self, request, client_address):
-        pass  # a broken connection ends only that connection
+    def records():
+        return {"requests": list(sim.requests), "violations": list(sim.violations)}
 
+    gets = {"/requests": control.locked(sim.lock, records),
+            "/violations": control.locked(sim.lock, lambda: list(sim.violations)),
+            "/subscriptions": sim.control_subscriptions, "/stats": sim.control_stats,
+            "/users": control.locked(sim.lock, users)}
+    posts = {"/users": sim.control_user, "/user-token": sim.control_user_token,
+             "/revoke": sim.control_revoke, "/scope": sim.control_scope,
+             "/newmail": sim.control_newmail,
+             "/newmail-batch": lambda r: sim.control_newmail(r, batch=True),
+             "/post-raw": sim.control_post_raw, "/lifecycle": sim.control_lifecycle,
+             "/delete-message": sim.control_delete_message, "/fail": sim.control_fail,
+             "/hold": sim.control_hold, "/mode": sim.control_mode,
+             "/clock": sim.control_clock, "/reset": reset, "/wait": wait}
 
-def control_server(sim, port):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def reply(self, status, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    class Handler(control.ControlHandler):
+        max_body = MAX_BODY
 
         def do_GET(self):
-            path = self.path.split("?", 1)[0]
-            if path == "/requests":
-                with sim.lock:
-                    obj = {"requests": list(sim.requests), "violations": list(sim.violations)}
-            elif path == "/violations":
-                with sim.lock:
-                    obj = list(sim.violations)
-            elif path == "/subscriptions":
-                obj = sim.control_subscriptions()
-            elif path == "/stats":
-                obj = sim.control_stats()
-            elif path == "/users":
-                with sim.lock:
-                    obj = [{"id": u.id, "mail": u.mail, "tenant": u.tenant.id,
-                            "messages": sum(1 for m in u.messages.values() if not m.deleted),
-                            "unread": sum(1 for m in u.messages.values()
-                                          if not m.deleted and not m.is_read)}
-                           for u in sim.users.values()]
-            else:
-                return self.reply(404, {"error": "not found"})
-            self.reply(200, obj)
+            self.get_json(gets)
 
         def do_POST(self):
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                length = 0
-            raw = self.rfile.read(length) if 0 < length <= MAX_BODY else b""
-            path = self.path.split("?", 1)[0]
-            routes = {"/users": sim.control_user, "/user-token": sim.control_user_token,
-                      "/revoke": sim.control_revoke, "/scope": sim.control_scope,
-                      "/newmail": sim.control_newmail,
-                      "/newmail-batch": lambda r: sim.control_newmail(r, batch=True),
-                      "/post-raw": sim.control_post_raw, "/lifecycle": sim.control_lifecycle,
-                      "/delete-message": sim.control_delete_message, "/fail": sim.control_fail,
-                      "/hold": sim.control_hold, "/mode": sim.control_mode,
-                      "/clock": sim.control_clock}
-            if path not in routes and path not in ("/reset", "/wait"):
-                return self.reply(404, {"error": "not found"})
-            try:
-                req = json.loads(raw) if raw.strip() else {}
-                if not isinstance(req, dict):
-                    raise ValueError("the body must be a JSON object")
-                if path == "/reset":
-                    sim.reset()
-                    return self.reply(200, {"ok": True})
-                if path == "/wait":
-                    if sim.control_wait(req):
-                        return self.reply(200, sim.control_stats())
-                    return self.reply(408, {"error": "timed out", "stats": sim.control_stats()})
-                return self.reply(200, routes[path](req))
-            except LookupError as e:
-                return self.reply(404, {"error": str(e)})
-            except (ValueError, TypeError, AttributeError) as e:
-                return self.reply(400, {"error": str(e)})
+            self.post_json(posts)
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    return server
+    return Handler
 
 
 def main():
@@ -2451,34 +2338,14 @@ def main():
         p.error("--retry-scale must be > 0 and --max-lifetime-minutes at least 45")
     sim = Simulator(args)
 
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.minimum_version = ssl.TLSVersion.TLSv1_2
-    tls.load_cert_chain(args.cert, args.key)
-    tls.set_alpn_protocols(["http/1.1"])
-    servers = [TLSServer(("127.0.0.1", args.port), make_handler(sim), tls),
-               control_server(sim, args.control_port)]
-    for server in servers:
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
-                         daemon=True).start()
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    if args.ready_file:
-        with open(args.ready_file + ".tmp", "w") as f:
-            f.write(f"{os.getpid()}\n")
-        os.replace(args.ready_file + ".tmp", args.ready_file)
+    tls = certs.server_context(args.cert, args.key, "http/1.1")
+    process.serve_in_threads([https.TLSServer(("127.0.0.1", args.port), make_handler(sim), tls),
+                              control.control_server(args.control_port, control_handler(sim))])
     try:
-        while not stop.wait(0.2):
-            pass
+        with process.running(args.ready_file):
+            process.wait_for_signal()
     finally:
         sim.stopping.set()
-        if args.ready_file:
-            try:
-                os.unlink(args.ready_file)
-            except OSError:
-                pass
-
 
 if __name__ == "__main__":
     main()

@@ -27,31 +27,24 @@ import collections
 import datetime
 import hashlib
 import http.client
-import ipaddress
 import json
 import os
 import re
-import shutil
-import signal
-import socket
 import ssl
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, quote, urlencode
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, hmac, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.x509.oid import NameOID
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from simlib import certs, selftest
+from simlib.selftest import Failed, b64url, check, free_port, wait_for
+
 GRAPH_SCOPE = "https://graph.microsoft.com/.default"
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 DELEGATED_APP = "7f0c8a41-3d2e-4b6a-9c55-0e1f2a3b4c5d"
@@ -61,30 +54,8 @@ VALIDATION_TIMEOUT = "Subscription validation request timed out."
 PREFER = {"Prefer": 'IdType="ImmutableId"'}
 SEVEN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{7}(Z|[+-]\d{2}:\d{2})")
 GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-CHECKS = 0
 OFFSET = 0.0       # the simulator clock's offset, as moved by this test
 SECRETS = []       # strings that must never reach the simulator's log
-
-
-class Failed(Exception):
-    pass
-
-
-def check(cond, what):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        raise Failed(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def sim_now():
@@ -106,70 +77,27 @@ def parse_time(text):
     return base
 
 
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise Failed(f"timed out waiting for {what}")
-
-
 # -- certificates ----------------------------------------------------------------------------
-def name(cn):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def write_pem(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def key_pem(key):
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-
-
-def cert_builder(subject, issuer, pub, days=1):
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(name(issuer))
-            .public_key(pub).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=days)))
-
-
-def localhost_san():
-    return x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-
-
 def make_tls(tmp):
     """-> paths: simulator CA, simulator cert/key, receiver cert/key (self-signed)."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (cert_builder("Graph Simulator Test CA", "Graph Simulator Test CA", ca_key.public_key())
+    ca = (certs.builder("Graph Simulator Test CA", "Graph Simulator Test CA", ca_key.public_key())
           .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
           .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
                          critical=True)
           .sign(ca_key, hashes.SHA256()))
     srv_key = ec.generate_private_key(ec.SECP256R1())
-    srv = (cert_builder("localhost", "Graph Simulator Test CA", srv_key.public_key())
-           .add_extension(localhost_san(), critical=False)
+    srv = (certs.builder("localhost", "Graph Simulator Test CA", srv_key.public_key())
+           .add_extension(certs.localhost_san(), critical=False)
            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
                           critical=False)
            .sign(ca_key, hashes.SHA256()))
-    rx_key = ec.generate_private_key(ec.SECP256R1())
-    rx = (cert_builder("localhost", "localhost", rx_key.public_key())
-          .add_extension(localhost_san(), critical=False)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .sign(rx_key, hashes.SHA256()))
     paths = {n: os.path.join(tmp, n) for n in ("ca.pem", "srv.pem", "srv.key", "rx.pem", "rx.key")}
-    write_pem(paths["ca.pem"], ca.public_bytes(serialization.Encoding.PEM))
-    write_pem(paths["srv.pem"], srv.public_bytes(serialization.Encoding.PEM))
-    write_pem(paths["srv.key"], key_pem(srv_key))
-    write_pem(paths["rx.pem"], rx.public_bytes(serialization.Encoding.PEM))
-    write_pem(paths["rx.key"], key_pem(rx_key))
+    certs.write_file(paths["ca.pem"], certs.pem_cert(ca))
+    certs.write_file(paths["srv.pem"], certs.pem_cert(srv))
+    certs.write_file(paths["srv.key"], certs.pem_key(srv_key), private=True)
+    certs.write_self_signed(paths["rx.pem"], paths["rx.key"])
     return paths
 
 
@@ -179,17 +107,17 @@ class App:
     def __init__(self, tmp, label):
         self.tenant, self.client = str(uuid.uuid4()), str(uuid.uuid4())
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.cert = (cert_builder(f"ens-{label}", f"ens-{label}", self.key.public_key(), days=30)
+        self.cert = (certs.builder(f"ens-{label}", f"ens-{label}", self.key.public_key(), days=30)
                      .sign(self.key, hashes.SHA256()))
         self.der = self.cert.public_bytes(serialization.Encoding.DER)
         self.x5t = b64url(hashlib.sha1(self.der).digest())
         self.x5t256 = b64url(hashlib.sha256(self.der).digest())
         self.cert_path = os.path.join(tmp, f"app-{label}.pem")
-        write_pem(self.cert_path, self.cert.public_bytes(serialization.Encoding.PEM))
+        certs.write_file(self.cert_path, certs.pem_cert(self.cert))
 
 
 # -- the receiver (plays ENS's notification endpoint) --------------------------------------
-class Receiver:
+class Receiver(selftest.Receiver):
     """Records every POST; answers per path (without the query) according to `behaviour`:
     {"validation": ok|json|201|reencoded|hang, "notify": "<status>"|"flaky:<status>"|
     "slow:<ms>"|"slowfirst:<ms>"} (default ok / 202)."""
@@ -254,17 +182,7 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.handle_error = lambda *args: None
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(certfile, keyfile)
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self, path):
-        return f"https://localhost:{self.port}{path}"
+        super().__init__(certfile, keyfile, Handler)
 
     def set(self, route, **behaviour):
         with self.lock:
@@ -333,19 +251,10 @@ class Sim:
         return st, hd, (json.loads(data) if data else None)
 
     def control(self, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.control_port}{path}", data=data,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
+        return selftest.control_call(self.control_port, "GET" if body is None else "POST", path, body)
 
     def ok(self, path, body=None):
-        status, answer = self.control(path, body)
-        check(status == 200, f"control {path} {body} -> {status} {answer}")
-        return answer
+        return selftest.control(self.control_port, "GET" if body is None else "POST", path, body)
 
     def advance(self, seconds):
         global OFFSET
@@ -461,27 +370,19 @@ def run(tmp):
     ready = os.path.join(tmp, "ready.pid")
     log_path = os.path.join(tmp, "sim.log")
     log = open(log_path, "wb")
-    cmd = [sys.executable, os.path.join(HERE, "graph_simulator.py"), "--port", str(port),
-           "--control-port", str(control), "--cert", tls["srv.pem"], "--key", tls["srv.key"],
-           "--callback-ca", tls["rx.pem"], "--login-base", login,
-           "--tenant", a.tenant, "--client-id", a.client, "--client-cert", a.cert_path,
-           "--tenant", b.tenant, "--client-id", b.client, "--client-cert", b.cert_path,
-           "--retry-scale", "0.01", "--max-lifetime-minutes", "4230", "--ready-file", ready]
+    cmd = selftest.simulator("graph_simulator.py") + [
+        "--port", str(port), "--control-port", str(control), "--cert", tls["srv.pem"], "--key", tls["srv.key"],
+        "--callback-ca", tls["rx.pem"], "--login-base", login,
+        "--tenant", a.tenant, "--client-id", a.client, "--client-cert", a.cert_path,
+        "--tenant", b.tenant, "--client-id", b.client, "--client-cert", b.cert_path,
+        "--retry-scale", "0.01", "--max-lifetime-minutes", "4230", "--ready-file", ready]
     print("graph_simulator_selftest: " + " ".join(
         os.path.basename(c) if c.startswith(tmp) else c for c in cmd[1:]))
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    proc = selftest.start(cmd, ready, stdout=log, stderr=log)
     try:
-        wait_for(lambda: os.path.exists(ready) or proc.poll() is not None, 20, "the ready file")
-        check(proc.poll() is None, "simulator started")
-        with open(ready) as f:
-            check(f.read().strip() == str(proc.pid), "ready file holds the PID")
         sim = Sim(port, control, tls["ca.pem"])
         scenario(sim, rx, rx2, rx3, a, b, login)
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=3)
-        check(time.monotonic() - t0 < 1.0, "SIGTERM exits within 1 s")
-        check(not os.path.exists(ready), "ready file removed on exit")
+        selftest.stop(proc, ready)
         log.close()
         with open(log_path, "rb") as f:
             logged = f.read()
@@ -1266,24 +1167,5 @@ def reset(sim):
           "control API errors")
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="graph-sim-test-")
-    t0 = time.monotonic()
-    try:
-        run(tmp)
-    except Failed as e:
-        print(f"graph_simulator_selftest: FAILED after {CHECKS} checks: {e}", file=sys.stderr)
-        log = os.path.join(tmp, "sim.log")
-        if os.path.exists(log):
-            with open(log, errors="replace") as f:
-                sys.stderr.write("--- simulator log (tail) ---\n" + "".join(f.readlines()[-30:]))
-        print(f"graph simulator self-test: FAILED ({CHECKS} checks)")
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"graph simulator self-test: {CHECKS} checks passed ({time.monotonic() - t0:.1f} s)")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(selftest.main("graph simulator", run, log_name="sim.log"))
