@@ -2,11 +2,13 @@
 //
 // ENS — Email Notification Service.
 //
-// Layering (see README "Code map"):
-//   C system libraries  ->  one Swift wrapper each (the only importers of the C modules)
-//   -> ENSCore (config, logging, protocol values) -> ENSResponder (router, endpoints)
-//   -> thin executables (ens-fcgi, ens-apns, ens-cron).
-// `make lint` checks that no other target imports a C module.
+// The targets are listed lowest layer first (docs/architecture.md draws them):
+//   C libraries -> one wrapper each (the only importers of the C modules)
+//   -> ENSModel (values) -> ENSConfig, ENSMetrics, ENSVault, SenderWire, ENSStore
+//   -> protocol clients EWS, Graph -> MailBackends (one folder per backend)
+//   -> ENSResponder, ENSSender -> three thin executables (ens-fcgi, ens-apns, ens-cron).
+// `make lint` holds every source file to its module's row of that graph
+// (scripts/check_imports.py).
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -16,7 +18,7 @@ let swiftSettings: [SwiftSetting] = [
 ]
 
 let allModules: [Target.Dependency] = [
-    "Codecs", "Curl", "ENSConfig", "ENSMetrics", "ENSModel", "ENSResponder", "ENSSender",
+    "Codecs", "Curl", "ENSConfig", "ENSMaintenance", "ENSMetrics", "ENSModel", "ENSResponder", "ENSSender",
     "ENSStore", "ENSVault", "EWS", "FastCGI", "Graph", "MailBackends", "MariaDB", "OpenSSL", "POSIX", "SenderWire", "XML",
 ]
 
@@ -128,6 +130,15 @@ let package = Package(
         ),
 
         // MARK: Services
+        // The maintenance jobs ens-cron runs under its locks.
+        .target(
+            name: "ENSMaintenance",
+            dependencies: [
+                "ENSConfig", "ENSModel", "ENSStore", "ENSVault", "Graph", "MailBackends", "POSIX", "SenderWire",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The FastCGI pool, the router and the device API.
         .target(
             name: "ENSResponder",
@@ -167,8 +178,8 @@ let package = Package(
         .executableTarget(
             name: "ens-cron",
             dependencies: [
-                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "ENSVault", "SenderWire",
-                "MailBackends", "Graph", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSConfig", "ENSMaintenance", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "ENSVault", "SenderWire",
+                "MailBackends", "Graph", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -1,9 +1,9 @@
+public import ENSStore
 public import ENSMetrics
 public import ENSModel
 public import SenderWire
 public import Logging
 internal import Curl
-public import MariaDB
 public import OpenSSL
 internal import POSIX
 import Synchronization
@@ -81,7 +81,7 @@ public final class Sender: Sendable {
     private let spool: Spool
     private let providers: ThreadConfined<[DeviceToken.Provider: any PushProvider]>
     private let settings: Settings
-    private let database: MariaDBConfiguration
+    private let database: DatabaseSettings
     private let logger: Logger
     private let arrivals = SynchronizedBox<[SpoolEntry]>([])
     private let stopping = Atomic<Bool>(false)
@@ -89,7 +89,7 @@ public final class Sender: Sendable {
     private let pausedCredentials = Atomic<Int>(0)
     private let metrics: MetricsRecorder
 
-    public init(spool: Spool, providers: [any PushProvider], settings: Settings, database: MariaDBConfiguration, metrics: MetricsRecorder, logger: Logger) {
+    public init(spool: Spool, providers: [any PushProvider], settings: Settings, database: DatabaseSettings, metrics: MetricsRecorder, logger: Logger) {
         self.spool = spool
         self.metrics = metrics
         self.providers = ThreadConfined(Dictionary(providers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first }))
@@ -139,7 +139,7 @@ public final class Sender: Sendable {
             logger.critical("cannot start libcurl", metadata: ["error": "\(error)"])
             return
         }
-        let feedbackDatabase = Connection(configuration: database)
+        let feedbackDatabase = Databases.connection(database)
         let feedback = DeviceFeedback(database: feedbackDatabase)
         var inFlight: [Int: (pending: Pending, notification: PushNotification)] = [:]
         var pauses = CredentialPauses(firstPauseMilliseconds: Int64(settings.credentialPause.wholeMilliseconds))

@@ -1,7 +1,6 @@
 internal import ENSModel
 public import ENSStore
 public import Logging
-public import MariaDB
 internal import POSIX
 import Synchronization
 
@@ -15,11 +14,11 @@ public final class SenderHeartbeat: Sendable {
 
     private let host: String
     private let spool: Spool
-    private let database: MariaDBConfiguration
+    private let database: DatabaseSettings
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
 
-    public init(host: String, spool: Spool, database: MariaDBConfiguration, logger: Logger) {
+    public init(host: String, spool: Spool, database: DatabaseSettings, logger: Logger) {
         self.host = host
         self.spool = spool
         self.database = database
@@ -34,7 +33,7 @@ public final class SenderHeartbeat: Sendable {
 
     /// Beats until `stop()`, then writes a final row; run it on a thread of its own.
     public func run() {
-        let connection = Connection(configuration: database)
+        let connection = Databases.connection(database)
         var failing = false
         while true {
             let last = stopping.load(ordering: .acquiring)

@@ -66,7 +66,7 @@ public final class CheckInRecorder: Sendable {
     }
 
     /// Runs the flusher until `stop()`; then flushes one last time.
-    public func run(database: Connection, logger: Logger) {
+    public func run(database: any SQLDatabase, logger: Logger) {
         while !stopping.withLock({ $0 }) {
             sleepMilliseconds(intervalMilliseconds)
             do {

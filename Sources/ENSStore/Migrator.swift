@@ -19,6 +19,11 @@ public struct Migrator {
         self.database = database
     }
 
+    /// A migrator on its own connection with `settings` (the migration account's).
+    public init(directory: String, settings: DatabaseSettings) {
+        self.init(directory: directory, database: Connection(configuration: settings))
+    }
+
     /// The migration files, by version.
     public func available() throws -> [(version: Int, name: String)] {
         let names: [String]

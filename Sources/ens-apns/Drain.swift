@@ -2,7 +2,6 @@ internal import ENSModel
 import ArgumentParser
 import ENSSender
 import Logging
-import MariaDB
 import OpenSSL
 import POSIX
 internal import ENSConfig
@@ -95,7 +94,7 @@ struct Drain: ParsableCommand {
         if host == (try? settings.senderHostName()) {
             throw ConfigError(key: nil, problem: "--host \(host) is this host; drain only a lost host's spool")
         }
-        let database = Connection(configuration: try settings.serviceDatabase())
+        let database = Databases.connection(try settings.serviceDatabase())
         if let row = try? SenderHost.all(database: database).first(where: { $0.host == host }), !row.isSilent(now: .now()) {
             throw ConfigError(key: nil, problem: "\(host) wrote its sender heartbeat at \(row.heartbeatAt.databaseString.prefix(19)) UTC: its ens-apns is running; stop it before draining its spool")
         }
@@ -104,7 +103,7 @@ struct Drain: ParsableCommand {
     /// Removes the drained host's heartbeat row, so `ens-cron status` stops reporting it.
     private func forget(_ host: String, _ settings: ENSConfiguration) {
         do {
-            let database = Connection(configuration: try settings.serviceDatabase())
+            let database = Databases.connection(try settings.serviceDatabase())
             if try SenderHost.forget(host, database: database, now: .now()) {
                 print("removed \(host) from SenderHosts")
             }

@@ -1,15 +1,11 @@
 import ArgumentParser
-import Graph
+import ENSConfig
+import ENSMaintenance
+import ENSModel
+import ENSStore
+import ENSVault
 import Logging
-import MariaDB
 import POSIX
-internal import ENSStore
-internal import ENSConfig
-internal import ENSConfig
-internal import ENSModel
-internal import ENSVault
-internal import MailBackends
-internal import SenderWire
 
 /// ens-cron: maintenance jobs and administration commands, run to completion.
 @main
@@ -78,11 +74,10 @@ struct Migrate: ParsableCommand {
     func run() throws {
         let settings = try options.load("migrate")
         try reportingFailures("migrate") {
-            let database = Connection(configuration: try settings.migrationDatabase())
             // Read before anything is applied: migration 014 needs it to bind the rows
             // already there, and must not be half done for want of it.
             let vault = Vault(masterKey: try settings.masterKey())
-            let applied = try Migrator(directory: settings.migrationsDirectory, database: database).migrate(then: [
+            let applied = try Migrator(directory: settings.migrationsDirectory, settings: try settings.migrationDatabase()).migrate(then: [
                 RowBindingBackfill.migration: { database in
                     let bound = try RowBindingBackfill(database: database, vault: vault).run()
                     print("bound \(bound.subscriptions) subscription rows and \(bound.boxKeys) box keys to the master key")
@@ -107,7 +102,7 @@ struct Token: ParsableCommand {
         func run() throws {
             let settings = try options.load("token create")
             try reportingFailures("token create") {
-                let database = Connection(configuration: try settings.serviceDatabase())
+                let database = Databases.connection(try settings.serviceDatabase())
                 let token = try APITokens.create(label: label, database: database)
                 try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
                 print(token)
@@ -123,7 +118,7 @@ struct Token: ParsableCommand {
         func run() throws {
             let settings = try options.load("token revoke")
             try reportingFailures("token revoke") {
-                let database = Connection(configuration: try settings.serviceDatabase())
+                let database = Databases.connection(try settings.serviceDatabase())
                 let count = try APITokens.revoke(labelOrID: labelOrID, database: database)
                 try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
                 print("revoked \(count) token(s)")
@@ -138,7 +133,7 @@ struct Token: ParsableCommand {
         func run() throws {
             let settings = try options.load("token list")
             try reportingFailures("token list") {
-                let database = Connection(configuration: try settings.serviceDatabase())
+                let database = Databases.connection(try settings.serviceDatabase())
                 for token in try APITokens.list(database: database) {
                     let state = token.revokedAt.map { "revoked \($0)" } ?? "active"
                     print("\(token.id)\t\(token.label)\tcreated \(token.createdAt)\t\(state)")
@@ -200,7 +195,7 @@ func withHostLock(_ settings: ENSConfiguration, _ job: String, _ body: () throws
 func withClusterLease(_ settings: ENSConfiguration, _ job: String, jobs: [String], _ body: () throws -> Void) throws {
     let logger = Logger(label: "ens-cron")
     let database = try settings.serviceDatabase()
-    let connection = Connection(configuration: database)
+    let connection = Databases.connection(database)
     let outcome: CronLease.Outcome
     do {
         outcome = try CronLease.claim("maintenance", holder: "\(ProcessInfoLite.hostName) pid \(ProcessInfoLite.pid)",
@@ -300,112 +295,6 @@ struct All: ParsableCommand {
                     try jobs.gauges()
                 }
             }
-        }
-    }
-}
-
-/// The jobs, each logging one summary line and recording its outcome for
-/// `ens-cron status` (cron.status_file).
-struct Jobs {
-    let settings: ENSConfiguration
-    let database: Connection
-    let maintenance: Maintenance
-    let logger = Logger(label: "ens-cron")
-
-    init(settings: ENSConfiguration, now: Timestamp) throws {
-        self.settings = settings
-        database = Connection(configuration: try settings.serviceDatabase())
-        maintenance = Maintenance(database: database, policy: settings.maintenancePolicy, now: now, logger: Logger(label: "ens-cron"),
-                                  progress: { what, rows in TerminalProgress.shared.report(what, rows) })
-    }
-
-    /// Runs one job and records how it went; a status file that cannot be written is
-    /// logged, never the job's failure.
-    private func recorded(_ job: String, _ body: () throws -> Void) throws {
-        let started = MonotonicClock.milliseconds()
-        var outcome = "failed"
-        defer {
-            TerminalProgress.shared.finish()
-            let took = Duration.milliseconds(Int64(MonotonicClock.milliseconds() - started))
-            do {
-                try CronJobLog(path: settings.cronStatusFile).record(.init(job: job, outcome: outcome, finishedAt: .now(), took: took))
-            } catch {
-                logger.warning("cannot record the job's outcome for ens-cron status", metadata: ["job": "\(job)", "error": "\(error)"])
-            }
-        }
-        try body()
-        outcome = "ok"
-    }
-
-    func apiKeys() throws {
-        try recorded("api-keys") {
-            let count = try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
-            logger.info("api-keys done", metadata: ["tokens": "\(count)"])
-        }
-    }
-
-    func reap() throws {
-        try recorded("reap") { try reapNow() }
-    }
-
-    private func reapNow() throws {
-        let counts = try maintenance.reap()
-        maintenance.warnAboutLostSenders()
-        logger.info("reap done", metadata: [
-            "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",
-            "records.empty": "\(counts.emptyRecords)", "ewsurlcache.expired": "\(counts.expiredURLCache)",
-            "events.forgotten": "\(counts.forgottenEvents)", "notifications.content_erased": "\(counts.expiredContent)",
-            "notifications.removed": "\(counts.oldNotifications)", "credentials.abandoned": "\(counts.abandonedCredentials)",
-            "proof_failures.expired": "\(counts.expiredProofFailures)",
-            "subscriptions.ended_with_supplier": "\(counts.subscriptionsEndedWithSupplier)",
-        ])
-        print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned registrations' credentials erased; \(counts.expiredProofFailures) expired proof failure counts removed; \(counts.subscriptionsEndedWithSupplier) subscriptions ended with the device that supplied their credentials")
-    }
-
-    func renew() throws {
-        try recorded("renew") { try renewNow() }
-    }
-
-    private func renewNow() throws {
-        let vault = Vault(masterKey: try settings.masterKey())
-        var keepers: [any SubscriptionKeeping] = [HeartbeatKeeper(backend: .ews)]
-        let tenants = try settings.completeGraphTenants()
-        if !tenants.isEmpty {
-            keepers.append(GraphKeeper(
-                applications: try GraphApplications(settings: tenants), client: GraphClientConfiguration(settings),
-                plan: GraphSubscriptionPlan(callbackURL: settings.graphCallbackURL, lifetime: settings.graphSubscriptionLifetime, vault: vault)
-            ))
-        }
-        let counts = try maintenance.renew(vault: vault, sender: SenderClient(socketPath: settings.pushSocket), keepers: keepers)
-        logger.info("renew done", metadata: [
-            "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
-        ])
-        print("renew: \(counts.deadSubscriptions) subscriptions marked not subscribed, \(counts.wakeups) wake-up pushes handed to ens-apns")
-    }
-
-    func syncKeys() throws {
-        try recorded("sync-keys") {
-            let count = try maintenance.purgeSyncKeys()
-            logger.info("sync-keys done", metadata: ["synckeys.purged": "\(count)"])
-            print("sync-keys: \(count) expired sync keys erased")
-        }
-    }
-
-    /// The database gauges /metrics reports, counted once here instead of on every
-    /// scrape (`MetricGauges`).
-    func gauges() throws {
-        try recorded("gauges") {
-            let values = try MetricGauges.refresh(database: database, grace: settings.subscriptionGrace, now: .now())
-            logger.info("gauges done", metadata: ["series": "\(values.count)"])
-        }
-    }
-
-    func keys(target: Int, threads: Int) throws {
-        try recorded("keys") {
-            let pool = KeyPool(database: database, vault: Vault(masterKey: try settings.masterKey()))
-            let added = try pool.refill(to: target, threads: threads, logger: logger) { TerminalProgress.shared.report("keys generated", $0) }
-            let size = try pool.count()
-            logger.info("keys done", metadata: ["keys.added": "\(added)", "keys.pool": "\(size)"])
         }
     }
 }

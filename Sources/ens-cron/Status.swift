@@ -2,7 +2,6 @@ internal import ENSConfig
 import ArgumentParser
 import ENSSender
 import Logging
-import MariaDB
 import POSIX
 internal import ENSStore
 
@@ -19,7 +18,7 @@ struct Status: ParsableCommand {
     func run() throws {
         let settings = try options.load("status")
         try reportingFailures("status") {
-            let database = Connection(configuration: try settings.serviceDatabase())
+            let database = Databases.connection(try settings.serviceDatabase())
             var report = try StatusReport.gather(database: database, configuration: settings, now: options.clock)
             do {
                 report.spool = try Spool.inspect(directory: settings.pushSpoolDirectory)

@@ -24,13 +24,19 @@ struct MaintenanceTests {
     }
 
     func subscribedUserWithDevice(_ token: String) throws -> (TestUser, Int64) {
+        let (user, row, _) = try subscribedUserWithTaggedDevice(token)
+        return (user, row)
+    }
+
+    /// As `subscribedUserWithDevice`, with the device's push tag as registration answered it.
+    func subscribedUserWithTaggedDevice(_ token: String) throws -> (TestUser, Int64, String?) {
         let user = try api.newUser()
         try user.pretendSubscribed(database: database, oauthToken: "maintenance-oauth")
         let creds = try user.sealJSON(["apnsToken": token, "oauthAccessToken": "maintenance-oauth"])
         let answer = try api.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "com.example.mail"])
         #expect(answer.json["responseCode"] == "UserUpdated")
         let row = try #require(try database.queryOne("SELECT d.id FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)")?.int(0))
-        return (user, row)
+        return (user, row, answer.json["pushTag"])
     }
 
     func count(_ query: Query) throws -> Int64 { try database.queryOne(query)?.int(0) ?? -1 }
@@ -105,6 +111,40 @@ struct MaintenanceTests {
         // Rate limited: a second run sends nothing more.
         #expect(try cron(["renew"]).contains("renew: 0 subscriptions marked not subscribed, 0 wake-up pushes"))
         #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row) AND last_wakeup_at IS NOT NULL") == 1)
+    }
+
+    /// The wake-up push names the mailbox only where a mail push would: a `preview`
+    /// device by `ens.userid` (the contract's form), any other by its opaque `ens.tag`,
+    /// so Apple and Google cannot tell whose subscription lapsed.
+    @Test func wakeUpsNameOnlyPreviewDevicesByTheAddressHash() throws {
+        let previewToken = TestSecrets.apnsToken(), genericToken = TestSecrets.apnsToken()
+        let (previewUser, _) = try subscribedUserWithDevice(previewToken)
+        let (genericUser, genericRow, genericTag) = try subscribedUserWithTaggedDevice(genericToken)
+        try database.execute("UPDATE Devices SET privacy_mode = 1 WHERE id = \(genericRow)")
+        for user in [previewUser, genericUser] {
+            try database.execute("UPDATE EnsSubscriptionInfo SET last_callback_at = NOW(3) - INTERVAL 36 MINUTE WHERE userid = \(user.userID)")
+        }
+        #expect(try cron(["renew"]).contains("2 wake-up pushes"))
+        func wakeUp(_ token: String) -> [String: Any]? {
+            var found: [String: Any]?
+            _ = TestStack.eventually(within: 10) {
+                found = APNsSimulator.accepted().first { $0.token == token && $0.pushType == "background" }?.payload["ens"] as? [String: Any]
+                return found != nil
+            }
+            return found
+        }
+        let preview = try #require(wakeUp(previewToken))
+        #expect(preview["userid"] as? String == previewUser.userID)
+        #expect(preview["action"] as? String == "resubscribe")
+        let generic = try #require(wakeUp(genericToken))
+        #expect(generic["userid"] == nil)
+        #expect(generic["action"] as? String == "resubscribe")
+        // The tag is the one registration answered (pushTag): the app knows the account.
+        let tag = try #require(generic["tag"] as? String)
+        #expect(tag.count == 16 && tag == genericTag)
+        let payload = try genericUser.sealJSON(["pushToken": genericToken, "lastMessageDate": "01/01/2020 00:00:00.000", "ignoreLastMessageDate": 1])
+        let status = try api.call("/getsubscriptionstatusv2", ["userid": genericUser.userID, "subscriptionPayload": payload])
+        #expect(status.json["responseCode"] == "UserRecordPresentNotSubscribed")
     }
 
     @Test func keysRefillsThePool() throws {

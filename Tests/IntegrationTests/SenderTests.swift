@@ -159,7 +159,11 @@ struct SenderTests {
         #expect(answers.count == flood.count)
         #expect(answers.map(\.payload) == flood.map { Array($0.id.utf8) })
         #expect(answers.allSatisfy { $0.kind == .accepted })
-        #expect(waitForAccepted(Set(flood.map(\.id)).union([other.id]), within: 30))
+        // Delivery, not speed, is the claim: the deadline only bounds the wait (12,000
+        // pushes on a loaded 2-core CI host can take a minute), and the result is a Bool
+        // so a failure names the test instead of printing 12,000 ids.
+        let allDelivered = waitForAccepted(Set(flood.map(\.id)).union([other.id]), within: 180)
+        #expect(allDelivered, "every flooded notification and the other responder's reach APNs")
     }
 
     @Test func beyondTheConnectionLimitANewConnectionIsToldBusy() throws {

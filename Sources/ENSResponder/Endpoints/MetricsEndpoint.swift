@@ -3,7 +3,6 @@ internal import ENSMetrics
 internal import ENSStore
 internal import OpenSSL
 internal import POSIX
-internal import MariaDB
 internal import MailBackends
 
 /// GET /metrics: the Prometheus text format, for a scraper holding the bearer token in

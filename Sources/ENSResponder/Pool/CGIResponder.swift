@@ -1,7 +1,6 @@
 internal import ENSStore
 public import ENSConfig
 public import Logging
-internal import MariaDB
 internal import POSIX
 internal import MailBackends
 
@@ -28,7 +27,7 @@ public enum CGIResponder {
     public static func run(configuration: ENSConfiguration, logger: Logger) -> Int32 {
         let settings = ResponderSettings(configuration)
         let services: SharedServices
-        let database: MariaDBConfiguration
+        let database: DatabaseSettings
         do {
             database = try configuration.serviceDatabase()
             // One request per process: the per-process gates cannot bound anything
@@ -38,7 +37,7 @@ public enum CGIResponder {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             return 1
         }
-        let connection = Connection(configuration: database)
+        let connection = Databases.connection(database)
         let context = RequestContext(settings: settings, services: services, database: connection, logger: logger)
         let apiTokens = services.apiTokens
         Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) })
@@ -48,7 +47,7 @@ public enum CGIResponder {
         } catch {
             logger.warning("check-in not written", metadata: ["db.error": "\(error)"])
         }
-        connection.disconnect()
+        connection.close()
         return 0
     }
 }

@@ -3,7 +3,6 @@ public import ENSConfig
 public import ENSMetrics
 public import FastCGI
 public import Logging
-public import MariaDB
 public import POSIX
 public import MailBackends
 
@@ -54,7 +53,7 @@ public struct Worker {
             }
         }
 
-        let database: MariaDBConfiguration
+        let database: DatabaseSettings
         let services: SharedServices
         do {
             database = try configuration.serviceDatabase()
@@ -92,7 +91,7 @@ public struct Worker {
                 threads.append(try OSThread.start {
                     Self.serve(connections: connections, dispatcher: dispatcher, context: RequestContext(
                         settings: settings, services: services,
-                        database: Connection(configuration: database), logger: logger, requestCounters: threadCounters, live: live))
+                        database: Databases.connection(database), logger: logger, requestCounters: threadCounters, live: live))
                 })
             } catch {
                 logger.critical("cannot start responder thread", metadata: ["error": "\(error)"])
@@ -104,7 +103,7 @@ public struct Worker {
         let flusher: OSThread
         do {
             flusher = try OSThread.start {
-                checkIns.run(database: Connection(configuration: database), logger: flusherLogger)
+                checkIns.run(database: Databases.connection(database), logger: flusherLogger)
             }
         } catch {
             logger.critical("cannot start the check-in flusher", metadata: ["error": "\(error)"])

@@ -1,7 +1,7 @@
+public import ENSStore
 public import ENSMetrics
 public import ENSModel
 public import Logging
-public import MariaDB
 public import POSIX
 public import MailBackends
 
@@ -33,7 +33,7 @@ public struct Dispatcher: Sendable {
                 context.logger.debug("invalid request", metadata: ["reason": "\(error.reason)"])
             }
             response = error.response
-        } catch let error as MariaDBError where error.meansUnavailable {
+        } catch let error as DatabaseError where error.isUnavailable {
             // Unreachable, no usable Galera node, or a conflict that outlasted every
             // rerun: the transaction was rolled back, and the client may try again
             // (only a COMMIT cut off by a lost connection has an unknown outcome).

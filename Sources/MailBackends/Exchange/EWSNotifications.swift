@@ -5,7 +5,6 @@ public import EWS
 public import Logging
 public import OpenSSL
 public import Curl
-public import MariaDB
 public import POSIX
 
 /// EWS's push notifications: Exchange POSTs SendNotification documents to
@@ -64,7 +63,7 @@ public struct EWSNotifications: MailNotificationSource {
                 guard let payload = try address.openCarried(recordKeyMaterial: record.keyMaterial, vault: context.services.vault) else { return nil }
                 credentials = try CallbackPayload(encoded: payload).credentials
             }
-        } catch let error as MariaDBError {
+        } catch let error as DatabaseError {
             throw error  // the database is away: the callback is answered 503 and retried
         } catch {
             return nil

@@ -4,7 +4,6 @@ internal import ENSStore
 internal import ENSVault
 internal import EWS
 internal import Logging
-internal import MariaDB
 internal import POSIX
 
 /// Renews a keyed subscription's OAuth access token for one callback (docs/exchange.md,

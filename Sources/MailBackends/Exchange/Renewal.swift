@@ -1,5 +1,4 @@
 public import Codecs
-public import MariaDB
 public import OpenSSL
 public import Logging
 public import POSIX
@@ -35,36 +34,7 @@ public struct HeartbeatKeeper: SubscriptionKeeping {
     /// re-checked under the row's lock, so a registration that has just made a new
     /// subscription live is not marked lapsed.
     public func keep(_ maintenance: Maintenance) throws -> Int {
-        let database = maintenance.database
-        let nowText = maintenance.now.databaseString
-        let grace = maintenance.policy.subscriptionGrace.wholeSeconds
-        let erasure = CredentialErasure(database: database)
-        var lapsed = 0
-        var lastID: Int64 = 0
-        while true {
-            let ids = try database.query("""
-                SELECT id FROM EnsSubscriptionInfo
-                WHERE id > \(lastID) AND registered = 1 AND mail_backend = \(backend)
-                  AND (last_callback_at IS NULL
-                       OR last_callback_at < \(nowText) - INTERVAL (heartbeat_minutes * 60 + \(grace)) SECOND)
-                ORDER BY id LIMIT \(Maintenance.batchSize)
-                """).map { try $0.decode(Int64.self) }
-            for recordID in ids {
-                lapsed += try database.transaction {
-                    guard let generation = try database.queryOne("""
-                        SELECT generation FROM EnsSubscriptionInfo
-                        WHERE id = \(recordID) AND registered = 1 AND mail_backend = \(backend)
-                          AND (last_callback_at IS NULL
-                               OR last_callback_at < \(nowText) - INTERVAL (heartbeat_minutes * 60 + \(grace)) SECOND)
-                        FOR UPDATE
-                        """)?.decode(Int64.self) else { return 0 }
-                    try erasure.endSubscription(recordID: recordID, generation: generation)
-                    return 1
-                }
-            }
-            guard let last = ids.last, ids.count == Maintenance.batchSize else { return lapsed }
-            lastID = last
-        }
+        try maintenance.endLapsedHeartbeats(backend: backend)
     }
 }
 
@@ -81,44 +51,44 @@ extension Maintenance {
     /// per `wakeupInterval`). The device then checks in, is told
     /// UserRecordPresentNotSubscribed, and registers again with fresh credentials — so
     /// no credentials need to be stored for this.
-    public func renew(vault: Vault, sender: SenderClient, keepers: [any SubscriptionKeeping] = [HeartbeatKeeper(backend: .ews)]) throws -> RenewCounts {
+    public func renew(vault: Vault, sender: SenderClient, privacyFloor: PrivacyMode,
+                      keepers: [any SubscriptionKeeping] = [HeartbeatKeeper(backend: .ews)]) throws -> RenewCounts {
         var counts = RenewCounts()
-        let nowText = now.databaseString
         for keeper in keepers {
             counts.deadSubscriptions += try keeper.keep(self)
         }
         // Wake the devices of every record that is not subscribed, once per interval.
-        let wakeCutoff = now.subtracting(policy.wakeupInterval).databaseString
+        let wakeCutoff = now.subtracting(policy.wakeupInterval)
         var lastDevice: Int64 = 0
         while true {
-            let devices = try database.query("""
-                SELECT d.id, d.token_sealed, d.bundle_id, d.development, s.userid
-                FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
-                WHERE d.id > \(lastDevice) AND s.registered = 0 AND d.disabled_at IS NULL
-                  AND (d.last_wakeup_at IS NULL OR d.last_wakeup_at < \(wakeCutoff))
-                ORDER BY d.id LIMIT \(Self.batchSize)
-                """)
+            let devices = try devicesToWake(after: lastDevice, notWokenSince: wakeCutoff)
             for device in devices {
-                let (deviceID, tokenSealed, bundleID, development, userID) = try device.decode(Int64.self, [UInt8].self, String.self, Bool.self, String.self)
-                lastDevice = deviceID
-                guard let token = try vault.openToken(tokenSealed) else { continue }
+                lastDevice = device.deviceID
+                guard let token = try vault.openToken(device.tokenSealed) else { continue }
                 var payload = JSONObjectWriter()
                 var aps = JSONObjectWriter()
                 aps.add("content-available", 1)
                 payload.add("aps", rawJSON: aps.finished())
                 var ens = JSONObjectWriter()
-                ens.add("userid", userID)
+                // As in mail pushes (MailPayload): only a `preview` device is named by
+                // the address's hash; any other by its opaque tag, so Apple and Google
+                // cannot tell whose mailbox lapsed.
+                if device.privacy.raised(to: privacyFloor, hasPreviewKey: device.hasPreviewKey) == .preview {
+                    ens.add("userid", device.userID)
+                } else {
+                    ens.add("tag", vault.pushTag(deviceID: device.deviceID))
+                }
                 ens.add("action", "resubscribe")
                 payload.add("ens", rawJSON: ens.finished())
                 let notification = PushNotification(
-                    id: Hex.encode(Array(Digest.sha256("wakeup:\(deviceID):\(now.millisecondsSinceEpoch / 60_000)").prefix(16))),
-                    deviceToken: token, topic: bundleID, environment: development ? .sandbox : .production,
+                    id: Hex.encode(Array(Digest.sha256("wakeup:\(device.deviceID):\(now.millisecondsSinceEpoch / 60_000)").prefix(16))),
+                    deviceToken: token, topic: device.bundleID, environment: device.development ? .sandbox : .production,
                     pushType: .background, expiration: now.millisecondsSinceEpoch / 1000 + 3600, payload: payload.finished(),
-                    deviceRowID: deviceID
+                    deviceRowID: device.deviceID
                 )
                 switch try sender.submit(notification) {
                 case .accepted:
-                    try database.execute("UPDATE Devices SET last_wakeup_at = \(nowText) WHERE id = \(deviceID)")
+                    try recordWakeup(deviceID: device.deviceID)
                     counts.wakeups += 1
                 case .refused(let reason):
                     counts.wakeupsRefused += 1

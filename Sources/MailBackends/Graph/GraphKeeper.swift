@@ -3,7 +3,6 @@ public import Curl
 public import ENSModel
 public import Logging
 public import POSIX
-public import MariaDB
 public import OpenSSL
 public import ENSStore
 public import ENSVault
@@ -161,7 +160,7 @@ public struct GraphKeeper: SubscriptionKeeping {
         }
     }
 
-    private func end(_ due: GraphSubscriptionStore.Due, store database: any SQLDatabase, counts: inout Counts) throws {
+    private func end(_ due: GraphSubscriptionStore.Due, store database: Database, counts: inout Counts) throws {
         try MailSubscriptionStore(database: database, vault: plan.vault).markUnsubscribed(recordID: due.recordID, generation: due.generation)
         counts.ended += 1
     }

@@ -5,7 +5,6 @@ internal import ENSStore
 internal import ENSVault
 internal import Graph
 internal import Logging
-internal import MariaDB
 internal import OpenSSL
 
 /// Microsoft Graph's change notifications: POSTs to `/graph/r2.<sealed route>` (older
@@ -192,11 +191,11 @@ public enum GraphNotifications {
             var duplicates = 0
             let handed: Int
             do {
-                handed = try context.database.transaction { () throws -> Int in
+                handed = try context.database.inTransaction { () throws -> Int in
                     let claimed: [[UInt8]]
                     do {
                         claimed = try graphStore.claim(recordID: row.id, keys: keys, now: now)
-                    } catch let error as MariaDBError where error.kind == .conflict {
+                    } catch let error as DatabaseError where error.isWriteConflict {
                         throw HandOffDeclined.stillBeingHandedOn
                     }
                     let fresh = zip(items, keys).filter { pair in claimed.contains(pair.1) }.map(\.0)

@@ -7,7 +7,6 @@ internal import EWS
 internal import Curl
 internal import Graph
 public import Logging
-public import MariaDB
 internal import POSIX
 
 /// What one responder thread owns: its database connection and its cached health state.
@@ -18,7 +17,7 @@ public final class RequestContext {
     private let live: LiveSettings?
     private var liveVersion = 0
     public let services: SharedServices
-    public let database: any SQLDatabase
+    public let database: Database
     public var logger: Logger
     /// This thread's request counters (nil: metrics off).
     public let requestCounters: RequestCounters?
@@ -33,7 +32,7 @@ public final class RequestContext {
     /// The budget of the Graph registration under way on this thread, if any.
     var graphDeadline: Deadline?
 
-    public init(settings: ResponderSettings, services: SharedServices, database: any SQLDatabase, logger: Logger,
+    public init(settings: ResponderSettings, services: SharedServices, database: Database, logger: Logger,
                 requestCounters: RequestCounters? = nil, live: LiveSettings? = nil) {
         self.settings = live?.settings ?? settings
         self.live = live
@@ -65,7 +64,7 @@ public final class RequestContext {
             return lastHealthy
         }
         do {
-            try database.checkHealth()
+            try database.checkReadiness()
             if !lastHealthy && lastHealthCheck != 0 { logger.info("database reachable again") }
             lastHealthy = true
         } catch {

@@ -11,7 +11,7 @@ public import ENSModel
 /// newest delivery; the recorded time is at most one interval late. Used by the
 /// delivery thread only.
 public final class DeviceFeedback {
-    public let database: Connection
+    public let database: any SQLDatabase
     private var deliveredRows: Set<Int64> = []
     private var newestDelivery: Timestamp?
     private var lastFlush: Int64 = 0
@@ -19,7 +19,7 @@ public final class DeviceFeedback {
     static let flushIntervalMilliseconds: Int64 = 250
     static let maximumBatch = 500
 
-    public init(database: Connection) {
+    public init(database: any SQLDatabase) {
         self.database = database
     }
 
