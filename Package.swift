@@ -8,7 +8,7 @@
 //   -> protocol clients EWS, Graph -> MailBackends (one folder per backend)
 //   -> ENSResponder, ENSSender -> three thin executables (ens-fcgi, ens-apns, ens-cron).
 // `make lint` holds every source file to its module's row of that graph
-// (scripts/check_imports.py).
+// (scripts/check_imports.py). ENS_FUZZ=1 adds the libFuzzer targets (make fuzz).
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -199,3 +199,29 @@ let package = Package(
         ),
     ]
 )
+
+// MARK: Fuzzing (make fuzz, scripts/fuzz.sh): libFuzzer executables over the very same
+// modules, built only when ENS_FUZZ=1, with -sanitize=fuzzer and -enable-testing passed
+// by the script so the targets can `@testable import` the internal parsers they exercise.
+if Context.environment["ENS_FUZZ"] == "1" {
+    /// One libFuzzer executable: Fuzz/Targets/<name>/, corpus in Fuzz/corpus/<name>/. Its
+    /// source defines `fuzz_<name>_main` (see Fuzz/Support/FuzzSupport).
+    func fuzzTarget(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
+        .executableTarget(name: "fuzz-\(name)", dependencies: dependencies + ["FuzzSupport"], path: "Fuzz/Targets/\(name)",
+                          swiftSettings: swiftSettings)
+    }
+    package.targets += [
+        // libFuzzer's driver entry, for the targets' main (see FuzzSupport.swift).
+        .systemLibrary(name: "CLibFuzzer", path: "Fuzz/Support/CLibFuzzer"),
+        .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], path: "Fuzz/Support/FuzzSupport", swiftSettings: swiftSettings),
+        fuzzTarget("form", ["ENSModel", "ENSResponder"]),
+        fuzzTarget("json", ["ENSModel", "ENSResponder"]),
+        fuzzTarget("base64", ["Codecs"]),
+        fuzzTarget("sealed", ["ENSVault", "ENSResponder", "OpenSSL"]),
+        fuzzTarget("callback", ["ENSModel", "ENSVault", "EWS", "OpenSSL"]),
+        fuzzTarget("soap", ["EWS"]),
+        fuzzTarget("autodiscover", ["EWS", "XML"]),
+        fuzzTarget("frames", ["SenderWire"]),
+        fuzzTarget("config", ["ENSConfig"]),
+    ]
+}

@@ -43,10 +43,14 @@ for target in "${targets[@]}"; do
   [ -n "${BUDGET[$target]:-}" ] || { echo "fuzz: unknown target '$target' (known: ${ORDER[*]})" >&2; exit 2; }
 done
 
+# The fuzz targets live in the main manifest behind ENS_FUZZ=1, built into a scratch
+# directory of their own so the instrumented objects never mix with the normal build.
 scratch="Fuzz/.build/$sanitize"
-echo "fuzz: building Fuzz/ (-sanitize=$sanitizers, release) in $scratch"
-swift build --package-path Fuzz --scratch-path "$scratch" -c release \
-  -Xswiftc "-sanitize=$sanitizers" -Xswiftc -parse-as-library
+echo "fuzz: building the fuzz targets (ENS_FUZZ=1, -sanitize=$sanitizers, release) in $scratch"
+for target in "${targets[@]}"; do
+  ENS_FUZZ=1 swift build --scratch-path "$scratch" -c release --product "fuzz-$target" \
+    -Xswiftc "-sanitize=$sanitizers" -Xswiftc -parse-as-library -Xswiftc -enable-testing
+done
 bin="$scratch/release"
 
 out=var/fuzz

@@ -2,7 +2,7 @@
 // GetUserSettings), as an Exchange server or anything on its path may send them.
 //
 // XMLTree.parse, then Autodiscover.readPOX and readSOAP (internal: reached through
-// @testable import, EWS being compiled with -enable-testing in Fuzz/Package.swift).
+// @testable import, EWS being compiled with -enable-testing by scripts/fuzz.sh).
 // Thrown errors are normal; a trap is a finding. What the readers return must obey
 // their contract: settings only with an https URL, address redirects only with an @.
 @testable import EWS

@@ -10,7 +10,8 @@
 //         and a keyed URL's seal, read back and opened, and must come back unchanged.
 // The committed seeds include URLs made under the same fixed key, so the fuzzer starts
 // from tokens whose MAC verifies.
-import ENSCore
+import ENSModel
+import ENSVault
 import EWS
 import Glibc
 import OpenSSL

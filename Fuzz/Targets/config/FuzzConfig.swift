@@ -3,7 +3,7 @@
 // ConfigFile(parsing:) and ENSConfiguration(file:) on the input as text (the loader
 // refuses non-UTF-8 first, so only valid UTF-8 goes on). Thrown errors are normal; a
 // trap is a finding.
-import ENSCore
+import ENSConfig
 import FuzzSupport
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -15,7 +15,7 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         precondition(!value.unicodeScalars.contains { $0.value < 0x20 && $0 != "\t" }, "control characters in a value")
     }
     guard let configuration = try? ENSConfiguration(file: file) else { return 0 }
-    _ = configuration.maintenancePolicy
+    _ = try? configuration.completeGraphTenants()
     return 0
 }
 

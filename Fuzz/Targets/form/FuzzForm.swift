@@ -3,7 +3,7 @@
 // FormDecoder.decode, and ParameterDecoder.decode(json: false) (the responder's path
 // from body bytes to parameters). Thrown errors are normal; a trap is a finding. Also
 // checks that what decodes survives a round trip through a canonical re-encoding.
-import ENSCore
+import ENSModel
 @testable import ENSResponder
 import FuzzSupport
 

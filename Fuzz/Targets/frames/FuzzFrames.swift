@@ -5,7 +5,7 @@
 // more bytes or throws (the server then answers `refused` and closes). Every frame
 // must re-encode to what was read, and every submit's payload goes to
 // PushNotification(json:), whose own JSON must parse back to the same notification.
-import ENSCore
+import SenderWire
 import FuzzSupport
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -3,7 +3,7 @@
 // JSONParser.parse and ParameterDecoder.decode(json: true). Thrown errors are normal; a
 // trap is a finding. Also checks that a parsed value's canonical encoding (the one
 // PushNotification and the spool use) parses back to the same value.
-import ENSCore
+import ENSModel
 @testable import ENSResponder
 import FuzzSupport
 

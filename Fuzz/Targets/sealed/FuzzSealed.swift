@@ -9,7 +9,7 @@
 //         a plain reading of PKCS#1 v1.5 (EM = 00 02 PS(>= 8 non-zero) 00 M).
 // Each RSA private-key operation costs about a millisecond, so the first mode runs a
 // few hundred times a second; fuzz.sh caps this target's input length.
-@testable import ENSCore
+@testable import ENSVault
 @testable import ENSResponder
 import OpenSSL
 import FuzzSupport
