@@ -22,6 +22,19 @@ let allModules: [Target.Dependency] = [
     "ENSStore", "ENSVault", "EWS", "FastCGI", "Graph", "MailBackends", "MariaDB", "OpenSSL", "POSIX", "SenderWire", "XML",
 ]
 
+/// The modules with unit tests of their own, each in Tests/<Module>Tests.
+let testedModules = [
+    "Codecs", "Curl", "MariaDB", "OpenSSL", "POSIX", "XML", "ENSModel", "ENSConfig", "ENSMetrics", "ENSVault", "ENSStore",
+    "SenderWire", "EWS", "Graph", "ENSSender", "ENSResponder",
+]
+let unitTestTargets: [Target] = testedModules.map { module in
+    .testTarget(
+        name: "\(module)Tests",
+        dependencies: allModules + ["ENSTestSupport", .product(name: "Logging", package: "swift-log")],
+        swiftSettings: swiftSettings
+    )
+}
+
 let package = Package(
     name: "ens",
     platforms: [.macOS(.v15)],
@@ -186,12 +199,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // MARK: Tests
-        .testTarget(
-            name: "UnitTests",
+        // MARK: Tests: one target per module (Tests/<Module>Tests, in-process, no stack:
+        // what `make check` runs), the helpers they share, and the integration suites
+        // that need the stack scripts/test.sh starts.
+        .target(
+            name: "ENSTestSupport",
             dependencies: allModules + [.product(name: "Logging", package: "swift-log")],
+            path: "Tests/ENSTestSupport",
             swiftSettings: swiftSettings
         ),
+    ] + unitTestTargets + [
         .testTarget(
             name: "IntegrationTests",
             dependencies: allModules,

@@ -5,7 +5,8 @@
 #                                Apache pass, the simulator self-tests, Schemathesis, the
 #                                secret scan, cluster-chaos and the .deb; the stack is
 #                                always torn down. What CI runs.
-#   scripts/test.sh unit         make check: the UnitTests target (in-process, no stack).
+#   scripts/test.sh unit         make check: every test target but IntegrationTests (in-process,
+#                                no stack).
 #   scripts/test.sh up           make test-stack: start the private test stack and leave it up.
 #   scripts/test.sh suite REGEX  make suite SUITE=REGEX: run the matching tests
 #                                (swift test --filter) against the stack `up` started.
@@ -40,7 +41,7 @@ export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
 
 case "${1:-}" in
   unit)
-    exec swift test --skip-build --filter UnitTests ;;
+    exec swift test --skip-build --skip IntegrationTests ;;
   up)
     [ -d "$ENS_VAR/run" ] && scripts/stack.sh down || true
     rm -rf "$ENS_VAR"
@@ -67,8 +68,8 @@ scripts/stack.sh up
 # pool) on the same port: the device API, Exchange and Graph callbacks, errors, logs and limits,
 # ApacheFrontTests (mod_security2 limits, mod_fcgid, CGI) and SlowExchangeTests (/alive
 # and mail served beside slow registrations). Suite names are anchored: the unit suites
-# (UnitTests.GraphTests) need no front. Then nginx again.
-APACHE_TESTS='\.(FoundationTests|DeviceAPITests|ExchangeTests|GraphTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests|SlowExchangeTests)/'
+# (GraphTests.GraphTests) need no front. Then nginx again.
+APACHE_TESTS='IntegrationTests\.(FoundationTests|DeviceAPITests|ExchangeTests|GraphTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests|SlowExchangeTests)/'
 apache_pass() {
   echo "== the contract through Apache httpd (mod_proxy_fcgi)"
   scripts/stack.sh apache-site-check || return 1
