@@ -1,5 +1,5 @@
 public import ENSModel
-public import Codecs
+internal import Codecs
 public import OpenSSL
 public import POSIX
 

@@ -1,5 +1,5 @@
 public import Logging
-public import POSIX
+internal import POSIX
 import Synchronization
 public import ENSModel
 

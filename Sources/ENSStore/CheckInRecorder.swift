@@ -1,6 +1,6 @@
 public import Logging
 public import MariaDB
-public import POSIX
+internal import POSIX
 public import ENSModel
 
 /// Coalesces check-in timestamps and writes them in batches.

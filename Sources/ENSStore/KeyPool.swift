@@ -1,8 +1,8 @@
 public import Logging
 public import MariaDB
 public import OpenSSL
-public import POSIX
-public import ENSModel
+internal import POSIX
+internal import ENSModel
 public import ENSVault
 
 /// Pre-generated RSA-2048 key pairs (table KeyPool), so /getpublickey never generates a

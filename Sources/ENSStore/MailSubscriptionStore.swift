@@ -1,5 +1,5 @@
 public import MariaDB
-public import OpenSSL
+internal import OpenSSL
 public import ENSModel
 public import ENSVault
 

@@ -1,5 +1,5 @@
 public import MariaDB
-public import ENSMetrics
+internal import ENSMetrics
 public import ENSModel
 
 /// The database gauges of GET /metrics (subscriptions and devices by state), counted by

@@ -1,4 +1,4 @@
-public import Codecs
+internal import Codecs
 public import MariaDB
 public import ENSModel
 public import ENSVault

@@ -1,6 +1,6 @@
 public import MariaDB
-public import OpenSSL
-public import POSIX
+internal import OpenSSL
+internal import POSIX
 public import ENSModel
 public import ENSVault
 

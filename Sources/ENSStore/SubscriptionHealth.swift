@@ -1,5 +1,5 @@
 public import MariaDB
-public import POSIX
+internal import POSIX
 public import ENSModel
 
 /// Whether subscriptions are being heard from, defined once for `/metrics` and

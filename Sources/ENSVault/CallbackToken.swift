@@ -1,5 +1,5 @@
 internal import Codecs
-public import OpenSSL
+internal import OpenSSL
 
 /// The part of an Exchange callback URL after `/ews/`, in one of three forms.
 ///

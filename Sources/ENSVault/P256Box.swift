@@ -1,4 +1,4 @@
-public import OpenSSL
+internal import OpenSSL
 
 /// ECIES to a P-256 key, the construction both the preview encryption (to a device's
 /// key) and the fresh-credentials box (to a subscription's key) use, each with its own

@@ -1,4 +1,4 @@
-public import OpenSSL
+internal import OpenSSL
 
 /// MACs under the master key over what a callback, a registration or a sealing takes
 /// from the database on trust (migration 014, docs/security.md "A writer to the

@@ -1,4 +1,4 @@
-public import OpenSSL
+internal import OpenSSL
 internal import ENSModel
 
 /// The credentials a callback uses to call back into the mailbox (GetItem, GetFolder),

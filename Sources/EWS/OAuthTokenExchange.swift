@@ -1,4 +1,4 @@
-public import Curl
+internal import Curl
 internal import Codecs
 public import ENSModel
 

@@ -1,5 +1,5 @@
-public import Codecs
-public import Foundation
+import Codecs
+import Foundation
 public import OpenSSL
 
 // Cross-checks against the openssl CLI that more than one module's tests use.

@@ -1,16 +1,16 @@
 // In-process endpoint tests: the dispatcher and the device-API handlers run in this
 // test process, on a MemoryRequest instead of nginx and libfcgi, against the stack's
 // MariaDB (or a stand-in database that fails on cue), with a scripted mail backend.
-@testable public import ENSModel
-@testable public import ENSStore
-@testable public import ENSVault
-@testable public import ENSResponder
-public import Foundation
-public import Logging
+public import ENSModel
+internal import ENSStore
+public import ENSVault
+public import ENSResponder
+internal import Foundation
+internal import Logging
 public import MariaDB
-public import OpenSSL
+internal import OpenSSL
 public import Synchronization
-@testable public import MailBackends
+public import MailBackends
 
 public enum InProcess {
     public static let apiToken = "in-process-\(UUID().uuidString)"

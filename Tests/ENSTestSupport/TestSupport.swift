@@ -4,8 +4,8 @@
 // generated once per test process.
 public import Foundation
 public import OpenSSL
-public import POSIX
-public import Testing
+internal import POSIX
+internal import Testing
 
 /// SplitMix64: small, fast, deterministic. Every randomized test prints nothing and
 /// uses a fixed seed, so a failure reproduces on every run.

@@ -1,9 +1,9 @@
-public import ENSStore
+internal import ENSStore
 public import ENSConfig
-public import ENSMetrics
-public import FastCGI
+internal import ENSMetrics
+internal import FastCGI
 public import Logging
-public import POSIX
+internal import POSIX
 public import MailBackends
 
 /// One responder process: `threads` threads, each accepting FastCGI requests on the

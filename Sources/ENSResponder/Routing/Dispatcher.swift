@@ -1,8 +1,8 @@
-public import ENSStore
-public import ENSMetrics
-public import ENSModel
-public import Logging
-public import POSIX
+internal import ENSStore
+internal import ENSMetrics
+internal import ENSModel
+internal import Logging
+internal import POSIX
 public import MailBackends
 
 /// Turns one request into one answer: the checks every endpoint shares, in a

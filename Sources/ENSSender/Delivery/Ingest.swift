@@ -1,5 +1,5 @@
 public import ENSMetrics
-public import SenderWire
+internal import SenderWire
 public import Logging
 internal import POSIX
 import Synchronization

@@ -1,10 +1,10 @@
 public import ENSStore
 public import ENSMetrics
-public import ENSModel
-public import SenderWire
+internal import ENSModel
+internal import SenderWire
 public import Logging
 internal import Curl
-public import OpenSSL
+internal import OpenSSL
 internal import POSIX
 import Synchronization
 

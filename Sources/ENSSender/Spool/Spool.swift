@@ -1,4 +1,4 @@
-public import ENSModel
+internal import ENSModel
 public import SenderWire
 public import OpenSSL
 internal import POSIX

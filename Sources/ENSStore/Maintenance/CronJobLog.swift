@@ -1,4 +1,4 @@
-public import POSIX
+internal import POSIX
 public import ENSModel
 
 /// The last run of each ens-cron job, kept in a small file (`cron.status_file`) so that

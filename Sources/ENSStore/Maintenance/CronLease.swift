@@ -1,6 +1,6 @@
 public import MariaDB
-public import OpenSSL
-public import POSIX
+internal import OpenSSL
+internal import POSIX
 public import ENSModel
 
 /// The lease that lets one `ens-cron` at a time, across every host of a cluster, run

@@ -1,6 +1,6 @@
 internal import POSIX
 public import ENSModel
-public import MariaDB
+internal import MariaDB
 
 // The statements `ens-cron renew` runs: ending subscriptions whose heartbeats stopped,
 // and finding the devices of unsubscribed records to wake (MailBackends' keepers and

@@ -1,5 +1,5 @@
 public import MariaDB
-public import Logging
+internal import Logging
 public import ENSModel
 
 /// One host's sender (ens-apns) as its heartbeat row in SenderHosts says: how much its

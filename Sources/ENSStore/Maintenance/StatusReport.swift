@@ -1,5 +1,5 @@
 public import MariaDB
-public import POSIX
+internal import POSIX
 public import ENSConfig
 public import ENSModel
 

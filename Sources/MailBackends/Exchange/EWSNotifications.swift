@@ -1,11 +1,11 @@
 public import ENSModel
 public import ENSStore
 public import ENSVault
-public import EWS
-public import Logging
-public import OpenSSL
-public import Curl
-public import POSIX
+internal import EWS
+internal import Logging
+internal import OpenSSL
+internal import Curl
+internal import POSIX
 
 /// EWS's push notifications: Exchange POSTs SendNotification documents to
 /// /ews/<record>/<generation>/<key or sealed>, the callback URL a registration gave it.

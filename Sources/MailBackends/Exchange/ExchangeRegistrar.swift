@@ -1,7 +1,7 @@
 internal import Curl
 public import ENSModel
-public import ENSStore
-public import ENSVault
+internal import ENSStore
+internal import ENSVault
 internal import EWS
 internal import Logging
 internal import OpenSSL

@@ -1,7 +1,7 @@
-public import Codecs
-public import OpenSSL
-public import Logging
-public import POSIX
+internal import Codecs
+internal import OpenSSL
+internal import Logging
+internal import POSIX
 public import ENSModel
 public import ENSStore
 public import ENSVault

@@ -1,9 +1,9 @@
 public import Graph
 public import Curl
 public import ENSModel
-public import Logging
-public import POSIX
-public import OpenSSL
+internal import Logging
+internal import POSIX
+internal import OpenSSL
 public import ENSStore
 public import ENSVault
 

@@ -1,4 +1,4 @@
-public import Curl
+internal import Curl
 public import ENSModel
 public import SenderWire
 public import OpenSSL

@@ -2,7 +2,7 @@ public import Curl
 public import ENSModel
 public import SenderWire
 internal import Codecs
-public import OpenSSL
+internal import OpenSSL
 public import POSIX
 
 /// A Firebase service account, from the JSON key file Google issues for it: the
