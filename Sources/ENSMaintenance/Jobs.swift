@@ -74,14 +74,7 @@ public struct Jobs {
 
     private func renewNow() throws {
         let vault = Vault(masterKey: try settings.masterKey())
-        var keepers: [any SubscriptionKeeping] = [HeartbeatKeeper(backend: .ews)]
-        let tenants = try settings.completeGraphTenants()
-        if !tenants.isEmpty {
-            keepers.append(GraphKeeper(
-                applications: try GraphApplications(settings: tenants), client: GraphClientConfiguration(settings),
-                plan: GraphSubscriptionPlan(callbackURL: settings.graphCallbackURL, lifetime: settings.graphSubscriptionLifetime, vault: vault)
-            ))
-        }
+        let keepers = try MailBackendTable.keepers(settings, vault: vault)
         let counts = try maintenance.renew(vault: vault, sender: SenderClient(socketPath: settings.pushSocket), privacyFloor: settings.privacyMinimumMode, keepers: keepers)
         logger.info("renew done", metadata: [
             "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",

@@ -1,6 +1,7 @@
 import ENSTestSupport
 @testable import MailBackends
 @testable import ENSConfig
+import ENSModel
 import Testing
 import ENSResponder
 

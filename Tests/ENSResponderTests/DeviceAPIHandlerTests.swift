@@ -25,7 +25,7 @@ struct DeviceAPIHandlerTests {
 
     init() throws {
         database = try InProcess.stackDatabase()
-        configuration = try ENSConfiguration.load(path: InProcess.stackDirectory + "/ens.conf")
+        configuration = try ENSConfiguration.load(path: StackDatabase.directory + "/ens.conf")
         context = Self.context(database, registrar, configuration)
     }
 

@@ -32,7 +32,7 @@ import Testing
 
 /// The same against the stack's MariaDB, with the times given. Each test has a record
 /// of its own, removed after it (its counts go with it).
-@Suite(.serialized, .enabled(if: InProcess.databaseIsAvailable, "needs the database scripts/test.sh starts"))
+@Suite(.serialized, .enabled(if: StackDatabase.isAvailable, "needs the database scripts/test.sh starts"))
 final class ProofThrottleStoreTests {
     let database: Connection
     let throttle: ProofThrottle
@@ -41,8 +41,8 @@ final class ProofThrottleStoreTests {
     let window = Duration.seconds(900)
 
     init() throws {
-        database = try InProcess.stackDatabase()
-        throttle = ProofThrottle(database: database, vault: InProcess.vault)
+        database = try StackDatabase.connection()
+        throttle = ProofThrottle(database: database, vault: StackDatabase.vault)
         let userID = Hex.encode(try Digest.randomBytes(32))
         try database.execute("""
             INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered) VALUES (\(userID), 'pem', x'00', 0)

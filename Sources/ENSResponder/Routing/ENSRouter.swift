@@ -1,7 +1,7 @@
 public import MailBackends
 extension Router {
-    /// Every endpoint of the device API, Exchange's callback, and the metrics page
-    /// (nginx lets only loopback reach it).
+    /// Every endpoint of the device API, every mail backend's callback location
+    /// (`MailBackendTable`), and the metrics page.
     public static func ens() -> Router {
         var router = Router()
         router.add("/alive", AliveEndpoint.route)
@@ -16,9 +16,7 @@ extension Router {
         router.add("/getnotification", PrivateNotifications.getNotification)
         router.add("/getnotificationhistory", PrivateNotifications.history)
         router.add("/marknotificationsread", PrivateNotifications.markRead)
-        let ews = EWSNotifications()
-        router.add(prefix: ews.pathPrefix, MailCallback.route(ews))
-        router.add(prefix: GraphNotifications.pathPrefix, GraphNotifications.route)
+        MailBackendTable.addRoutes(to: &router)
         router.add("/metrics", MetricsEndpoint.route)
         return router
     }
