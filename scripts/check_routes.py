@@ -32,7 +32,11 @@ def router():
     """path -> set of lowercase methods, from the router and the routes it names."""
     table = read("Sources/ENSResponder/Routing/ENSRouter.swift")
     adds = re.findall(r'router\.add\("(/[^"]*)",\s*(\w+)\.(\w+)\)', table)
-    prefixes = re.findall(r'router\.add\(prefix:', table)
+    # The mail backends' callback locations are added by MailBackendTable, each by its
+    # backend's wiring (Sources/MailBackends/<Backend>/<Backend>Wiring.swift).
+    wirings = "".join(read(os.path.join("Sources/MailBackends", backend, f"{backend}Wiring.swift"))
+                      for backend in ("Exchange", "Graph"))
+    prefixes = re.findall(r'router\.add\(prefix:', wirings) if "MailBackendTable.addRoutes" in table else []
     def method_set(methods):
         return {m.strip().strip('"').lower() for m in methods.split(",") if m.strip()}
     sources = []
@@ -69,7 +73,7 @@ def router():
             methods = methods | {"head"}  # the dispatcher answers HEAD wherever GET is taken
         paths[path] = methods
     if not prefixes:
-        problems.append("router: the Exchange callback prefix route is missing")
+        problems.append("router: the mail backends' callback prefix routes are missing (Router.ens() calls MailBackendTable.addRoutes; each wiring adds its prefix)")
     return paths, problems
 
 
