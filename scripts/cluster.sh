@@ -44,18 +44,8 @@ NODES=(1 2 3)
 HOSTS=(1 2)
 if [ "$(id -u)" -eq 0 ]; then NETNS=1; else NETNS=0; fi
 
-log() { printf 'cluster: %s\n' "$*" >&2; }
-die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
-
-wait_until() { # wait_until SECONDS COMMAND...
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -ge $deadline ] && return 1
-    sleep 0.2
-  done
-}
-
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# shellcheck source=scripts/common.sh
+. "$(dirname "$0")/common.sh"
 
 # --- addresses ------------------------------------------------------------------------
 

@@ -49,18 +49,8 @@ GRAPH_TENANT_FABRIKAM=6d1f8f38-0c55-4d7e-9d1e-5c0a3a7e0002
 GRAPH_CLIENT_ID=0e5a1c2b-3d4f-4a6b-8c9d-0e1f2a3b4c5d
 ME=$(id -un)
 
-log() { printf 'stack: %s\n' "$*" >&2; }
-die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
-
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
-wait_until() { # wait_until SECONDS COMMAND...
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -ge $deadline ] && return 1
-    sleep 0.1
-  done
-}
+# shellcheck source=scripts/common.sh
+. "$(dirname "$0")/common.sh"
 
 # stop_by_pidfile NAME SECONDS: SIGTERM the process in $VAR/run/NAME.pid, wait up to
 # SECONDS for it to finish what it is doing, then SIGKILL it; remove the pid file.
