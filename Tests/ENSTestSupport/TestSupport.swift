@@ -5,7 +5,6 @@
 public import Foundation
 public import OpenSSL
 internal import POSIX
-internal import Testing
 
 /// SplitMix64: small, fast, deterministic. Every randomized test prints nothing and
 /// uses a fixed seed, so a failure reproduces on every run.
