@@ -88,8 +88,12 @@ extension EWSNotifications {
         var current = stored.credentials
         if let opened = CredentialBox.open(fresh.box, with: try stored.boxKey(), recordID: address.recordID, generation: address.generation),
            let offered = try? CallbackPayload(encoded: opened).credentials {
-            // A check-in's OAuth token comes without the mailbox: keep the anchor.
-            let mailbox = offered.mailbox ?? (try? CallbackPayload(encoded: current).credentials.mailbox) ?? nil
+            // A check-in's OAuth token comes without the mailbox: keep the anchor. The
+            // stored credentials are sealed under the master key and only ENS writes
+            // them, so they always decode; if they ever did not, this throws into the
+            // "damaged" path (no reader, a generic push) rather than adopting fresh
+            // credentials that have lost their mailbox.
+            let mailbox = try offered.mailbox ?? CallbackPayload(encoded: current).credentials.mailbox
             current = CallbackPayload(credentials: EWSCredentials(method: offered.method, mailbox: mailbox, refresh: offered.refresh)).encoded
             context.logger.info("fresh credentials taken for the subscription", metadata: ["record": "\(address.recordID)"])
         } else {
