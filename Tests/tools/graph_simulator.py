@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A strict Microsoft Graph simulator: the Entra ID (Microsoft identity platform v2) token
-endpoint for certificate client credentials, the Graph mail and subscription API, and the
-change-notification, lifecycle and validation calls Graph makes to a webhook, for ENS's
-tests of its Exchange Online (Graph) mail backend.
+endpoint for certificate client credentials and its OpenID metadata and signing keys, the
+Graph mail and subscription API, and the change-notification (plain and rich: encrypted
+resource data with signed validation tokens), lifecycle and validation calls Graph makes
+to a webhook, for ENS's tests of its Exchange Online (Graph) mail backend.
 
 Usage:
   graph_simulator.py --port P --control-port C --cert CERT.pem --key KEY.pem
@@ -15,8 +16,9 @@ Python 3 standard library plus `cryptography`; nothing else.
 
 Ports (127.0.0.1 only):
   P  HTTPS (TLS 1.2+, CERT/KEY), HTTP/1.1 with keep-alive, one thread per connection. It
-     serves both the token endpoint (/{tenant}/oauth2/v2.0/token) and Graph (/v1.0/...).
-     Other paths -> 404 with a Graph error body.
+     serves the token endpoint (/{tenant}/oauth2/v2.0/token), the identity platform's
+     metadata (/common/..., IDENTITY PLATFORM below) and Graph (/v1.0/...); --login-base
+     is this port's URL. Other paths -> 404 with a Graph error body.
   C  plain HTTP control API, JSON in and out.
 When both listen, the PID is written to --ready-file (tmp + rename; removed again on a
 clean exit). SIGTERM/SIGINT exit within a second. Every response carries Content-Length.
@@ -34,15 +36,18 @@ subscriptions).
 CLOCK: the simulator's "now" is real time plus an offset moved forward by /clock. Every
 expiry (access tokens, client assertions, jti replay memory, subscriptions), every
 retry due time, the 4-hour retry window and the 10-minute endpoint-health windows use
-it. HTTP timeouts (3 s, 10 s, validation) are real time.
+it. HTTP timeouts (3 s, 10 s, validation) are real time, and so are the times in
+validation tokens (iat, nbf, exp: ENS checks them against its own clock) and
+reauthorizeGraceSeconds.
 
 LOGGING (stderr): one line per HTTPS request "graph_simulator: METHOD TEMPLATE STATUS"
 where TEMPLATE is the path with every id replaced by {id} (e.g.
 /v1.0/users/{id}/messages/{id}, /{tenant}/oauth2/v2.0/token) and no query; one line per
 delivery attempt "graph_simulator: deliver KIND SUBID8 attempt N STATUS MSms" (KIND
 notification, lifecycle, validation or raw; SUBID8 the first 8 characters of the
-subscription id). Access tokens, client assertions, clientState values, notification
-URLs, validation tokens and message subjects are never logged.
+subscription id). Identity metadata fetches log as "GET /common/discovery/keys 200".
+Access tokens, client assertions, clientState values, notification URLs, validation
+tokens (handshake and JWT), encrypted content and message contents are never logged.
 
 TOKEN ENDPOINT: POST /{tenant}/oauth2/v2.0/token (client-credentials grant with a
 certificate client assertion). Failures are JSON (Content-Type application/json;
@@ -94,6 +99,24 @@ charset=utf-8) like Entra's: {"error", "error_description": "AADSTSn: text\\r\\n
       a JWT but is random); an app-only token of that tenant's application (role
       Mail.ReadBasic.All), valid for 3599 s of simulator time. Counted in /stats
       tokens_issued[tenant].
+
+IDENTITY PLATFORM (https on P; GET only, another method -> 405; a query is ignored).
+The simulator holds RSA-2048 signing keys, each with a self-signed certificate
+(CN=accounts.accesscontrol.windows.net); kid = x5t = base64url SHA-1 of its DER. One is
+current (signs validation tokens); the published ones are in the JWKS. A further key is
+never published (fault unknown-kid). /signing-keys/rotate makes a new current key.
+  GET /common/.well-known/openid-configuration -> {"issuer":
+      "https://sts.windows.net/{tenantid}/", "jwks_uri": "{login-base}/common/discovery/keys",
+      "id_token_signing_alg_values_supported": ["RS256"], "token_endpoint",
+      "authorization_endpoint", ...} (v1 endpoints; {tenantid} literally, as Microsoft's).
+  GET /common/v2.0/.well-known/openid-configuration -> likewise with "issuer":
+      "{login-base}/{tenantid}/v2.0", "jwks_uri": "{login-base}/common/discovery/v2.0/keys".
+  GET /common/discovery/keys and /common/discovery/v2.0/keys -> {"keys": [{"kty": "RSA",
+      "use": "sig", "kid", "x5t", "n", "e" (base64url, unpadded), "x5c": [base64 DER of
+      the certificate]}]} (v2.0 keys also carry "issuer"), the current key first.
+  Content-Type application/json; charset=utf-8, Cache-Control: max-age=86400, private.
+  Counted in /stats openid_config_fetches and jwks_fetches; recorded in /requests (kind
+  identity, operation openid-configuration|jwks).
 
 GRAPH API (https on P, under /v1.0). Every answer carries request-id and
 client-request-id (the client's, else a new GUID). Successful JSON answers have
@@ -221,13 +244,18 @@ $-option or a repeated one -> 400 BadRequest. Order of checks for every request:
   another tenant -> 404 ResourceNotFound "The object was not found."; of another
   application (or, delegated, another user) -> 403 ErrorAccessDenied.
   patch  Content-Type and JSON object as for create; properties other than
-      expirationDateTime, notificationUrl (and @odata.type) -> 400 InvalidRequest
-      "Property '<p>' cannot be updated." (unknown names -> the create error);
-      notificationUrl must be https; expirationDateTime: past, cap and 45-minute floor
-      as on create; if /mode validateOnPatch (default true) the resulting
-      notificationUrl is validated (same messages). Success -> 200 with the
+      expirationDateTime, notificationUrl, encryptionCertificate, encryptionCertificateId
+      (and @odata.type) -> 400 InvalidRequest "Property '<p>' cannot be updated."
+      (unknown names -> the create error); notificationUrl must be https;
+      encryptionCertificate and encryptionCertificateId only together (one alone -> 400
+      InvalidRequest), only on an includeResourceData subscription (else 400
+      InvalidRequest), validated as on create (400 InvalidRequest); expirationDateTime:
+      past, cap and 45-minute floor as on create; if /mode validateOnPatch (default true)
+      the resulting notificationUrl is validated (same messages). Success -> 200 with the
       subscription; the subscription is reauthorized (paused -> live, its backlog
-      delivered), counted in renewals when expirationDateTime was given. A PATCH
+      delivered), counted in renewals when expirationDateTime was given; notifications
+      made afterwards are encrypted to the new certificate and carry its id (those made
+      before, e.g. a backlog, keep the old one). A PATCH
       within 10 minutes (simulator clock) of a reauthorize of the same subscription,
       or a reauthorize within 10 minutes of a PATCH, records a violation "reauthorize
       and renew within 10 minutes".
@@ -261,6 +289,40 @@ default alternate per notification), "tenantId", "resourceData": {"@odata.type"
 ("#Microsoft.Graph.Message" and "#microsoft.graph.message" alternately), "@odata.id"
 (= resource), "@odata.etag", "id": messageId}}]}. Message ids look like Graph's (about
 150 characters of base64url with '-' and a trailing '=').
+  Rich notifications (includeResourceData subscriptions): each item also carries
+  "encryptedContent": {"data", "dataKey", "dataSignature", "encryptionCertificateId",
+  "encryptionCertificateThumbprint"}, made when the notification is made, as Microsoft
+  documents: the plaintext is the UTF-8 JSON {"@odata.type": "#Microsoft.Graph.Message",
+  "@odata.id" (= resource), "@odata.etag", "id", then exactly the properties of the
+  resource's $select (known message properties, canonical case; from/sender as
+  {"emailAddress": {"name", "address"}}, bodyPreview from /newmail)}; a fresh random
+  32-byte AES key per item; data = base64 AES-256-CBC (IV = key[:16], PKCS7); dataSignature
+  = base64 HMAC-SHA256(key, the bytes of data); dataKey = base64 RSA-OAEP (SHA-1, MGF1
+  SHA-1) of the key to the subscription's certificate; the thumbprint is the uppercase
+  hex SHA-1 of the certificate's DER (Tests/tools/graph_decrypt.py decrypts). resourceData
+  stays. Every POST (first attempt, retry, backlog, duplicate, batch, and the bodies of
+  "deliver": false) holding rich items gets a top-level "validationTokens": one JWT per
+  distinct (applicationId, tenantId) among its rich items, in their order, made for that
+  POST; a POST without rich items has none. A validation token is a compact JWS
+  signed RS256 with the current key, header {"typ": "JWT", "alg": "RS256", "kid", "x5t"},
+  claims (/mode validationTokenVersion "1.0", default):
+      {"aud": the subscription's applicationId, "iss": "https://sts.windows.net/{tid}/",
+       "iat", "nbf" (= iat, now in real time), "exp" (iat + 3600), "appid":
+       "0bf30f3b-4a52-48df-9a82-234910c4a086" (Graph Change Tracking), "appidacr": "2",
+       "idp": "https://sts.windows.net/{tid}/", "oid" = "sub" (Change Tracking's service
+       principal in that tenant), "tid", "uti" (random), "ver": "1.0"}
+  and with "2.0": "iss": "{login-base}/{tid}/v2.0", "azp" and "azpacr": "2" instead of
+  appid/appidacr, "ver": "2.0" ("alternate": 1.0 and 2.0 by turns, per rich POST).
+  /mode blindFault NAME (with blindFaultCount n: for the next n rich POSTs, then back to
+  none; without: until changed or /reset) spoils each rich POST: tampered-data (one byte
+  of every rich item's data changed after dataSignature was computed), bad-signature
+  (the JWT signature altered), expired (exp 10 minutes ago, iat = nbf = exp - 3600),
+  not-yet-valid (nbf 10 minutes ahead, exp = nbf + 3600), wrong-audience (aud another
+  GUID), wrong-azp (appid resp. azp another GUID), wrong-issuer (iss, idp and tid of
+  another tenant), missing-token (no validationTokens member), null-token
+  (validationTokens [null, ...], one per pair), unknown-kid (signed by the never
+  published key); none clears. Each attempt record in /requests then has "rich" (items),
+  "validationTokens" (count), "tokenVersion" and "blindFault" (null when none).
   A paused subscription's notifications wait in its backlog and are sent (to its
   notificationUrl at that time) when it is reauthorized or renewed. An expired, deleted or removed subscription sends nothing
   (anything pending for it is dropped and counted).
@@ -278,7 +340,8 @@ default alternate per notification), "tenantId", "resourceData": {"@odata.type"
   when the 10 minutes end each affected, still alive subscription gets a "missed"
   lifecycle notification; else over 10 % above slowMs (3000) -> "slow" for 10 minutes:
   new notifications' first attempt is delayed by 10 minutes.
-  /mode duplicates: every POST is sent twice (the same body, separate POSTs). /mode
+  /mode duplicates: every POST is sent twice (the same body, separate POSTs; rich ones
+  each with their own validationTokens). /mode
   reorder: the items of a batch are shuffled, the POSTs of one /newmail call are sent in
   random order, and each call's sending starts after a random 0-300 ms (so consecutive
   calls made without "wait" may swap).
@@ -292,7 +355,13 @@ answer must be 202: another 2xx is accepted and recorded as a violation "lifecyc
 answered <status>, expected 202"; a non-2xx is retried like a notification (a 4xx also a
 violation "lifecycle answered 4xx"). reauthorizationRequired pauses the subscription,
 subscriptionRemoved removes it (as a password reset does), missed changes nothing; the
-state changes when the event is made, whether or not it can be delivered.
+state changes when the event is made, whether or not it can be delivered. With /mode
+reauthorizeGraceSeconds s > 0, reauthorizationRequired instead leaves the subscription
+live for s seconds of REAL time and then pauses it, unless it was reauthorized (POST
+.../reauthorize) or successfully PATCHed in between (a further event during the grace
+does not extend it; one for a paused subscription does nothing). Recorded in /requests
+as kind reauthorizeGrace, outcome started (with graceSeconds), then paused,
+reauthorized, patched, or ended (no longer alive when the time was up).
 
 CONTROL API (plain HTTP/1.1 on 127.0.0.1:C, JSON). Unknown paths 404; a bad request 400
 {"error": "..."}; an unknown user or subscription 404.
@@ -307,16 +376,17 @@ CONTROL API (plain HTTP/1.1 on 127.0.0.1:C, JSON). Unknown paths 404; a bad requ
        tenant's app tokens): {"revoked": n}.
   POST /scope {"tenant", "mails": [...] | null} -> the RBAC for Applications scope of the
        tenant's application (null: the whole tenant).
-  POST /newmail {"mail", "subject"?, "fromName"?, "fromAddress"?, "count"? (1..1000, 1),
-       "wait"? (true), "deliver"? (true)} -> creates count unread messages and delivers
-       (above):
+  POST /newmail {"mail", "subject"?, "fromName"?, "fromAddress"?, "bodyPreview"? (only in
+       rich notifications), "count"? (1..1000, 1), "wait"? (true), "deliver"? (true)}
+       -> creates count unread messages and delivers (above):
        {"messageIds": [...], "deliveries": [{"subscriptionId", "subscriptionIds",
        "attempt", "status", "elapsedMs", "error"?, "outcome": delivered|failed|queued|
        delayed|dropped}]}; with wait the answer comes after every first attempt
        (queued, delayed and dropped ones are reported at once). With "deliver": false
        nothing is sent: {"messageIds", "notifications": [{"url", "body"}]} are the POSTs
        Graph would make (a load generator replays them; /newmail-batch too).
-  POST /newmail-batch {"items": [{"mail", "subject"?, "fromName"?, "fromAddress"?}],
+  POST /newmail-batch {"items": [{"mail", "subject"?, "fromName"?, "fromAddress"?,
+       "bodyPreview"?}],
        "wait"?} -> one message per item and ONE POST with all their notifications (for
        subscriptions that may differ, each item with its own subscriptionId and
        clientState) to the notificationUrl of the first one; answers like /newmail.
@@ -339,20 +409,32 @@ CONTROL API (plain HTTP/1.1 on 127.0.0.1:C, JSON). Unknown paths 404; a bad requ
        it is processed (0 clears).
   POST /mode {"duplicates"?, "reorder"?, "resourceStyle"?, "validateOnPatch"?,
        "validateOnReauthorize"?, "validationDelayMs"?, "validationDropNext"?,
-       "validationTimeoutMs"?, "healthMinSamples"?, "slowMs"?, "dropMs"?} -> the
-       resulting mode (defaults: false, false, alternate, true, false, 0, 0, 10000, 20,
-       3000, 10000). validationDelayMs does not count toward validationTimeoutMs.
+       "validationTimeoutMs"?, "healthMinSamples"?, "slowMs"?, "dropMs"?,
+       "validationTokenVersion"? (1.0|2.0|alternate), "blindFault"? (none|tampered-data|
+       bad-signature|expired|not-yet-valid|wrong-audience|wrong-azp|wrong-issuer|
+       missing-token|null-token|unknown-kid), "blindFaultCount"? (n > 0; absent or null:
+       until changed), "reauthorizeGraceSeconds"? (0..86400, real time)} -> the resulting
+       mode (defaults: false, false, alternate, true, false, 0, 0, 10000, 20, 3000, 10000,
+       "1.0", "none", null, 0); blindFaultCount shows what is left. validationDelayMs does
+       not count toward validationTimeoutMs. POST /mode {} reads it.
+  GET  /signing-keys -> {"kid" (the current key), "published": [kids]}.
+  POST /signing-keys/rotate {"keepOld"? (false)} -> a new current key, published at once;
+       the previous published keys stay published only with keepOld: {"kid", "published"}.
   POST /clock {"advanceSeconds"} (>= 0) -> {"offsetSeconds", "now"}; due retries and
        delayed sends run at once.
   POST /reset -> forgets users, tokens, jti memory, subscriptions and pending sends,
-       failures, holds, scopes, modes, stats, requests, violations and the clock offset
-       (the command-line tenants stay).
+       failures, holds, scopes, modes (faults too), stats, requests, violations and the
+       clock offset (the command-line tenants stay, and the current signing key, then the
+       only published one).
   POST /wait {"delivered": n, "timeoutSeconds"? (30)} -> 200 /stats once
        notifications_delivered >= n, else 408 {"error", "stats"}.
   GET  /subscriptions -> [{"id", "tenant", "userId", "mail", "resource", "changeType",
        "expirationDateTime", "hasLifecycleUrl", "immutableIds", "state": live|paused|
        removed|deleted|expired, "creatorKind": app|delegated, "clientStateLength",
-       "renewals", "reauthorizations", "backlog"}] (never clientState or URLs).
+       "renewals", "reauthorizations", "backlog", "includeResourceData",
+       "encryptionCertificateId", "encryptionCertificateThumbprint" (uppercase hex SHA-1;
+       both null unless includeResourceData), "reauthorizeGracePending"}] (never
+       clientState or URLs).
   GET  /requests -> {"requests": [...], "violations": [...]} (newest 100000);
   GET  /violations -> [...];
   GET  /stats -> {"tokens_issued": {tenant: n}, "validations", "validations_failed",
@@ -361,7 +443,8 @@ CONTROL API (plain HTTP/1.1 on 127.0.0.1:C, JSON). Unknown paths 404; a bad requ
        "lifecycle_delivered", "lifecycle_failed_attempts", "lifecycle_undeliverable",
        "first_attempt_ms": {"p50", "p99", "count"} (delivered first attempts),
        "message_gets": {mail: n}, "folder_gets": {mail: n}, "max_in_flight": {mail: n},
-       "throttled": n, "now", "clockOffsetSeconds"}.
+       "throttled": n, "openid_config_fetches", "jwks_fetches",
+       "validation_tokens_issued", "now", "clockOffsetSeconds"}.
 """
 import argparse
 import base64
@@ -369,6 +452,7 @@ import collections
 import datetime
 import hashlib
 import heapq
+import hmac
 import http.client
 import json
 import random
@@ -384,8 +468,10 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes, padding as sym_padding, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.x509.oid import NameOID
 
 from simlib import certs, control, https, process
 from simlib.failures import Failures
@@ -417,7 +503,18 @@ NOTIFY_CT = "application/json; charset=utf-8"
 DEFAULT_MODE = {"duplicates": False, "reorder": False, "resourceStyle": "alternate",
                 "validateOnPatch": True, "validateOnReauthorize": False,
                 "validationDelayMs": 0, "validationDropNext": 0, "validationTimeoutMs": 10000,
-                "healthMinSamples": 20, "slowMs": 3000, "dropMs": 10000}
+                "healthMinSamples": 20, "slowMs": 3000, "dropMs": 10000,
+                "validationTokenVersion": "1.0", "blindFault": "none", "blindFaultCount": None,
+                "reauthorizeGraceSeconds": 0}
+CHANGE_TRACKING_APP = "0bf30f3b-4a52-48df-9a82-234910c4a086"
+BLIND_FAULTS = {"none", "tampered-data", "bad-signature", "expired", "not-yet-valid",
+                "wrong-audience", "wrong-azp", "wrong-issuer", "missing-token", "null-token",
+                "unknown-kid"}
+VALIDATION_TOKEN_LIFETIME = 3600
+OPENID_PATHS = {"/common/.well-known/openid-configuration": "1.0",
+                "/common/v2.0/.well-known/openid-configuration": "2.0"}
+JWKS_PATHS = {"/common/discovery/keys": "1.0", "/common/discovery/v2.0/keys": "2.0"}
+IDENTITY_CT = "application/json; charset=utf-8"
 FAIL_OPERATIONS = {"token", "me", "get-user", "create", "patch", "reauthorize", "delete",
                    "list", "get-subscription", "get-message", "get-folder"}
 LIFECYCLE_EVENTS = {"reauthorizationRequired", "subscriptionRemoved", "missed"}
@@ -431,7 +528,8 @@ CREATE_PROPS = {"changeType": str, "notificationUrl": str, "lifecycleNotificatio
 SUBSCRIPTION_PROPS = set(CREATE_PROPS) | {"id", "applicationId", "creatorId",
                                           "notificationQueryOptions", "notificationContentType",
                                           "notificationUrlAppId"}
-PATCHABLE = {"expirationDateTime", "notificationUrl", "@odata.type"}
+PATCHABLE = {"expirationDateTime", "notificationUrl", "encryptionCertificate",
+             "encryptionCertificateId", "@odata.type"}
 MESSAGE_PROPS = ["id", "createdDateTime", "lastModifiedDateTime", "changeKey", "categories",
                  "receivedDateTime", "sentDateTime", "hasAttachments", "internetMessageId",
                  "subject", "bodyPreview", "importance", "parentFolderId", "conversationId",
@@ -643,12 +741,13 @@ class Tenant:
         self.x5t = b64url(hashlib.sha1(der).digest())
         self.x5t256 = b64url(hashlib.sha256(der).digest())
         self.sp_id = guid()
+        self.change_tracking_oid = guid()  # Graph Change Tracking's service principal here
         self.scope = None  # None or a set of lowercase mails
 
 
 class Message:
     __slots__ = ("id", "subject", "from_name", "from_address", "received", "is_read",
-                 "deleted", "etag", "change_key", "conversation_id", "internet_id")
+                 "deleted", "etag", "change_key", "conversation_id", "internet_id", "preview")
 
 
 class User:
@@ -674,6 +773,15 @@ class Subscription:
         self.backlog = []
         self.renewals = self.reauthorizations = 0
         self.last_patch = self.last_reauth = None
+        self.grace = None  # a pending reauthorizeGraceSeconds timer's number
+        self.select = []
+        self.cert_key = self.cert_thumb = None
+
+    def set_certificate(self, cert, cert_id):
+        der = base64.b64decode(cert)
+        self.cert, self.cert_id = cert, cert_id
+        self.cert_key = x509.load_der_x509_certificate(der).public_key()
+        self.cert_thumb = hashlib.sha1(der).hexdigest().upper()
 
     def status(self, now):
         if self.state != "live":
@@ -684,6 +792,32 @@ class Subscription:
 
     def alive(self, now):
         return self.status(now) in ("live", "paused")
+
+
+class SigningKey:
+    """An RSA-2048 key of the simulated identity platform, with a self-signed certificate
+    (as Microsoft publishes in x5c); kid = x5t = base64url SHA-1 of the certificate."""
+
+    def __init__(self):
+        self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pub = self.private.public_key()
+        now = datetime.datetime.now(datetime.timezone.utc)
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                             "accounts.accesscontrol.windows.net")])
+        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(pub)
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(days=1))
+                .not_valid_after(now + datetime.timedelta(days=5 * 365))
+                .sign(self.private, hashes.SHA256()))
+        self.der = cert.public_bytes(serialization.Encoding.DER)
+        self.x5t = self.kid = b64url(hashlib.sha1(self.der).digest())
+        nums = pub.public_numbers()
+        self.n = b64url(nums.n.to_bytes((nums.n.bit_length() + 7) // 8, "big"))
+        self.e = b64url(nums.e.to_bytes((nums.e.bit_length() + 7) // 8, "big"))
+
+    def jwk(self):
+        return {"kty": "RSA", "use": "sig", "kid": self.kid, "x5t": self.x5t, "n": self.n,
+                "e": self.e, "x5c": [base64.b64encode(self.der).decode()]}
 
 
 class Delivery:
@@ -739,6 +873,9 @@ class Simulator:
         self.generation = 0
         self.requests = collections.deque(maxlen=MAX_RECORDS)
         self.violations = collections.deque(maxlen=MAX_RECORDS)
+        self.signing_key = SigningKey()        # signs validation tokens
+        self.unpublished_key = SigningKey()    # never in the JWKS (fault unknown-kid)
+        self.published_keys = [self.signing_key]
         self.reset()
         threading.Thread(target=self.scheduler, daemon=True).start()
 
@@ -758,6 +895,9 @@ class Simulator:
             self.mode = dict(DEFAULT_MODE)
             self.health = {}
             self.counter = 0
+            self.rich_posts = 0
+            self.grace_seq = 0
+            self.published_keys = [self.signing_key]
             for t in self.tenants.values():
                 t.scope = None
             self.requests.clear()
@@ -769,7 +909,9 @@ class Simulator:
                           "lifecycle_failed_attempts": 0, "lifecycle_undeliverable": 0,
                           "message_gets": collections.Counter(),
                           "folder_gets": collections.Counter(),
-                          "max_in_flight": collections.Counter(), "throttled": 0}
+                          "max_in_flight": collections.Counter(), "throttled": 0,
+                          "openid_config_fetches": 0, "jwks_fetches": 0,
+                          "validation_tokens_issued": 0}
             self.first_ms = []
         with self.sched_cond:
             self.heap.clear()
@@ -1408,6 +1550,9 @@ class Simulator:
             sub.notification_url, sub.lifecycle_url, sub.client_state = url, lurl, state
             sub.expires, sub.rich, sub.tls = expires, rich, tls
             sub.cert, sub.cert_id, sub.immutable = cert, cert_id, immutable
+            if rich:
+                sub.set_certificate(cert, cert_id)
+                sub.select = rich_select(parsed["select"])
             sub.created = self.now()
             self.subscriptions[sub.id] = sub
             if not immutable:
@@ -1492,6 +1637,19 @@ class Simulator:
         url = body.get("notificationUrl")
         if url is not None and not https_url(url):
             raise invalid("The Notification Url must be HTTPS.")
+        cert, cert_id = body.get("encryptionCertificate"), body.get("encryptionCertificateId")
+        if cert is not None or cert_id is not None:
+            if not sub.rich:
+                raise invalid("encryptionCertificate can only be updated on a subscription with "
+                              "includeResourceData.")
+            if cert is None or cert_id is None:
+                raise invalid("encryptionCertificate and encryptionCertificateId must be "
+                              "updated together.")
+            if not valid_encryption_cert(cert):
+                raise invalid("A valid encryptionCertificate is required when "
+                              "includeResourceData is true.")
+            if not cert_id or len(cert_id) > 128:
+                raise invalid("encryptionCertificateId must be 1..128 characters.")
         expires = None
         if body.get("expirationDateTime") is not None:
             expires = self.expiry(body["expirationDateTime"], sub.rich)
@@ -1512,6 +1670,10 @@ class Simulator:
             if expires is not None:
                 sub.expires = expires
                 sub.renewals += 1
+            if cert is not None:
+                sub.set_certificate(cert, cert_id)
+                call.rec["certificateRotated"] = True
+            self.end_grace_by(sub, "patched")
             backlog = self.resume(sub)
             out = self.sub_json(sub, context=True)
         self.send_group(backlog)
@@ -1529,9 +1691,30 @@ class Simulator:
                 self.violations.append("reauthorize and renew within 10 minutes")
             sub.last_reauth = now
             sub.reauthorizations += 1
+            self.end_grace_by(sub, "reauthorized")
             backlog = self.resume(sub)
         self.send_group(backlog)
         return 204, None, ()
+
+    def end_grace_by(self, sub, how):
+        """Caller holds self.lock. A reauthorize or PATCH during a reauthorizeGraceSeconds
+        period: the subscription stays live."""
+        if sub.grace is not None:
+            sub.grace = None
+            self.requests.append({"time": now_ms(), "kind": "reauthorizeGrace",
+                                  "subscriptionId": sub.id, "outcome": how})
+
+    def grace_ended(self, sub, number, generation):
+        with self.lock:
+            if generation != self.generation or sub.grace != number:
+                return
+            sub.grace = None
+            alive = sub.alive(self.now())
+            if alive:
+                sub.paused = True
+            self.requests.append({"time": now_ms(), "kind": "reauthorizeGrace",
+                                  "subscriptionId": sub.id,
+                                  "outcome": "paused" if alive else "ended"})
 
     def resume(self, sub):
         """Caller holds self.lock. Clears the paused state; -> the backlog to send."""
@@ -1616,11 +1799,12 @@ class Simulator:
             raise GraphError(400, "ValidationError", VALIDATION_FAILED)
 
     # == delivery ==========================================================================
-    def new_message(self, user, subject, from_name, from_address):
+    def new_message(self, user, subject, from_name, from_address, preview):
         """Caller holds self.lock."""
         m = Message()
         m.id = graph_id()
         m.subject, m.from_name, m.from_address = subject, from_name, from_address
+        m.preview = preview
         m.received = self.now()
         m.is_read = m.deleted = False
         m.change_key = "CQAAABYAAAD" + b64url(secrets.token_bytes(18))
@@ -1648,7 +1832,93 @@ class Simulator:
                                       else "#microsoft.graph.message",
                                       "@odata.id": resource, "@odata.etag": msg.etag,
                                       "id": msg.id}})
+        if sub.rich:
+            values = self.message_values(sub.user, msg)
+            values["bodyPreview"] = msg.preview
+            data = {"@odata.type": "#Microsoft.Graph.Message", "@odata.id": resource,
+                    "@odata.etag": msg.etag, "id": msg.id}
+            for p in sub.select:
+                data[p] = values[p]
+            item["encryptedContent"] = encrypt_content(sub, json.dumps(data).encode("utf-8"))
         return item
+
+    # -- rich notifications: the POST body and its validation tokens -------------------
+    def take_blind_fault(self):
+        """Caller holds self.lock. The fault for this rich POST (None for none)."""
+        name = self.mode["blindFault"]
+        if name == "none":
+            return None
+        left = self.mode["blindFaultCount"]
+        if left is not None:
+            left -= 1
+            self.mode["blindFaultCount"] = left if left > 0 else None
+            if left <= 0:
+                self.mode["blindFault"] = "none"
+        return name
+
+    def notification_body(self, items):
+        """Caller holds self.lock. items: [(sub, item)] -> (body bytes, record fields).
+        A POST with rich items gets validationTokens: one per distinct (applicationId,
+        tenantId) among them, made now, in real time; a blindFault applies to it."""
+        value = [item for _, item in items]
+        rich = [(s, i) for s, i in items if "encryptedContent" in i]
+        if not rich:
+            return json.dumps({"value": value}).encode(), {}
+        self.rich_posts += 1
+        fault = self.take_blind_fault()
+        version = self.mode["validationTokenVersion"]
+        if version == "alternate":
+            version = "1.0" if self.rich_posts % 2 else "2.0"
+        if fault == "tampered-data":
+            value = [tampered(i) if "encryptedContent" in i else i for i in value]
+        pairs = []
+        for s, _ in rich:
+            if (s.app_id, s.tenant) not in pairs:
+                pairs.append((s.app_id, s.tenant))
+        body = {"value": value}
+        if fault == "null-token":
+            body["validationTokens"] = [None] * len(pairs)
+        elif fault != "missing-token":
+            body["validationTokens"] = [self.validation_jwt(app, tenant, version, fault)
+                                        for app, tenant in pairs]
+            self.stats["validation_tokens_issued"] += len(pairs)
+        return json.dumps(body).encode(), {"rich": len(rich), "tokenVersion": version,
+                                           "validationTokens": len(pairs), "blindFault": fault}
+
+    def validation_jwt(self, app_id, tenant, version, fault):
+        """Caller holds self.lock. A validation token like the identity platform's access
+        tokens for Graph Change Tracking, in REAL time (not the simulator clock)."""
+        now = int(time.time())
+        iat = nbf = now
+        exp = now + VALIDATION_TOKEN_LIFETIME
+        if fault == "expired":
+            exp = now - 600
+            iat = nbf = exp - VALIDATION_TOKEN_LIFETIME
+        elif fault == "not-yet-valid":
+            nbf = now + 600
+            exp = nbf + VALIDATION_TOKEN_LIFETIME
+        tid = guid() if fault == "wrong-issuer" else tenant.id
+        caller = guid() if fault == "wrong-azp" else CHANGE_TRACKING_APP
+        aud = guid() if fault == "wrong-audience" else app_id
+        sts = f"https://sts.windows.net/{tid}/"
+        oid = tenant.change_tracking_oid
+        uti = b64url(secrets.token_bytes(16))
+        if version == "2.0":
+            claims = {"aud": aud, "iss": f"{self.login_base}/{tid}/v2.0", "iat": iat,
+                      "nbf": nbf, "exp": exp, "azp": caller, "azpacr": "2", "idp": sts,
+                      "oid": oid, "sub": oid, "tid": tid, "uti": uti, "ver": "2.0"}
+        else:
+            claims = {"aud": aud, "iss": sts, "iat": iat, "nbf": nbf, "exp": exp,
+                      "appid": caller, "appidacr": "2", "idp": sts, "oid": oid, "sub": oid,
+                      "tid": tid, "uti": uti, "ver": "1.0"}
+        key = self.unpublished_key if fault == "unknown-kid" else self.signing_key
+        header = {"typ": "JWT", "alg": "RS256", "kid": key.kid, "x5t": key.x5t}
+        signing = (b64url(json.dumps(header, separators=(",", ":")).encode()) + "."
+                   + b64url(json.dumps(claims, separators=(",", ":")).encode()))
+        sig = bytearray(key.private.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256()))
+        if fault == "bad-signature":
+            sig[len(sig) // 2] ^= 0x01
+        return signing + "." + b64url(bytes(sig))
 
     @staticmethod
     def expiry_text(sub, n):
@@ -1777,7 +2047,10 @@ class Simulator:
                 self.drop(d, "retry window of 4 hours passed")
                 return
             d.attempt += 1
-            body = json.dumps({"value": [item for _, item in d.items]}).encode()
+            if d.kind == "notification":
+                body, rich_info = self.notification_body(d.items)
+            else:
+                body, rich_info = json.dumps({"value": [item for _, item in d.items]}).encode(), {}
         timeout = FIRST_TIMEOUT if d.attempt == 1 else RETRY_TIMEOUT
         status, rtype, data, elapsed, error = self.post(d.url, body, NOTIFY_CT, timeout)
         ok = error is None and 200 <= status < 300
@@ -1793,7 +2066,7 @@ class Simulator:
                                   "attempt": d.attempt, "status": status, "elapsedMs": elapsed,
                                   "error": error, "items": len(d.items),
                                   "events": [i.get("lifecycleEvent") for _, i in d.items]
-                                  if d.kind == "lifecycle" else None})
+                                  if d.kind == "lifecycle" else None, **rich_info})
             if d.kind == "notification":
                 self.health.setdefault(origin_of(d.url), {
                     "samples": collections.deque(), "state": "ok", "until": 0.0,
@@ -1846,7 +2119,19 @@ class Simulator:
                     item["clientState"] = sub.client_state
                 item["lifecycleEvent"] = event
                 if event == "reauthorizationRequired":
-                    sub.paused = True
+                    grace = self.mode["reauthorizeGraceSeconds"]
+                    if not grace:
+                        sub.paused = True
+                    elif sub.grace is None and not sub.paused:
+                        self.grace_seq += 1
+                        sub.grace = self.grace_seq
+                        timer = threading.Timer(grace, self.grace_ended,
+                                                (sub, sub.grace, self.generation))
+                        timer.daemon = True
+                        timer.start()
+                        self.requests.append({"time": now_ms(), "kind": "reauthorizeGrace",
+                                              "subscriptionId": sub.id, "outcome": "started",
+                                              "graceSeconds": grace})
                 elif event == "subscriptionRemoved":
                     sub.state = "removed"
                     self.stats["notifications_dropped"] += len(sub.backlog)
@@ -1949,7 +2234,8 @@ class Simulator:
             for user, i in zip(users, items):
                 msg = self.new_message(user, str(i.get("subject", "Hello")),
                                        str(i.get("fromName", "Sender")),
-                                       str(i.get("fromAddress", "sender@example.test")))
+                                       str(i.get("fromAddress", "sender@example.test")),
+                                       str(i.get("bodyPreview", "Message body preview.")))
                 ids.append(msg.id)
                 for sub in self.eligible(user, now):
                     notes.append((sub, self.notification_item(sub, msg)))
@@ -1960,7 +2246,8 @@ class Simulator:
             if req.get("deliver", True) is False:
                 # For a load generator: the POSTs Graph would send, not sent.
                 return {"messageIds": ids,
-                        "notifications": [{"url": url, "body": json.dumps({"value": [i for _, i in group]})}
+                        "notifications": [{"url": url,
+                                           "body": self.notification_body(group)[0].decode()}
                                           for url, group in groups]}
             send, made = self.plan(groups)
             reorder = self.mode["reorder"]
@@ -2081,20 +2368,95 @@ class Simulator:
         kinds = {"duplicates": bool, "reorder": bool, "validateOnPatch": bool,
                  "validateOnReauthorize": bool, "resourceStyle": str, "validationDelayMs": int,
                  "validationDropNext": int, "validationTimeoutMs": int, "healthMinSamples": int,
-                 "slowMs": int, "dropMs": int}
+                 "slowMs": int, "dropMs": int, "validationTokenVersion": str,
+                 "blindFault": str, "blindFaultCount": int, "reauthorizeGraceSeconds": float}
         for k, v in req.items():
             want = kinds.get(k)
             if want is None:
                 raise ValueError(f"unknown mode {k!r}")
-            if (want is int and (not is_int(v) or v < 0)) or (want is not int and not isinstance(v, want)):
+            if k == "blindFaultCount" and v is None:
+                continue  # until changed
+            if want is float:
+                if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= 86400:
+                    raise ValueError(f"bad value for {k!r}")
+            elif (want is int and (not is_int(v) or v < 0)) \
+                    or (want is not int and not isinstance(v, want)):
                 raise ValueError(f"bad value for {k!r}")
             if k == "resourceStyle" and v not in ("path", "odata", "alternate"):
                 raise ValueError("'resourceStyle' must be path, odata or alternate")
             if k == "validationTimeoutMs" and v == 0:
                 raise ValueError("'validationTimeoutMs' must be positive")
+            if k == "validationTokenVersion" and v not in ("1.0", "2.0", "alternate"):
+                raise ValueError("'validationTokenVersion' must be 1.0, 2.0 or alternate")
+            if k == "blindFault" and v not in BLIND_FAULTS:
+                raise ValueError(f"'blindFault' must be one of {sorted(BLIND_FAULTS)}")
+            if k == "blindFaultCount" and v == 0:
+                raise ValueError("'blindFaultCount' must be positive")
         with self.lock:
             self.mode.update(req)
+            if "blindFault" in req and "blindFaultCount" not in req:
+                self.mode["blindFaultCount"] = None  # until changed
+            if self.mode["blindFault"] == "none":
+                self.mode["blindFaultCount"] = None
             return dict(self.mode)
+
+    def control_rotate(self, req):
+        keep = req.get("keepOld", False)
+        if not isinstance(keep, bool):
+            raise ValueError("'keepOld' must be a boolean")
+        key = SigningKey()
+        with self.lock:
+            self.published_keys = [key] + (self.published_keys if keep else [])
+            self.signing_key = key
+            return self.control_signing_keys()
+
+    def control_signing_keys(self):
+        with self.lock:
+            return {"kid": self.signing_key.kid,
+                    "published": [k.kid for k in self.published_keys]}
+
+    # == identity platform metadata (HTTPS) ================================================
+    def identity(self, h, path, rec):
+        openid = OPENID_PATHS.get(path)
+        version = openid or JWKS_PATHS[path]
+        rec["kind"], rec["path"] = "identity", path
+        rec["operation"] = "openid-configuration" if openid else "jwks"
+        if h.command != "GET":
+            raise GraphError(405, "MethodNotAllowed", f"The HTTP method '{h.command}' is not "
+                             "allowed.", [("Allow", "GET")])
+        lb = self.login_base
+        with self.lock:
+            if openid:
+                self.stats["openid_config_fetches"] += 1
+                v2 = "/v2.0" if version == "2.0" else ""
+                out = {"token_endpoint": f"{lb}/common/oauth2{v2}/token",
+                       "token_endpoint_auth_methods_supported": [
+                           "client_secret_post", "private_key_jwt", "client_secret_basic"],
+                       "jwks_uri": f"{lb}/common/discovery{v2}/keys",
+                       "response_modes_supported": ["query", "fragment", "form_post"],
+                       "subject_types_supported": ["pairwise"],
+                       "id_token_signing_alg_values_supported": ["RS256"],
+                       "response_types_supported": ["code", "id_token", "code id_token",
+                                                    "id_token token"],
+                       "scopes_supported": ["openid", "profile", "email", "offline_access"],
+                       "issuer": (f"{lb}/{{tenantid}}/v2.0" if v2
+                                  else "https://sts.windows.net/{tenantid}/"),
+                       "request_uri_parameter_supported": False,
+                       "authorization_endpoint": f"{lb}/common/oauth2{v2}/authorize",
+                       "end_session_endpoint": f"{lb}/common/oauth2{v2}/logout",
+                       "http_logout_supported": True, "frontchannel_logout_supported": True,
+                       "tenant_region_scope": None, "cloud_instance_name": "microsoftonline.com",
+                       "cloud_graph_host_name": "graph.windows.net",
+                       "msgraph_host": "graph.microsoft.com", "rbac_url": "https://pas.windows.net"}
+            else:
+                self.stats["jwks_fetches"] += 1
+                keys = [k.jwk() for k in self.published_keys]
+                if version == "2.0":
+                    for k in keys:
+                        k["issuer"] = f"{lb}/{{tenantid}}/v2.0"
+                out = {"keys": keys}
+        return 200, json.dumps(out).encode(), IDENTITY_CT, [("Cache-Control",
+                                                              "max-age=86400, private")]
 
     def control_clock(self, req):
         s = req.get("advanceSeconds")
@@ -2127,7 +2489,11 @@ class Simulator:
                      "creatorKind": s.creator_kind,
                      "clientStateLength": None if s.client_state is None else len(s.client_state),
                      "renewals": s.renewals, "reauthorizations": s.reauthorizations,
-                     "backlog": len(s.backlog)} for s in self.subscriptions.values()]
+                     "backlog": len(s.backlog), "includeResourceData": s.rich,
+                     "encryptionCertificateId": s.cert_id if s.rich else None,
+                     "encryptionCertificateThumbprint": s.cert_thumb,
+                     "reauthorizeGracePending": s.grace is not None}
+                    for s in self.subscriptions.values()]
 
     def control_stats(self):
         with self.lock:
@@ -2162,6 +2528,46 @@ def wants_immutable_ids(headers):
             if name.strip().lower() == "idtype" and val.strip().strip('"').lower() == "immutableid":
                 return True
     return False
+
+
+def rich_select(select):
+    """A rich subscription's $select as message property names (canonical case, no
+    duplicates, without id, unknown names skipped)."""
+    canon = {p.lower(): p for p in MESSAGE_PROPS}
+    out = []
+    for item in select or ():
+        p = canon.get(item.lower())
+        if p and p != "id" and p not in out:
+            out.append(p)
+    return out
+
+
+def encrypt_content(sub, plaintext):
+    """Graph's encryptedContent for one item: a fresh AES-256 key; data AES-CBC with
+    IV = key[:16] and PKCS7; dataSignature HMAC-SHA256(key, data); dataKey RSA-OAEP
+    (SHA-1, MGF1-SHA-1) of the key to the subscription's certificate."""
+    key = secrets.token_bytes(32)
+    padder = sym_padding.PKCS7(128).padder()
+    padded = padder.update(plaintext) + padder.finalize()
+    enc = Cipher(algorithms.AES(key), modes.CBC(key[:16])).encryptor()
+    data = enc.update(padded) + enc.finalize()
+    wrapped = sub.cert_key.encrypt(key, padding.OAEP(mgf=padding.MGF1(hashes.SHA1()),
+                                                     algorithm=hashes.SHA1(), label=None))
+    signature = hmac.new(key, data, hashlib.sha256).digest()
+    return {"data": base64.b64encode(data).decode(),
+            "dataSignature": base64.b64encode(signature).decode(),
+            "dataKey": base64.b64encode(wrapped).decode(),
+            "encryptionCertificateId": sub.cert_id,
+            "encryptionCertificateThumbprint": sub.cert_thumb}
+
+
+def tampered(item):
+    """A copy of a rich item with one byte of data changed (dataSignature kept)."""
+    content = dict(item["encryptedContent"])
+    raw = bytearray(base64.b64decode(content["data"]))
+    raw[len(raw) // 2] ^= 0x01
+    content["data"] = base64.b64encode(bytes(raw)).decode()
+    return dict(item, encryptedContent=content)
 
 
 def valid_encryption_cert(text):
@@ -2248,7 +2654,9 @@ def make_handler(sim):
                 except https.BodyError as e:
                     raise GraphError(e.status, *BODY_ERRORS[e.status])
                 m = TOKEN_PATH_RE.fullmatch(path)
-                if m:
+                if path in OPENID_PATHS or path in JWKS_PATHS:
+                    status, out, ctype, headers = sim.identity(self, path, rec)
+                elif m:
                     rec["kind"], rec["path"] = "token", "/{tenant}/oauth2/v2.0/token"
                     status, out, ctype, headers = sim.token_endpoint(self, unquote(m[1]), body, rec)
                 elif path == "/v1.0" or path.startswith("/v1.0/"):
@@ -2297,6 +2705,7 @@ def control_handler(sim):
     gets = {"/requests": control.locked(sim.lock, records),
             "/violations": control.locked(sim.lock, lambda: list(sim.violations)),
             "/subscriptions": sim.control_subscriptions, "/stats": sim.control_stats,
+            "/signing-keys": sim.control_signing_keys,
             "/users": control.locked(sim.lock, users)}
     posts = {"/users": sim.control_user, "/user-token": sim.control_user_token,
              "/revoke": sim.control_revoke, "/scope": sim.control_scope,
@@ -2305,7 +2714,8 @@ def control_handler(sim):
              "/post-raw": sim.control_post_raw, "/lifecycle": sim.control_lifecycle,
              "/delete-message": sim.control_delete_message, "/fail": sim.control_fail,
              "/hold": sim.control_hold, "/mode": sim.control_mode,
-             "/clock": sim.control_clock, "/reset": reset, "/wait": wait}
+             "/clock": sim.control_clock, "/reset": reset, "/wait": wait,
+             "/signing-keys/rotate": sim.control_rotate}
 
     class Handler(control.ControlHandler):
         max_body = MAX_BODY
