@@ -18,9 +18,16 @@ validation handshake (two requests, percent-encoded tokens, each failure's 400);
 delivery shape, batching, duplicates, retries, 4xx and lifecycle violations, paused
 backlog, subscriptionRemoved, endpoint slow/drop states, the 4-hour retry window;
 per-mailbox concurrency 429 and Retry-After; the clock; /reset; logging hygiene and
-SIGTERM. Prints one summary line; exits 0 only when every check passed. About 15 s.
+SIGTERM. Rich notifications: device certificates from graph_decrypt.py, the decrypted
+content (exactly the $select properties), the HMAC check, every validation token
+verified independently (openid configuration and JWKS over HTTPS, RS256 with
+`cryptography`, the claims), each blindFault, signing key rotation, certificate
+rotation by PATCH, reauthorizeGraceSeconds, the fetch counters and graph_decrypt.py's
+command line. Prints one summary line; exits 0 only when every check passed. About 25 s.
 
 Usage: python3 Tests/tools/graph_simulator_selftest.py
+  GRAPH_SELFTEST_PORTS=47000-47100 takes every port (simulator and receivers) from that
+  range instead of any free one.
 """
 import base64
 import collections
@@ -30,8 +37,11 @@ import http.client
 import json
 import os
 import re
+import socket
 import ssl
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -42,6 +52,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, hmac, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 
+import graph_decrypt
 from simlib import certs, selftest
 from simlib.selftest import Failed, b64url, check, free_port, wait_for
 
@@ -56,6 +67,28 @@ SEVEN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{7}(Z|[+-]\d{2}:\d{2
 GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 OFFSET = 0.0       # the simulator clock's offset, as moved by this test
 SECRETS = []       # strings that must never reach the simulator's log
+
+
+def pick_port():
+    """A free port: any, or one from GRAPH_SELFTEST_PORTS (FIRST-LAST)."""
+    spec = os.environ.get("GRAPH_SELFTEST_PORTS")
+    if not spec:
+        return free_port()
+    first, _, last = spec.partition("-")
+    for port in range(int(first), int(last or first) + 1):
+        if port in USED_PORTS:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        USED_PORTS.add(port)
+        return port
+    raise Failed(f"no free port in {spec}")
+
+
+USED_PORTS = set()
 
 
 def sim_now():
@@ -182,7 +215,8 @@ class Receiver(selftest.Receiver):
             def log_message(self, *args):
                 pass
 
-        super().__init__(certfile, keyfile, Handler)
+        super().__init__(certfile, keyfile, Handler, port=pick_port() if
+                         os.environ.get("GRAPH_SELFTEST_PORTS") else 0)
 
     def set(self, route, **behaviour):
         with self.lock:
@@ -365,7 +399,7 @@ def run(tmp):
     rx2 = Receiver(tls["rx.pem"], tls["rx.key"])  # another origin, for the health states
     rx3 = Receiver(tls["rx.pem"], tls["rx.key"])  # and one for the 3 s timeout
     a, b = App(tmp, "a"), App(tmp, "b")
-    port, control = free_port(), free_port()
+    port, control = pick_port(), pick_port()
     login = f"https://localhost:{port}"
     ready = os.path.join(tmp, "ready.pid")
     log_path = os.path.join(tmp, "sim.log")
@@ -389,7 +423,8 @@ def run(tmp):
         leaked = [s[:12] for s in SECRETS if s.encode() in logged]
         check(not leaked, f"no token, assertion or clientState logged: {leaked}")
         for word in (b"Secret subject", b"/ens/", b"/h/", b"route=", b"validationToken",
-                     b"Bearer", b"Validation: Testing"):
+                     b"Bearer", b"Validation: Testing", b"Secret preview", b"encryptedContent",
+                     b"BEGIN"):
             check(word not in logged, f"{word!r} not logged")
         check(b"Traceback" not in logged and b"internal error" not in logged,
               "no internal errors: " + logged.decode(errors="replace")[-3000:])
@@ -397,6 +432,10 @@ def run(tmp):
         check(all(line.startswith("graph_simulator: ") for line in lines), "log line prefix")
         check(sum(1 for line in lines if line.startswith("graph_simulator: GET /v1.0/")) > 20,
               "one log line per request")
+        for path in ("/common/.well-known/openid-configuration",
+                     "/common/v2.0/.well-known/openid-configuration", "/common/discovery/keys",
+                     "/common/discovery/v2.0/keys"):
+            check(f"graph_simulator: GET {path} 200" in lines, f"identity fetch logged: {path}")
         check(any(re.fullmatch(r"graph_simulator: deliver notification [0-9a-f-]{8} attempt 2 202 "
                                r"\d+ms", line) for line in lines), "one log line per attempt")
     finally:
@@ -415,6 +454,7 @@ def scenario(sim, rx, rx2, rx3, a, b, login):
     first_timeout(sim, rx3, ctx)
     throttling(sim, ctx)
     health(sim, rx2, ctx)
+    rich(sim, rx, a, b, login, ctx)
     clock(sim, rx, a, login, ctx)
     reset(sim)
 
@@ -1155,6 +1195,436 @@ def clock(sim, rx, a, login, ctx):
     graph_error(sim.api("GET", "/v1.0/me?$select=id", short), 401, "InvalidAuthenticationToken",
                 "lifetimeSeconds", "Lifetime validation failed, the token is expired.")
     check(st == 200, "a short delegated token worked before")
+
+
+# -- rich notifications: encrypted content and validation tokens ------------------------------
+CHANGE_TRACKING = "0bf30f3b-4a52-48df-9a82-234910c4a086"
+V1_CLAIMS = {"aud", "iss", "iat", "nbf", "exp", "appid", "appidacr", "idp", "oid", "sub", "tid",
+             "uti", "ver"}
+V2_CLAIMS = {"aud", "iss", "iat", "nbf", "exp", "azp", "azpacr", "idp", "oid", "sub", "tid",
+             "uti", "ver"}
+RICH_ITEM = {"id", "subscriptionId", "subscriptionExpirationDateTime", "clientState",
+             "changeType", "resource", "tenantId", "resourceData", "encryptedContent"}
+ENCRYPTED = {"data", "dataKey", "dataSignature", "encryptionCertificateId",
+             "encryptionCertificateThumbprint"}
+
+
+def b64url_decode(part):
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+class Verifier:
+    """Validates validation tokens as ENS must, independently of the simulator's code:
+    the openid configuration and the JWKS fetched over HTTPS, RS256 with `cryptography`,
+    then the claims. Counts its fetches."""
+
+    def __init__(self, sim, login):
+        self.sim, self.login = sim, login
+        self.openid = self.jwks = 0
+
+    def keys(self, version):
+        v2 = "/v2.0" if version == "2.0" else ""
+        st, hd, data = self.sim.https("GET", f"/common{v2}/.well-known/openid-configuration")
+        self.openid += 1
+        conf = json.loads(data)
+        check(st == 200 and hd["content-type"].startswith("application/json")
+              and conf["jwks_uri"] == f"{self.login}/common/discovery{v2}/keys"
+              and conf["id_token_signing_alg_values_supported"] == ["RS256"]
+              and conf["issuer"] == (f"{self.login}/{{tenantid}}/v2.0" if v2
+                                     else "https://sts.windows.net/{tenantid}/"),
+              f"openid configuration {version}: {st} {conf}")
+        st, hd, data = self.sim.https("GET", conf["jwks_uri"][len(self.login):])
+        self.jwks += 1
+        keys = json.loads(data)["keys"]
+        check(st == 200 and keys, f"JWKS {version}")
+        out = {}
+        for k in keys:
+            der = base64.b64decode(k["x5c"][0])
+            cert = x509.load_der_x509_certificate(der)
+            pub = rsa.RSAPublicNumbers(int.from_bytes(b64url_decode(k["e"]), "big"),
+                                       int.from_bytes(b64url_decode(k["n"]), "big")).public_key()
+            check(k["kty"] == "RSA" and k["use"] == "sig" and "=" not in k["n"] + k["e"]
+                  and k["x5t"] == b64url(hashlib.sha1(der).digest())
+                  and cert.public_key().public_numbers() == pub.public_numbers()
+                  and pub.key_size == 2048, f"JWK {k['kid']}: n/e, x5c and x5t agree")
+            out[k["kid"]] = (k, pub)
+        return out
+
+    def kids(self, version="1.0"):
+        return list(self.keys(version))
+
+    def verify(self, token, app, version="1.0"):
+        """-> (header, claims, problem): problem None when valid, else one of malformed,
+        unknown kid, signature, expired, not yet valid, audience, caller, issuer."""
+        if not isinstance(token, str) or token.count(".") != 2:
+            return None, None, "malformed"
+        SECRETS.append(token)
+        h64, c64, s64 = token.split(".")
+        header, claims = json.loads(b64url_decode(h64)), json.loads(b64url_decode(c64))
+        if header.get("alg") != "RS256" or header.get("typ") != "JWT":
+            return header, claims, "malformed"
+        keys = self.keys(version)
+        if header.get("kid") not in keys:
+            return header, claims, "unknown kid"
+        jwk, pub = keys[header["kid"]]
+        if header.get("x5t") != jwk["x5t"]:
+            return header, claims, "unknown kid"
+        try:
+            pub.verify(b64url_decode(s64), f"{h64}.{c64}".encode(), padding.PKCS1v15(),
+                       hashes.SHA256())
+        except Exception:  # InvalidSignature
+            return header, claims, "signature"
+        now = time.time()  # real time: the simulator clock has moved on
+        if claims["exp"] <= now - 300:
+            return header, claims, "expired"
+        if claims["nbf"] > now + 300:
+            return header, claims, "not yet valid"
+        if claims["aud"] != app.client:
+            return header, claims, "audience"
+        if claims.get("azp" if version == "2.0" else "appid") != CHANGE_TRACKING:
+            return header, claims, "caller"
+        iss = (f"{self.login}/{app.tenant}/v2.0" if version == "2.0"
+               else f"https://sts.windows.net/{app.tenant}/")
+        if claims["iss"] != iss or claims["tid"] != app.tenant:
+            return header, claims, "issuer"
+        return header, claims, None
+
+
+def rich(sim, rx, a, b, login, ctx):
+    ta, tb = app_token(sim, a, login), app_token(sim, b, login)
+    v = Verifier(sim, login)
+    sim.ok("/users", {"tenant": a.tenant, "mail": "rita@a.test", "displayName": "Rita R"})
+    sim.ok("/users", {"tenant": b.tenant, "mail": "rob@b.test"})
+    k1, _, der1 = graph_decrypt.new_device_certificate()
+    k2, _, der2 = graph_decrypt.new_device_certificate()
+    keys = {"dev-1": k1, "dev-2": k2}
+    b64 = lambda der: base64.b64encode(der).decode()  # noqa: E731
+    select = "subject,from,receivedDateTime,importance,hasAttachments,bodyPreview"
+
+    def rich_body(path, resource, der, cid, **kw):
+        return sub_body(rx.url(path), resource, minutes=1000, includeResourceData=True,
+                        encryptionCertificate=b64(der), encryptionCertificateId=cid, **kw)
+    # the device certificates Graph refuses
+    for what, cert in (("an EC", graph_decrypt.new_device_certificate(key_type="ec")),
+                       ("a 1024-bit", graph_decrypt.new_device_certificate(bits=1024))):
+        graph_error(sim.api("POST", "/v1.0/subscriptions", ta,
+                            rich_body("/ens/rita", f"users/rita@a.test/messages?$select={select}",
+                                      cert[2], "x"), headers=PREFER),
+                    400, "InvalidRequest", f"{what} encryption certificate")
+    st, _, obj = sim.api("POST", "/v1.0/subscriptions", ta, rich_body(
+        "/ens/rita", f"users/rita@a.test/messages?$select={select}", der1, "dev-1",
+        lifecycle=rx.url("/ens/rita-lc"), state="rita-cs"), headers=PREFER)
+    check(st == 201, f"rich subscription for rita ({st} {obj})")
+    s_rita = obj["id"]
+    st, _, obj = sim.api("POST", "/v1.0/subscriptions", tb, rich_body(
+        "/ens/rob", "users/rob@b.test/mailFolders('inbox')/messages?$select=Subject", der1,
+        "dev-1"), headers=PREFER)
+    check(st == 201, f"rich subscription for rob ({st} {obj})")
+    s_rob = obj["id"]
+    listing = {s["id"]: s for s in sim.ok("/subscriptions")}
+    c = listing[s_rita]
+    check(c["includeResourceData"] is True and c["encryptionCertificateId"] == "dev-1"
+          and c["encryptionCertificateThumbprint"] == hashlib.sha1(der1).hexdigest().upper()
+          and c["resource"].endswith(select) and c["reauthorizeGracePending"] is False,
+          f"control /subscriptions: rich fields {c}")
+    c = listing[ctx["s_dave"]]
+    check(c["includeResourceData"] is False and c["encryptionCertificateId"] is None
+          and c["encryptionCertificateThumbprint"] is None, f"control: plain subscription {c}")
+
+    def last(path):
+        return json.loads(rx.posts(path)[-1]["body"])
+
+    # one rich notification: decrypts to exactly the selected properties
+    r = sim.ok("/newmail", {"mail": "rita@a.test", "subject": "Secret subject R",
+                            "fromName": "Quinn", "fromAddress": "quinn@x.test",
+                            "bodyPreview": "Secret preview"})
+    check(r["deliveries"][0]["outcome"] == "delivered", f"rich delivery {r}")
+    body = last("/ens/rita")
+    item = body["value"][0]
+    check(set(body) == {"value", "validationTokens"} and len(body["validationTokens"]) == 1,
+          f"a rich POST carries one validation token {list(body)}")
+    check(set(item) == RICH_ITEM and set(item["encryptedContent"]) == ENCRYPTED
+          and set(item["resourceData"]) == {"@odata.type", "@odata.id", "@odata.etag", "id"}
+          and item["resourceData"]["id"] == r["messageIds"][0], f"rich item keys {item}")
+    enc = item["encryptedContent"]
+    check(enc["encryptionCertificateId"] == "dev-1"
+          and enc["encryptionCertificateThumbprint"] == hashlib.sha1(der1).hexdigest().upper(),
+          "certificate id and thumbprint")
+    plain = graph_decrypt.decrypt(enc, keys)
+    check(set(plain) == {"@odata.type", "@odata.id", "@odata.etag", "id", "subject", "from",
+                         "receivedDateTime", "importance", "hasAttachments", "bodyPreview"},
+          f"decrypted: exactly the selected properties {sorted(plain)}")
+    check(plain["@odata.type"] == "#Microsoft.Graph.Message" and plain["id"] == r["messageIds"][0]
+          and plain["@odata.id"] == item["resource"]
+          and plain["@odata.etag"] == item["resourceData"]["@odata.etag"]
+          and plain["subject"] == "Secret subject R" and plain["bodyPreview"] == "Secret preview"
+          and plain["from"] == {"emailAddress": {"name": "Quinn", "address": "quinn@x.test"}}
+          and plain["importance"] == "normal" and plain["hasAttachments"] is False
+          and SEVEN.fullmatch(plain["receivedDateTime"]), f"decrypted values {plain}")
+    # the same steps, done here by hand
+    priv = serialization.load_pem_private_key(k1, None)
+    aes = priv.decrypt(base64.b64decode(enc["dataKey"]), padding.OAEP(
+        mgf=padding.MGF1(hashes.SHA1()), algorithm=hashes.SHA1(), label=None))
+    mac = hmac.HMAC(aes, hashes.SHA256())
+    mac.update(base64.b64decode(enc["data"]))
+    check(len(aes) == 32 and base64.b64encode(mac.finalize()).decode() == enc["dataSignature"],
+          "a 32-byte key; dataSignature = HMAC-SHA256(key, data)")
+    raw = bytearray(base64.b64decode(enc["data"]))
+    raw[3] ^= 0x80
+    for what, content, kd, text in (
+            ("tampered data", dict(enc, data=base64.b64encode(bytes(raw)).decode()), keys,
+             "dataSignature"),
+            ("an unknown certificate id", dict(enc, encryptionCertificateId="dev-9"), keys,
+             "no private key"),
+            ("the wrong private key", enc, {"dev-1": k2}, "dataKey"),
+            ("a signature that is no base64", dict(enc, dataSignature="!!"), keys, "base64")):
+        try:
+            graph_decrypt.decrypt(content, kd)
+            check(False, f"decrypt refuses {what}")
+        except graph_decrypt.DecryptError as e:
+            check(text in str(e), f"decrypt refuses {what}: {e}")
+    # its validation token (v1.0)
+    header, claims, problem = v.verify(body["validationTokens"][0], a)
+    check(problem is None, f"validation token valid: {problem} {claims}")
+    check(set(header) == {"typ", "alg", "kid", "x5t"} and set(claims) == V1_CLAIMS
+          and claims["ver"] == "1.0" and claims["appidacr"] == "2"
+          and claims["idp"] == f"https://sts.windows.net/{a.tenant}/"
+          and claims["exp"] - claims["iat"] == 3600 and claims["nbf"] == claims["iat"]
+          and claims["oid"] == claims["sub"] and GUID.fullmatch(claims["oid"]),
+          f"v1.0 claims {header} {claims}")
+    check(abs(claims["iat"] - time.time()) < 60 and abs(claims["iat"] - sim_now()) > 600,
+          "token times are real time, not the simulator clock")
+    # v2.0, alternate
+    sim.ok("/mode", {"validationTokenVersion": "2.0"})
+    sim.ok("/newmail", {"mail": "rita@a.test"})
+    header, claims, problem = v.verify(last("/ens/rita")["validationTokens"][0], a, "2.0")
+    check(problem is None and set(claims) == V2_CLAIMS and claims["ver"] == "2.0"
+          and claims["azpacr"] == "2" and claims["iss"] == f"{login}/{a.tenant}/v2.0",
+          f"v2.0 token {problem} {claims}")
+    sim.ok("/mode", {"validationTokenVersion": "alternate"})
+    vers = set()
+    for _ in range(2):
+        sim.ok("/newmail", {"mail": "rita@a.test"})
+        tok = last("/ens/rita")["validationTokens"][0]
+        vers.add(json.loads(b64url_decode(tok.split(".")[1]))["ver"])
+    check(vers == {"1.0", "2.0"}, f"alternate versions {vers}")
+    sim.ok("/mode", {"validationTokenVersion": "1.0"})
+    # a batch: rich items of two tenants and a plain one in one POST
+    r = sim.ok("/newmail-batch", {"items": [{"mail": "rita@a.test"}, {"mail": "rob@b.test"},
+                                            {"mail": "rita@a.test"}, {"mail": "dave@a.test"}]})
+    body = last("/ens/rita")
+    items = body["value"]
+    check(len(items) == 4 and ["encryptedContent" in i for i in items] == [True, True, True, False],
+          "batch: the plain item has no encryptedContent")
+    check(len({i["encryptedContent"]["dataKey"] for i in items[:3]}) == 3,
+          "a fresh key for every item")
+    plains = [graph_decrypt.decrypt(i["encryptedContent"], keys) for i in items[:3]]
+    check([p["id"] for p in plains] == r["messageIds"][:3]
+          and set(plains[1]) == {"@odata.type", "@odata.id", "@odata.etag", "id", "subject"},
+          "batch items decrypt; rob's selects subject only")
+    toks = body["validationTokens"]
+    check(len(toks) == 2, f"one token per (application, tenant): {len(toks)}")
+    results = [v.verify(t, app) for t, app in zip(toks, (a, b))]
+    check([p for _, _, p in results] == [None, None]
+          and {c["tid"] for _, c, _ in results} == {a.tenant, b.tenant}, "both tokens valid")
+    sim.ok("/newmail", {"mail": "dave@a.test"})
+    check(set(last("/ens/dave")) == {"value"}, "a POST without rich items has no validationTokens")
+    quiet = sim.ok("/newmail", {"mail": "rita@a.test", "deliver": False})
+    qb = json.loads(quiet["notifications"][0]["body"])
+    check(graph_decrypt.decrypt(qb["value"][0]["encryptedContent"], keys)["id"]
+          == quiet["messageIds"][0] and v.verify(qb["validationTokens"][0], a)[2] is None,
+          "deliver false: the bodies carry encryptedContent and validationTokens")
+    # faults, each for one POST
+    faults = {"bad-signature": "signature", "expired": "expired", "not-yet-valid": "not yet valid",
+              "wrong-audience": "audience", "wrong-azp": "caller", "wrong-issuer": "issuer",
+              "unknown-kid": "unknown kid"}
+    for fault in ["tampered-data", "missing-token", "null-token"] + list(faults):
+        sim.ok("/mode", {"blindFault": fault, "blindFaultCount": 1})
+        sim.ok("/newmail", {"mail": "rita@a.test"})
+        body = last("/ens/rita")
+        enc = body["value"][0]["encryptedContent"]
+        if fault == "tampered-data":
+            try:
+                graph_decrypt.decrypt(enc, keys)
+                check(False, "tampered-data: HMAC check fails")
+            except graph_decrypt.DecryptError as e:
+                check("dataSignature" in str(e), f"tampered-data: HMAC check fails ({e})")
+            check(v.verify(body["validationTokens"][0], a)[2] is None, "tampered-data: token ok")
+        elif fault == "missing-token":
+            check("validationTokens" not in body, "missing-token: no validationTokens")
+        elif fault == "null-token":
+            check(body["validationTokens"] == [None], "null-token: [null]")
+        else:
+            header, claims, problem = v.verify(body["validationTokens"][0], a)
+            check(problem == faults[fault], f"{fault}: want {faults[fault]}, got {problem}")
+            if fault == "expired":
+                check(claims["exp"] < time.time() - 500 and claims["iat"] < claims["exp"],
+                      "expired: exp 10 minutes ago")
+            if fault == "not-yet-valid":
+                check(claims["nbf"] > time.time() + 500, "not-yet-valid: nbf 10 minutes ahead")
+        if fault != "tampered-data":
+            graph_decrypt.decrypt(enc, keys)
+        check(sim.ok("/mode", {})["blindFault"] == "none", f"{fault}: used up after one POST")
+        sim.ok("/newmail", {"mail": "rita@a.test"})
+        body = last("/ens/rita")
+        check(v.verify(body["validationTokens"][0], a)[2] is None
+              and graph_decrypt.decrypt(body["value"][0]["encryptedContent"], keys),
+              f"{fault}: the next POST is clean")
+    recs = [x for x in sim.ok("/requests")["requests"] if x["kind"] == "notification"
+            and x.get("blindFault")]
+    check(len(recs) == 10 and all(x["rich"] == 1 for x in recs), "faults recorded per attempt")
+    m = sim.ok("/mode", {"blindFault": "wrong-audience"})
+    check(m["blindFault"] == "wrong-audience" and m["blindFaultCount"] is None, "fault until changed")
+    for _ in range(2):
+        sim.ok("/newmail", {"mail": "rita@a.test"})
+        check(v.verify(last("/ens/rita")["validationTokens"][0], a)[2] == "audience",
+              "the fault stays until changed")
+    sim.ok("/mode", {"blindFault": "none"})
+    sim.ok("/newmail", {"mail": "rita@a.test"})
+    check(v.verify(last("/ens/rita")["validationTokens"][0], a)[2] is None, "none clears it")
+    for bad in ({"blindFault": "bogus"}, {"blindFaultCount": 0}, {"validationTokenVersion": "3.0"},
+                {"reauthorizeGraceSeconds": -1}):
+        check(sim.control("/mode", bad)[0] == 400, f"bad /mode {bad}")
+    # a retry gets fresh tokens for the same encrypted items
+    rx.set("/ens/rita", notify="flaky:500")
+    rx.hits["/ens/rita"] = 0
+    n = len(rx.posts("/ens/rita"))
+    delivered = sim.ok("/stats")["notifications_delivered"]
+    sim.ok("/newmail", {"mail": "rita@a.test"})
+    st, _ = sim.control("/wait", {"delivered": delivered + 1, "timeoutSeconds": 10})
+    two = [json.loads(x["body"]) for x in rx.posts("/ens/rita")[n:]]
+    check(st == 200 and len(two) == 2 and two[0]["value"] == two[1]["value"]
+          and all(v.verify(x["validationTokens"][0], a)[2] is None for x in two),
+          "the retry carries the same encryptedContent and a valid token")
+    rx.set("/ens/rita", notify="202")
+    # signing key rotation
+    first = sim.ok("/signing-keys")
+    check(first["published"] == [first["kid"]] and v.kids() == [first["kid"]]
+          and v.kids("2.0") == [first["kid"]], "one published key")
+    rot = sim.ok("/signing-keys/rotate", {})
+    check(rot["kid"] != first["kid"] and rot["published"] == [rot["kid"]]
+          and v.kids() == [rot["kid"]] and v.kids("2.0") == [rot["kid"]],
+          f"rotate: the new key replaces the old one {rot}")
+    sim.ok("/newmail", {"mail": "rita@a.test"})
+    tok = last("/ens/rita")["validationTokens"][0]
+    header, _, problem = v.verify(tok, a)
+    check(problem is None and header["kid"] == rot["kid"], "signed with the new key")
+    rot2 = sim.ok("/signing-keys/rotate", {"keepOld": True})
+    check(rot2["published"] == [rot2["kid"], rot["kid"]] and v.kids() == rot2["published"],
+          f"keepOld: both published {rot2}")
+    check(v.verify(tok, a)[2] is None, "a token of the kept key still verifies")
+    sim.ok("/signing-keys/rotate", {})
+    check(v.verify(tok, a)[2] == "unknown kid", "a dropped key's token no longer verifies")
+    check(sim.control("/signing-keys/rotate", {"keepOld": "yes"})[0] == 400, "bad keepOld")
+    # PATCH: a new encryption certificate
+    p = f"/v1.0/subscriptions/{s_rita}"
+    graph_error(sim.api("PATCH", p, ta, {"encryptionCertificate": b64(der2)}), 400,
+                "InvalidRequest", "PATCH a certificate without its id")
+    graph_error(sim.api("PATCH", p, ta, {"encryptionCertificateId": "dev-2"}), 400,
+                "InvalidRequest", "PATCH an id without its certificate")
+    graph_error(sim.api("PATCH", p, ta, {"encryptionCertificate": b64(
+        graph_decrypt.new_device_certificate(key_type="ec")[2]), "encryptionCertificateId": "d"}),
+        400, "InvalidRequest", "PATCH an EC certificate")
+    graph_error(sim.api("PATCH", f"/v1.0/subscriptions/{ctx['s_dave']}", ta, {
+        "encryptionCertificate": b64(der2), "encryptionCertificateId": "dev-2"}), 400,
+        "InvalidRequest", "PATCH a certificate onto a plain subscription")
+    renewals = {s["id"]: s for s in sim.ok("/subscriptions")}[s_rita]["renewals"]
+    st, _, obj = sim.api("PATCH", p, ta, {"encryptionCertificate": b64(der2),
+                                          "encryptionCertificateId": "dev-2"})
+    check(st == 200 and obj["encryptionCertificateId"] == "dev-2"
+          and obj["encryptionCertificate"] == b64(der2), f"PATCH the certificate {st} {obj}")
+    c = {s["id"]: s for s in sim.ok("/subscriptions")}[s_rita]
+    check(c["encryptionCertificateId"] == "dev-2" and c["renewals"] == renewals
+          and c["encryptionCertificateThumbprint"] == hashlib.sha1(der2).hexdigest().upper(),
+          f"control: the new certificate {c}")
+    sim.ok("/newmail", {"mail": "rita@a.test"})
+    enc = last("/ens/rita")["value"][0]["encryptedContent"]
+    check(enc["encryptionCertificateId"] == "dev-2"
+          and enc["encryptionCertificateThumbprint"] == hashlib.sha1(der2).hexdigest().upper()
+          and graph_decrypt.decrypt(enc, {"dev-2": k2})["subject"] == "Hello",
+          "later notifications use the new certificate")
+    try:
+        graph_decrypt.decrypt(enc, {"dev-1": k1})
+        check(False, "the old key alone no longer decrypts")
+    except graph_decrypt.DecryptError:
+        pass
+    # reauthorizeGraceSeconds
+    sim.advance(700)  # keep the 10-minute rule out of the way
+    sim.ok("/mode", {"reauthorizeGraceSeconds": 1})
+
+    def state():
+        return {s["id"]: s for s in sim.ok("/subscriptions")}[s_rita]
+
+    def graces():
+        return [x["outcome"] for x in sim.ok("/requests")["requests"]
+                if x["kind"] == "reauthorizeGrace" and x["subscriptionId"] == s_rita]
+    t0 = time.monotonic()
+    sim.ok("/lifecycle", {"subscriptionId": s_rita, "event": "reauthorizationRequired"})
+    check(state()["state"] == "live" and state()["reauthorizeGracePending"],
+          "grace: still live after reauthorizationRequired")
+    r = sim.ok("/newmail", {"mail": "rita@a.test"})
+    check(r["deliveries"][0]["outcome"] == "delivered", "grace: still delivered")
+    wait_for(lambda: state()["state"] == "paused", 5, "paused after the grace period")
+    check(time.monotonic() - t0 >= 0.95 and graces() == ["started", "paused"],
+          f"grace: paused after 1 s, recorded {graces()}")
+    r = sim.ok("/newmail", {"mail": "rita@a.test"})
+    check(r["deliveries"][0]["outcome"] == "queued", "paused: queued")
+    n = len(rx.posts("/ens/rita"))
+    st, _, _ = sim.api("POST", p + "/reauthorize", ta)
+    wait_for(lambda: len(rx.posts("/ens/rita")) == n + 1, 5, "the backlog after reauthorize")
+    body = last("/ens/rita")
+    check(st == 204 and body["value"][0]["resourceData"]["id"] == r["messageIds"][0]
+          and v.verify(body["validationTokens"][0], a)[2] is None
+          and graph_decrypt.decrypt(body["value"][0]["encryptedContent"], keys),
+          "the backlog is rich, with a fresh valid token")
+    sim.ok("/lifecycle", {"subscriptionId": s_rita, "event": "reauthorizationRequired"})
+    st, _, _ = sim.api("POST", p + "/reauthorize", ta)
+    time.sleep(1.3)
+    check(st == 204 and state()["state"] == "live" and not state()["reauthorizeGracePending"]
+          and graces()[-2:] == ["started", "reauthorized"], f"reauthorized in time {graces()}")
+    sim.advance(700)
+    sim.ok("/lifecycle", {"subscriptionId": s_rita, "event": "reauthorizationRequired"})
+    st, _, _ = sim.api("PATCH", p, ta, {"expirationDateTime": iso(sim_now() + 1000 * 60)})
+    time.sleep(1.3)
+    check(st == 200 and state()["state"] == "live" and graces()[-2:] == ["started", "patched"],
+          f"PATCHed in time {graces()}")
+    sim.ok("/mode", {"reauthorizeGraceSeconds": 0})
+    sim.advance(700)
+    sim.ok("/lifecycle", {"subscriptionId": s_rita, "event": "reauthorizationRequired"})
+    check(state()["state"] == "paused", "grace 0: paused at once")
+    # fetch counters, methods
+    stats = sim.ok("/stats")
+    check(stats["openid_config_fetches"] == v.openid and stats["jwks_fetches"] == v.jwks
+          and v.openid > 30 and stats["validation_tokens_issued"] >= 30,
+          f"fetches counted {stats['openid_config_fetches']}/{v.openid} "
+          f"{stats['jwks_fetches']}/{v.jwks}")
+    st, hd, _ = sim.https("POST", "/common/discovery/keys", b"")
+    check(st == 405 and hd.get("allow") == "GET" and sim.ok("/stats")["jwks_fetches"] == v.jwks,
+          "POST to the JWKS -> 405, not counted")
+    # the decryptor's command line
+    with tempfile.TemporaryDirectory() as tmp:
+        key_path, cert_path = os.path.join(tmp, "k.pem"), os.path.join(tmp, "c.pem")
+        with open(key_path, "wb") as f:
+            f.write(k2)
+        tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_decrypt.py")
+        out = subprocess.run([sys.executable, tool, "--key", f"dev-2={key_path}"],
+                             input=json.dumps(enc).encode(), capture_output=True, timeout=30)
+        check(out.returncode == 0 and json.loads(out.stdout) == graph_decrypt.decrypt(enc, keys),
+              f"graph_decrypt.py --key decrypts {out.stderr}")
+        out = subprocess.run([sys.executable, tool, "--key", f"dev-1={key_path}"],
+                             input=json.dumps(enc).encode(), capture_output=True, timeout=30)
+        check(out.returncode == 1 and b"no private key" in out.stderr, "CLI: unknown id")
+        out = subprocess.run([sys.executable, tool, "--new-certificate", key_path, cert_path,
+                              "--days", "2"], capture_output=True, timeout=30)
+        made = json.loads(out.stdout)
+        with open(cert_path, "rb") as f:
+            der = x509.load_pem_x509_certificate(f.read()).public_bytes(serialization.Encoding.DER)
+        check(out.returncode == 0 and base64.b64decode(made["encryptionCertificate"]) == der
+              and made["encryptionCertificateThumbprint"] == hashlib.sha1(der).hexdigest().upper()
+              and os.stat(key_path).st_mode & 0o077 == 0, "CLI: --new-certificate")
+    for sid, tok in ((s_rita, ta), (s_rob, tb)):
+        sim.api("DELETE", f"/v1.0/subscriptions/{sid}", tok)
+    ctx["ta"] = ta  # the clock moved on: the first app token is about to expire
 
 
 def reset(sim):

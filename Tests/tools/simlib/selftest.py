@@ -269,10 +269,11 @@ def check_bad_clients(port, cafile, request, plain, after_preface):
 class Receiver:
     """An HTTPS server on a free loopback port, standing in for ENS's callback endpoint
     (certfile is a self-signed "localhost" certificate, like ENS's nginx one); `handler`
-    is its BaseHTTPRequestHandler class. A simulator that hangs up is no error."""
+    is its BaseHTTPRequestHandler class (port 0: any free one). A simulator that hangs
+    up is no error."""
 
-    def __init__(self, certfile, keyfile, handler):
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def __init__(self, certfile, keyfile, handler, port=0):
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.server.daemon_threads = True
         self.server.handle_error = lambda *args: None
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
