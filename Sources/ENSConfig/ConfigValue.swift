@@ -228,7 +228,7 @@ extension ConfigValue where Value == [IPNetwork] {
 }
 
 extension ConfigValue where Value == PrivacyMode {
-    static let privacyMode = ConfigValue.oneOf(PrivacyMode.allCases.map { ($0.name, $0) })
+    static let privacyMode = ConfigValue.oneOf(PrivacyMode.floors.map { ($0.name, $0) })
 }
 
 extension ConfigValue where Value == [DatabaseEndpoint] {

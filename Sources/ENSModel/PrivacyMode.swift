@@ -12,6 +12,11 @@ public enum PrivacyMode: Int, Sendable, Comparable, CaseIterable {
     case encrypted = 2
     /// The notification id alone: the app fetches the content from ENS.
     case secure = 3
+    /// Exchange Online (Graph) only: Microsoft encrypts the new mail's sender and
+    /// subject to the device's own certificate, and ENS forwards that ciphertext
+    /// without being able to open it (docs/privacy.md). Apple and Google see what they
+    /// see in `encrypted`; ENS itself sees nothing.
+    case blind = 4
 
     public static func < (lhs: PrivacyMode, rhs: PrivacyMode) -> Bool { lhs.rawValue < rhs.rawValue }
 
@@ -22,6 +27,7 @@ public enum PrivacyMode: Int, Sendable, Comparable, CaseIterable {
         case .generic: "generic"
         case .encrypted: "encrypted"
         case .secure: "secure"
+        case .blind: "blind"
         }
     }
 
@@ -30,11 +36,17 @@ public enum PrivacyMode: Int, Sendable, Comparable, CaseIterable {
         self = mode
     }
 
+    /// The modes an operator may set as the floor (`privacy.minimum_mode`): `blind`
+    /// exists only where Graph can encrypt to a device's certificate, so it cannot be
+    /// asked of every device.
+    public static let floors: [PrivacyMode] = [.preview, .generic, .encrypted, .secure]
+
     /// The mode a device's pushes actually use: its own, raised to the operator's
-    /// floor. `encrypted` needs the device's key; a device without one that the floor
-    /// raises to `encrypted` gets `secure`, the next stricter mode, never a weaker one.
+    /// floor. `encrypted` and `blind` need the device's key (its P-256 key, its
+    /// certificate); a device without one gets `secure`, stricter, never weaker.
     public func raised(to floor: PrivacyMode, hasPreviewKey: Bool) -> PrivacyMode {
+        precondition(floor != .blind, "blind is a device's choice, never an operator's floor")
         let mode = max(self, floor)
-        return mode == .encrypted && !hasPreviewKey ? .secure : mode
+        return (mode == .encrypted || mode == .blind) && !hasPreviewKey ? .secure : mode
     }
 }

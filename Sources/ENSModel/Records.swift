@@ -79,17 +79,22 @@ public struct DeviceRecord: Sendable, Equatable {
     }
 }
 
-/// A device's choice of privacy mode (docs/privacy.md); `encrypted` always with the key
-/// its previews are sealed to (the 65-byte uncompressed P-256 point).
+/// A device's choice of privacy mode (docs/privacy.md) with the key the mode needs:
+/// for `encrypted` the key its previews are sealed to (the 65-byte uncompressed P-256
+/// point); for `blind` the SHA-256 thumbprint of the certificate Graph encrypts to
+/// (the certificate itself is its `GraphBlindSubscriptions` row's).
 public struct DevicePrivacy: Sendable, Equatable {
     public let mode: PrivacyMode
     public let previewKey: [UInt8]?
+
+    /// A `blind` device's certificate thumbprint.
+    public var blindThumbprint: [UInt8]? { mode == .blind ? previewKey : nil }
 
     public static let preview = DevicePrivacy(mode: .preview, previewKey: nil)
 
     public init(mode: PrivacyMode, previewKey: [UInt8]?) {
         self.mode = mode
-        self.previewKey = mode == .encrypted ? previewKey : nil
+        self.previewKey = mode == .encrypted || mode == .blind ? previewKey : nil
     }
 }
 

@@ -88,6 +88,12 @@ public struct Vault: Sendable {
         Base64.encodeURLSafe(Digest.hmacSHA256(key: clientStateKey, message: Array("graph-client-state/\(recordID)/\(generation)".utf8)))
     }
 
+    /// The clientState of a record's rich (`blind`) subscription `blindID`: distinct from
+    /// the record's own, so neither subscription's notifications pass as the other's.
+    public func graphBlindClientState(recordID: Int64, blindID: Int64) -> String {
+        Base64.encodeURLSafe(Digest.hmacSHA256(key: clientStateKey, message: Array("graph-blind-client-state/\(recordID)/\(blindID)".utf8)))
+    }
+
     // MARK: Device tokens
 
     /// The lookup key for a device token (HMAC-SHA-256 of its stored form: an APNs

@@ -51,16 +51,44 @@ public struct SubscriptionRequest: Sendable {
     public let notificationURL: String
     public let clientState: String
     public let expiresAt: Timestamp
+    /// For a rich subscription (`blind` mode): the properties Graph puts into each
+    /// notification and the certificate it encrypts them to.
+    public let encryption: RichNotifications?
 
-    public init(userPath: String, notificationURL: String, clientState: String, expiresAt: Timestamp) {
+    public init(userPath: String, notificationURL: String, clientState: String, expiresAt: Timestamp, encryption: RichNotifications? = nil) {
         self.userPath = userPath
         self.notificationURL = notificationURL
         self.clientState = clientState
         self.expiresAt = expiresAt
+        self.encryption = encryption
     }
 
-    /// Graph's resource path for the user's Inbox messages.
-    public var resource: String { "\(userPath)/mailFolders('inbox')/messages" }
+    /// Graph's resource path for the user's Inbox messages (with `$select` for a rich
+    /// subscription, which Graph requires).
+    public var resource: String {
+        let inbox = "\(userPath)/mailFolders('inbox')/messages"
+        guard let encryption else { return inbox }
+        return inbox + "?$select=" + encryption.selected.joined(separator: ",")
+    }
+}
+
+/// What a rich subscription adds (includeResourceData): Graph encrypts the `selected`
+/// properties of each new message to `certificate` (DER X.509 of an RSA key) and names
+/// it by `certificateID` in every notification.
+public struct RichNotifications: Sendable, Equatable {
+    /// The properties a `blind` notification carries, in Graph's names.
+    public static let blindProperties = ["subject", "from", "receivedDateTime", "importance", "hasAttachments"]
+
+    public let selected: [String]
+    public let certificate: [UInt8]
+    public let certificateID: String
+
+    public init(selected: [String], certificate: [UInt8], certificateID: String) {
+        precondition(!selected.isEmpty, "Graph refuses a rich subscription without $select")
+        self.selected = selected
+        self.certificate = certificate
+        self.certificateID = certificateID
+    }
 }
 
 /// Graph and token-endpoint calls over one reused libcurl handle (kept-alive
@@ -144,6 +172,11 @@ public final class GraphClient {
         body.add("expirationDateTime", request.expiresAt.isoString)
         body.add("clientState", request.clientState)
         body.add("latestSupportedTlsVersion", "v1_2")
+        if let encryption = request.encryption {
+            body.add("includeResourceData", rawJSON: Array("true".utf8))
+            body.add("encryptionCertificate", Base64.encode(encryption.certificate))
+            body.add("encryptionCertificateId", encryption.certificateID)
+        }
         // Message ids that survive moves between folders; only settable at creation.
         return try subscription(call(.post, "/v1.0/subscriptions", application: application, body: body.finished(),
                                      headers: [("Prefer", "IdType=\"ImmutableId\"")], deadline: deadline))
@@ -153,6 +186,17 @@ public final class GraphClient {
     public func renewSubscription(id: String, until expiresAt: Timestamp, application: GraphApplication, deadline: Deadline? = nil) throws(GraphError) -> GraphSubscription {
         var body = JSONObjectWriter()
         body.add("expirationDateTime", expiresAt.isoString)
+        return try subscription(call(.patch, "/v1.0/subscriptions/\(PercentEncoding.escape(id))", application: application, body: body.finished(), deadline: deadline))
+    }
+
+    /// Points a rich subscription at another certificate (a device's key rotation),
+    /// renewing it at the same time.
+    public func rotateCertificate(id: String, to encryption: RichNotifications, until expiresAt: Timestamp, application: GraphApplication,
+                                  deadline: Deadline? = nil) throws(GraphError) -> GraphSubscription {
+        var body = JSONObjectWriter()
+        body.add("expirationDateTime", expiresAt.isoString)
+        body.add("encryptionCertificate", Base64.encode(encryption.certificate))
+        body.add("encryptionCertificateId", encryption.certificateID)
         return try subscription(call(.patch, "/v1.0/subscriptions/\(PercentEncoding.escape(id))", application: application, body: body.finished(), deadline: deadline))
     }
 
@@ -174,6 +218,27 @@ public final class GraphClient {
             path = String(next.dropFirst(configuration.graphURL.count))
         }
         return found
+    }
+
+    // MARK: The identity platform's signing keys
+
+    /// The RSA keys the Microsoft identity platform signs tokens with: its OpenID
+    /// configuration (`<login>/common/.well-known/openid-configuration`), then the
+    /// JWKS it names. Keys that are not RSA signing keys are skipped.
+    public func identityPlatformKeys(deadline: Deadline? = nil) throws(GraphError) -> [IdentityPlatformKey] {
+        let configuration = try fetchJSON(self.configuration.loginURL + "/common/.well-known/openid-configuration", deadline: deadline)
+        guard let jwksURL = configuration["jwks_uri"]?.stringValue, jwksURL.hasPrefix("https://"), jwksURL.utf8.count <= 2048 else {
+            throw .malformed("the OpenID configuration has no https jwks_uri")
+        }
+        guard case .array(let keys)? = try fetchJSON(jwksURL, deadline: deadline)["keys"] else { throw .malformed("a JWKS without keys") }
+        return keys.prefix(100).compactMap(IdentityPlatformKey.init(jwk:))
+    }
+
+    private func fetchJSON(_ url: String, deadline: Deadline?) throws(GraphError) -> JSONValue {
+        let response = try transfer(HTTPRequest(method: .get, url: url, headers: [("Accept", "application/json")]), deadline: deadline)
+        guard response.status == 200 else { throw .status(response.status, code: "") }
+        guard let parsed = try? JSONParser.parse(response.body), case .object = parsed else { throw .malformed("not a JSON object") }
+        return parsed
     }
 
     // MARK: Mail (application token)

@@ -72,8 +72,21 @@ public struct MailPayload: Sendable {
         switch mode {
         case .preview: encoded
         case .generic: render(sender: "", subject: "", generic: .generic, enc: nil)
-        case .encrypted, .secure: render(sender: "", subject: "", generic: .secure, enc: nil)
+        case .encrypted, .secure, .blind: render(sender: "", subject: "", generic: .secure, enc: nil)
         }
+    }
+
+    /// The `blind` payload: a generic alert with `mutable-content`, and in `ens.blind`
+    /// Graph's encrypted content as ENS received it (`content`, a JSON object ENS cannot
+    /// open). Without `content` (it would not fit APNs' 4 KB), `ens.privacy` says
+    /// `blind` and the app fetches the object with /getnotification.
+    public func blind(_ content: [UInt8]?) -> [UInt8] {
+        render(sender: "", subject: "", generic: .blind, enc: nil, blind: content)
+    }
+
+    /// Whether a `blind` payload carrying `content` fits a push.
+    public func fitsBlind(_ content: [UInt8]) -> Bool {
+        blind(content).count <= Self.maximumBytes
     }
 
     /// The `encrypted` payload: `content` sealed to the device's key in `ens.enc`.
@@ -156,7 +169,7 @@ public struct MailPayload: Sendable {
 
     /// One payload. `generic` nil renders the preview; otherwise the alert is generic
     /// and nothing of the mail is in clear but, in `generic` mode, the badge.
-    private func render(sender: String, subject: String, generic: PrivacyMode?, enc: String?) -> [UInt8] {
+    private func render(sender: String, subject: String, generic: PrivacyMode?, enc: String?, blind: [UInt8]? = nil) -> [UInt8] {
         var alert = JSONObjectWriter()
         if let generic {
             alert.add("title", Self.genericTitle)
@@ -171,13 +184,14 @@ public struct MailPayload: Sendable {
         if let sound { aps.add("sound", sound) }
         aps.add("content-available", 1)
         // The notification service extension runs only for alerts that say so.
-        if generic == .encrypted || generic == .secure { aps.add("mutable-content", 1) }
+        if generic == .encrypted || generic == .secure || generic == .blind { aps.add("mutable-content", 1) }
         var ens = JSONObjectWriter()
         if generic == nil { ens.add("userid", userID) } else { ens.add("tag", deviceTag) }
         if !notificationID.isEmpty { ens.add("id", notificationID) }
         ens.add("ts", Int(createdAt.millisecondsSinceEpoch))
         if let generic { ens.add("privacy", generic.name) }
         if let enc { ens.add("enc", enc) }
+        if let blind { ens.add("blind", rawJSON: blind) }
         var payload = JSONObjectWriter()
         payload.add("aps", rawJSON: aps.finished())
         payload.add("ens", rawJSON: ens.finished())

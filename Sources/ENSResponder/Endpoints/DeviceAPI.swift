@@ -65,7 +65,16 @@ enum DeviceAPI {
                                       settings: context.settings.deviceAPI).object(sealedCreds)
         let token = try creds.sealedToken("apnsToken")
         let credentials = try exchangeCredentials(creds)
-        let privacy = try PrivateNotifications.requestedPrivacy(mode: parameters["privacy"], key: parameters["privacyKey"])
+        let requested = try PrivateNotifications.requestedPrivacy(mode: parameters["privacy"], key: parameters["privacyKey"],
+                                                                  certificate: parameters["privacyCertificate"])
+        let privacy = requested?.0
+        let blindCertificate = requested?.1
+        if blindCertificate != nil {
+            // Only Graph can encrypt a new mail to the device's certificate.
+            guard case .graph = credentials.method else {
+                throw APIError(400, .invalidRequest, "Privacy 'blind' is for Exchange Online mailboxes (registered with graphAccessToken).")
+            }
+        }
         let secret = try DeviceSecret.sent(in: creds)
         let settings = DeviceSettings(
             bundleID: bundleID, defaultSound: nonEmpty(parameters["defaultSound"]), ewsDeviceID: nonEmpty(parameters["ewsDeviceId"]),
@@ -94,6 +103,12 @@ enum DeviceAPI {
             outcome = try registrar.proveAccess(request, context: context)
         } else {
             outcome = try backends.registrar(serving: request, context: context).subscribe(request, context: context)
+        }
+        if let blindCertificate, outcome.isSuccess {
+            let previous = try store.device(recordID: record.id, token: token)?.privacy.blindThumbprint
+            if let refusal = try PrivateNotifications.prepareBlind(blindCertificate, recordID: record.id, replacing: previous, context: context) {
+                return refusal
+            }
         }
         switch outcome {
         case .proven(let endpoint):
@@ -392,5 +407,15 @@ enum DeviceAPI {
     static func nonEmpty(_ text: String?) -> String? {
         guard let text, !text.isEmpty else { return nil }
         return text
+    }
+}
+
+extension MailboxOutcome {
+    /// The device may be stored: its credentials opened the mailbox.
+    fileprivate var isSuccess: Bool {
+        switch self {
+        case .subscribed, .proven: true
+        case .autodiscoverFailed, .authenticationFailed, .endpointNotTrusted, .throttled, .busy, .failed: false
+        }
     }
 }

@@ -32,22 +32,27 @@ enum PrivateNotifications {
     // MARK: Privacy modes
 
     /// The privacy a registration or /updateprivacy asks for: `privacy` (a mode's name)
-    /// and, for `encrypted` only, `privacyKey` (base64 of the P-256 public key). Nil
-    /// when neither is given; 400 for anything else.
-    static func requestedPrivacy(mode: String?, key: String?) throws(APIError) -> DevicePrivacy? {
+    /// with, for `encrypted`, `privacyKey` (base64 of the P-256 public key) and, for
+    /// `blind`, `privacyCertificate` (the device's X.509 certificate, base64 DER or
+    /// PEM). Nil when no mode is given; 400 for anything else. For `blind` the
+    /// certificate comes back too: the rich subscription is made from it.
+    static func requestedPrivacy(mode: String?, key: String?, certificate: String? = nil) throws(APIError) -> (DevicePrivacy, X509Certificate?)? {
         let mode = DeviceAPI.nonEmpty(mode)
         let key = DeviceAPI.nonEmpty(key)
+        let certificate = DeviceAPI.nonEmpty(certificate)
         guard let mode else {
             if key != nil { throw .invalidRequest("Parameter 'privacyKey' is only for privacy 'encrypted'.") }
+            if certificate != nil { throw .invalidRequest("Parameter 'privacyCertificate' is only for privacy 'blind'.") }
             return nil
         }
         guard let chosen = PrivacyMode(name: mode) else {
-            throw .invalidRequest("Parameter 'privacy' must be one of preview, generic, encrypted, secure.")
+            throw .invalidRequest("Parameter 'privacy' must be one of preview, generic, encrypted, secure, blind.")
         }
+        if chosen != .blind, certificate != nil { throw .invalidRequest("Parameter 'privacyCertificate' is only for privacy 'blind'.") }
         switch (chosen, key) {
         case (.encrypted, let key?):
             do {
-                return DevicePrivacy(mode: .encrypted, previewKey: try PreviewEncryption.recipientKey(base64: key).x963)
+                return (DevicePrivacy(mode: .encrypted, previewKey: try PreviewEncryption.recipientKey(base64: key).x963), nil)
             } catch {
                 throw .invalidRequest("Parameter 'privacyKey' must be a P-256 public key: base64 of its 65-byte uncompressed point or its DER SubjectPublicKeyInfo.")
             }
@@ -55,8 +60,33 @@ enum PrivateNotifications {
             throw .invalidRequest("Privacy 'encrypted' needs 'privacyKey', the device's P-256 public key.")
         case (_, .some):
             throw .invalidRequest("Parameter 'privacyKey' is only for privacy 'encrypted'.")
+        case (.blind, nil):
+            guard let certificate else {
+                throw APIError(400, .invalidRequest, "Privacy 'blind' needs 'privacyCertificate', the X.509 certificate of the device's RSA key.")
+            }
+            do throws(BlindSubscriptions.Unusable) {
+                let parsed = try BlindSubscriptions.certificate(from: certificate)
+                try BlindSubscriptions.check(parsed, now: .now())
+                return (DevicePrivacy(mode: .blind, previewKey: parsed.thumbprint.sha256), parsed)
+            } catch {
+                // Not the contract's uniform 400: the certificate is public and was not
+                // sealed, so saying what is wrong with it tells an attacker nothing.
+                throw APIError(400, .invalidRequest, error.description)
+            }
         case (_, nil):
-            return DevicePrivacy(mode: chosen, previewKey: nil)
+            return (DevicePrivacy(mode: chosen, previewKey: nil), nil)
+        }
+    }
+
+    /// Makes Graph encrypt to a `blind` device's certificate before the device is
+    /// stored in that mode; an error answer when it cannot.
+    static func prepareBlind(_ certificate: X509Certificate, recordID: Int64, replacing previous: [UInt8]?, context: RequestContext) throws -> APIResponse? {
+        switch try BlindSubscriptions.ensure(recordID: recordID, certificate: certificate, replacing: previous, context: context) {
+        case .ready: return nil
+        case .notGraph:
+            return APIResponse.error(400, .invalidRequest, "Privacy 'blind' is for Exchange Online mailboxes (registered with graphAccessToken).")
+        case .failed:
+            return .ok(.exchangeError, [("message", "Graph could not create the encrypted subscription for this certificate; try again later.")])
         }
     }
 
@@ -67,13 +97,28 @@ enum PrivateNotifications {
 
     /// POST /updateprivacy: `info` sealed {"pushToken", "privacy", "privacyKey"}.
     /// UpdateSuccess with the mode the device's pushes now use (`privacy`), UpdateFail
-    /// for a device the record does not have.
+    /// for a device the record does not have. For `blind` the certificate (about a
+    /// kilobyte, more than a small sealed object holds) is the form parameter
+    /// `privacyCertificate`, and the sealed `info` names it by its SHA-256
+    /// (`privacyCertificateSHA256`, hex), so that no one can swap it.
     static let updatePrivacy = DeviceAPI.sealedOperation(parameter: "info", use: .updatePrivacy) { operation, request, context in
         let info = try operation.object()
-        guard let privacy = try requestedPrivacy(mode: info["privacy"]?.stringValue ?? "", key: info["privacyKey"]?.stringValue) else {
+        let named = info["privacyCertificateSHA256"]?.stringValue
+        let sent = DeviceAPI.nonEmpty(request.parameters["privacyCertificate"])
+        guard let (privacy, certificate) = try requestedPrivacy(mode: info["privacy"]?.stringValue ?? "", key: info["privacyKey"]?.stringValue,
+                                                              certificate: sent) else {
             throw APIError.invalidRequest("The sealed 'info' must name a 'privacy' mode.")
         }
+        if let certificate {
+            guard let named, let hash = Hex.decode(named), Digest.constantTimeEqual(hash, certificate.thumbprint.sha256) else {
+                throw APIError(400, .invalidRequest, "The sealed 'info' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).")
+            }
+        }
         guard let device = try provenDevice(info, operation: operation, context: context) else { return .ok(.updateFail) }
+        if let certificate, let refusal = try prepareBlind(certificate, recordID: operation.record.id, replacing: device.privacy.blindThumbprint,
+                                                           context: context) {
+            return refusal
+        }
         try operation.store.setPrivacy(deviceID: device.id, privacy)
         context.logger.info("device privacy mode changed", metadata: ["device": "\(device.id)", "privacy": "\(privacy.mode.name)"])
         return .ok(.updateSuccess, [("privacy", effective(privacy, context: context).name)])

@@ -22,7 +22,7 @@ extension SealedUse {
                                          contractForm: true)
     // ENS's own endpoints: bound always, and proved with the device's secret, never the
     // push token alone (which Apple and Google hold).
-    static let updatePrivacy = SealedUse("updateprivacy.info", members: ["pushToken", "deviceSecret", "privacy", "privacyKey"], contractForm: false)
+    static let updatePrivacy = SealedUse("updateprivacy.info", members: ["pushToken", "deviceSecret", "privacy", "privacyKey", "privacyCertificateSHA256"], contractForm: false)
     static let getNotification = SealedUse("getnotification.info", members: ["pushToken", "deviceSecret", "id"], contractForm: false)
     static let history = SealedUse("getnotificationhistory.info", members: ["pushToken", "deviceSecret", "limit"], contractForm: false)
     static let markRead = SealedUse("marknotificationsread.info", members: ["pushToken", "deviceSecret", "ids"], contractForm: false)

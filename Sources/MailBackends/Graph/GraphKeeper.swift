@@ -96,6 +96,7 @@ public struct GraphKeeper: SubscriptionKeeping {
         maintenance.logger.info("graph subscriptions kept", metadata: [
             "renewed": "\(counts.renewed)", "recreated": "\(counts.recreated)", "postponed": "\(counts.postponed)", "ended": "\(counts.ended)",
         ])
+        try BlindKeeper(applications: applications, plan: plan).keep(maintenance, client: client)
         return counts.ended
     }
 

@@ -86,16 +86,20 @@ public enum GraphNotifications {
             // Items by subscription, in the order Graph sent them.
             var order: [String] = []
             var items: [String: [ChangeNotificationBatch.Item]] = [:]
+            var verdicts: [String: BlindNotifications.Verdict] = [:]
             for item in batch.items {
-                let subscription = switch item {
-                case .created(let id, _, _), .lifecycle(let id, _, _): id
-                }
+                let subscription = item.subscriptionID
                 if items[subscription] == nil { order.append(subscription) }
                 items[subscription, default: []].append(item)
             }
             for subscription in order {
                 let group = items[subscription] ?? []
-                guard let row = try store.callbackRecord(subscriptionID: subscription, backend: .graph) else {
+                let found = try store.callbackRecord(subscriptionID: subscription, backend: .graph)
+                if found == nil, let blind = try GraphBlindStore(database: context.database).subscription(subscriptionID: subscription) {
+                    guard try handleBlind(group, blind: blind, batch: batch, store: store, verdicts: &verdicts) else { return GraphNotifications.retryLater }
+                    continue
+                }
+                guard let row = found else {
                     if try registrationPending(store) {
                         // Created at Graph, not yet recorded here: Graph retries the batch.
                         logger.info("graph notification for a registration not yet recorded: asking for a retry", metadata: ["record": "\(address.recordID)"])
@@ -115,11 +119,8 @@ public enum GraphNotifications {
                 let expected = Array(context.services.vault.graphClientState(recordID: row.id, generation: row.generation).utf8)
                 var genuine: [ChangeNotificationBatch.Item] = []
                 for item in group {
-                    let state = switch item {
-                    case .created(_, let state, _), .lifecycle(_, let state, _): state
-                    }
                     // Constant time per item: the clientState is the only proof that Graph sent it.
-                    if let state, Digest.constantTimeEqual(Array(state.utf8), expected) { genuine.append(item) }
+                    if let state = item.clientState, Digest.constantTimeEqual(Array(state.utf8), expected) { genuine.append(item) }
                 }
                 if genuine.count < group.count {
                     logger.warning("graph notification items dropped: clientState does not match", metadata: [
@@ -132,6 +133,55 @@ public enum GraphNotifications {
                 }
             }
             return GraphNotifications.accepted
+        }
+
+        /// A rich (`blind`) subscription's items; false when the caller must answer 503.
+        private func handleBlind(_ group: [ChangeNotificationBatch.Item], blind: GraphBlindStore.BlindSubscription, batch: ChangeNotificationBatch,
+                                 store: MailSubscriptionStore, verdicts: inout [String: BlindNotifications.Verdict]) throws -> Bool {
+            guard let row = try store.callbackRecord(id: blind.recordID), row.backend == .graph, let tenant = row.backendTenant,
+                  row.isAuthentic(RowBinding(vault: context.services.vault)) else {
+                logger.error("blind notification dropped: its record is gone, not Graph's, or fails its integrity check", metadata: ["blind": "\(blind.id)"])
+                count("dropped_integrity", group.count)
+                return true
+            }
+            let expected = Array(context.services.vault.graphBlindClientState(recordID: row.id, blindID: blind.id).utf8)
+            let genuine = group.filter { item in item.clientState.map { Digest.constantTimeEqual(Array($0.utf8), expected) } ?? false }
+            if genuine.count < group.count {
+                logger.warning("graph notification items dropped: clientState does not match", metadata: [
+                    "record": "\(row.id)", "items": "\(group.count - genuine.count)",
+                ])
+                count("dropped_client_state", group.count - genuine.count)
+            }
+            let now = Timestamp.now()
+            var messages: [(messageID: String, content: EncryptedContent)] = []
+            for item in genuine {
+                switch item {
+                case .encrypted(_, _, let messageID, let content):
+                    if !messages.contains(where: { $0.messageID == messageID }) { messages.append((messageID, content)) }
+                case .created:
+                    // A rich subscription's item must carry its ciphertext; ENS has no other way to say what it is.
+                    count("dropped_unencrypted")
+                case .lifecycle(_, _, let event):
+                    try BlindLifecycle(context: context).handle(event, blind: blind, row: row, now: now)
+                    count("lifecycle_" + item.eventName)
+                }
+            }
+            guard !messages.isEmpty else { return true }
+            let blindNotifications = BlindNotifications(context: context)
+            let verdict = try verdicts[tenant] ?? blindNotifications.verify(batch, tenants: [tenant])
+            verdicts[tenant] = verdict
+            switch verdict {
+            case .valid:
+                return try blindNotifications.deliver(messages, blind: blind, row: row, now: now)
+            case .invalid(let error):
+                logger.warning("blind notification items dropped: the batch's validation tokens do not prove Graph sent it", metadata: [
+                    "record": "\(row.id)", "reason": "\(error)", "items": "\(messages.count)",
+                ])
+                count("dropped_validation", messages.count)
+                return true
+            case .unavailable:
+                return false
+            }
         }
 
         /// Whether the URL's record has a registration between its subscription's
@@ -149,7 +199,7 @@ public enum GraphNotifications {
             var missed = false
             for item in items {
                 switch item {
-                case .created(_, _, let messageID):
+                case .created(_, _, let messageID), .encrypted(_, _, let messageID, _):
                     if !messages.contains(messageID) { messages.append(messageID) }
                 case .lifecycle(_, _, .reauthorizationRequired):
                     let due = try graphStore.requestRenewal(recordID: row.id, generation: row.generation, now: now)
@@ -249,7 +299,7 @@ extension ChangeNotificationBatch.Item {
     /// The lifecycle event's name (for logs and metrics), "created" for new mail.
     var eventName: String {
         switch self {
-        case .created: "created"
+        case .created, .encrypted: "created"
         case .lifecycle(_, _, let event): event.rawValue
         }
     }

@@ -39,11 +39,15 @@ public final class GraphServices: Sendable {
     public let applications: GraphApplications
     public let tokens: GraphAppTokens
     public let mailboxes: MailboxGate
+    /// The identity platform's keys that sign rich notifications' validation tokens.
+    public let signingKeys: SigningKeyCache
 
-    public init(applications: GraphApplications, tokens: GraphAppTokens = GraphAppTokens(), mailboxes: MailboxGate) {
+    public init(applications: GraphApplications, tokens: GraphAppTokens = GraphAppTokens(), mailboxes: MailboxGate,
+                signingKeys: SigningKeyCache = SigningKeyCache()) {
         self.applications = applications
         self.tokens = tokens
         self.mailboxes = mailboxes
+        self.signingKeys = signingKeys
     }
 
     /// Graph's per-mailbox limit for every responder process of the host, kept in lock

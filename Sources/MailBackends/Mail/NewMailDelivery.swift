@@ -30,7 +30,10 @@ struct NewMailDelivery {
     func deliver(items: [String], row: MailSubscriptionStore.CallbackRecord, reader: (any MailboxReader)?,
                  store: MailSubscriptionStore, watermark: String?, now: Timestamp, lookupBudget: Duration) throws -> Outcome {
         let settings = context.settings.callbacks
+        // `blind` devices hear of new mail from their own rich subscription
+        // (BlindNotifications); a record whose devices are all blind is not looked up.
         let devices = try store.notifiableDevices(recordID: row.id, endpoint: row.endpoint, now: now, limit: settings.maximumDevicesPerRecord)
+            .filter { $0.device.privacy.blindThumbprint == nil }
         guard !devices.isEmpty else { return Outcome(delivered: true, recorded: false) }
         // Caps (docs/exchange.md, "Limits"): a batch of more items than
         // exchange.max_items_per_callback, or one that would take the record past

@@ -1,0 +1,202 @@
+public import MariaDB
+public import ENSModel
+
+/// The SQL of Graph's `blind` mode (migration 019): one rich subscription per record
+/// and device certificate (`GraphBlindSubscriptions`), and the identity platform's
+/// signing keys the notifications' validation tokens are checked against
+/// (`GraphSigningKeys`). Everything here is public material: certificates, their
+/// thumbprints, ids Graph knows, public keys.
+public struct GraphBlindStore {
+    public let database: any SQLDatabase
+
+    public init(database: any SQLDatabase) {
+        self.database = database
+    }
+
+    /// One rich subscription: the certificate Graph encrypts to (and, until the next
+    /// renewal after a rotation, the one before it).
+    public struct BlindSubscription: Sendable, Equatable {
+        public let id: Int64
+        public let recordID: Int64
+        public let thumbprint: [UInt8]
+        public let certificate: [UInt8]
+        public let certificateID: String
+        public let previousThumbprint: [UInt8]?
+        public let previousCertificateID: String?
+        public let resource: String
+        public let subscriptionID: String?
+        public let expiresAt: Timestamp?
+        public let renewedAt: Timestamp?
+
+        /// The thumbprints of the devices this subscription's notifications are for.
+        public var thumbprints: [[UInt8]] { [thumbprint] + (previousThumbprint.map { [$0] } ?? []) }
+
+        /// Whether Graph's `encryptionCertificateId` names this subscription's current
+        /// or previous certificate.
+        public func encrypts(to certificateID: String) -> Bool {
+            certificateID == self.certificateID || certificateID == previousCertificateID
+        }
+    }
+
+    private static let columns = """
+        id, record_id, thumbprint, certificate, certificate_id, previous_thumbprint, previous_certificate_id, resource,
+        subscription_id, expires_at, renewed_at
+        """
+
+    private static func subscription(from row: Row) throws -> BlindSubscription {
+        let (id, record, thumbprint, certificate, certificateID, previousThumbprint, previousID, resource, subscription, expires, renewed)
+            = try row.decode(Int64.self, Int64.self, [UInt8].self, [UInt8].self, String.self, [UInt8]?.self, String?.self, String.self,
+                             String?.self, Timestamp?.self, Timestamp?.self)
+        return BlindSubscription(id: id, recordID: record, thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
+                                 previousThumbprint: previousThumbprint, previousCertificateID: previousID, resource: resource,
+                                 subscriptionID: subscription, expiresAt: expires, renewedAt: renewed)
+    }
+
+    public func subscription(recordID: Int64, thumbprint: [UInt8]) throws -> BlindSubscription? {
+        try database.queryOne("""
+            SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE record_id = \(recordID) AND thumbprint = \(thumbprint)
+            """).map(Self.subscription(from:))
+    }
+
+    /// The rich subscription a notification names (Graph's subscription id).
+    public func subscription(subscriptionID: String) throws -> BlindSubscription? {
+        try database.queryOne("""
+            SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE subscription_id = \(subscriptionID)
+            """).map(Self.subscription(from:))
+    }
+
+    public func subscriptions(recordID: Int64) throws -> [BlindSubscription] {
+        try database.query("""
+            SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE record_id = \(recordID) ORDER BY id LIMIT 100
+            """).map(Self.subscription(from:))
+    }
+
+    /// Reserves the row of a subscription about to be created at Graph (no subscription
+    /// id yet); nil when the record already has one for this certificate.
+    public func reserve(recordID: Int64, thumbprint: [UInt8], certificate: [UInt8], certificateID: String, resource: String,
+                        now: Timestamp) throws -> Int64? {
+        let result = try database.execute("""
+            INSERT IGNORE INTO GraphBlindSubscriptions (record_id, thumbprint, certificate, certificate_id, resource, created_at)
+            VALUES (\(recordID), \(thumbprint), \(certificate), \(certificateID), \(resource), \(now.databaseString))
+            """)
+        return result.affectedRows > 0 ? result.lastInsertID : nil
+    }
+
+    /// Graph created (or renewed, or re-created) the subscription: renewed at about
+    /// half its lifetime, and a rotation's previous certificate forgotten — every
+    /// notification Graph made before the PATCH has had the time since to arrive.
+    public func subscribed(id: Int64, subscriptionID: String, expiresAt: Timestamp, now: Timestamp, keepPrevious: Bool = false) throws {
+        let renewAfter = GraphSubscriptionStore.renewAfter(now: now, expiresAt: expiresAt)
+        try database.execute("""
+            UPDATE GraphBlindSubscriptions SET subscription_id = \(subscriptionID), expires_at = \(expiresAt.databaseString),
+                renewed_at = \(now.databaseString), renew_after = \(renewAfter.databaseString),
+                previous_thumbprint = IF(\(keepPrevious), previous_thumbprint, NULL),
+                previous_certificate_id = IF(\(keepPrevious), previous_certificate_id, NULL)
+            WHERE id = \(id)
+            """)
+    }
+
+    /// A rotation PATCHed at Graph: the new certificate is current, the old one stays
+    /// accepted until the next renewal.
+    public func rotated(id: Int64, to thumbprint: [UInt8], certificate: [UInt8], certificateID: String, expiresAt: Timestamp, now: Timestamp) throws {
+        try database.execute("""
+            UPDATE GraphBlindSubscriptions SET previous_thumbprint = thumbprint, previous_certificate_id = certificate_id,
+                thumbprint = \(thumbprint), certificate = \(certificate), certificate_id = \(certificateID),
+                expires_at = \(expiresAt.databaseString), renewed_at = \(now.databaseString),
+                renew_after = \(GraphSubscriptionStore.renewAfter(now: now, expiresAt: expiresAt).databaseString)
+            WHERE id = \(id)
+            """)
+    }
+
+    public func delete(id: Int64) throws {
+        try database.execute("DELETE FROM GraphBlindSubscriptions WHERE id = \(id)")
+    }
+
+    /// How many of the record's devices use a certificate (as their current one).
+    public func deviceCount(recordID: Int64, thumbprint: [UInt8]) throws -> Int {
+        try database.queryOne("""
+            SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID) AND privacy_mode = \(PrivacyMode.blind.rawValue)
+                AND preview_key = \(thumbprint)
+            """)?.decode(Int.self) ?? 0
+    }
+
+    /// Rich subscriptions whose renewal is due (ens-cron), or that no device uses any more.
+    public func due(now: Timestamp, after lastID: Int64, limit: Int) throws -> [BlindSubscription] {
+        try database.query("""
+            SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions
+            WHERE (renew_after <= \(now.databaseString) OR subscription_id IS NULL) AND id > \(lastID) ORDER BY id LIMIT \(limit)
+            """).map(Self.subscription(from:))
+    }
+
+    /// A subscription Graph removed (`subscriptionRemoved`): due at once.
+    public func renewNow(id: Int64, now: Timestamp) throws {
+        try database.execute("UPDATE GraphBlindSubscriptions SET renew_after = \(now.databaseString) WHERE id = \(id)")
+    }
+
+    /// A subscription Graph removed (`subscriptionRemoved`): expired from now, and due
+    /// at once (a new subscription is not a renewal: no spacing applies).
+    public func removed(id: Int64, now: Timestamp) throws {
+        try database.execute("""
+            UPDATE GraphBlindSubscriptions SET renew_after = \(now.databaseString),
+                expires_at = LEAST(COALESCE(expires_at, \(now.databaseString)), \(now.databaseString))
+            WHERE id = \(id)
+            """)
+    }
+
+    public func postpone(id: Int64, until retry: Timestamp) throws {
+        try database.execute("UPDATE GraphBlindSubscriptions SET renew_after = \(retry.databaseString) WHERE id = \(id)")
+    }
+
+    // MARK: The identity platform's signing keys
+
+    /// One RSA signing key of the JWKS (`kid`, modulus and exponent, big-endian).
+    public struct SigningKey: Sendable, Equatable {
+        public let kid: String
+        public let modulus: [UInt8]
+        public let exponent: [UInt8]
+
+        public init(kid: String, modulus: [UInt8], exponent: [UInt8]) {
+            self.kid = kid
+            self.modulus = modulus
+            self.exponent = exponent
+        }
+    }
+
+    /// The cached keys (the bookkeeping row, kid '', excluded).
+    public func signingKeys() throws -> [SigningKey] {
+        try database.query("SELECT kid, modulus, exponent FROM GraphSigningKeys WHERE kid <> '' ORDER BY kid LIMIT 200").map { row in
+            let (kid, modulus, exponent) = try row.decode(String.self, [UInt8].self, [UInt8].self)
+            return SigningKey(kid: kid, modulus: modulus, exponent: exponent)
+        }
+    }
+
+    /// When the keys were last fetched, by anyone.
+    public func lastKeyFetch() throws -> Timestamp? {
+        try database.queryOne("SELECT fetched_at FROM GraphSigningKeys WHERE kid = ''")?.decode(Timestamp.self)
+    }
+
+    /// Claims the right to fetch the keys now: true for at most one caller (of every
+    /// process and host) per `spacing`.
+    public func claimKeyFetch(now: Timestamp, spacing: Duration) throws -> Bool {
+        let cutoff = now.subtracting(spacing)
+        if try database.execute("""
+            UPDATE GraphSigningKeys SET fetched_at = \(now.databaseString) WHERE kid = '' AND fetched_at <= \(cutoff.databaseString)
+            """).affectedRows > 0 { return true }
+        return try database.execute("""
+            INSERT IGNORE INTO GraphSigningKeys (kid, modulus, exponent, fetched_at) VALUES ('', '', '', \(now.databaseString))
+            """).affectedRows > 0
+    }
+
+    /// Replaces the cached keys with a fetched JWKS.
+    public func replaceSigningKeys(_ keys: [SigningKey], now: Timestamp) throws {
+        try database.transaction {
+            try database.execute("DELETE FROM GraphSigningKeys WHERE kid <> ''")
+            for key in keys {
+                try database.execute("""
+                    INSERT INTO GraphSigningKeys (kid, modulus, exponent, fetched_at)
+                    VALUES (\(key.kid), \(key.modulus), \(key.exponent), \(now.databaseString))
+                    """)
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+internal import POSIX
+internal import Codecs
+internal import ENSModel
+internal import ENSStore
+internal import ENSVault
+internal import Graph
+internal import Logging
+internal import OpenSSL
+
+/// ens-cron's share of Graph's `blind` mode: renews each rich subscription before its
+/// day runs out (Graph caps them at 1,440 minutes), re-creates one Graph removed or let
+/// expire, deletes one no device uses any more, and keeps the identity platform's
+/// signing keys fresh in the database so that responders rarely fetch them.
+struct BlindKeeper {
+    let applications: GraphApplications
+    let plan: GraphSubscriptionPlan
+
+    /// The keys are fetched by ens-cron at most this often (Microsoft rotates them about
+    /// daily and publishes new ones ahead of use).
+    static let keyRefresh: Duration = .minutes(60)
+
+    struct Counts: Sendable, Equatable {
+        var renewed = 0
+        var recreated = 0
+        var deleted = 0
+        var postponed = 0
+    }
+
+    func keep(_ maintenance: Maintenance, client: GraphClient) throws {
+        let store = GraphBlindStore(database: maintenance.database)
+        let now = maintenance.now
+        do {
+            if try store.claimKeyFetch(now: now, spacing: Self.keyRefresh) {
+                let keys = try client.identityPlatformKeys()
+                try store.replaceSigningKeys(keys.map { GraphBlindStore.SigningKey(kid: $0.kid, modulus: $0.modulus, exponent: $0.exponent) }, now: now)
+                maintenance.logger.info("graph signing keys refreshed", metadata: ["keys": "\(keys.count)"])
+            }
+        } catch let error as GraphError {
+            maintenance.logger.warning("graph signing keys could not be refreshed", metadata: ["error": "\(error)"])
+        }
+        var counts = Counts()
+        var lastID: Int64 = 0
+        while true {
+            let due = try store.due(now: now, after: lastID, limit: Maintenance.batchSize)
+            for blind in due {
+                try keep(blind, store: store, client: client, maintenance: maintenance, counts: &counts)
+            }
+            guard let last = due.last, due.count == Maintenance.batchSize else { break }
+            lastID = last.id
+        }
+        if counts != Counts() {
+            maintenance.logger.info("graph blind subscriptions kept", metadata: [
+                "renewed": "\(counts.renewed)", "recreated": "\(counts.recreated)", "deleted": "\(counts.deleted)", "postponed": "\(counts.postponed)",
+            ])
+        }
+    }
+
+    private func keep(_ blind: GraphBlindStore.BlindSubscription, store: GraphBlindStore, client: GraphClient, maintenance: Maintenance,
+                      counts: inout Counts) throws {
+        let now = maintenance.now
+        let records = MailSubscriptionStore(database: maintenance.database, vault: plan.vault)
+        let record = try records.callbackRecord(id: blind.recordID)
+        let mailbox = try GraphSubscriptionStore(database: maintenance.database).mailbox(recordID: blind.recordID)
+        let application = mailbox.flatMap { applications.application(tenantID: $0.tenantID) }
+        let inUse = try blind.thumbprints.contains { try store.deviceCount(recordID: blind.recordID, thumbprint: $0) > 0 }
+        guard let record, let mailbox, let application, record.backend == .graph, inUse,
+              record.isAuthentic(RowBinding(vault: plan.vault)) else {
+            // No device left for this certificate, or no Graph mailbox behind it.
+            if let id = blind.subscriptionID, let application {
+                try? client.deleteSubscription(id: id, application: application)
+            }
+            try store.delete(id: blind.id)
+            counts.deleted += 1
+            return
+        }
+        let alive = blind.subscriptionID != nil && (blind.expiresAt ?? now) > now
+        if alive, let renewed = blind.renewedAt, renewed > now.subtracting(GraphSubscriptionStore.renewalSpacing) {
+            try store.postpone(id: blind.id, until: renewed.adding(GraphSubscriptionStore.renewalSpacing))
+            return
+        }
+        let lifetime = min(plan.lifetime, BlindSubscriptions.richLifetime)
+        do throws(GraphError) {
+            if alive, let id = blind.subscriptionID {
+                do throws(GraphError) {
+                    let renewed = try client.renewSubscription(id: id, until: now.adding(lifetime), application: application)
+                    try? store.subscribed(id: blind.id, subscriptionID: renewed.id, expiresAt: renewed.expiresAt, now: now)
+                    counts.renewed += 1
+                    return
+                } catch .notFound {
+                    maintenance.logger.info("graph blind subscription gone: creating a new one", metadata: ["record": "\(blind.recordID)"])
+                }
+            }
+            let request = SubscriptionRequest(
+                userPath: mailbox.userPath,
+                notificationURL: plan.callbackURL + RoutingToken(recordID: blind.recordID, generation: record.generation).path(vault: plan.vault),
+                clientState: plan.vault.graphBlindClientState(recordID: blind.recordID, blindID: blind.id), expiresAt: now.adding(lifetime),
+                encryption: RichNotifications(selected: BlindSubscriptions.selection(of: blind.resource), certificate: blind.certificate,
+                                              certificateID: blind.certificateID)
+            )
+            let created = try client.createSubscription(request, application: application)
+            try? store.subscribed(id: blind.id, subscriptionID: created.id, expiresAt: created.expiresAt, now: now)
+            counts.recreated += 1
+        } catch {
+            let retry: Duration = if case .throttled(let after) = error { max(after, .seconds(60)) } else { .minutes(5) }
+            maintenance.logger.warning("graph blind subscription renewal failed; retrying later", metadata: ["record": "\(blind.recordID)", "error": "\(error)"])
+            try store.postpone(id: blind.id, until: now.adding(retry))
+            counts.postponed += 1
+        }
+    }
+}
+
+/// Lifecycle events of a rich subscription: `reauthorizationRequired` and
+/// `subscriptionRemoved` make it due for ens-cron's keeper at once.
+struct BlindLifecycle {
+    let context: RequestContext
+
+    func handle(_ event: ChangeNotificationBatch.LifecycleEvent, blind: GraphBlindStore.BlindSubscription, row: MailSubscriptionStore.CallbackRecord,
+                now: Timestamp) throws {
+        switch event {
+        case .reauthorizationRequired, .subscriptionRemoved:
+            let store = GraphBlindStore(database: context.database)
+            if event == .subscriptionRemoved { try store.removed(id: blind.id, now: now) } else { try store.renewNow(id: blind.id, now: now) }
+            context.logger.info("graph lifecycle event on a blind subscription: renewal scheduled", metadata: [
+                "record": "\(row.id)", "blind": "\(blind.id)", "event": "\(event.rawValue)",
+            ])
+        case .missed:
+            context.logger.warning("graph missed notifications of a blind subscription", metadata: ["record": "\(row.id)", "blind": "\(blind.id)"])
+        }
+    }
+}
