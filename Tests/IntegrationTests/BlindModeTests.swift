@@ -120,6 +120,30 @@ struct BlindModeTests {
         #expect(try GraphSimulator.violations().isEmpty)
     }
 
+    @Test func anAndroidDeviceGetsTheCiphertextAsDataOnly() throws {
+        let user = try GraphMailboxUser.register(with: api)
+        let key = try DeviceKey.make()
+        let token = TestSecrets.fcmToken()
+        let answer = try api.call("/registerdevicev2", [
+            "userid": user.user.userID, "email": user.user.email,
+            "creds": try user.user.sealJSON(["fcmToken": token, "graphAccessToken": try GraphSimulator.userToken(user.user.email),
+                                             "deviceSecret": TestSecrets.deviceSecret(for: token)]),
+            "bundleid": "com.example.mail", "privacy": "blind", "privacyCertificate": key.certificateBase64,
+        ])
+        #expect(answer.json["privacy"] == "blind", "\(answer.bodyText)")
+        _ = try privateMail(user, "Blind on Android")
+        var opened: [String: Any]?
+        #expect(TestStack.eventually(within: 20) {
+            opened = FCMSimulator.accepted().filter { $0.token == token }.compactMap { $0.data["blind"] }.compactMap { text in
+                (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]).flatMap { try? key.decrypt($0) }
+            }.first
+            return opened != nil
+        })
+        #expect(opened?["subject"] as? String == "Blind on Android")
+        let message = try #require(FCMSimulator.accepted().first { $0.token == token })
+        #expect(message.notification.isEmpty && message.data["privacy"] == "blind", "data-only: the app shows the alert once it has opened it")
+    }
+
     @Test func aPayloadTooBigForAPushIsFetchedOnceStillEncrypted() throws {
         let user = try GraphMailboxUser.register(with: api)
         let key = try DeviceKey.make(bits: 4096)

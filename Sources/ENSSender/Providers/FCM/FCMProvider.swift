@@ -74,7 +74,7 @@ public struct FCMServiceAccount: Sendable {
 /// high-priority message with `notification.title`/`body`, a background push a
 /// normal-priority data-only message, an alert the app shows itself (`encrypted` and
 /// `secure` privacy) a high-priority data-only message; the badge, sound, user id,
-/// action, sync key and `ens` members (id, ts, privacy, enc) travel as string data. The collapse key is the notification id (a replay replaces
+/// action, sync key and `ens` members (id, ts, privacy, enc; `blind` as its JSON text) travel as string data. The collapse key is the notification id (a replay replaces
 /// its first delivery), the TTL what is left of the notification's expiry.
 public final class FCMProvider: PushProvider {
     public let kind = DeviceToken.Provider.fcm
@@ -238,7 +238,15 @@ public final class FCMProvider: PushProvider {
         }
         var data: [(String, String)] = [("notificationId", notification.id)]
         if case .object(let ens)? = payload["ens"] {
-            for key in ens.keys.sorted() { if let text = ens[key]?.scalarText { data.append((key, text)) } }
+            for key in ens.keys.sorted() {
+                guard let member = ens[key] else { continue }
+                if let text = member.scalarText {
+                    data.append((key, text))
+                } else if case .object = member {
+                    // `ens.blind`: FCM's data values are strings, so the object travels as its JSON.
+                    data.append((key, String(decoding: member.encoded, as: UTF8.self)))
+                }
+            }
         }
         if let badge = aps["badge"]?.scalarText { data.append(("badge", badge)) }
         if let sound = aps["sound"]?.stringValue { data.append(("sound", sound)) }
