@@ -42,13 +42,13 @@ enum PrivateNotifications {
         let certificate = DeviceAPI.nonEmpty(certificate)
         guard let mode else {
             if key != nil { throw .invalidRequest("Parameter 'privacyKey' is only for privacy 'encrypted'.") }
-            if certificate != nil { throw .invalidRequest("Parameter 'privacyCertificate' is only for privacy 'blind'.") }
+            if certificate != nil { throw APIError(400, .invalidRequest, "Parameter 'privacyCertificate' is only for privacy 'blind'.") }
             return nil
         }
         guard let chosen = PrivacyMode(name: mode) else {
             throw .invalidRequest("Parameter 'privacy' must be one of preview, generic, encrypted, secure, blind.")
         }
-        if chosen != .blind, certificate != nil { throw .invalidRequest("Parameter 'privacyCertificate' is only for privacy 'blind'.") }
+        if chosen != .blind, certificate != nil { throw APIError(400, .invalidRequest, "Parameter 'privacyCertificate' is only for privacy 'blind'.") }
         switch (chosen, key) {
         case (.encrypted, let key?):
             do {
@@ -85,6 +85,8 @@ enum PrivateNotifications {
         case .ready: return nil
         case .notGraph:
             return APIResponse.error(400, .invalidRequest, "Privacy 'blind' is for Exchange Online mailboxes (registered with graphAccessToken).")
+        case .tooManyCertificates:
+            return APIResponse.error(400, .invalidRequest, "This mailbox has blind certificates for \(BlindSubscriptions.maximumPerRecord) devices already: reuse one of them.")
         case .failed:
             return .ok(.exchangeError, [("message", "Graph could not create the encrypted subscription for this certificate; try again later.")])
         }

@@ -42,6 +42,7 @@ public enum CGIResponder {
         let apiTokens = services.apiTokens
         Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) })
             .respond(to: CGIRequest(), context: context)
+        context.runWorkAfterTheAnswer()
         do {
             try services.checkIns.flush(database: connection)
         } catch {

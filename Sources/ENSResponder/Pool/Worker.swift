@@ -159,6 +159,7 @@ public struct Worker {
             // 4 MiB), and an unread body is short: the dispatcher refused it.
             while !slot.readBody(limit: 4096).isEmpty {}
             slot.finish(returningConnectionTo: connections)
+            context.runWorkAfterTheAnswer()
         }
     }
 }

@@ -128,6 +128,16 @@ public struct GraphBlindStore {
             """).map(Self.subscription(from:))
     }
 
+    /// Claims a rich subscription's due renewal for the caller alone (as
+    /// `GraphSubscriptionStore.claimDue`).
+    public func claimDue(id: Int64, now: Timestamp, hold: Duration) throws -> BlindSubscription? {
+        guard try database.execute("""
+            UPDATE GraphBlindSubscriptions SET renew_after = \(now.adding(hold).databaseString)
+            WHERE id = \(id) AND renew_after <= \(now.databaseString)
+            """).affectedRows > 0 else { return nil }
+        return try database.queryOne("SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE id = \(id)").map(Self.subscription(from:))
+    }
+
     /// A subscription Graph removed (`subscriptionRemoved`): due at once.
     public func renewNow(id: Int64, now: Timestamp) throws {
         try database.execute("UPDATE GraphBlindSubscriptions SET renew_after = \(now.databaseString) WHERE id = \(id)")

@@ -136,13 +136,32 @@ public struct GraphSubscriptionStore {
             FROM EnsSubscriptionInfo
             WHERE mail_backend = \(MailBackend.graph) AND registered = 1 AND renew_after <= \(now.databaseString) AND id > \(lastID)
             ORDER BY id LIMIT \(limit)
-            """).map { row in
-            let (id, generation, tenant, path, subscription, expires, renewed, endpoint, mac)
-                = try row.decode(Int64.self, Int64.self, String?.self, String?.self, String?.self, Timestamp?.self, Timestamp?.self, String?.self,
-                                 [UInt8]?.self)
-            return Due(recordID: id, generation: generation, tenantID: tenant, userPath: path, subscriptionID: subscription, expiresAt: expires,
-                       renewedAt: renewed, endpoint: endpoint, bindingMAC: mac)
-        }
+            """).map(Self.due(from:))
+    }
+
+    private static func due(from row: Row) throws -> Due {
+        let (id, generation, tenant, path, subscription, expires, renewed, endpoint, mac)
+            = try row.decode(Int64.self, Int64.self, String?.self, String?.self, String?.self, Timestamp?.self, Timestamp?.self, String?.self,
+                             [UInt8]?.self)
+        return Due(recordID: id, generation: generation, tenantID: tenant, userPath: path, subscriptionID: subscription, expiresAt: expires,
+                   renewedAt: renewed, endpoint: endpoint, bindingMAC: mac)
+    }
+
+    /// Claims a renewal that is due now for the caller alone (a lifecycle event's
+    /// responder, one host in the cluster): it moves the due time `hold` ahead, so
+    /// neither another responder nor ens-cron starts it too, and returns the row; nil
+    /// when it is not due or someone else has it. If the caller fails or dies, the
+    /// renewal is due again after `hold`.
+    public func claimDue(recordID: Int64, generation: Int64, now: Timestamp, hold: Duration) throws -> Due? {
+        guard try database.execute("""
+            UPDATE EnsSubscriptionInfo SET renew_after = \(now.adding(hold).databaseString)
+            WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph) AND registered = 1
+                AND renew_after <= \(now.databaseString)
+            """).affectedRows > 0 else { return nil }
+        return try database.query("""
+            SELECT id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at, endpoint, binding_mac
+            FROM EnsSubscriptionInfo WHERE id = \(recordID) AND generation = \(generation)
+            """).map(Self.due(from:)).first
     }
 
     /// A renewal (or re-creation) succeeded.

@@ -26,41 +26,50 @@ struct BlindKeeper {
         var postponed = 0
     }
 
-    func keep(_ maintenance: Maintenance, client: GraphClient) throws {
-        let store = GraphBlindStore(database: maintenance.database)
-        let now = maintenance.now
+    func keep(_ run: GraphKeeper.Run, client: GraphClient) throws {
+        let store = GraphBlindStore(database: run.database)
+        let now = run.now
         do {
             if try store.claimKeyFetch(now: now, spacing: Self.keyRefresh) {
                 let keys = try client.identityPlatformKeys()
                 try store.replaceSigningKeys(keys.map { GraphBlindStore.SigningKey(kid: $0.kid, modulus: $0.modulus, exponent: $0.exponent) }, now: now)
-                maintenance.logger.info("graph signing keys refreshed", metadata: ["keys": "\(keys.count)"])
+                run.logger.info("graph signing keys refreshed", metadata: ["keys": "\(keys.count)"])
             }
         } catch let error as GraphError {
-            maintenance.logger.warning("graph signing keys could not be refreshed", metadata: ["error": "\(error)"])
+            run.logger.warning("graph signing keys could not be refreshed", metadata: ["error": "\(error)"])
         }
         var counts = Counts()
         var lastID: Int64 = 0
         while true {
             let due = try store.due(now: now, after: lastID, limit: Maintenance.batchSize)
             for blind in due {
-                try keep(blind, store: store, client: client, maintenance: maintenance, counts: &counts)
+                try keep(blind, store: store, client: client, run: run, counts: &counts)
             }
             guard let last = due.last, due.count == Maintenance.batchSize else { break }
             lastID = last.id
         }
         if counts != Counts() {
-            maintenance.logger.info("graph blind subscriptions kept", metadata: [
+            run.logger.info("graph blind subscriptions kept", metadata: [
                 "renewed": "\(counts.renewed)", "recreated": "\(counts.recreated)", "deleted": "\(counts.deleted)", "postponed": "\(counts.postponed)",
             ])
         }
     }
 
-    private func keep(_ blind: GraphBlindStore.BlindSubscription, store: GraphBlindStore, client: GraphClient, maintenance: Maintenance,
+    /// One rich subscription, kept at once (after a lifecycle event).
+    func keep(_ blind: GraphBlindStore.BlindSubscription, client: GraphClient, run: GraphKeeper.Run) throws {
+        var counts = Counts()
+        try keep(blind, store: GraphBlindStore(database: run.database), client: client, run: run, counts: &counts)
+        run.logger.info("graph blind subscription kept at once after a lifecycle event", metadata: [
+            "record": "\(blind.recordID)", "blind": "\(blind.id)", "renewed": "\(counts.renewed)", "recreated": "\(counts.recreated)",
+        ])
+    }
+
+    private func keep(_ blind: GraphBlindStore.BlindSubscription, store: GraphBlindStore, client: GraphClient, run: GraphKeeper.Run,
                       counts: inout Counts) throws {
-        let now = maintenance.now
-        let records = MailSubscriptionStore(database: maintenance.database, vault: plan.vault)
+        let now = run.now
+        let records = MailSubscriptionStore(database: run.database, vault: plan.vault)
         let record = try records.callbackRecord(id: blind.recordID)
-        let mailbox = try GraphSubscriptionStore(database: maintenance.database).mailbox(recordID: blind.recordID)
+        let mailbox = try GraphSubscriptionStore(database: run.database).mailbox(recordID: blind.recordID)
         let application = mailbox.flatMap { applications.application(tenantID: $0.tenantID) }
         let inUse = try blind.thumbprints.contains { try store.deviceCount(recordID: blind.recordID, thumbprint: $0) > 0 }
         guard let record, let mailbox, let application, record.backend == .graph, inUse,
@@ -87,7 +96,7 @@ struct BlindKeeper {
                     counts.renewed += 1
                     return
                 } catch .notFound {
-                    maintenance.logger.info("graph blind subscription gone: creating a new one", metadata: ["record": "\(blind.recordID)"])
+                    run.logger.info("graph blind subscription gone: creating a new one", metadata: ["record": "\(blind.recordID)"])
                 }
             }
             let request = SubscriptionRequest(
@@ -102,7 +111,7 @@ struct BlindKeeper {
             counts.recreated += 1
         } catch {
             let retry: Duration = if case .throttled(let after) = error { max(after, .seconds(60)) } else { .minutes(5) }
-            maintenance.logger.warning("graph blind subscription renewal failed; retrying later", metadata: ["record": "\(blind.recordID)", "error": "\(error)"])
+            run.logger.warning("graph blind subscription renewal failed; retrying later", metadata: ["record": "\(blind.recordID)", "error": "\(error)"])
             try store.postpone(id: blind.id, until: now.adding(retry))
             counts.postponed += 1
         }
@@ -110,7 +119,8 @@ struct BlindKeeper {
 }
 
 /// Lifecycle events of a rich subscription: `reauthorizationRequired` and
-/// `subscriptionRemoved` make it due for ens-cron's keeper at once.
+/// `subscriptionRemoved` make it due, and this responder renews or re-creates it right
+/// after its 202 (ens-cron's next run if that fails).
 struct BlindLifecycle {
     let context: RequestContext
 
@@ -120,11 +130,36 @@ struct BlindLifecycle {
         case .reauthorizationRequired, .subscriptionRemoved:
             let store = GraphBlindStore(database: context.database)
             if event == .subscriptionRemoved { try store.removed(id: blind.id, now: now) } else { try store.renewNow(id: blind.id, now: now) }
+            context.keepBlindSubscriptionAfterTheAnswer(blindID: blind.id)
             context.logger.info("graph lifecycle event on a blind subscription: renewal scheduled", metadata: [
                 "record": "\(row.id)", "blind": "\(blind.id)", "event": "\(event.rawValue)",
             ])
         case .missed:
             context.logger.warning("graph missed notifications of a blind subscription", metadata: ["record": "\(row.id)", "blind": "\(blind.id)"])
         }
+    }
+}
+
+extension RequestContext {
+    /// A keeper for this responder's prompt renewals, as ens-cron's keeper is set up.
+    var graphKeeper: GraphKeeper? {
+        guard let graph = services.graph else { return nil }
+        let graphSettings = settings.graph
+        return GraphKeeper(applications: graph.applications, client: graphSettings.client, tokens: graph.tokens,
+                           plan: GraphSubscriptionPlan(callbackURL: graphSettings.callbackURL, lifetime: graphSettings.subscriptionLifetime,
+                                                       vault: services.vault))
+    }
+
+    /// After the lifecycle event's 202: the record's subscription renewed or re-created
+    /// at once (Graph pauses a subscription that waits for its reauthorization, and a
+    /// removed one hears nothing until it exists again), by this host if it wins the claim.
+    func keepGraphSubscriptionAfterTheAnswer(recordID: Int64, generation: Int64) {
+        guard let keeper = graphKeeper else { return }
+        afterTheAnswer { [self] in try keeper.keepPromptly(recordID: recordID, generation: generation, database: database, logger: logger) }
+    }
+
+    func keepBlindSubscriptionAfterTheAnswer(blindID: Int64) {
+        guard let keeper = graphKeeper else { return }
+        afterTheAnswer { [self] in try keeper.keepBlindPromptly(blindID: blindID, database: database, logger: logger) }
     }
 }

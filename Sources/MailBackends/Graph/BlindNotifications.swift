@@ -180,7 +180,7 @@ struct BlindNotifications {
                 let id = Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(message.messageID)").prefix(16)))
                 let payload = MailPayload(sender: "", subject: "", userID: row.userID, deviceTag: context.services.vault.pushTag(deviceID: target.device.id),
                                           sound: target.device.defaultSound, notificationID: id, createdAt: now, isSummary: !perItem)
-                let object = message.content.map { Self.blindObject(messageID: message.messageID, $0) }
+                let object = message.content.map(Self.blindObject)
                 let fits = object.map(payload.fitsBlind) ?? true
                 // Too big for a push: the device fetches it (/getnotification), as in `secure`.
                 try context.notificationLog.record(NotificationLog.Entry(
@@ -210,11 +210,12 @@ struct BlindNotifications {
         return true
     }
 
-    /// `ens.blind`: Graph's encryptedContent members as Graph named them, and the
-    /// message id (docs/api.md, "blind").
-    static func blindObject(messageID: String, _ content: EncryptedContent) -> [UInt8] {
+    /// `ens.blind`: Graph's encryptedContent members as Graph named them (docs/api.md,
+    /// "blind"). Not Graph's message id: Exchange Online derives it from the mailbox,
+    /// so Apple or Google could link the pushes of one mailbox's devices by it; the
+    /// device finds it inside the ciphertext.
+    static func blindObject(_ content: EncryptedContent) -> [UInt8] {
         var object = JSONObjectWriter()
-        object.add("id", messageID)
         object.add("data", content.data)
         object.add("dataKey", content.dataKey)
         object.add("dataSignature", content.dataSignature)

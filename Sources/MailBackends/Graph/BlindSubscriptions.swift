@@ -55,12 +55,14 @@ public enum BlindSubscriptions {
         case ready
         /// The record is not a Graph mailbox (an Exchange one cannot be `blind`).
         case notGraph
+        /// The record already has rich subscriptions for `maximumPerRecord` certificates.
+        case tooManyCertificates
         case failed
     }
 
     /// The most certificates one record may have rich subscriptions for (each is a
     /// subscription at Graph, and a notification per new mail for each).
-    static let maximumPerRecord = 8
+    public static let maximumPerRecord = 8
 
     /// Makes sure Graph encrypts the record's new mail to `certificate`: the record's
     /// rich subscription for it, created if missing. With `replacing` (a device's
@@ -85,7 +87,7 @@ public enum BlindSubscriptions {
         }
         let client = try context.graphClient()
         let lifetime = min(settings.subscriptionLifetime, richLifetime)
-        let certificateID = Hex.encode(try Digest.randomBytes(16))
+        let certificateID = Self.certificateID(of: certificate)
         // A rotation: the device's old subscription, if it is the only one using it.
         if let previous, previous != thumbprint, let old = try store.subscription(recordID: recordID, thumbprint: previous), let id = old.subscriptionID,
            try store.deviceCount(recordID: recordID, thumbprint: previous) <= 1 {
@@ -104,7 +106,7 @@ public enum BlindSubscriptions {
         let others = try store.subscriptions(recordID: recordID)
         guard others.count < maximumPerRecord || others.contains(where: { $0.thumbprint == thumbprint }) else {
             context.logger.warning("blind subscription refused: the record has the most certificates allowed", metadata: ["record": "\(recordID)"])
-            return .failed
+            return .tooManyCertificates
         }
         // Graph refuses a second subscription with the same resource (409): each of the
         // record's certificates selects the same properties in another order.
@@ -137,6 +139,13 @@ public enum BlindSubscriptions {
             context.logger.warning("blind subscription failed", metadata: ["record": "\(recordID)", "error": "\(error)"])
             return .failed
         }
+    }
+
+    /// The `encryptionCertificateId` ENS gives Graph for a certificate: the first 16
+    /// bytes of its SHA-256, in lowercase hex. Opaque to Graph, and a device computes it
+    /// from its own certificate to pick the key a notification is encrypted to.
+    public static func certificateID(of certificate: X509Certificate) -> String {
+        Hex.encode(Array(certificate.thumbprint.sha256.prefix(16)))
     }
 
     /// Graph's cap for rich Outlook subscriptions: under a day.

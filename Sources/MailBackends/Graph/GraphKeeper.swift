@@ -1,9 +1,9 @@
 public import Graph
 public import Curl
 public import ENSModel
-internal import Logging
-internal import POSIX
-internal import OpenSSL
+public import Logging
+public import POSIX
+public import OpenSSL
 public import ENSStore
 public import ENSVault
 
@@ -80,6 +80,51 @@ public struct GraphKeeper: SubscriptionKeeping {
         public var ended = 0
     }
 
+    /// What one keeping pass works with: ens-cron's run, or a responder's prompt renewal.
+    struct Run {
+        let database: Database
+        let now: Timestamp
+        let logger: Logger
+
+        init(database: Database, now: Timestamp, logger: Logger) {
+            self.database = database
+            self.now = now
+            self.logger = logger
+        }
+
+        init(_ maintenance: Maintenance) {
+            self.init(database: maintenance.database, now: maintenance.now, logger: maintenance.logger)
+        }
+    }
+
+    /// How long a prompt renewal holds its claim: if the responder fails or dies, the
+    /// next ens-cron run after this takes it over.
+    static let promptHold: Duration = .minutes(2)
+
+    /// Renews (or re-creates) one record's subscription now, right after a lifecycle
+    /// event, if it is due and no one else (another responder, host or ens-cron) has
+    /// claimed it; runs after the event's 202 (`RequestContext.afterTheAnswer`).
+    public func keepPromptly(recordID: Int64, generation: Int64, database: Database, logger: Logger) throws {
+        let store = GraphSubscriptionStore(database: database)
+        let now = Timestamp.now()
+        guard let due = try store.claimDue(recordID: recordID, generation: generation, now: now, hold: Self.promptHold) else { return }
+        let client = try GraphClient(configuration: client, tokens: tokens)
+        var counts = Counts()
+        try keep(due, client: client, store: store, run: Run(database: database, now: now, logger: logger), counts: &counts)
+        logger.info("graph subscription kept at once after a lifecycle event", metadata: [
+            "record": "\(recordID)", "renewed": "\(counts.renewed)", "recreated": "\(counts.recreated)", "ended": "\(counts.ended)",
+        ])
+    }
+
+    /// The same for one rich (`blind`) subscription.
+    public func keepBlindPromptly(blindID: Int64, database: Database, logger: Logger) throws {
+        let now = Timestamp.now()
+        let store = GraphBlindStore(database: database)
+        guard let blind = try store.claimDue(id: blindID, now: now, hold: Self.promptHold) else { return }
+        let client = try GraphClient(configuration: client, tokens: tokens)
+        try BlindKeeper(applications: applications, plan: plan).keep(blind, client: client, run: Run(database: database, now: now, logger: logger))
+    }
+
     public func keep(_ maintenance: Maintenance) throws -> Int {
         let store = GraphSubscriptionStore(database: maintenance.database)
         let client = try GraphClient(configuration: client, tokens: tokens)
@@ -88,7 +133,7 @@ public struct GraphKeeper: SubscriptionKeeping {
         while true {
             let due = try store.due(now: maintenance.now, after: lastID, limit: Maintenance.batchSize)
             for subscription in due {
-                try keep(subscription, client: client, store: store, maintenance: maintenance, counts: &counts)
+                try keep(subscription, client: client, store: store, run: Run(maintenance), counts: &counts)
             }
             guard let last = due.last, due.count == Maintenance.batchSize else { break }
             lastID = last.recordID
@@ -96,25 +141,24 @@ public struct GraphKeeper: SubscriptionKeeping {
         maintenance.logger.info("graph subscriptions kept", metadata: [
             "renewed": "\(counts.renewed)", "recreated": "\(counts.recreated)", "postponed": "\(counts.postponed)", "ended": "\(counts.ended)",
         ])
-        try BlindKeeper(applications: applications, plan: plan).keep(maintenance, client: client)
+        try BlindKeeper(applications: applications, plan: plan).keep(Run(maintenance), client: client)
         return counts.ended
     }
 
-    private func keep(_ due: GraphSubscriptionStore.Due, client: GraphClient, store: GraphSubscriptionStore, maintenance: Maintenance,
-                      counts: inout Counts) throws {
-        let now = maintenance.now
+    private func keep(_ due: GraphSubscriptionStore.Due, client: GraphClient, store: GraphSubscriptionStore, run: Run, counts: inout Counts) throws {
+        let now = run.now
         let record = "\(due.recordID)"
         guard due.isAuthentic(RowBinding(vault: plan.vault)) else {
             // Edited without the master key: renewing would subscribe whatever mailbox
             // the row now names for this record's devices. Left alone, and said loudly.
-            maintenance.logger.error("graph subscription row fails its integrity check: not renewed", metadata: ["record": "\(record)"])
+            run.logger.error("graph subscription row fails its integrity check: not renewed", metadata: ["record": "\(record)"])
             try store.postpone(recordID: due.recordID, generation: due.generation, until: now.adding(.minutes(60)))
             counts.postponed += 1
             return
         }
         guard let tenantID = due.tenantID, let userPath = due.userPath, let application = applications.application(tenantID: tenantID) else {
-            maintenance.logger.warning("graph subscription of a tenant no longer configured: not subscribed", metadata: ["record": "\(record)"])
-            try end(due, store: maintenance.database, counts: &counts)
+            run.logger.warning("graph subscription of a tenant no longer configured: not subscribed", metadata: ["record": "\(record)"])
+            try end(due, store: run.database, counts: &counts)
             return
         }
         // A live subscription is never renewed twice within ten minutes; one Graph removed
@@ -123,21 +167,21 @@ public struct GraphKeeper: SubscriptionKeeping {
             try store.postpone(recordID: due.recordID, generation: due.generation, until: renewed.adding(GraphSubscriptionStore.renewalSpacing))
             return
         }
-        switch renewOrCreate(due, userPath: userPath, application: application, client: client, now: now, logger: maintenance.logger) {
+        switch renewOrCreate(due, userPath: userPath, application: application, client: client, now: now, logger: run.logger) {
         case .success(let (subscription, recreated)):
             try store.renewed(recordID: due.recordID, generation: due.generation, subscriptionID: subscription.id, expiresAt: subscription.expiresAt, now: now)
             if recreated { counts.recreated += 1 } else { counts.renewed += 1 }
         case .failure(.unauthorized(let status, let code)):
-            maintenance.logger.warning("graph refused the tenant's application for this mailbox: not subscribed", metadata: [
+            run.logger.warning("graph refused the tenant's application for this mailbox: not subscribed", metadata: [
                 "record": "\(record)", "http.status": "\(status)", "graph.code": "\(code)",
             ])
-            try end(due, store: maintenance.database, counts: &counts)
+            try end(due, store: run.database, counts: &counts)
         case .failure(.notFound(let code)):
-            maintenance.logger.warning("graph has no such mailbox any more: not subscribed", metadata: ["record": "\(record)", "graph.code": "\(code)"])
-            try end(due, store: maintenance.database, counts: &counts)
+            run.logger.warning("graph has no such mailbox any more: not subscribed", metadata: ["record": "\(record)", "graph.code": "\(code)"])
+            try end(due, store: run.database, counts: &counts)
         case .failure(let error):
             let retry: Duration = if case .throttled(let after) = error { max(after, .seconds(60)) } else { .minutes(5) }
-            maintenance.logger.warning("graph subscription renewal failed; retrying later", metadata: ["record": "\(record)", "error": "\(error)"])
+            run.logger.warning("graph subscription renewal failed; retrying later", metadata: ["record": "\(record)", "error": "\(error)"])
             try store.postpone(recordID: due.recordID, generation: due.generation, until: now.adding(retry))
             counts.postponed += 1
         }

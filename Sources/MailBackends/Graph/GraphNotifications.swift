@@ -24,9 +24,10 @@ internal import OpenSSL
 ///   (`MailItemsSeen`, committed with the hand-off), so a redelivery or a duplicate is
 ///   not pushed twice, and one that arrives while another request is still handing the
 ///   item on waits for that outcome.
-/// - Lifecycle events: `reauthorizationRequired` and `subscriptionRemoved` schedule
-///   ens-cron's renewal (which re-creates a removed subscription); `missed` becomes one
-///   generic new-mail alert per device.
+/// - Lifecycle events: `reauthorizationRequired` and `subscriptionRemoved` make the
+///   renewal due, and the responder that heard the event renews (or re-creates) the
+///   subscription right after its 202, if it wins the claim (`claimDue`; ens-cron's
+///   next run otherwise); `missed` becomes one generic new-mail alert per device.
 public enum GraphNotifications {
     public static let pathPrefix = "/graph/"
     /// Graph's batches are small; this leaves room for many items.
@@ -208,10 +209,12 @@ public enum GraphNotifications {
                         "record": "\(row.id)", "event": "\(item.eventName)", "due_in_seconds": "\(inSeconds.map(String.init) ?? "unknown")",
                     ])
                     count("lifecycle_" + item.eventName)
+                    context.keepGraphSubscriptionAfterTheAnswer(recordID: row.id, generation: row.generation)
                 case .lifecycle(_, _, .subscriptionRemoved):
                     logger.info("graph lifecycle event: new subscription scheduled", metadata: ["record": "\(row.id)", "event": "\(item.eventName)"])
                     try graphStore.subscriptionRemoved(recordID: row.id, generation: row.generation, now: now)
                     count("lifecycle_" + item.eventName)
+                    context.keepGraphSubscriptionAfterTheAnswer(recordID: row.id, generation: row.generation)
                 case .lifecycle(_, _, .missed):
                     missed = true
                     count("lifecycle_missed")

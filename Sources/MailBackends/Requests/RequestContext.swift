@@ -31,6 +31,8 @@ public final class RequestContext {
     private var graphClientStorage: GraphClient?
     /// The budget of the Graph registration under way on this thread, if any.
     var graphDeadline: Deadline?
+    /// Work a handler left for after its answer has gone to the web server.
+    private var afterResponse: [() throws -> Void] = []
 
     public init(settings: ResponderSettings, services: SharedServices, database: Database, logger: Logger,
                 requestCounters: RequestCounters? = nil, live: LiveSettings? = nil) {
@@ -41,6 +43,27 @@ public final class RequestContext {
         self.database = database
         self.logger = logger
         self.requestCounters = requestCounters
+    }
+
+    /// Leaves `work` for after the answer: it runs on this thread once the web server
+    /// has the response (Worker, CGIResponder), so a caller such as Graph, which waits
+    /// at most 3 s, is not kept waiting for it. Work that must happen once in the
+    /// cluster claims it in the database itself.
+    public func afterTheAnswer(_ work: @escaping () throws -> Void) {
+        afterResponse.append(work)
+    }
+
+    /// Runs (and forgets) the work left by the last request; a failure is logged.
+    public func runWorkAfterTheAnswer() {
+        let work = afterResponse
+        afterResponse.removeAll()
+        for item in work {
+            do {
+                try item()
+            } catch {
+                logger.error("work after the answer failed", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     /// Takes over what a reload changed, between requests (never during one).
