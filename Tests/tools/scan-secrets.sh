@@ -16,18 +16,28 @@ mysqldump --no-defaults -S "$VAR/run/mysqld.sock" -uroot --hex-blob=false --skip
 # client certificate's private key) are remembered as hex and must not be stored either.
 mysqldump --no-defaults -S "$VAR/run/mysqld.sock" -uroot --hex-blob --skip-extended-insert ens > "$VAR/dump-hex.sql"
 haystacks=("$dump" "$VAR/dump-hex.sql" "$VAR"/log/*.log)
+# The rest of what ENS writes: the sender's spool (sealed segments; whatever is left in
+# them) and what GET /metrics shows its scraper.
+if [ -d "$VAR/spool" ]; then
+  while IFS= read -r -d '' file; do haystacks+=("$file"); done < <(find "$VAR/spool" -type f -print0)
+fi
+if [ -n "${ENS_PORT:-}" ] && [ -s "$VAR/secrets/metrics.token" ]; then
+  curl -fsk -H "Authorization: Bearer $(cat "$VAR/secrets/metrics.token")" "https://localhost:$ENS_PORT/metrics" > "$VAR/metrics-scrape.txt" \
+    || echo "secret scan: GET /metrics failed; its output is not scanned"
+  haystacks+=("$VAR/metrics-scrape.txt")
+fi
 if [ ! -s "$secrets" ]; then
   echo "secret scan: no secrets were recorded; the device tests did not run"; exit 1
 fi
 # One pass over everything with all secrets as fixed strings (case-insensitive: hex
 # tokens may be stored in either case).
 total=$(grep -c . "$secrets")
-leaked=$(grep -rhoiF -f <(grep . "$secrets") "${haystacks[@]}" | tr 'A-Z' 'a-z' | sort -u || true)
+leaked=$(grep -rhoiaF -f <(grep . "$secrets") "${haystacks[@]}" | tr 'A-Z' 'a-z' | sort -u || true)
 failed=0
 if [ -n "$leaked" ]; then
   failed=$(printf '%s\n' "$leaked" | wc -l)
   while IFS= read -r secret; do
-    echo "secret scan: LEAK of a test secret (${#secret} chars, starts '${secret:0:4}') in: $(grep -rFli -- "$secret" "${haystacks[@]}" | tr '\n' ' ')"
+    echo "secret scan: LEAK of a test secret (${#secret} chars, starts '${secret:0:4}') in: $(grep -rFlia -- "$secret" "${haystacks[@]}" | tr '\n' ' ')"
   done <<< "$leaked"
 fi
 passed=$((total - failed))
