@@ -17,6 +17,9 @@ ROOT=$PWD
 export PATH=/opt/swift/usr/bin:$PATH
 export ENS_VAR=$ROOT/var/enskit ENS_PORT=${ENSKIT_TEST_PORT:-58443} ENS_BIN=${ENS_BIN:-$ROOT/.build/debug}
 export ENS_TOKEN_REFRESH=2 ENS_HEALTH_CACHE_MS=200 ENS_KEY_POOL=20
+# Run from scripts/test.sh, this inherits its stack's settings; the SEG policy URL names
+# that stack's simulator, so this stack has none of its own.
+export ENS_POLICY_URL=
 
 # The package's own build (.build under clients/ENSKit; the first one compiles
 # swift-crypto, a few minutes). Its output goes to var/enskit-build.log.

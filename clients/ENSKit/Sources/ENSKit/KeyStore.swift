@@ -104,10 +104,11 @@ public struct FileKeyStore: ENSKeyStore {
             guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]) else {
                 throw ENSKeyStoreError("cannot write a key store item")
             }
-            if FileManager.default.fileExists(atPath: url.path) {
-                _ = try FileManager.default.replaceItemAt(url, withItemAt: temporary)
-            } else {
-                try FileManager.default.moveItem(at: temporary, to: url)
+            // rename(2) replaces an existing item atomically, which FileManager's
+            // move does not (and its replaceItemAt differs between platforms).
+            guard rename(temporary.path, url.path) == 0 else {
+                try? FileManager.default.removeItem(at: temporary)
+                throw ENSKeyStoreError("cannot write a key store item")
             }
         } catch let error as ENSKeyStoreError {
             throw error
