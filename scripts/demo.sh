@@ -6,6 +6,8 @@
 # reaches both (the FCM simulator's record); then an Exchange Online mailbox beside it,
 # through Microsoft Graph (the Graph simulator: a delegated token proves the mailbox,
 # ENS subscribes with its own application, new mail arrives as a change notification).
+# The devices are `ens-client` (clients/ENSKit), built on ENSKit as an app would be: it
+# seals, keeps each device's keys under var/demo-devices, and opens what it receives.
 #
 #   scripts/demo.sh            (ENS_VAR and ENS_PORT as for make run)
 set -euo pipefail
@@ -20,6 +22,18 @@ CA=$VAR/tls/server.crt
 field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 step() { printf '\n== %s\n' "$*"; }
 
+# ens-client, built on ENSKit (debug build: the first one compiles swift-crypto, a few minutes).
+echo "building ens-client (clients/ENSKit)"
+(cd clients/ENSKit && swift build --product ens-client >/dev/null) || { echo "demo: ens-client did not build" >&2; exit 1; }
+rm -rf "$VAR/demo-devices"
+# device NAME COMMAND ...: ens-client as the device NAME (its own state directory).
+device() {
+  local name=$1; shift
+  local command=$1; shift
+  clients/ENSKit/.build/debug/ens-client "$command" --base-url "$BASE" --api-token "$token" --ca-file "$CA" \
+    --state "$VAR/demo-devices/$name" "$@"
+}
+
 token=$(scripts/stack.sh token "demo-$(date +%s)")
 email="demo-$(openssl rand -hex 3)@example.test"
 password=$(openssl rand -hex 8)
@@ -29,17 +43,11 @@ step "Exchange simulator: Autodiscover (POX) for example.test, mailbox $email"
 curl -s -XPOST "$SIM/domains" -d '{"domain": "example.test", "mode": "pox-root"}'; echo
 curl -s -XPOST "$SIM/mailboxes" -d "{\"email\": \"$email\", \"userName\": \"$email\", \"password\": \"$password\", \"unread\": 2}"; echo
 
-step "POST /getpublickey: the user's RSA key"
-answer=$(curl -s --cacert "$CA" -H "ApiToken: $token" -d "email=$email" "$BASE/getpublickey")
-userid=$(field userid <<<"$answer")
-field pubKey <<<"$answer" > "$VAR/demo-key.pem"
-echo "userid $userid, $(field responseCode <<<"$answer")"
+step "ens-client public-key: POST /getpublickey, the user's RSA key (ENSKit pins it)"
+device iphone public-key --email "$email"
 
-step "POST /registerdevicev2: credentials sealed the way a device seals them"
-creds=$(printf '["{\\"apnsToken\\": \\"%s\\", \\"userName\\": \\"%s\\", \\"password\\": \\"%s\\"}"]' "$device" "$email" "$password" \
-  | python3 Tests/tools/seal.py "$VAR/demo-key.pem" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
-curl -s --cacert "$CA" -H "ApiToken: $token" -H "badge: 1" --data-urlencode "userid=$userid" --data-urlencode "email=$email" \
-  --data-urlencode "creds=$creds" -d bundleid=com.example.mail -d exchVersion=3 -d defaultSound=default "$BASE/registerdevicev2"; echo
+step "ens-client register: POST /registerdevicev2, the credentials sealed by ENSKit under that key"
+device iphone register --badge --email "$email" --apns-token "$device" --password "$password" --exchange-version 3 --sound default
 
 step "New mail in the mailbox: the simulator calls ENS back like Exchange"
 curl -s -XPOST "$SIM/newmail" -d "{\"email\": \"$email\", \"subject\": \"Lunch on Friday?\", \"fromName\": \"Ann Example\", \"wait\": true}"; echo
@@ -51,13 +59,13 @@ for _ in $(seq 50); do
 done
 grep "$device" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
   | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "push_type", "priority", "collapse_id", "auth", "payload")}, indent=2))'
+echo "The iPhone reads it (ens-client open-push, ENSPush):"
+grep "$device" "$VAR/sim/apns-accepted.jsonl" | tail -1 | python3 -c 'import json,sys; print(json.dumps(json.loads(sys.stdin.read())["payload"]))' \
+  | device iphone open-push
 
 android="dEmO$(openssl rand -hex 8):APA91b$(openssl rand -hex 60)"
-step "POST /registerdevicev2: the user's Android phone joins with its FCM token (fcmToken)"
-creds=$(printf '["{\\"fcmToken\\": \\"%s\\", \\"userName\\": \\"%s\\", \\"password\\": \\"%s\\"}"]' "$android" "$email" "$password" \
-  | python3 Tests/tools/seal.py "$VAR/demo-key.pem" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
-curl -s --cacert "$CA" -H "ApiToken: $token" --data-urlencode "userid=$userid" --data-urlencode "email=$email" \
-  --data-urlencode "creds=$creds" -d bundleid=com.example.android "$BASE/registerdevicev2"; echo
+step "ens-client register: the user's Android phone joins with its FCM token, in the encrypted mode (a P-256 key ENSKit made)"
+device android register --email "$email" --fcm-token "$android" --password "$password" --privacy encrypted --bundle-id com.example.android
 
 step "More new mail: it reaches the iPhone through APNs and the Android phone through FCM"
 curl -s -XPOST "$SIM/newmail" -d "{\"email\": \"$email\", \"subject\": \"Minutes attached\", \"fromName\": \"Ann Example\", \"wait\": true}"; echo
@@ -65,9 +73,11 @@ for _ in $(seq 50); do
   grep -q "$android" "$VAR/sim/fcm-accepted.jsonl" 2>/dev/null && break
   sleep 0.2
 done
-echo "FCM simulator, for the Android phone:"
+echo "FCM simulator, for the Android phone (no sender or subject in clear: enc is sealed to the phone's key):"
 grep "$android" "$VAR/sim/fcm-accepted.jsonl" | tail -1 \
   | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); m=r["message"]; print(json.dumps({k: m[k] for k in ("android", "notification", "data") if k in m}, indent=2))'
+echo "The Android phone opens it with its own key (ens-client open-push):"
+grep "$android" "$VAR/sim/fcm-accepted.jsonl" | tail -1 | device android open-push --bundle-id com.example.android
 
 GRAPH=http://127.0.0.1:$((PORT + 9))
 cloud="cloud-$(openssl rand -hex 3)@contoso.test"
@@ -77,14 +87,8 @@ curl -s -XPOST "$GRAPH/users" -d "{\"tenant\": \"6d1f8f38-0c55-4d7e-9d1e-5c0a3a7
 access=$(curl -s -XPOST "$GRAPH/user-token" -d "{\"mail\": \"$cloud\"}" | field access_token)
 echo "(a delegated access token of ${#access} characters, as MSAL hands the app)"
 
-step "POST /getpublickey and /registerdevicev2 with graphAccessToken: ENS reads /me once, then subscribes as itself"
-answer=$(curl -s --cacert "$CA" -H "ApiToken: $token" -d "email=$cloud" "$BASE/getpublickey")
-cloud_userid=$(field userid <<<"$answer")
-field pubKey <<<"$answer" > "$VAR/demo-key.pem"
-creds=$(printf '["{\\"apnsToken\\": \\"%s\\", \\"graphAccessToken\\": \\"%s\\"}"]' "$phone" "$access" \
-  | python3 Tests/tools/seal.py "$VAR/demo-key.pem" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
-curl -s --cacert "$CA" -H "ApiToken: $token" --data-urlencode "userid=$cloud_userid" --data-urlencode "email=$cloud" \
-  --data-urlencode "creds=$creds" -d bundleid=com.example.mail "$BASE/registerdevicev2"; echo
+step "ens-client register with a Graph token (graphAccessToken): ENS reads /me once, then subscribes as itself"
+device cloud register --email "$cloud" --apns-token "$phone" --graph-token "$access"
 echo "Graph simulator's subscription (validated, immutable ids, created by ENS's application):"
 curl -s "$GRAPH/subscriptions" | python3 -c 'import json,sys; m=sys.argv[1]; print(json.dumps([s for s in json.load(sys.stdin) if s["mail"] == m], indent=2))' "$cloud"
 
@@ -96,4 +100,3 @@ for _ in $(seq 50); do
 done
 grep "$phone" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
   | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "push_type", "collapse_id", "payload")}, indent=2))'
-rm -f "$VAR/demo-key.pem"

@@ -16,9 +16,9 @@ done
 # 2. Recoverable failures throw; a state that cannot happen is a precondition that says
 # what was violated. No try! or fatalError (a crash with no account of why), and no
 # precondition without a message.
-traps=$(grep -rnE 'fatalError\(|try!' Sources || true)
+traps=$(grep -rnE 'fatalError\(|try!' Sources clients/ENSKit/Sources || true)
 if [ -n "$traps" ]; then echo "lint: fatalError/try! in Sources (throw, or precondition with a message):"; echo "$traps"; fail=1; fi
-silent=$(grep -rnP '\bprecondition(Failure)?\((?:[^(),"]|\((?:[^()]|\([^()]*\))*\))*\)' Sources || true)
+silent=$(grep -rnP '\bprecondition(Failure)?\((?:[^(),"]|\((?:[^()]|\([^()]*\))*\))*\)' Sources clients/ENSKit/Sources || true)
 if [ -n "$silent" ]; then echo "lint: a precondition without a message:"; echo "$silent"; fail=1; fi
 
 # 2b. The layers: each module imports only what its row in scripts/check_imports.py

@@ -3,7 +3,7 @@
 #   scripts/test.sh              make test: unit and integration tests against a private
 #                                stack (var/test, port 18443) from the debug build, the
 #                                Apache pass, the simulator self-tests, Schemathesis, the
-#                                secret scan, cluster-chaos and the .deb; the stack is
+#                                secret scan, cluster-chaos, ENSKit and the .deb; the stack is
 #                                always torn down. What CI runs.
 #   scripts/test.sh unit         make check: every test target but IntegrationTests (in-process,
 #                                no stack).
@@ -116,6 +116,9 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "cluster check SKIPPED: it needs root (network namespaces for the Galera nodes); run make cluster-chaos as root"
 fi
+# ENSKit (clients/ENSKit), the device side as a Swift package: its unit tests, then its
+# stack tests against a private stack of its own (var/enskit, port 58443).
+scripts/enskit-test.sh || status=1
 # The Debian package: built (make deb), linted, installed, configured as docs/deployment.md says,
 # the contract run against the installed binaries (var/deb, port 28443), then purged.
 scripts/deb-test.sh || status=1

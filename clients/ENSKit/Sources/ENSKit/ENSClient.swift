@@ -1,0 +1,524 @@
+public import Foundation
+
+/// Where and as whom ``ENSClient`` talks to ENS.
+public struct ENSConfiguration: Sendable {
+    /// The server, e.g. `https://ens.example.com`.
+    public var baseURL: URL
+    /// The app's `ApiToken` (`ens_` and 64 hex digits). It ships in every install, so
+    /// ENS treats it as public; ENSKit sends it and nothing else proves anything by it.
+    public var apiToken: String
+    /// The app's bundle id (APNs) or Android package name (FCM): `bundleid`.
+    public var bundleID: String
+    /// The `badge` header: whether pushes carry the unread count. Nil sends no header,
+    /// which keeps what ENS has stored for the device.
+    public var badge: Bool?
+    /// The `development` header: a development build, whose pushes go to the APNs
+    /// sandbox. Nil sends no header.
+    public var development: Bool?
+    public var retry: ENSRetryPolicy
+
+    public init(baseURL: URL, apiToken: String, bundleID: String, badge: Bool? = nil, development: Bool? = nil,
+                retry: ENSRetryPolicy = ENSRetryPolicy()) {
+        self.baseURL = baseURL
+        self.apiToken = apiToken
+        self.bundleID = bundleID
+        self.badge = badge
+        self.development = development
+        self.retry = retry
+    }
+
+    /// Key store items of different servers never mix.
+    var namespace: String {
+        let host = baseURL.host ?? "ens"
+        return baseURL.port.map { "\(host):\($0)" } ?? host
+    }
+}
+
+/// When ``ENSClient`` tries a request again: after a 429 or 503, waiting what the
+/// server's `Retry-After` says (or `defaultDelay`, doubled each time, without one), but
+/// never longer than `maximumDelay`: a longer wait is the caller's to schedule, and the
+/// error carries it.
+public struct ENSRetryPolicy: Sendable {
+    public var maximumRetries: Int
+    /// Seconds.
+    public var maximumDelay: Int
+    /// Seconds, for an answer without `Retry-After`.
+    public var defaultDelay: Int
+
+    public init(maximumRetries: Int = 2, maximumDelay: Int = 30, defaultDelay: Int = 1) {
+        precondition(maximumRetries >= 0 && maximumDelay >= 0 && defaultDelay >= 0, "ENSRetryPolicy: negative values")
+        self.maximumRetries = maximumRetries
+        self.maximumDelay = maximumDelay
+        self.defaultDelay = defaultDelay
+    }
+
+    /// No retries: every 429 and 503 is the caller's.
+    public static let none = ENSRetryPolicy(maximumRetries: 0)
+}
+
+/// The device side of ENS's API: one typed call per endpoint (docs/api.md).
+///
+/// It seals every sealed parameter under the user's public key, which it fetches once
+/// and keeps (pins) in its ``ENSKeyStore``, and fetches again when ENS no longer opens
+/// what it sealed (the user's record was made anew, with a new key). It binds every
+/// sealed value to its use and time (`purpose`, `sealedAt`), makes and keeps the
+/// device secret and, for `encrypted`, the device's P-256 key. It holds no other state;
+/// copies share the transport and the key store.
+///
+/// ```swift
+/// let client = ENSClient(configuration: .init(baseURL: url, apiToken: token, bundleID: "com.example.mail"),
+///                        keyStore: KeychainKeyStore(accessGroup: "TEAMID.com.example.mail.shared"))
+/// let user = ENSUser(email: "someone@example.com")
+/// let token = try ENSPushToken(apnsDeviceToken: deviceToken)
+/// let result = try await client.register(ENSRegistration(user: user, token: token,
+///     credentials: .oauth(accessToken: accessToken), privacy: .encrypted))
+/// ```
+public struct ENSClient: Sendable {
+    public let configuration: ENSConfiguration
+    let transport: any ENSHTTPTransport
+    let keyStore: any ENSKeyStore
+    /// Injected by the tests, so retries take no real time.
+    let sleep: @Sendable (Int) async -> Void
+    let now: @Sendable () -> Date
+
+    public init(configuration: ENSConfiguration, transport: any ENSHTTPTransport = URLSessionTransport(), keyStore: any ENSKeyStore) {
+        self.init(configuration: configuration, transport: transport, keyStore: keyStore,
+                  sleep: { seconds in try? await Task.sleep(nanoseconds: UInt64(seconds) * 1_000_000_000) }, now: { Date() })
+    }
+
+    init(configuration: ENSConfiguration, transport: any ENSHTTPTransport, keyStore: any ENSKeyStore,
+         sleep: @escaping @Sendable (Int) async -> Void, now: @escaping @Sendable () -> Date) {
+        self.configuration = configuration
+        self.transport = transport
+        self.keyStore = keyStore
+        self.sleep = sleep
+        self.now = now
+    }
+
+    // MARK: Endpoints
+
+    /// `GET /alive`: whether ENS answers and can use its database.
+    public func alive() async -> Bool {
+        let request = ENSHTTPRequest(method: "GET", url: configuration.baseURL.appendingPathComponent("alive"))
+        guard let response = try? await transport.send(request) else { return false }
+        return response.status == 200 && (JSON.object(response.body)?["responseCode"] as? String) == "Alive"
+    }
+
+    /// `POST /getpublickey`: the user's public key, which ENSKit pins for sealing. For a
+    /// new user this creates ENS's record (it may then answer 503 while its key pool
+    /// refills, or 429 past the app's quota of new users).
+    @discardableResult
+    public func getPublicKey(for user: ENSUser) async throws(ENSError) -> ENSPublicKey {
+        var parameters: [String: Any] = ["userid": user.userID]
+        if let email = user.email { parameters["email"] = email }
+        let answer = try await call("getpublickey", parameters, accepting: ["UserAlreadySubscribed", "UserRecordPresentNotSubscribed"])
+        guard let pem = answer.object["pubKey"] as? String, answer.object["userid"] as? String == user.userID else {
+            throw answer.unexpected
+        }
+        _ = try ENSSealer(publicKeyPEM: pem)
+        try store(Data(pem.utf8), .serverKey(namespace, user.userID))
+        return ENSPublicKey(userID: user.userID, publicKeyPEM: pem, isSubscribed: answer.code == "UserAlreadySubscribed")
+    }
+
+    /// `POST /registerdevicev2`. Business failures are thrown: ``ENSError/exchangeAuthFailed(message:)``,
+    /// ``ENSError/autodiscoverFailed(message:)``, ``ENSError/exchangeError(message:)``,
+    /// and 429 ``ENSError/tooManyRequests(retryAfter:)`` after failed proofs.
+    ///
+    /// The device secret is made on the first registration and sent with every one; for
+    /// `encrypted` the device's P-256 key too. When ENS has no record of the user (the
+    /// last device left), ENSKit fetches the new key and registers once more.
+    public func register(_ registration: ENSRegistration) async throws(ENSError) -> ENSRegistrationResult {
+        guard let email = registration.user.email else { throw .invalidArgument("registering needs the user's email address") }
+        let userID = registration.user.userID
+        var creds = try registration.credentials.members()
+        creds[registration.token.member] = registration.token.value
+        if let ewsURL = registration.ewsURL { creds["ewsUrl"] = ewsURL.absoluteString }
+        creds["deviceSecret"] = try deviceSecret(for: userID, creating: true)
+        var parameters: [String: Any] = ["userid": userID, "email": email, "bundleid": configuration.bundleID,
+                                         "force": registration.force ? 1 : 0]
+        if let version = registration.exchangeVersion { parameters["exchVersion"] = version }
+        if let sound = registration.defaultSound { parameters["defaultSound"] = sound }
+        if let deviceID = registration.ewsDeviceID { parameters["ewsDeviceId"] = deviceID }
+        if let privacy = registration.privacy {
+            parameters["privacy"] = privacy.rawValue
+            if privacy == .encrypted { parameters["privacyKey"] = try previewKey(for: userID, creating: true).publicKeyX963.base64EncodedString() }
+        }
+        let accepted: Set<String> = ["UserSubscribed", "UserUpdated", "UserAlreadySubscribed"]
+        var answer = try await sealedCall("registerdevicev2", user: registration.user, parameters: parameters, sealed: ["creds": creds],
+                                          maximumBlocks: ENSSealer.maximumCredentialBlocks, accepting: accepted.union(["UserSubscriptionNotFound"]))
+        if answer.code == "UserSubscriptionNotFound" {
+            // The record went away (its last device left, or the reaper) and with it
+            // the key we pinned: a new record has a new key.
+            try await getPublicKey(for: registration.user)
+            answer = try await sealedCall("registerdevicev2", user: registration.user, parameters: parameters, sealed: ["creds": creds],
+                                          maximumBlocks: ENSSealer.maximumCredentialBlocks, accepting: accepted)
+        }
+        guard let outcome = ENSRegistrationResult.Outcome(rawValue: answer.code) else { throw answer.unexpected }
+        let tag = answer.object["pushTag"] as? String
+        if let tag {
+            guard tag.utf8.count == 16, tag.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != 0x2F }) else { throw answer.unexpected }
+        }
+        var privacy: ENSPrivacyMode?
+        if let mode = answer.object["privacy"] {
+            guard let name = mode as? String, let parsed = ENSPrivacyMode(rawValue: name) else { throw answer.unexpected }
+            privacy = parsed
+        }
+        try store(Data(registration.token.wireForm.utf8), .registeredToken(namespace, userID))
+        if let tag {
+            try store(Data(tag.utf8), .pushTag(namespace, userID))
+            try store(Data(userID.utf8), .tagOwner(namespace, tag))
+        }
+        return ENSRegistrationResult(outcome: outcome, pushTag: tag, privacy: privacy)
+    }
+
+    /// `POST /getsubscriptionstatus` (v1): a check-in for the user, from the
+    /// subscription's health alone. Prefer ``checkIn(user:token:lastNotificationTimestamp:lastMessageDate:credentials:)``.
+    public func checkInV1(user: ENSUser) async throws(ENSError) -> ENSCheckInResult {
+        let answer = try await call("getsubscriptionstatus", ["userid": user.userID],
+                                    accepting: ["UserSubscribed", "UserRecordPresentNotSubscribed", "UserSubscriptionNotFound"])
+        return ENSCheckInResult(action: Self.action(answer.code, credentials: nil), credentials: nil)
+    }
+
+    /// `POST /getsubscriptionstatusv2`: this device's check-in, which keeps it from being
+    /// reaped; run it from background refresh. `token` is the push token the OS gives
+    /// now; ENSKit checks in with the one it registered and answers
+    /// ``ENSCheckInResult/Action/updateToken(registered:)`` when they differ.
+    ///
+    /// - Parameters:
+    ///   - lastNotificationTimestamp: `ens.ts` of the newest push the device got
+    ///     (``ENSPush/timestamp``): ENS answers `registerAgain` when it made a newer one.
+    ///   - lastMessageDate: the original contract's device-clock date, used only when
+    ///     there is no timestamp. With neither, ENS ignores missed notifications.
+    ///   - credentials: new credentials (a changed password, a renewed token), sealed to
+    ///     the subscription and used from its next callback.
+    public func checkIn(user: ENSUser, token: ENSPushToken, lastNotificationTimestamp: Int64? = nil, lastMessageDate: Date? = nil,
+                        credentials: ENSCredentials? = nil) async throws(ENSError) -> ENSCheckInResult {
+        let registered = try registeredToken(for: user.userID) ?? token
+        var payload: [String: Any] = ["pushToken": registered.wireForm]
+        if let lastNotificationTimestamp {
+            payload["lastNotificationTs"] = lastNotificationTimestamp
+        } else if let lastMessageDate {
+            payload["lastMessageDate"] = ENSDate.string(lastMessageDate)
+        } else {
+            payload["ignoreLastMessageDate"] = 1
+        }
+        var sealed: [String: [String: Any]] = ["subscriptionPayload": payload]
+        if let credentials { sealed["creds"] = try credentials.members() }
+        let answer = try await sealedCall("getsubscriptionstatusv2", user: user, parameters: [:], sealed: sealed,
+                                          maximumBlocks: ENSSealer.maximumCredentialBlocks,
+                                          accepting: ["UserSubscribed", "UserRecordPresentNotSubscribed", "UserSubscriptionNotFound"])
+        var stored: ENSCheckInResult.Credentials?
+        if let value = answer.object["credentials"] {
+            guard let text = value as? String, let parsed = ENSCheckInResult.Credentials(rawValue: text) else { throw answer.unexpected }
+            stored = parsed
+        }
+        var action = Self.action(answer.code, credentials: stored)
+        if action == .nothing && registered != token { action = .updateToken(registered: registered) }
+        return ENSCheckInResult(action: action, credentials: stored)
+    }
+
+    static func action(_ code: String, credentials: ENSCheckInResult.Credentials?) -> ENSCheckInResult.Action {
+        switch code {
+        case "UserSubscribed": return credentials == .unused ? .registerAgain(.credentialsUnused) : .nothing
+        case "UserRecordPresentNotSubscribed": return .registerAgain(.notSubscribed)
+        default: return .registerAgain(.notFound)
+        }
+    }
+
+    /// `POST /updatedevice`: the OS gave the device a new push token. The device keeps
+    /// its settings, mode, secret, sync key and history.
+    public func updateDevice(user: ENSUser, from old: ENSPushToken, to new: ENSPushToken) async throws(ENSError) {
+        let token: [String: Any] = [old.oldMember: old.value, new.member: new.value]
+        let answer = try await sealedCall("updatedevice", user: user, parameters: [:], sealed: ["token": token],
+                                          accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"])
+        try Self.requireSuccess(answer)
+        try store(Data(new.wireForm.utf8), .registeredToken(namespace, user.userID))
+    }
+
+    /// `POST /unregister`: removes the device (idempotent), and forgets what ENSKit kept
+    /// for the user on this device (secret, keys, tag). If it was the user's last
+    /// device, ENS deletes the record and ends the subscription.
+    public func unregister(user: ENSUser, token: ENSPushToken) async throws(ENSError) {
+        let answer = try await sealedCall("unregister", user: user, parameters: [:], sealed: ["token": [token.member: token.value]],
+                                          accepting: ["DeviceUnregistered", "UserSubscriptionNotFound"])
+        _ = answer
+        try forget(user: user)
+    }
+
+    /// Deletes every item ENSKit keeps for the user (on sign-out, say).
+    public func forget(user: ENSUser) throws(ENSError) {
+        let userID = user.userID
+        if let tag = try load(.pushTag(namespace, userID)).map({ String(decoding: $0, as: UTF8.self) }) {
+            try store(nil, .tagOwner(namespace, tag))
+        }
+        for item in [ENSKeyStoreItem.serverKey(namespace, userID), .deviceSecret(namespace, userID), .previewKey(namespace, userID),
+                     .blindKey(namespace, userID), .registeredToken(namespace, userID), .pushTag(namespace, userID)] {
+            try store(nil, item)
+        }
+    }
+
+    /// `POST /updatesynckey`: every notification carries `key` until `expiration`
+    /// (sealed in the private modes). At most 512 bytes.
+    public func updateSyncKey(user: ENSUser, token: ENSPushToken, key: String, expiration: Date) async throws(ENSError) {
+        guard key.utf8.count <= 512, !key.isEmpty else { throw .invalidArgument("a sync key is 1 to 512 bytes") }
+        let info: [String: Any] = [token.member: token.value, "backgroundSyncKey": key, "syncKeyExpirationTime": ENSDate.string(expiration)]
+        let answer = try await sealedCall("updatesynckey", user: user, parameters: [:], sealed: ["info": info],
+                                          accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"])
+        try Self.requireSuccess(answer)
+    }
+
+    /// `POST /updateprivacy`: changes the device's mode; answers the mode its pushes now
+    /// use (the operator's floor may make it stricter). For `encrypted`, ENSKit sends the
+    /// device's P-256 key, made now if it has none.
+    public func updatePrivacy(user: ENSUser, token: ENSPushToken, mode: ENSPrivacyMode) async throws(ENSError) -> ENSPrivacyMode {
+        var info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID), "privacy": mode.rawValue]
+        if mode == .encrypted { info["privacyKey"] = try previewKey(for: user.userID, creating: true).publicKeyX963.base64EncodedString() }
+        let answer = try await sealedCall("updateprivacy", user: user, parameters: [:], sealed: ["info": info],
+                                          accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"])
+        try Self.requireSuccess(answer)
+        guard let name = answer.object["privacy"] as? String, let effective = ENSPrivacyMode(rawValue: name) else { throw answer.unexpected }
+        return effective
+    }
+
+    /// `POST /getnotification`: a `secure` notification's content, once. Nil when ENS
+    /// has none for this device (already fetched, expired, another device's, unknown).
+    public func getNotification(user: ENSUser, token: ENSPushToken, id: String) async throws(ENSError) -> ENSNotificationContent? {
+        guard id.utf8.count == 32, id.utf8.allSatisfy({ Hex.isDigit($0) }) else { throw .invalidArgument("a notification id is 32 hex digits") }
+        let info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID), "id": id]
+        let answer = try await sealedCall("getnotification", user: user, parameters: [:], sealed: ["info": info],
+                                          accepting: ["NotificationFound", "NotificationNotFound"])
+        guard answer.code == "NotificationFound" else { return nil }
+        guard answer.object["id"] as? String == id, let object = answer.object["content"] as? [String: Any],
+              let content = ENSNotificationContent(object: object) else { throw answer.unexpected }
+        return content
+    }
+
+    /// `POST /getnotificationhistory`: the device's newest notifications, newest first.
+    public func getNotificationHistory(user: ENSUser, token: ENSPushToken, limit: Int? = nil) async throws(ENSError) -> [ENSHistoryEntry] {
+        var info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID)]
+        if let limit {
+            guard limit >= 1 else { throw .invalidArgument("a history limit is at least 1") }
+            info["limit"] = limit
+        }
+        let answer = try await sealedCall("getnotificationhistory", user: user, parameters: [:], sealed: ["info": info],
+                                          accepting: ["NotificationHistory", "UserSubscriptionNotFound"])
+        guard answer.code == "NotificationHistory" else { throw .userNotFound }
+        guard let list = answer.object["notifications"] as? [Any] else { throw answer.unexpected }
+        var entries: [ENSHistoryEntry] = []
+        for item in list {
+            guard let entry = item as? [String: Any], let id = entry["id"] as? String, let ts = JSON.int64(entry["ts"]),
+                  let sender = entry["sender"] as? String, let subject = entry["subject"] as? String,
+                  let read = JSON.int64(entry["read"]), read == 0 || read == 1 else { throw answer.unexpected }
+            entries.append(ENSHistoryEntry(id: id, timestamp: ts, sender: sender, subject: subject, isRead: read == 1))
+        }
+        return entries
+    }
+
+    /// `POST /marknotificationsread`: marks 1 to 25 of the device's notifications read;
+    /// answers how many were newly marked.
+    @discardableResult
+    public func markNotificationsRead(user: ENSUser, token: ENSPushToken, ids: [String]) async throws(ENSError) -> Int {
+        guard (1...25).contains(ids.count), ids.allSatisfy({ $0.utf8.count == 32 && $0.utf8.allSatisfy(Hex.isDigit) }) else {
+            throw .invalidArgument("1 to 25 notification ids of 32 hex digits")
+        }
+        let info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID), "ids": ids]
+        let answer = try await sealedCall("marknotificationsread", user: user, parameters: [:], sealed: ["info": info],
+                                          accepting: ["UpdateSuccess", "UpdateFail"])
+        try Self.requireSuccess(answer)
+        guard let marked = JSON.int64(answer.object["marked"]), marked >= 0 else { throw answer.unexpected }
+        return Int(marked)
+    }
+
+    // MARK: What the device keeps
+
+    /// The user a push's `ens.tag` names, if this device registered it.
+    public func user(forPushTag tag: String) throws(ENSError) -> ENSUser? {
+        guard let data = try load(.tagOwner(namespace, tag)) else { return nil }
+        return ENSUser(userID: String(decoding: data, as: UTF8.self))
+    }
+
+    /// The device's `encrypted`-mode key for the user, if it has one.
+    public func previewKey(for user: ENSUser) throws(ENSError) -> ENSPreviewKey? {
+        try previewKey(for: user.userID)
+    }
+
+    /// The push token ENSKit last registered for the user.
+    public func registeredToken(for user: ENSUser) throws(ENSError) -> ENSPushToken? {
+        try registeredToken(for: user.userID)
+    }
+
+    func previewKey(for userID: String, creating: Bool) throws(ENSError) -> ENSPreviewKey {
+        let item = ENSKeyStoreItem.previewKey(namespace, userID)
+        if let raw = try load(item) { return try ENSPreviewKey(rawRepresentation: raw) }
+        guard creating else { throw .invalidArgument("no preview key for this user") }
+        let key = ENSPreviewKey()
+        try store(key.rawRepresentation, item)
+        return key
+    }
+
+    func previewKey(for userID: String) throws(ENSError) -> ENSPreviewKey? {
+        guard let raw = try load(.previewKey(namespace, userID)) else { return nil }
+        return try ENSPreviewKey(rawRepresentation: raw)
+    }
+
+    func registeredToken(for userID: String) throws(ENSError) -> ENSPushToken? {
+        guard let data = try load(.registeredToken(namespace, userID)) else { return nil }
+        let text = String(decoding: data, as: UTF8.self)
+        return text.hasPrefix("fcm:") ? try ENSPushToken(fcmToken: String(text.dropFirst(4))) : try ENSPushToken(apnsHex: text)
+    }
+
+    /// The device secret (base64 of 32 random bytes), made on first use.
+    func deviceSecret(for userID: String, creating: Bool) throws(ENSError) -> String? {
+        let item = ENSKeyStoreItem.deviceSecret(namespace, userID)
+        if let secret = try load(item) { return String(decoding: secret, as: UTF8.self) }
+        guard creating else { return nil }
+        var generator = SystemRandomNumberGenerator()
+        let secret = Data((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }).base64EncodedString()
+        try store(Data(secret.utf8), item)
+        return secret
+    }
+
+    func requiredSecret(for userID: String) throws(ENSError) -> String {
+        guard let secret = try deviceSecret(for: userID, creating: false) else { throw .noDeviceSecret }
+        return secret
+    }
+
+    var namespace: String { configuration.namespace }
+
+    func load(_ item: ENSKeyStoreItem) throws(ENSError) -> Data? {
+        do { return try keyStore.data(for: item) } catch { throw .keyStore(error) }
+    }
+
+    func store(_ data: Data?, _ item: ENSKeyStoreItem) throws(ENSError) {
+        do { try keyStore.set(data, for: item) } catch { throw .keyStore(error) }
+    }
+
+    // MARK: The wire
+
+    /// An answer ENS gave with HTTP 200 and one of the codes the call accepts.
+    struct Answer {
+        let status: Int
+        let code: String
+        let object: [String: Any]
+        var unexpected: ENSError { .unexpectedAnswer(status: status, responseCode: code) }
+    }
+
+    static func requireSuccess(_ answer: Answer) throws(ENSError) {
+        switch answer.code {
+        case "UpdateSuccess": return
+        case "UpdateFail": throw .updateFailed
+        case "UserSubscriptionNotFound": throw .userNotFound
+        default: throw answer.unexpected
+        }
+    }
+
+    /// A call with sealed parameters: each object in `sealed` is bound to
+    /// `<endpoint>.<name>` and sealed under the user's pinned key. When ENS answers 400,
+    /// which is also what a value sealed under a stale key gets, the key is fetched
+    /// again; only if it changed is the call made once more, sealed anew.
+    func sealedCall(_ endpoint: String, user: ENSUser, parameters: [String: Any], sealed: [String: [String: Any]],
+                    maximumBlocks: Int = ENSSealer.maximumBlocks, accepting: Set<String>) async throws(ENSError) -> Answer {
+        var sealer = try await pinnedSealer(for: user)
+        var refreshed = false
+        while true {
+            var all = parameters
+            all["userid"] = user.userID
+            let time = now()
+            for (name, object) in sealed {
+                let blocks = name == "creds" ? maximumBlocks : ENSSealer.maximumBlocks
+                all[name] = try sealer.seal(object, purpose: "\(endpoint).\(name)", at: time, maximumBlocks: blocks)
+            }
+            do {
+                return try await call(endpoint, all, accepting: accepting)
+            } catch .invalidRequest where !refreshed {
+                refreshed = true
+                let fresh = try await getPublicKey(for: user)
+                guard fresh.publicKeyPEM != sealer.publicKeyPEM else { throw .invalidRequest }
+                sealer = try ENSSealer(publicKeyPEM: fresh.publicKeyPEM)
+            }
+        }
+    }
+
+    func pinnedSealer(for user: ENSUser) async throws(ENSError) -> ENSSealer {
+        if let pem = try load(.serverKey(namespace, user.userID)) {
+            return try ENSSealer(publicKeyPEM: String(decoding: pem, as: UTF8.self))
+        }
+        return try ENSSealer(publicKeyPEM: try await getPublicKey(for: user).publicKeyPEM)
+    }
+
+    /// POSTs `parameters` as JSON, retrying 429 and 503 as ``ENSRetryPolicy`` allows,
+    /// and maps the answer: a documented error status to its ``ENSError``, a 200 with an
+    /// accepted code to an ``Answer``, anything else to ``ENSError/unexpectedAnswer(status:responseCode:)``.
+    func call(_ endpoint: String, _ parameters: [String: Any], accepting: Set<String>) async throws(ENSError) -> Answer {
+        var headers = ["ApiToken": configuration.apiToken, "Content-Type": "application/json", "Accept": "application/json"]
+        if let badge = configuration.badge { headers["badge"] = badge ? "1" : "0" }
+        if let development = configuration.development { headers["development"] = development ? "1" : "0" }
+        let request = ENSHTTPRequest(method: "POST", url: configuration.baseURL.appendingPathComponent(endpoint), headers: headers,
+                                     body: try JSON.encode(parameters))
+        var attempt = 0
+        while true {
+            let response: ENSHTTPResponse
+            do {
+                response = try await transport.send(request)
+            } catch {
+                throw .transport(error)
+            }
+            let object = JSON.object(response.body)
+            let code = object?["responseCode"] as? String
+            let retryAfter = Self.retryAfter(response.header("Retry-After"), now: now())
+            if response.status == 429 || response.status == 503, attempt < configuration.retry.maximumRetries {
+                let delay = retryAfter ?? configuration.retry.defaultDelay << attempt
+                if delay <= configuration.retry.maximumDelay {
+                    attempt += 1
+                    await sleep(delay)
+                    continue
+                }
+            }
+            guard let object, let code else { throw .unexpectedAnswer(status: response.status, responseCode: nil) }
+            switch (response.status, code) {
+            case (200, _) where accepting.contains(code): return Answer(status: 200, code: code, object: object)
+            case (200, "AutodiscoverFailed") where accepting.contains("UserSubscribed"):
+                throw .autodiscoverFailed(message: object["message"] as? String ?? "")
+            case (200, "ExchangeAuthFailed") where accepting.contains("UserSubscribed"):
+                throw .exchangeAuthFailed(message: object["message"] as? String ?? "")
+            case (200, "ExchangeError") where accepting.contains("UserSubscribed"):
+                throw .exchangeError(message: object["message"] as? String ?? "")
+            case (400, "InvalidRequest"): throw .invalidRequest
+            case (401, "Unauthorized"): throw .unauthorized
+            case (404, "NotFound"): throw .notFound
+            case (405, "MethodNotAllowed"): throw .methodNotAllowed
+            case (413, "PayloadTooLarge"): throw .payloadTooLarge
+            case (415, "UnsupportedMediaType"): throw .unsupportedMediaType
+            case (429, "TooManyRequests"): throw .tooManyRequests(retryAfter: retryAfter)
+            case (500, "InternalError"): throw .internalError
+            case (503, "ServiceUnavailable"): throw .serviceUnavailable(retryAfter: retryAfter)
+            default: throw .unexpectedAnswer(status: response.status, responseCode: code)
+            }
+        }
+    }
+
+    /// `Retry-After` in seconds: delta-seconds, or an HTTP date (RFC 9110).
+    static func retryAfter(_ value: String?, now: Date) -> Int? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if let seconds = Int(value) { return seconds >= 0 ? seconds : nil }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return max(0, Int(date.timeIntervalSince(now).rounded(.up)))
+    }
+}
+
+extension ENSClient {
+    /// The device's RSA key for Graph's encrypted notifications (blind mode), if kept.
+    public func blindKey(for user: ENSUser) throws(ENSError) -> ENSBlindKey? {
+        guard let der = try load(.blindKey(namespace, user.userID)) else { return nil }
+        return try ENSBlindKey(derRepresentation: der)
+    }
+
+    /// Keeps (or, with nil, deletes) the device's blind-mode RSA key for the user.
+    public func setBlindKey(_ key: ENSBlindKey?, for user: ENSUser) throws(ENSError) {
+        try store(key?.derRepresentation, .blindKey(namespace, user.userID))
+    }
+}

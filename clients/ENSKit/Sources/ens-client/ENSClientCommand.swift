@@ -1,0 +1,289 @@
+import ArgumentParser
+import ENSKit
+import ENSKitCurl
+import Foundation
+
+/// `ens-client`: ENS's device API from the command line, built on ENSKit (sealing,
+/// pinned keys, device secret, privacy keys, push reading). What it keeps between runs
+/// (the user's pinned key, the device secret, the P-256 key of `encrypted`, the push tag)
+/// lives in `--state`, a FileKeyStore directory: one directory is one device.
+@main
+struct ENSClientCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ens-client",
+        abstract: "A device of ENS (Email Notification Service), built on ENSKit.",
+        discussion: "Prints each answer as one JSON object. Errors go to standard error with a non-zero exit.",
+        subcommands: [PublicKey.self, Register.self, CheckIn.self, UpdateDevice.self, Unregister.self, SyncKey.self, Privacy.self,
+                      Fetch.self, History.self, OpenPush.self, Alive.self]
+    )
+}
+
+struct Connection: ParsableArguments {
+    @Option(help: "ENS's base URL.") var baseURL = "https://localhost:8443"
+    @Option(help: "The app's ApiToken (default: $ENS_API_TOKEN).") var apiToken: String?
+    @Option(help: "The app's bundle id or Android package name.") var bundleID = "com.example.mail"
+    @Option(help: "A PEM file of CAs to trust instead of the system's (a local stack's certificate).") var caFile: String?
+    @Option(help: "The device's state directory (keys, secret, pinned key).") var state = ".ens-client"
+    @Flag(help: "Ask for the unread count as the badge (the badge header).") var badge = false
+    @Flag(help: "A development build: pushes go to the APNs sandbox.") var development = false
+
+    func client() throws -> ENSClient {
+        guard let url = URL(string: baseURL), url.scheme != nil else { throw ValidationError("--base-url is not a URL") }
+        guard let token = apiToken ?? ProcessInfo.processInfo.environment["ENS_API_TOKEN"], !token.isEmpty else {
+            throw ValidationError("give --api-token or set ENS_API_TOKEN")
+        }
+        let configuration = ENSConfiguration(baseURL: url, apiToken: token, bundleID: bundleID, badge: badge ? true : nil,
+                                             development: development ? true : nil)
+        return ENSClient(configuration: configuration, transport: CurlTransport(caFile: caFile),
+                         keyStore: try FileKeyStore(directory: URL(fileURLWithPath: state)))
+    }
+}
+
+struct Device: ParsableArguments {
+    @Option(help: "The user's email address.") var email: String
+    @Option(help: "The device's APNs token (hex).") var apnsToken: String?
+    @Option(help: "The device's FCM registration token.") var fcmToken: String?
+
+    var user: ENSUser { ENSUser(email: email) }
+
+    func token() throws -> ENSPushToken {
+        switch (apnsToken, fcmToken) {
+        case (let apns?, nil): return try ENSPushToken(apnsHex: apns)
+        case (nil, let fcm?): return try ENSPushToken(fcmToken: fcm)
+        default: throw ValidationError("give exactly one of --apns-token and --fcm-token")
+        }
+    }
+}
+
+/// Prints `object` as one line of JSON (keys sorted).
+func printJSON(_ object: [String: Any]) throws {
+    let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+    print(String(decoding: data, as: UTF8.self))
+}
+
+func contentJSON(_ content: ENSNotificationContent?) -> [String: Any] {
+    guard let content else { return ["content": NSNull()] }
+    var object: [String: Any] = ["sender": content.sender, "subject": content.subject]
+    if let badge = content.badge { object["badge"] = badge }
+    if let syncKey = content.syncKey { object["backgroundSyncKey"] = syncKey.key; object["syncKeyExpirationTime"] = syncKey.expirationText }
+    return ["content": object]
+}
+
+struct PublicKey: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "public-key", abstract: "POST /getpublickey: fetch and pin the user's key.")
+    @OptionGroup var connection: Connection
+    @Option(help: "The user's email address.") var email: String
+
+    func run() async throws {
+        let key = try await connection.client().getPublicKey(for: ENSUser(email: email))
+        try printJSON(["userid": key.userID, "subscribed": key.isSubscribed])
+    }
+}
+
+struct Register: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "POST /registerdevicev2 with exactly one kind of credentials.",
+        discussion: "Secrets given as options are visible to other users of this host (ps); give a file with --password-file where that matters."
+    )
+    @OptionGroup var connection: Connection
+    @OptionGroup var device: Device
+    @Option(help: "Basic authentication: the user name (default: the email).") var userName: String?
+    @Option(help: "Basic authentication: the password.") var password: String?
+    @Option(help: "Basic authentication: a file holding the password.") var passwordFile: String?
+    @Option(help: "An OAuth access token for EWS.") var oauthToken: String?
+    @Option(help: "With --oauth-token: a refresh token ENS may use.") var refreshToken: String?
+    @Option(help: "With --refresh-token: the token endpoint (https).") var tokenEndpoint: String?
+    @Option(help: "With --refresh-token: the OAuth client id.") var clientID: String?
+    @Option(help: "A client certificate: a PKCS#12 file.") var pkcs12: String?
+    @Option(help: "The PKCS#12 file's password.") var pkcs12Password = ""
+    @Option(help: "A delegated Microsoft Graph access token.") var graphToken: String?
+    @Option(help: "The mailbox's EWS URL (default: Autodiscover).") var ewsURL: String?
+    @Option(help: "preview, generic, encrypted or secure.") var privacy: String?
+    @Option(help: "The Exchange version to try first.") var exchangeVersion: Int?
+    @Option(help: "The sound to put in notifications.") var sound: String?
+    @Flag(help: "Subscribe anew even when subscribed.") var force = false
+
+    func credentials() throws -> ENSCredentials {
+        var kinds: [ENSCredentials] = []
+        if let passwordFile {
+            let text = try String(contentsOfFile: passwordFile, encoding: .utf8).trimmingCharacters(in: .newlines)
+            kinds.append(.password(userName: userName ?? device.email, password: text))
+        } else if let password {
+            kinds.append(.password(userName: userName ?? device.email, password: password))
+        }
+        if let oauthToken {
+            var refresh: ENSOAuthRefresh?
+            if let refreshToken {
+                guard let endpoint = tokenEndpoint.flatMap(URL.init(string:)), let clientID else {
+                    throw ValidationError("--refresh-token needs --token-endpoint and --client-id")
+                }
+                refresh = ENSOAuthRefresh(refreshToken: refreshToken, tokenEndpoint: endpoint, clientID: clientID)
+            }
+            kinds.append(.oauth(accessToken: oauthToken, refresh: refresh))
+        }
+        if let pkcs12 { kinds.append(.certificate(pkcs12: try Data(contentsOf: URL(fileURLWithPath: pkcs12)), password: pkcs12Password)) }
+        if let graphToken { kinds.append(.graph(accessToken: graphToken)) }
+        guard kinds.count == 1, let credentials = kinds.first else {
+            throw ValidationError("give exactly one of --password(-file), --oauth-token, --pkcs12 and --graph-token")
+        }
+        return credentials
+    }
+
+    func run() async throws {
+        var mode: ENSPrivacyMode?
+        if let privacy {
+            guard let parsed = ENSPrivacyMode(rawValue: privacy) else { throw ValidationError("--privacy: preview, generic, encrypted or secure") }
+            mode = parsed
+        }
+        var url: URL?
+        if let ewsURL {
+            guard let parsed = URL(string: ewsURL) else { throw ValidationError("--ews-url is not a URL") }
+            url = parsed
+        }
+        let registration = ENSRegistration(user: device.user, token: try device.token(), credentials: try credentials(), ewsURL: url,
+                                           privacy: mode, force: force, exchangeVersion: exchangeVersion, defaultSound: sound)
+        let result = try await connection.client().register(registration)
+        var object: [String: Any] = ["responseCode": result.outcome.rawValue]
+        if let tag = result.pushTag { object["pushTag"] = tag }
+        if let privacy = result.privacy { object["privacy"] = privacy.rawValue }
+        try printJSON(object)
+    }
+}
+
+struct CheckIn: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "check-in", abstract: "POST /getsubscriptionstatusv2: what to do next.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var device: Device
+    @Option(help: "ens.ts of the newest push the device got.") var lastTs: Int64?
+
+    func run() async throws {
+        let result = try await connection.client().checkIn(user: device.user, token: try device.token(), lastNotificationTimestamp: lastTs)
+        switch result.action {
+        case .nothing: try printJSON(["action": "nothing"])
+        case .registerAgain(let reason): try printJSON(["action": "registerAgain", "reason": "\(reason)"])
+        case .updateToken: try printJSON(["action": "updateToken"])
+        }
+    }
+}
+
+struct UpdateDevice: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "update-device", abstract: "POST /updatedevice: a new push token.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var device: Device
+    @Option(help: "The new APNs token (hex).") var newApnsToken: String?
+    @Option(help: "The new FCM registration token.") var newFcmToken: String?
+
+    func run() async throws {
+        let new: ENSPushToken
+        switch (newApnsToken, newFcmToken) {
+        case (let apns?, nil): new = try ENSPushToken(apnsHex: apns)
+        case (nil, let fcm?): new = try ENSPushToken(fcmToken: fcm)
+        default: throw ValidationError("give exactly one of --new-apns-token and --new-fcm-token")
+        }
+        try await connection.client().updateDevice(user: device.user, from: try device.token(), to: new)
+        try printJSON(["responseCode": "UpdateSuccess"])
+    }
+}
+
+struct Unregister: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "POST /unregister, and forget the device's state.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var device: Device
+
+    func run() async throws {
+        try await connection.client().unregister(user: device.user, token: try device.token())
+        try printJSON(["responseCode": "DeviceUnregistered"])
+    }
+}
+
+struct SyncKey: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "sync-key", abstract: "POST /updatesynckey.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var device: Device
+    @Option(help: "The background sync key.") var key: String
+    @Option(help: "Seconds until it expires.") var expiresIn: Int = 86_400
+
+    func run() async throws {
+        try await connection.client().updateSyncKey(user: device.user, token: try device.token(), key: key,
+                                                     expiration: Date().addingTimeInterval(Double(expiresIn)))
+        try printJSON(["responseCode": "UpdateSuccess"])
+    }
+}
+
+struct Privacy: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "POST /updateprivacy: change the device's mode.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var device: Device
+    @Argument(help: "preview, generic, encrypted or secure.") var mode: String
+
+    func run() async throws {
+        guard let parsed = ENSPrivacyMode(rawValue: mode) else { throw ValidationError("preview, generic, encrypted or secure") }
+        let effective = try await connection.client().updatePrivacy(user: device.user, token: try device.token(), mode: parsed)
+        try printJSON(["responseCode": "UpdateSuccess", "privacy": effective.rawValue])
+    }
+}
+
+struct Fetch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "POST /getnotification: a secure notification's content, once.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var device: Device
+    @Argument(help: "The notification id (ens.id).") var id: String
+
+    func run() async throws {
+        try printJSON(contentJSON(try await connection.client().getNotification(user: device.user, token: try device.token(), id: id)))
+    }
+}
+
+struct History: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "POST /getnotificationhistory.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var device: Device
+    @Option(help: "At most this many.") var limit: Int?
+
+    func run() async throws {
+        let entries = try await connection.client().getNotificationHistory(user: device.user, token: try device.token(), limit: limit)
+        try printJSON(["notifications": entries.map { ["id": $0.id, "ts": $0.timestamp, "sender": $0.sender, "subject": $0.subject, "read": $0.isRead] }])
+    }
+}
+
+struct OpenPush: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "open-push",
+        abstract: "Read a push as this device would (ENSPush): an APNs payload or FCM data, as JSON on standard input.",
+        discussion: "Prints the mode, the id and the content: the preview, the encrypted content opened with the device's key, or the secure content fetched once."
+    )
+    @OptionGroup var connection: Connection
+
+    func run() async throws {
+        let input = FileHandle.standardInput.readDataToEndOfFile()
+        guard let object = (try? JSONSerialization.jsonObject(with: input)) as? [String: Any] else {
+            throw ValidationError("standard input is not a JSON object")
+        }
+        // An FCM record: the message's data, with the notification's title and body.
+        let message = (object["message"] as? [String: Any]) ?? object
+        let push: ENSPush
+        if let data = message["data"] as? [String: String] {
+            let shown = message["notification"] as? [String: String]
+            push = try ENSPush(userInfo: data, notificationTitle: shown?["title"], notificationBody: shown?["body"])
+        } else {
+            push = try ENSPush(userInfo: object)
+        }
+        var result = contentJSON(await push.content(using: try connection.client()))
+        result["mode"] = push.mode.rawValue
+        result["kind"] = push.kind == .newMail ? "newMail" : "resubscribe"
+        if let id = push.id { result["id"] = id }
+        if let ts = push.timestamp { result["ts"] = ts }
+        try printJSON(result)
+    }
+}
+
+struct Alive: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "GET /alive.")
+    @OptionGroup var connection: Connection
+
+    func run() async throws {
+        let alive = await (try connection.client()).alive()
+        try printJSON(["alive": alive])
+        if !alive { throw ExitCode.failure }
+    }
+}
