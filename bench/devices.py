@@ -18,6 +18,9 @@
   devices.py b8-setup N M OUT   register N Exchange Online users through Graph (the Graph
                                 simulator, delegated tokens) and write M change-notification
                                 batches per user, each for a new message, as "path<TAB>json"
+  devices.py b8-blind-setup N M OUT
+                                the same with each device in `blind` mode (its own
+                                certificate): the rich subscriptions' notifications only
 
 Environment: ENS_VAR (stack directory), ENS_PORT, ENS_TOKEN (an API token).
 Sealing uses Python's cryptography (PKCS#1 v1.5, k-11 byte chunks), like a device.
@@ -199,6 +202,42 @@ def b8_setup(count, messages, out_path):
         f.write("\n".join(lines) + "\n")
 
 
+def b8_blind_setup(count, messages, out_path):
+    """As b8_setup, with each user's device in `blind` mode (a certificate of its own
+    RSA key): keeps only the rich subscriptions' notifications (encrypted content and
+    validation tokens, as Graph sends them), one line per new message."""
+    spec = importlib.util.spec_from_file_location("graph_decrypt", os.path.join(os.path.dirname(__file__), "..", "Tests", "tools", "graph_decrypt.py"))
+    graph_decrypt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(graph_decrypt)
+    conn = connection()
+    tenant = "6d1f8f38-0c55-4d7e-9d1e-5c0a3a7e0001"
+    lines = []
+    for i in range(count):
+        email = f"b8b-{i}-{secrets.token_hex(4)}@contoso.test"
+        graph_simulator("/users", {"tenant": tenant, "mail": email, "displayName": "Bench"})
+        access = graph_simulator("/user-token", {"mail": email})["access_token"]
+        status, answer = post(conn, "/getpublickey", {"email": email})
+        assert status == 200, (status, answer)
+        userid, pem = answer["userid"], answer["pubKey"]
+        _, _, der = graph_decrypt.new_device_certificate(bits=2048, days=30)
+        creds = seal(pem, json.dumps({"apnsToken": secrets.token_hex(32), "graphAccessToken": access}))
+        status, answer = post(conn, "/registerdevicev2", {"userid": userid, "email": email, "creds": creds, "bundleid": "com.example.mail",
+                                                          "defaultSound": "default", "privacy": "blind",
+                                                          "privacyCertificate": base64.b64encode(der).decode()})
+        assert answer.get("privacy") == "blind", answer
+        mail = graph_simulator("/newmail", {"mail": email, "subject": f"Benchmark message {i}", "fromName": "Bench",
+                                            "fromAddress": "bench@elsewhere.test", "count": messages, "deliver": False})
+        for notification in mail["notifications"]:
+            body = notification["body"] if isinstance(notification["body"], str) else json.dumps(notification["body"])
+            if "encryptedContent" not in body:
+                continue  # the mailbox's ordinary subscription: nothing to do for blind devices
+            path = "/" + notification["url"].split("/", 3)[3]
+            lines.append(f"{path}\t{body}")
+    lines.sort(key=lambda line: secrets.randbits(32))
+    with open(out_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def b3_latency(count, expected=200):
     conn = connection()
     post(conn, "/getpublickey", {"email": f"warmup-{secrets.token_hex(4)}@example.test"})
@@ -225,6 +264,8 @@ if __name__ == "__main__":
         b6_carrying(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "b8-setup":
         b8_setup(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1] == "b8-blind-setup":
+        b8_blind_setup(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "b3-latency":
         b3_latency(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 200)
     else:

@@ -387,6 +387,19 @@ public struct MailSubscriptionStore {
          AND NOT EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = c.record_id AND f.generation = c.generation))
         """
 
+    /// A rich (`blind`) subscription and its record in one round trip, for a POST to the
+    /// subscription's own URL (`RoutingToken.blindID`).
+    public func blindCallback(blindID: Int64) throws -> (record: CallbackRecord, blind: GraphBlindStore.BlindSubscription)? {
+        guard let row = try database.queryOne("""
+            SELECT \(unsafe: Self.callbackColumns), b.* FROM EnsSubscriptionInfo
+            JOIN (SELECT \(unsafe: GraphBlindStore.aliasedColumns) FROM GraphBlindSubscriptions WHERE id = \(blindID)) b
+                ON b.blind_record_id = EnsSubscriptionInfo.id
+            """) else { return nil }
+        let split = row.values.count - GraphBlindStore.columnCount
+        return (try Self.callbackRecord(Row(values: Array(row.values[..<split]))),
+                try GraphBlindStore.subscription(from: Row(values: Array(row.values[split...]))))
+    }
+
     private static func callbackRecord(_ row: Row) throws -> CallbackRecord {
         let (recordID, userID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion,
              backendTenant, endpoint, bindingMAC, keyMaterial, liveCredentials)

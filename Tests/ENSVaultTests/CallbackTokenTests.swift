@@ -175,6 +175,25 @@ import XML
         #expect(CallbackToken(path: "k2." + route.dropFirst(3), vault: vault) == nil)
     }
 
+    /// A rich subscription's URL (`b2.`) names its record and blind subscription, and
+    /// nothing else opens as one: not an altered URL, not a record's own sealed route.
+    @Test func blindRoutesOpenOnlyAsThemselves() throws {
+        let vault = try VaultTests.vault()
+        let path = try RoutingToken(recordID: 42, blindID: 7).blindPath(vault: vault)
+        #expect(path.hasPrefix("b2."))
+        let read = try #require(RoutingToken(path: path, vault: vault))
+        #expect(read.recordID == 42 && read.blindID == 7)
+        #expect(RoutingToken(path: try RoutingToken(recordID: 42, blindID: 7).blindPath(vault: vault), vault: vault) == read, "a fresh nonce, the same route")
+        let own = RoutingToken(recordID: 42, generation: 7).path(vault: vault)
+        #expect(RoutingToken(path: "b2." + own.dropFirst(3), vault: vault) == nil, "a record's route is no blind route")
+        #expect(RoutingToken(path: "r2." + path.dropFirst(3), vault: vault) == nil, "nor the other way round")
+        var characters = Array(path)
+        characters[10] = characters[10] == "A" ? "B" : "A"
+        #expect(RoutingToken(path: String(characters), vault: vault) == nil)
+        #expect(RoutingToken(path: path, vault: try VaultTests.vault(VaultTests.otherMasterBytes)) == nil)
+        #expect(RoutingToken(path: own, vault: vault)?.blindID == nil)
+    }
+
     @Test func payloadsRoundTripForEveryMethod() throws {
         let identity = ClientIdentity(certificateDER: [1, 2, 3], privateKeyDER: [4, 5])
         for credentials in [

@@ -43,7 +43,16 @@ public struct GraphBlindStore {
         subscription_id, expires_at, renewed_at
         """
 
-    private static func subscription(from row: Row) throws -> BlindSubscription {
+    static let columnCount = 11
+    /// `columns` renamed (blind_*), for a join beside another table's.
+    static let aliasedColumns = """
+        id AS blind_id, record_id AS blind_record_id, thumbprint AS blind_thumbprint, certificate AS blind_certificate,
+        certificate_id AS blind_certificate_id, previous_thumbprint AS blind_previous_thumbprint,
+        previous_certificate_id AS blind_previous_certificate_id, resource AS blind_resource, subscription_id AS blind_subscription_id,
+        expires_at AS blind_expires_at, renewed_at AS blind_renewed_at
+        """
+
+    static func subscription(from row: Row) throws -> BlindSubscription {
         let (id, record, thumbprint, certificate, certificateID, previousThumbprint, previousID, resource, subscription, expires, renewed)
             = try row.decode(Int64.self, Int64.self, [UInt8].self, [UInt8].self, String.self, [UInt8]?.self, String?.self, String.self,
                              String?.self, Timestamp?.self, Timestamp?.self)

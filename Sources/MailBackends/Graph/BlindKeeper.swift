@@ -88,6 +88,7 @@ struct BlindKeeper {
             return
         }
         let lifetime = min(plan.lifetime, BlindSubscriptions.richLifetime)
+        let notificationURL = plan.callbackURL + (try RoutingToken(recordID: blind.recordID, blindID: blind.id).blindPath(vault: plan.vault))
         do throws(GraphError) {
             if alive, let id = blind.subscriptionID {
                 do throws(GraphError) {
@@ -101,7 +102,7 @@ struct BlindKeeper {
             }
             let request = SubscriptionRequest(
                 userPath: mailbox.userPath,
-                notificationURL: plan.callbackURL + RoutingToken(recordID: blind.recordID, generation: record.generation).path(vault: plan.vault),
+                notificationURL: notificationURL,
                 clientState: plan.vault.graphBlindClientState(recordID: blind.recordID, blindID: blind.id), expiresAt: now.adding(lifetime),
                 encryption: RichNotifications(selected: BlindSubscriptions.selection(of: blind.resource), certificate: blind.certificate,
                                               certificateID: blind.certificateID)

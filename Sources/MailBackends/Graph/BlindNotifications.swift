@@ -183,10 +183,14 @@ struct BlindNotifications {
                 let object = message.content.map(Self.blindObject)
                 let fits = object.map(payload.fitsBlind) ?? true
                 // Too big for a push: the device fetches it (/getnotification), as in `secure`.
-                try context.notificationLog.record(NotificationLog.Entry(
-                    notificationID: id, deviceID: target.device.id, createdAt: now, summary: nil,
-                    content: fits ? nil : object, contentExpiresAt: fits ? nil : now.adding(fetchTTL)
-                ))
+                // Nothing else is logged: a blind notification has no sender or subject for
+                // the history, so one that fits costs no write.
+                if !fits, let object {
+                    try context.notificationLog.record(NotificationLog.Entry(
+                        notificationID: id, deviceID: target.device.id, createdAt: now, summary: nil,
+                        content: object, contentExpiresAt: now.adding(fetchTTL)
+                    ))
+                }
                 let notification = PushNotification(
                     id: id, deviceToken: target.token, topic: target.device.bundleID,
                     environment: target.device.development ? .sandbox : .production, pushType: .alert,

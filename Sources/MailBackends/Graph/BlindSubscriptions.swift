@@ -123,13 +123,13 @@ public enum BlindSubscriptions {
             context.logger.info("blind subscription being created by another request", metadata: ["record": "\(recordID)"])
             return .failed
         }
-        let request = SubscriptionRequest(
-            userPath: mailbox.userPath,
-            notificationURL: settings.callbackURL + RoutingToken(recordID: recordID, generation: record.generation).path(vault: context.services.vault),
-            clientState: context.services.vault.graphBlindClientState(recordID: recordID, blindID: blindID),
-            expiresAt: now.adding(lifetime), encryption: rich
-        )
         do {
+            let request = SubscriptionRequest(
+                userPath: mailbox.userPath,
+                notificationURL: settings.callbackURL + (try RoutingToken(recordID: recordID, blindID: blindID).blindPath(vault: context.services.vault)),
+                clientState: context.services.vault.graphBlindClientState(recordID: recordID, blindID: blindID),
+                expiresAt: now.adding(lifetime), encryption: rich
+            )
             let created = try client.createSubscription(request, application: application, deadline: context.graphDeadline)
             try store.subscribed(id: blindID, subscriptionID: created.id, expiresAt: created.expiresAt, now: now)
             context.logger.info("blind subscription created", metadata: ["record": "\(recordID)", "blind": "\(blindID)"])

@@ -88,6 +88,9 @@ public enum GraphNotifications {
             var order: [String] = []
             var items: [String: [ChangeNotificationBatch.Item]] = [:]
             var verdicts: [String: BlindNotifications.Verdict] = [:]
+            if let blindID = address.blindID {
+                return try respondForBlind(batch, blindID: blindID, store: store, verdicts: &verdicts)
+            }
             for item in batch.items {
                 let subscription = item.subscriptionID
                 if items[subscription] == nil { order.append(subscription) }
@@ -96,8 +99,13 @@ public enum GraphNotifications {
             for subscription in order {
                 let group = items[subscription] ?? []
                 let found = try store.callbackRecord(subscriptionID: subscription, backend: .graph)
+                // A rich subscription on a URL of the record's form (none are made so now).
                 if found == nil, let blind = try GraphBlindStore(database: context.database).subscription(subscriptionID: subscription) {
-                    guard try handleBlind(group, blind: blind, batch: batch, store: store, verdicts: &verdicts) else { return GraphNotifications.retryLater }
+                    guard let row = try store.callbackRecord(id: blind.recordID) else {
+                        count("dropped_unknown_subscription", group.count)
+                        continue
+                    }
+                    guard try handleBlind(group, blind: blind, row: row, batch: batch, verdicts: &verdicts) else { return GraphNotifications.retryLater }
                     continue
                 }
                 guard let row = found else {
@@ -136,11 +144,28 @@ public enum GraphNotifications {
             return GraphNotifications.accepted
         }
 
+        /// A POST to a rich subscription's own URL: the subscription and its record in one
+        /// query; items of any other subscription are dropped.
+        private func respondForBlind(_ batch: ChangeNotificationBatch, blindID: Int64, store: MailSubscriptionStore,
+                                     verdicts: inout [String: BlindNotifications.Verdict]) throws -> APIResponse {
+            guard let (row, blind) = try store.blindCallback(blindID: blindID), row.id == address.recordID, let subscription = blind.subscriptionID else {
+                logger.info("graph notification dropped: no blind subscription has this URL", metadata: ["record": "\(address.recordID)"])
+                count("dropped_unknown_subscription", batch.items.count)
+                return GraphNotifications.accepted
+            }
+            let group = batch.items.filter { $0.subscriptionID == subscription }
+            if group.count < batch.items.count {
+                count("dropped_unknown_subscription", batch.items.count - group.count)
+            }
+            guard try handleBlind(group, blind: blind, row: row, batch: batch, verdicts: &verdicts) else { return GraphNotifications.retryLater }
+            return GraphNotifications.accepted
+        }
+
         /// A rich (`blind`) subscription's items; false when the caller must answer 503.
-        private func handleBlind(_ group: [ChangeNotificationBatch.Item], blind: GraphBlindStore.BlindSubscription, batch: ChangeNotificationBatch,
-                                 store: MailSubscriptionStore, verdicts: inout [String: BlindNotifications.Verdict]) throws -> Bool {
-            guard let row = try store.callbackRecord(id: blind.recordID), row.backend == .graph, let tenant = row.backendTenant,
-                  row.isAuthentic(RowBinding(vault: context.services.vault)) else {
+        private func handleBlind(_ group: [ChangeNotificationBatch.Item], blind: GraphBlindStore.BlindSubscription,
+                                 row: MailSubscriptionStore.CallbackRecord, batch: ChangeNotificationBatch,
+                                 verdicts: inout [String: BlindNotifications.Verdict]) throws -> Bool {
+            guard row.backend == .graph, let tenant = row.backendTenant, row.isAuthentic(RowBinding(vault: context.services.vault)) else {
                 logger.error("blind notification dropped: its record is gone, not Graph's, or fails its integrity check", metadata: ["blind": "\(blind.id)"])
                 count("dropped_integrity", group.count)
                 return true
