@@ -29,14 +29,20 @@ for mode in lookup blind; do
   done
 done
 hz=$(getconf CLK_TCK)
+# role_ticks ROLE: CPU ticks so far of the stack's processes in that role.
+role_ticks() {
+  local -a pids
+  mapfile -t pids < <(stack_pids "$1")
+  cpu_ticks "${pids[@]}"
+}
 # measure MODE ROUND: prints "rps p50 p99 total unexpected fcgi_ms apns_ms mariadb_ms"
 measure() {
-  local file=$ENS_VAR/b8l-$1.$2.txt before_f before_a before_m out
+  local file=$ENS_VAR/b8l-$1.$2.txt before_f before_a before_m out f a m
   wait_for_empty_spool
-  before_f=$(cpu_ticks $(stack_pids fcgi)) before_a=$(cpu_ticks $(stack_pids apns)) before_m=$(cpu_ticks $(stack_pids mariadb))
+  before_f=$(role_ticks fcgi) before_a=$(role_ticks apns) before_m=$(role_ticks mariadb)
   out=$(timeout $((SECONDS_PER_RUN + 30)) wrk -t2 -c16 -d"${SECONDS_PER_RUN}s" --latency -s bench/b8-graph.lua "$BENCH_URL_BASE/graph/" -- "$file" 2>"$ENS_VAR/b8l-errors")
   wait_for_empty_spool
-  local f=$(( $(cpu_ticks $(stack_pids fcgi)) - before_f )) a=$(( $(cpu_ticks $(stack_pids apns)) - before_a )) m=$(( $(cpu_ticks $(stack_pids mariadb)) - before_m ))
+  f=$(($(role_ticks fcgi) - before_f)) a=$(($(role_ticks apns) - before_a)) m=$(($(role_ticks mariadb) - before_m))
   awk -v f="$f" -v a="$a" -v m="$m" -v hz="$hz" -v errors="$(wc -l < "$ENS_VAR/b8l-errors")" '
     /Requests\/sec/ {rps=$2} $1 == "50%" {p50=$2} $1 == "99%" {p99=$2} /requests in/ {total=$1}
     END {printf "%s %s %s %s %s %.3f %.3f %.3f", rps, p50, p99, total, errors, f/hz*1000/total, a/hz*1000/total, m/hz*1000/total}' <<<"$out"
@@ -44,8 +50,8 @@ measure() {
 lookup_rates=() blind_rates=() rate_ratios=() cpu_ratios=()
 for ((round = 0; round < ROUNDS; round++)); do
   if ((round % 2 == 0)); then L=$(measure lookup "$round"); B=$(measure blind "$round"); else B=$(measure blind "$round"); L=$(measure lookup "$round"); fi
-  read -r l_rps l_p50 l_p99 l_total l_err l_f l_a l_m <<<"$L"
-  read -r b_rps b_p50 b_p99 b_total b_err b_f b_a b_m <<<"$B"
+  read -r l_rps l_p50 l_p99 _ l_err l_f l_a l_m <<<"$L"
+  read -r b_rps b_p50 b_p99 _ b_err b_f b_a b_m <<<"$B"
   l_cpu=$(python3 -c "print(f'{$l_f + $l_a + $l_m:.3f}')") b_cpu=$(python3 -c "print(f'{$b_f + $b_a + $b_m:.3f}')")
   echo "B8-blind round $((round + 1)): blind $b_rps/s (p50 $b_p50, p99 $b_p99; $b_err unexpected; CPU ms: ens-fcgi $b_f, ens-apns $b_a, MariaDB $b_m = $b_cpu), lookup $l_rps/s (p50 $l_p50, p99 $l_p99; $l_err unexpected; CPU ms: ens-fcgi $l_f, ens-apns $l_a, MariaDB $l_m = $l_cpu)"
   lookup_rates+=("$l_rps") blind_rates+=("$b_rps") rate_ratios+=("$(ratio "$b_rps" "$l_rps")") cpu_ratios+=("$(ratio "$b_cpu" "$l_cpu")")
