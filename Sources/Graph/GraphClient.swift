@@ -224,11 +224,14 @@ public final class GraphClient {
 
     /// The RSA keys the Microsoft identity platform signs tokens with: its OpenID
     /// configuration (`<login>/common/.well-known/openid-configuration`), then the
-    /// JWKS it names. Keys that are not RSA signing keys are skipped.
+    /// JWKS it names, which must be under the same base URL. Keys that are not RSA
+    /// signing keys are skipped. At most 1 MiB each, within the client's timeouts.
     public func identityPlatformKeys(deadline: Deadline? = nil) throws(GraphError) -> [IdentityPlatformKey] {
         let configuration = try fetchJSON(self.configuration.loginURL + "/common/.well-known/openid-configuration", deadline: deadline)
-        guard let jwksURL = configuration["jwks_uri"]?.stringValue, jwksURL.hasPrefix("https://"), jwksURL.utf8.count <= 2048 else {
-            throw .malformed("the OpenID configuration has no https jwks_uri")
+        // Only from the identity platform ENS is configured with (graph.login_url): a
+        // configuration document is no reason to fetch keys anywhere else.
+        guard let jwksURL = configuration["jwks_uri"]?.stringValue, jwksURL.hasPrefix(self.configuration.loginURL + "/"), jwksURL.utf8.count <= 2048 else {
+            throw .malformed("the OpenID configuration's jwks_uri is not under graph.login_url")
         }
         guard case .array(let keys)? = try fetchJSON(jwksURL, deadline: deadline)["keys"] else { throw .malformed("a JWKS without keys") }
         return keys.prefix(100).compactMap(IdentityPlatformKey.init(jwk:))
