@@ -15,7 +15,7 @@ scripts/stack.sh up
 # against B6 of the same run); b6-callbacks alone also gives /alive beside it.
 # b9-cluster starts a cluster of its own (scripts/cluster.sh, var/cluster-3) beside this
 # stack, which sits idle meanwhile.
-for bench in ${BENCHES:-b1-alive b2-status b1b2-fronts b3-publickey b4-push b4-fcm b5-reap b6-callbacks b6-private b6-split b8-graph b7-timing b9-cluster}; do
+for bench in ${BENCHES:-b1-alive b2-status b1b2-fronts b3-publickey b4-push b4-fcm b5-reap b6-callbacks b6-private b6-split b8-graph b8-blind b7-timing b9-cluster}; do
   echo "== $bench"
   "bench/$bench.sh"
 done
