@@ -621,7 +621,11 @@ extension ENSClient {
 
     func blindKeyRing(for userID: String) throws(ENSError) -> ENSBlindKeyRing {
         guard let data = try load(.blindKey(namespace, userID)) else { return ENSBlindKeyRing() }
-        return try ENSBlindKeyRing(data: data)
+        let ring = try ENSBlindKeyRing(data: data)
+        // An item from before certificates got one just now: keep it, so that every
+        // request and push sees the same certificate.
+        if JSON.object(data) == nil { try saveBlindKeyRing(ring, for: userID) }
+        return ring
     }
 
     func saveBlindKeyRing(_ ring: ENSBlindKeyRing, for userID: String) throws(ENSError) {
