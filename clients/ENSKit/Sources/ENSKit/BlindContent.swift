@@ -18,11 +18,14 @@ public struct BlindContent: Sendable, Equatable {
     public var dataKey: String
     /// Base64 of HMAC-SHA256(key, ciphertext).
     public var dataSignature: String
-    /// The id the app gave Graph for its encryption certificate: which device key to use.
+    /// The id ENS gave Graph for the certificate it encrypted to (lowercase hex of the
+    /// first 16 bytes of the certificate's SHA-256): which device key to use
+    /// (``ENSBlindKey/certificateID``).
     public var encryptionCertificateID: String
     /// The certificate's thumbprint, as Graph names it.
     public var encryptionCertificateThumbprint: String
-    /// The message id (Graph's immutable id), when the push names it.
+    /// The message id, when the object names it. ENS's pushes do not (Graph's id is
+    /// derived from the mailbox); it is inside the ciphertext (``ENSBlindMessage/id``).
     public var messageID: String?
 
     public init(data: String, dataKey: String, dataSignature: String, encryptionCertificateID: String,
@@ -46,6 +49,29 @@ public struct BlindContent: Sendable, Equatable {
         case signatureMismatch
         /// The ciphertext does not decrypt to UTF-8 JSON.
         case doesNotDecrypt
+        /// None of the device's keys has the certificate the content names.
+        case noKey
+    }
+
+    /// The key among `keys` whose certificate the content was encrypted to.
+    public func key(among keys: [ENSBlindKey]) -> ENSBlindKey? {
+        let id = encryptionCertificateID.lowercased()
+        return keys.first { $0.certificateID == id }
+    }
+
+    /// The decrypted message, opened with the one of `keys` whose certificate the
+    /// content names (``encryptionCertificateID``): the current key or one a rotation
+    /// retired.
+    public func message(with keys: [ENSBlindKey]) throws(Failure) -> ENSBlindMessage {
+        guard let key = key(among: keys) else { throw .noKey }
+        return try message(with: key)
+    }
+
+    /// The decrypted message, opened with `key` whatever certificate the content names.
+    public func message(with key: ENSBlindKey) throws(Failure) -> ENSBlindMessage {
+        let plaintext = try open(with: key)
+        guard let message = ENSBlindMessage(resource: plaintext) else { throw .doesNotDecrypt }
+        return message
     }
 
     /// The decrypted resource: Graph's JSON object for the message.
@@ -78,18 +104,14 @@ public struct BlindContent: Sendable, Equatable {
     /// The notification's content from the decrypted resource: the sender's name (or
     /// address) and the subject.
     public func content(with key: ENSBlindKey) throws(Failure) -> ENSNotificationContent {
-        guard let resource = JSON.object(try open(with: key)) else { throw .doesNotDecrypt }
-        let address = (resource["from"] as? [String: Any])?["emailAddress"] as? [String: Any]
-        let name = address?["name"] as? String
-        let sender = (name?.isEmpty == false ? name : nil) ?? address?["address"] as? String ?? ""
-        return ENSNotificationContent(sender: sender, subject: resource["subject"] as? String ?? "")
+        try message(with: key).content
     }
 
-    /// The push's blind member, parsed in one place so that its wire form can change
-    /// without touching anything else: APNs `ens.blind`, an object with `data`,
-    /// `dataKey`, `dataSignature`, `encryptionCertificateId`,
-    /// `encryptionCertificateThumbprint` and `id` (the message id); FCM `blind`, the same
-    /// object as a JSON string (FCM's `data` values are strings).
+    /// The push's blind member: APNs `ens.blind`, an object with `data`, `dataKey`,
+    /// `dataSignature`, `encryptionCertificateId` and `encryptionCertificateThumbprint`;
+    /// FCM `blind`, the same object as a JSON string (FCM's `data` values are strings);
+    /// `/getnotification`'s `content` for a push too big to carry it. `.some(nil)`
+    /// when `value` is absent, nil when it is malformed.
     static func fromPush(_ value: Any?) -> BlindContent?? {
         guard let value else { return .some(nil) }
         let object: [String: Any]?
@@ -108,5 +130,35 @@ public struct BlindContent: Sendable, Equatable {
         }
         return .some(BlindContent(data: data, dataKey: dataKey, dataSignature: signature, encryptionCertificateID: certificateID,
                                   encryptionCertificateThumbprint: thumbprint, messageID: messageID))
+    }
+}
+
+/// A blind push's message, decrypted on the device: what Graph put in the rich
+/// notification (`subject`, `from`, `receivedDateTime`, ... and Graph's message `id`).
+public struct ENSBlindMessage: Sendable, Equatable {
+    /// Graph's message id (to open the message with Graph), when the resource has it.
+    public let id: String?
+    public let subject: String
+    public let senderName: String?
+    public let senderAddress: String?
+    /// As Graph writes it (ISO 8601, UTC).
+    public let receivedDateTime: String?
+    /// The decrypted resource: Graph's UTF-8 JSON object.
+    public let resource: Data
+
+    /// What the notification shows: the sender's name (or address) and the subject.
+    public var content: ENSNotificationContent {
+        ENSNotificationContent(sender: (senderName?.isEmpty == false ? senderName : nil) ?? senderAddress ?? "", subject: subject)
+    }
+
+    init?(resource: Data) {
+        guard let object = JSON.object(resource) else { return nil }
+        let address = (object["from"] as? [String: Any])?["emailAddress"] as? [String: Any]
+        id = object["id"] as? String
+        subject = object["subject"] as? String ?? ""
+        senderName = address?["name"] as? String
+        senderAddress = address?["address"] as? String
+        receivedDateTime = object["receivedDateTime"] as? String
+        self.resource = resource
     }
 }

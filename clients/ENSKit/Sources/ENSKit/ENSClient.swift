@@ -125,7 +125,11 @@ public struct ENSClient: Sendable {
     /// and 429 ``ENSError/tooManyRequests(retryAfter:)`` after failed proofs.
     ///
     /// The device secret is made on the first registration and sent with every one; for
-    /// `encrypted` the device's P-256 key too. When ENS has no record of the user (the
+    /// `encrypted` the device's P-256 key too; for `blind` (a mailbox registered with
+    /// ``ENSCredentials/graph(accessToken:)``) the certificate of the device's
+    /// ``ENSBlindKey``, made now if it has none or its certificate expires within
+    /// ``ENSClient/blindCertificateRenewal``. A certificate ENS refuses is thrown as
+    /// ``ENSError/blindRefused(_:message:)``. When ENS has no record of the user (the
     /// last device left), ENSKit fetches the new key and registers once more.
     public func register(_ registration: ENSRegistration) async throws(ENSError) -> ENSRegistrationResult {
         guard let email = registration.user.email else { throw .invalidArgument("registering needs the user's email address") }
@@ -142,6 +146,7 @@ public struct ENSClient: Sendable {
         if let privacy = registration.privacy {
             parameters["privacy"] = privacy.rawValue
             if privacy == .encrypted { parameters["privacyKey"] = try previewKey(for: userID, creating: true).publicKeyX963.base64EncodedString() }
+            if privacy == .blind { parameters["privacyCertificate"] = try blindKey(for: userID, creating: true).certificateBase64 }
         }
         let accepted: Set<String> = ["UserSubscribed", "UserUpdated", "UserAlreadySubscribed"]
         var answer = try await sealedCall("registerdevicev2", user: registration.user, parameters: parameters, sealed: ["creds": creds],
@@ -269,28 +274,90 @@ public struct ENSClient: Sendable {
 
     /// `POST /updateprivacy`: changes the device's mode; answers the mode its pushes now
     /// use (the operator's floor may make it stricter). For `encrypted`, ENSKit sends the
-    /// device's P-256 key, made now if it has none.
+    /// device's P-256 key, made now if it has none. For `blind`, the certificate of the
+    /// device's ``ENSBlindKey`` (made now if it has none, or if its certificate expires
+    /// within ``ENSClient/blindCertificateRenewal``) in clear, named inside the sealed
+    /// `info` by its SHA-256. Graph refusing the certificate is
+    /// ``ENSError/exchangeError(message:)``; ENS refusing it,
+    /// ``ENSError/blindRefused(_:message:)``.
     public func updatePrivacy(user: ENSUser, token: ENSPushToken, mode: ENSPrivacyMode) async throws(ENSError) -> ENSPrivacyMode {
+        let key = mode == .blind ? try blindKey(for: user.userID, creating: true) : nil
+        return try await updatePrivacy(user: user, token: token, mode: mode, blindKey: key)
+    }
+
+    func updatePrivacy(user: ENSUser, token: ENSPushToken, mode: ENSPrivacyMode, blindKey: ENSBlindKey?) async throws(ENSError) -> ENSPrivacyMode {
         var info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID), "privacy": mode.rawValue]
+        var parameters: [String: Any] = [:]
         if mode == .encrypted { info["privacyKey"] = try previewKey(for: user.userID, creating: true).publicKeyX963.base64EncodedString() }
-        let answer = try await sealedCall("updateprivacy", user: user, parameters: [:], sealed: ["info": info],
-                                          accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"])
+        if let blindKey {
+            info["privacyCertificateSHA256"] = blindKey.certificateSHA256
+            parameters["privacyCertificate"] = blindKey.certificateBase64
+        }
+        let answer = try await sealedCall("updateprivacy", user: user, parameters: parameters, sealed: ["info": info],
+                                          accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound", "ExchangeError"])
+        if answer.code == "ExchangeError", mode == .blind { throw .exchangeError(message: answer.object["message"] as? String ?? "") }
         try Self.requireSuccess(answer)
         guard let name = answer.object["privacy"] as? String, let effective = ENSPrivacyMode(rawValue: name) else { throw answer.unexpected }
         return effective
     }
 
+    /// Rotates the device's blind-mode key (`/updateprivacy` with `blind` and a new
+    /// certificate): a new RSA key of `bits` and its certificate become current once ENS
+    /// took them. The previous key is kept (``blindKeys(for:)``): Graph may encrypt to
+    /// the old certificate until the subscription's next renewal, about 12 hours, and
+    /// ``ENSPush`` picks each push's key by its `encryptionCertificateId`. The new key is
+    /// kept from before the request, so a push encrypted to it opens even if the
+    /// answer is lost; a refusal forgets it. Answers the new key.
+    @discardableResult
+    public func rotateBlindCertificate(user: ENSUser, token: ENSPushToken, bits: Int = 2048) async throws(ENSError) -> ENSBlindKey {
+        let fresh = try ENSBlindKey(bits: bits, now: now())
+        var ring = try blindKeyRing(for: user.userID)
+        ring.retire(fresh, now: now())
+        try saveBlindKeyRing(ring, for: user.userID)
+        let effective: ENSPrivacyMode
+        do {
+            effective = try await updatePrivacy(user: user, token: token, mode: .blind, blindKey: fresh)
+        } catch .transport(let error) {
+            throw .transport(error)
+        } catch {
+            // ENS answered: it did not take the certificate.
+            var ring = try blindKeyRing(for: user.userID)
+            ring.remove(certificateID: fresh.certificateID)
+            try saveBlindKeyRing(ring, for: user.userID)
+            throw error
+        }
+        var updated = try blindKeyRing(for: user.userID)
+        updated.install(fresh, now: now())
+        try saveBlindKeyRing(updated, for: user.userID)
+        guard effective == .blind else { throw .unexpectedAnswer(status: 200, responseCode: "UpdateSuccess") }
+        return fresh
+    }
+
     /// `POST /getnotification`: a `secure` notification's content, once. Nil when ENS
     /// has none for this device (already fetched, expired, another device's, unknown).
     public func getNotification(user: ENSUser, token: ENSPushToken, id: String) async throws(ENSError) -> ENSNotificationContent? {
+        guard let (object, answer) = try await notificationObject(user: user, token: token, id: id) else { return nil }
+        guard let content = ENSNotificationContent(object: object) else { throw answer.unexpected }
+        return content
+    }
+
+    /// `POST /getnotification` for a `blind` push that came without `ens.blind` (it
+    /// would not have fit in a push): Graph's encrypted content, once, still encrypted
+    /// to the device's certificate. Nil when ENS has none for this device.
+    public func getBlindNotification(user: ENSUser, token: ENSPushToken, id: String) async throws(ENSError) -> BlindContent? {
+        guard let (object, answer) = try await notificationObject(user: user, token: token, id: id) else { return nil }
+        guard let content = BlindContent.fromPush(object) ?? nil else { throw answer.unexpected }
+        return content
+    }
+
+    func notificationObject(user: ENSUser, token: ENSPushToken, id: String) async throws(ENSError) -> ([String: Any], Answer)? {
         guard id.utf8.count == 32, id.utf8.allSatisfy({ Hex.isDigit($0) }) else { throw .invalidArgument("a notification id is 32 hex digits") }
         let info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID), "id": id]
         let answer = try await sealedCall("getnotification", user: user, parameters: [:], sealed: ["info": info],
                                           accepting: ["NotificationFound", "NotificationNotFound"])
         guard answer.code == "NotificationFound" else { return nil }
-        guard answer.object["id"] as? String == id, let object = answer.object["content"] as? [String: Any],
-              let content = ENSNotificationContent(object: object) else { throw answer.unexpected }
-        return content
+        guard answer.object["id"] as? String == id, let object = answer.object["content"] as? [String: Any] else { throw answer.unexpected }
+        return (object, answer)
     }
 
     /// `POST /getnotificationhistory`: the device's newest notifications, newest first.
@@ -483,7 +550,13 @@ public struct ENSClient: Sendable {
                 throw .exchangeAuthFailed(message: object["message"] as? String ?? "")
             case (200, "ExchangeError") where accepting.contains("UserSubscribed"):
                 throw .exchangeError(message: object["message"] as? String ?? "")
-            case (400, "InvalidRequest"): throw .invalidRequest
+            case (400, "InvalidRequest"):
+                // Only the blind mode's certificate problems are worded (it is public);
+                // every other 400 has the uniform bytes.
+                if parameters["privacyCertificate"] != nil, let message = object["message"] as? String, message != Self.uniformMessage {
+                    throw .blindRefused(ENSBlindRefusal(message: message), message: message)
+                }
+                throw .invalidRequest
             case (401, "Unauthorized"): throw .unauthorized
             case (404, "NotFound"): throw .notFound
             case (405, "MethodNotAllowed"): throw .methodNotAllowed
@@ -496,6 +569,9 @@ public struct ENSClient: Sendable {
             }
         }
     }
+
+    /// The message of ENS's uniform 400.
+    static let uniformMessage = "The request is invalid."
 
     /// `Retry-After` in seconds: delta-seconds, or an HTTP date (RFC 9110).
     static func retryAfter(_ value: String?, now: Date) -> Int? {
@@ -511,14 +587,60 @@ public struct ENSClient: Sendable {
 }
 
 extension ENSClient {
-    /// The device's RSA key for Graph's encrypted notifications (blind mode), if kept.
+    /// A certificate that expires sooner than this (30 days) is replaced by a new key at
+    /// the next blind registration or `updatePrivacy(.blind)`.
+    public static let blindCertificateRenewal: TimeInterval = 30 * 86_400
+
+    /// The device's current RSA key for Graph's encrypted notifications (blind mode),
+    /// with its certificate, if kept.
     public func blindKey(for user: ENSUser) throws(ENSError) -> ENSBlindKey? {
-        guard let der = try load(.blindKey(namespace, user.userID)) else { return nil }
-        return try ENSBlindKey(derRepresentation: der)
+        try blindKeyRing(for: user.userID).current
     }
 
-    /// Keeps (or, with nil, deletes) the device's blind-mode RSA key for the user.
+    /// Every blind-mode key kept for the user: the current one first, then those a
+    /// rotation retired within the last three days, newest first.
+    public func blindKeys(for user: ENSUser) throws(ENSError) -> [ENSBlindKey] {
+        try blindKeyRing(for: user.userID).all
+    }
+
+    /// The kept key whose certificate has the id a push names (`encryptionCertificateId`).
+    public func blindKey(for user: ENSUser, certificateID: String) throws(ENSError) -> ENSBlindKey? {
+        try blindKeyRing(for: user.userID).key(certificateID: certificateID)
+    }
+
+    /// Makes `key` the device's current blind-mode key for the user (the one it replaces
+    /// is kept as a previous key); nil deletes every blind-mode key of the user. ENS
+    /// learns of a new key only through ``register(_:)``, ``updatePrivacy(user:token:mode:)``
+    /// or ``rotateBlindCertificate(user:token:bits:)``.
     public func setBlindKey(_ key: ENSBlindKey?, for user: ENSUser) throws(ENSError) {
-        try store(key?.derRepresentation, .blindKey(namespace, user.userID))
+        guard let key else { return try store(nil, .blindKey(namespace, user.userID)) }
+        var ring = try blindKeyRing(for: user.userID)
+        ring.install(key, now: now())
+        try saveBlindKeyRing(ring, for: user.userID)
+    }
+
+    func blindKeyRing(for userID: String) throws(ENSError) -> ENSBlindKeyRing {
+        guard let data = try load(.blindKey(namespace, userID)) else { return ENSBlindKeyRing() }
+        let ring = try ENSBlindKeyRing(data: data)
+        // An item from before certificates got one just now: keep it, so that every
+        // request and push sees the same certificate.
+        if JSON.object(data) == nil { try saveBlindKeyRing(ring, for: userID) }
+        return ring
+    }
+
+    func saveBlindKeyRing(_ ring: ENSBlindKeyRing, for userID: String) throws(ENSError) {
+        try store(try ring.data(), .blindKey(namespace, userID))
+    }
+
+    /// The current key, or (`creating`) a new one when there is none or its certificate
+    /// expires within ``blindCertificateRenewal``.
+    func blindKey(for userID: String, creating: Bool) throws(ENSError) -> ENSBlindKey {
+        var ring = try blindKeyRing(for: userID)
+        if let current = ring.current, current.notValidAfter.timeIntervalSince(now()) > Self.blindCertificateRenewal { return current }
+        guard creating else { throw .invalidArgument("no blind key for this user") }
+        let key = try ENSBlindKey(now: now())
+        ring.install(key, now: now())
+        try saveBlindKeyRing(ring, for: userID)
+        return key
     }
 }

@@ -44,6 +44,10 @@ public enum ENSError: Error, Sendable, Equatable {
     /// does not go with it, a body that is not ENS's JSON, a missing or malformed field.
     /// ENSKit refuses it rather than guess.
     case unexpectedAnswer(status: Int, responseCode: String?)
+    /// 400 about the blind mode, the only 400s ENS words (the certificate is public and
+    /// never sealed): what is wrong with `privacyCertificate`, or with the mailbox for
+    /// the mode. `message` is ENS's text, for people.
+    case blindRefused(ENSBlindRefusal, message: String)
     /// The request did not get an HTTP response.
     case transport(ENSTransportError)
     /// A value ENSKit was asked to send cannot be sent (a token of the wrong form, a
@@ -56,4 +60,40 @@ public enum ENSError: Error, Sendable, Equatable {
     case noDeviceSecret
     /// The key store failed.
     case keyStore(ENSKeyStoreError)
+}
+
+/// Why ENS refused a `blind` registration or `/updateprivacy` with a 400 that says why
+/// (docs/api.md, `/registerdevicev2`, "blind").
+public enum ENSBlindRefusal: Sendable, Equatable {
+    /// No `privacyCertificate`.
+    case missingCertificate
+    /// Not an X.509 certificate.
+    case notX509
+    /// The certificate's key is not RSA.
+    case notRSA
+    /// The key is outside 2,048 to 4,096 bits.
+    case keySize
+    /// The certificate is not valid yet (the device's clock?).
+    case notYetValid
+    /// The certificate has expired or expires within a day.
+    case expiring
+    /// `/updateprivacy`: the sealed `privacyCertificateSHA256` does not name the certificate sent.
+    case hashMismatch
+    /// The mailbox has certificates for 8 devices already.
+    case tooManyCertificates
+    /// The mailbox is not Exchange Online (registered with `graphAccessToken`).
+    case notExchangeOnline
+    /// A reason this version of ENSKit does not know.
+    case other
+
+    /// The reason ENS's message names (ENSKit reads the message here so that apps act on
+    /// the case).
+    init(message: String) {
+        let checks: [(String, ENSBlindRefusal)] = [
+            ("Exchange Online", .notExchangeOnline), ("needs 'privacyCertificate'", .missingCertificate),
+            ("must be an X.509", .notX509), ("RSA key", .notRSA), ("-bit key", .keySize), ("not valid yet", .notYetValid),
+            ("expire", .expiring), ("SHA-256", .hashMismatch), ("for 8 devices", .tooManyCertificates), ("devices already", .tooManyCertificates),
+        ]
+        self = checks.first { message.contains($0.0) }?.1 ?? .other
+    }
 }

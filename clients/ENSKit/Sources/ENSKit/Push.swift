@@ -50,7 +50,8 @@ public struct ENSPush: Sendable, Equatable {
     public let body: String?
     /// `ens.enc` (an `encrypted` push), decoded.
     public let encryptedContent: Data?
-    /// Microsoft Graph's encrypted resource data (the blind mode).
+    /// Microsoft Graph's encrypted resource data (`ens.blind`; FCM `blind`, JSON text).
+    /// A `blind` push without it would not have fit: ``blindMessage(using:)`` fetches it.
     public let blind: BlindContent?
 
     /// The time of ``timestamp``.
@@ -182,6 +183,34 @@ public struct ENSPush: Sendable, Equatable {
         }
     }
 
+    /// A blind push's message, opened with the one of `keys` (``ENSClient/blindKeys(for:)``)
+    /// whose certificate `ens.blind` names.
+    public func blindMessage(with keys: [ENSBlindKey]) throws(ENSPushError) -> ENSBlindMessage {
+        guard let blind else { throw .wrongMode }
+        do {
+            return try blind.message(with: keys)
+        } catch {
+            throw .doesNotOpen
+        }
+    }
+
+    /// A `blind` push's message, as a Notification Service Extension opens it: the
+    /// user's keys from the client's key store (the current one and those a rotation
+    /// retired), the one picked by `encryptionCertificateId`; a push that came without
+    /// `ens.blind` (too big for a push) is fetched once from ENS (`/getnotification`)
+    /// with the registered token, still encrypted, and opened the same way. Nil when it
+    /// does not open or ENS has nothing for it (more mail than the per-minute cap).
+    public func blindMessage(using client: ENSClient) async -> ENSBlindMessage? {
+        guard kind == .newMail, mode == .blind, let user = user(using: client),
+              let keys = try? client.blindKeys(for: user), !keys.isEmpty else { return nil }
+        var content = blind
+        if content == nil {
+            guard let id, let token = try? client.registeredToken(for: user) else { return nil }
+            content = (try? await client.getBlindNotification(user: user, token: token, id: id)) ?? nil
+        }
+        return try? content?.message(with: keys)
+    }
+
     /// A `secure` push's content, fetched once from ENS (`/getnotification`) by the
     /// device `token` of `user`. Nil when ENS has none (already fetched, expired).
     public func fetchContent(using client: ENSClient, user: ENSUser, token: ENSPushToken) async throws(ENSError) -> ENSNotificationContent? {
@@ -199,17 +228,17 @@ public struct ENSPush: Sendable, Equatable {
 
     /// What a Notification Service Extension shows, whatever the mode: the preview; the
     /// `encrypted` content opened with the user's key; the `secure` content fetched with
-    /// the registered token; the blind content opened with the user's RSA key. Nil when
-    /// there is nothing more to show than the generic alert (a `generic` push, a
-    /// resubscribe, or content that does not open or fetch).
+    /// the registered token; the `blind` content opened with the user's RSA key for its
+    /// certificate (``blindMessage(using:)``). Nil when there is nothing more to show
+    /// than the generic alert (a `generic` push, a resubscribe, or content that does not
+    /// open or fetch).
     public func content(using client: ENSClient) async -> ENSNotificationContent? {
         guard kind == .newMail else { return nil }
         if let preview = previewContent { return preview }
         guard let user = user(using: client) else { return nil }
-        if blind != nil, let key = try? client.blindKey(for: user) {
-            return try? blindContent(with: key)
-        }
         switch mode {
+        case .blind:
+            return await blindMessage(using: client)?.content
         case .encrypted:
             guard let key = try? client.previewKey(for: user) else { return nil }
             return try? decryptedContent(with: key)

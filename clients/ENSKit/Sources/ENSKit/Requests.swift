@@ -88,6 +88,10 @@ public enum ENSPrivacyMode: String, Sendable, CaseIterable, Comparable {
     case encrypted
     /// "New mail" and the notification id; the app fetches the content once.
     case secure
+    /// Exchange Online (Graph) only: "New mail"; Microsoft Graph encrypts the sender and
+    /// subject to the device's own certificate (``ENSBlindKey``) and ENS relays the
+    /// ciphertext without being able to open it.
+    case blind
 
     public static func < (lhs: Self, rhs: Self) -> Bool {
         allCases.firstIndex(of: lhs) ?? 0 < allCases.firstIndex(of: rhs) ?? 0

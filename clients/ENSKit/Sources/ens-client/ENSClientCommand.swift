@@ -98,7 +98,7 @@ struct Register: AsyncParsableCommand {
     @Option(help: "The PKCS#12 file's password.") var pkcs12Password = ""
     @Option(help: "A delegated Microsoft Graph access token.") var graphToken: String?
     @Option(help: "The mailbox's EWS URL (default: Autodiscover).") var ewsURL: String?
-    @Option(help: "preview, generic, encrypted or secure.") var privacy: String?
+    @Option(help: "preview, generic, encrypted, secure or blind (with --graph-token: the device's own RSA key and certificate).") var privacy: String?
     @Option(help: "The Exchange version to try first.") var exchangeVersion: Int?
     @Option(help: "The sound to put in notifications.") var sound: String?
     @Flag(help: "Subscribe anew even when subscribed.") var force = false
@@ -132,7 +132,7 @@ struct Register: AsyncParsableCommand {
     func run() async throws {
         var mode: ENSPrivacyMode?
         if let privacy {
-            guard let parsed = ENSPrivacyMode(rawValue: privacy) else { throw ValidationError("--privacy: preview, generic, encrypted or secure") }
+            guard let parsed = ENSPrivacyMode(rawValue: privacy) else { throw ValidationError("--privacy: preview, generic, encrypted, secure or blind") }
             mode = parsed
         }
         var url: URL?
@@ -214,12 +214,23 @@ struct Privacy: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "POST /updateprivacy: change the device's mode.")
     @OptionGroup var connection: Connection
     @OptionGroup var device: Device
-    @Argument(help: "preview, generic, encrypted or secure.") var mode: String
+    @Argument(help: "preview, generic, encrypted, secure or blind.") var mode: String
+    @Flag(help: "With blind: rotate the device's key (a new key and certificate; the previous key is kept for pushes still encrypted to it).")
+    var rotate = false
 
     func run() async throws {
-        guard let parsed = ENSPrivacyMode(rawValue: mode) else { throw ValidationError("preview, generic, encrypted or secure") }
-        let effective = try await connection.client().updatePrivacy(user: device.user, token: try device.token(), mode: parsed)
-        try printJSON(["responseCode": "UpdateSuccess", "privacy": effective.rawValue])
+        guard let parsed = ENSPrivacyMode(rawValue: mode) else { throw ValidationError("preview, generic, encrypted, secure or blind") }
+        let client = try connection.client()
+        if rotate {
+            guard parsed == .blind else { throw ValidationError("--rotate is for blind") }
+            let key = try await client.rotateBlindCertificate(user: device.user, token: try device.token())
+            try printJSON(["responseCode": "UpdateSuccess", "privacy": "blind", "encryptionCertificateId": key.certificateID])
+            return
+        }
+        let effective = try await client.updatePrivacy(user: device.user, token: try device.token(), mode: parsed)
+        var result: [String: Any] = ["responseCode": "UpdateSuccess", "privacy": effective.rawValue]
+        if parsed == .blind, let key = try client.blindKey(for: device.user) { result["encryptionCertificateId"] = key.certificateID }
+        try printJSON(result)
     }
 }
 
@@ -250,7 +261,7 @@ struct OpenPush: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "open-push",
         abstract: "Read a push as this device would (ENSPush): an APNs payload or FCM data, as JSON on standard input.",
-        discussion: "Prints the mode, the id and the content: the preview, the encrypted content opened with the device's key, or the secure content fetched once."
+        discussion: "Prints the mode, the id and the content: the preview, the encrypted content opened with the device's key, the secure content fetched once, or the blind content opened with the device's RSA key for its certificate (fetched once when the push was too big to carry it), with Graph's message id."
     )
     @OptionGroup var connection: Connection
 
@@ -268,7 +279,15 @@ struct OpenPush: AsyncParsableCommand {
         } else {
             push = try ENSPush(userInfo: object)
         }
-        var result = contentJSON(await push.content(using: try connection.client()))
+        let client = try connection.client()
+        var result: [String: Any]
+        if push.mode == .blind {
+            let message = await push.blindMessage(using: client)
+            result = contentJSON(message?.content)
+            if let messageID = message?.id { result["messageId"] = messageID }
+        } else {
+            result = contentJSON(await push.content(using: client))
+        }
         result["mode"] = push.mode.rawValue
         result["kind"] = push.kind == .newMail ? "newMail" : "resubscribe"
         if let id = push.id { result["id"] = id }

@@ -69,19 +69,19 @@ struct PushTests {
         #expect(resubscribe.kind == .resubscribe && resubscribe.id == Self.id)
     }
 
-    /// The blind member (isolated in BlindContent.fromPush): an object for APNs, a JSON
-    /// string for FCM; the vector opens through the push.
+    /// The blind member: an object for APNs, a JSON string for FCM; the vector opens
+    /// through the push (BlindTests has the rest).
     @Test func blindFromBothServices() throws {
         let vectors = try Vectors.json("blind")
         var object = try #require(vectors["good"] as? [String: Any])
         object["id"] = "AAMkAGI2TG93AAA="
         let key = try ENSBlindKey(pemRepresentation: try #require(vectors["device_private_key_pem"] as? String))
         let apns = try ENSPush(userInfo: ["aps": ["alert": ["title": "New mail", "body": ""], "mutable-content": 1],
-                                          "ens": ["tag": "Ab3dEf6hIj9kLm0n", "id": Self.id, "ts": 1_764_081_234_567, "privacy": "secure", "blind": object]])
+                                          "ens": ["tag": "Ab3dEf6hIj9kLm0n", "id": Self.id, "ts": 1_764_081_234_567, "privacy": "blind", "blind": object]])
         #expect(apns.blind?.messageID == "AAMkAGI2TG93AAA=")
         #expect(try apns.blindContent(with: key).subject == "Quarterly numbers — déjà vu")
         let text = String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
-        let fcm = try ENSPush(userInfo: ["notificationId": Self.id, "tag": "Ab3dEf6hIj9kLm0n", "id": Self.id, "privacy": "secure", "blind": text])
+        let fcm = try ENSPush(userInfo: ["notificationId": Self.id, "tag": "Ab3dEf6hIj9kLm0n", "id": Self.id, "privacy": "blind", "blind": text])
         #expect(try fcm.blindContent(with: key).sender == "Bea Finance")
         #expect(throws: ENSPushError.doesNotOpen) { try fcm.blindContent(with: try ENSBlindKey()) }
     }
