@@ -69,7 +69,7 @@ scripts/stack.sh up
 # ApacheFrontTests (mod_security2 limits, mod_fcgid, CGI) and SlowExchangeTests (/alive
 # and mail served beside slow registrations). Suite names are anchored: the unit suites
 # (GraphTests.GraphTests) need no front. Then nginx again.
-APACHE_TESTS='IntegrationTests\.(FoundationTests|DeviceAPITests|ExchangeTests|GraphTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests|SlowExchangeTests)/'
+APACHE_TESTS=${ENS_TEST_APACHE_FILTER:-'IntegrationTests\.(FoundationTests|DeviceAPITests|ExchangeTests|GraphTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests|SlowExchangeTests)/'}
 apache_pass() {
   echo "== the contract through Apache httpd (mod_proxy_fcgi)"
   scripts/stack.sh apache-site-check || return 1
