@@ -32,6 +32,20 @@ struct RequestLimitsTests {
         }
     }
 
+    /// The highest configurable rate after a long quiet spell: the bucket has drained,
+    /// and the arithmetic does not overflow.
+    @Test func aLongQuietSpellAtTheHighestRateDrainsTheBucket() throws {
+        try withTemporaryDirectory { directory in
+            var configuration = ENSConfiguration()
+            configuration.limitsCallbackHostRate = 100_000_000
+            configuration.limitsCallbackHostBurst = 0
+            let limits = try Self.table(directory, configuration: configuration)
+            #expect(limits.take(.callbackHosts, "192.0.2.9", now: 1000))
+            #expect(!limits.take(.callbackHosts, "192.0.2.9", now: 1000))
+            #expect(limits.take(.callbackHosts, "192.0.2.9", now: 1000 + 400 * 86_400_000))
+        }
+    }
+
     /// One address over its limit does not touch another's; the answer is nginx's JSON 429.
     @Test func oneAddressOverItsLimitLeavesTheOthersAlone() throws {
         try withTemporaryDirectory { directory in

@@ -159,7 +159,10 @@ public struct RequestLimits: Sendable {
         var excess: UInt64 = 0
         let last = table.load(slot + 2)
         if table.load(slot + 1) == hash, last <= now {
-            let drained = rate.milliPerSecond * (now - last) / 1000
+            // Elapsed time capped at about a day, which drains any bucket (16,000 requests
+            // at 30 a minute take 9 hours), so the product stays within 64 bits at
+            // any configurable rate.
+            let drained = rate.milliPerSecond * min(now - last, 100_000_000) / 1000
             let owed = table.load(slot + 3) + 1000
             excess = owed > drained ? owed - drained : 0
             if excess > rate.burst * 1000 { return false }
