@@ -208,6 +208,22 @@ exchange.status_frequency_minutes = ${ENS_STATUS_FREQUENCY:-30}
 exchange.item_timeout_ms = ${ENS_ITEM_TIMEOUT_MS:-5000}
 exchange.max_notifications_per_minute = ${ENS_MAX_NOTIFICATIONS_PER_MINUTE:-120}
 exchange.registration_budget_ms = ${ENS_REGISTRATION_BUDGET_MS:-20000}
+# nginx's limits, applied by the responders for Apache (which passes ENS_LIMITS=1), from
+# ENS_RATE as nginx's are (per second, bursts five times it, at most 16,000; record
+# creation per minute; callbacks per address ten times it).
+limits.table_file = $VAR/run/limits.table
+limits.api_per_second = $RATE
+limits.api_burst = $(( RATE * 5 > 16000 ? 16000 : RATE * 5 ))
+limits.records_per_minute = $(( RATE > 1 ? RATE / 2 : 1 ))
+limits.records_burst = $(( RATE / 2 > 16000 ? 16000 : RATE > 1 ? RATE / 2 : 1 ))
+limits.callback_per_second = $RATE
+limits.callback_burst = $(( RATE * 5 > 16000 ? 16000 : RATE * 5 ))
+limits.callback_host_per_second = $(( RATE * 10 ))
+limits.callback_host_burst = $(( RATE * 50 > 16000 ? 16000 : RATE * 50 ))
+limits.graph_per_second = $RATE
+limits.graph_burst = $(( RATE * 5 > 16000 ? 16000 : RATE * 5 ))
+limits.graph_host_per_second = $(( RATE * 10 ))
+limits.graph_host_burst = $(( RATE * 50 > 16000 ? 16000 : RATE * 50 ))
 quota.records_per_token_per_hour = ${ENS_RECORDS_PER_TOKEN_PER_HOUR:-5000}
 exchange.max_concurrent_registrations = ${ENS_MAX_CONCURRENT_REGISTRATIONS:-1}
 policy.url = ${ENS_POLICY_URL:-}
@@ -373,7 +389,7 @@ token() {
 # APACHE_BACKEND chooses how Apache reaches ENS: proxy-fcgi (the pool, default), fcgid
 # (mod_fcgid starts ens-fcgi itself) or cgi (mod_cgid runs ens-fcgi per request).
 # ENS_APACHE_PORT puts it beside nginx instead (the benchmarks compare the two).
-# ENS_APACHE_MODSEC=0 leaves mod_security2 out (for measuring its cost only).
+# ENS_APACHE_MODSEC=1 puts the limits in mod_security2 (the option) instead of ENS's own.
 APACHE_BACKEND=${ENS_APACHE_BACKEND:-proxy-fcgi}
 APACHE_PORT=${ENS_APACHE_PORT:-$PORT}
 
@@ -396,9 +412,12 @@ apache_render() {
       # Graph's per-mailbox lock files: ENS's user under Apache must create and lock
       # them (a host runs either the pool or these, so they need not share the pool's).
       mkdir -p "$VAR/run/graph-slots-apache"; chmod 1777 "$VAR/run/graph-slots-apache"
+      # The request limits' table CGI runs share (the pool's is in shared memory).
+      mkdir -p "$VAR/run/limits-apache"; chmod 1777 "$VAR/run/limits-apache"
       sed -e 's/^fcgi.processes = .*/fcgi.processes = 1/' -e 's/^fcgi.threads = .*/fcgi.threads = 1/' \
           -e "s|^metrics.dir = .*|metrics.dir = $VAR/run/metrics-apache|" \
-          -e "s|^graph.slot_dir = .*|graph.slot_dir = $VAR/run/graph-slots-apache|" "$CONFIG" > "$VAR/ens-apache.conf"
+          -e "s|^graph.slot_dir = .*|graph.slot_dir = $VAR/run/graph-slots-apache|" \
+          -e "s|^limits.table_file = .*|limits.table_file = $VAR/run/limits-apache/limits.table|" "$CONFIG" > "$VAR/ens-apache.conf"
       local fcgi starters ens_user ens_group
       fcgi=$(readlink -f "$BIN/ens-fcgi")
       if [ "$(id -u)" -eq 0 ]; then
@@ -454,9 +473,12 @@ apache_render() {
   esac > "$VAR/apache-backend.conf"
   local line rendered=()
   while IFS= read -r line; do
-    # ENS_APACHE_MODSEC=0: without mod_security2, hence without its limits and body
-    # cap (bench/b1b2-fronts.sh measures what the module costs).
-    [ "${ENS_APACHE_MODSEC:-1}" = 0 ] && [[ $line == *security2_module* || $line == SecDataDir* ]] && continue
+    # ENS_APACHE_MODSEC=1: the limits in mod_security2 (the option) instead of ENS's.
+    if [ "${ENS_APACHE_MODSEC:-0}" = 1 ]; then
+      line=${line//@MODSEC@/$'LoadModule unique_id_module /usr/lib/apache2/modules/mod_unique_id.so\nLoadModule security2_module /usr/lib/apache2/modules/mod_security2.so\nSecDataDir "@VAR@/apache/modsec"\nDefine ENS_MODSECURITY'}
+    else
+      line=${line//@MODSEC@/}
+    fi
     line=${line//@VAR@/$VAR}; line=${line//@ROOT@/$ROOT}; line=${line//@PORT@/$APACHE_PORT}
     line=${line//@FCGI_SOCKET@/$FCGI_SOCKET}; line=${line//@RATE@/$RATE}
     line=${line//@RECORD_RATE@/$(( RATE > 1 ? RATE / 2 : 1 ))}; line=${line//@HOST_RATE@/$(( RATE * 10 ))}
@@ -496,7 +518,7 @@ apache_site_check() {
   local dir=$VAR/apache/site-check module backend modules user=nobody group=nogroup
   if getent passwd ens >/dev/null && getent group ens >/dev/null; then user=ens group=ens; fi
   for backend in proxy-fcgi fcgid cgi; do
-    modules="mpm_event authz_core authz_host alias headers mime setenvif rewrite reqtimeout socache_shmcb ssl http2 unique_id security2"
+    modules="mpm_event authz_core authz_host alias env headers mime setenvif rewrite reqtimeout socache_shmcb ssl http2 unique_id security2"
     case $backend in
       proxy-fcgi) modules+=" proxy proxy_fcgi" ;;
       fcgid) modules+=" fcgid suexec" ;;

@@ -12,8 +12,8 @@
 #                                (swift test --filter) against the stack `up` started.
 #   scripts/test.sh down         make test-stack-stop.
 # ENS_TEST_FILTER=REGEX (with no mode) starts a stack, runs only the matching tests and
-# tears it down (ENS_TEST_APACHE=1 adds the Apache pass): for working on one area; a full
-# run is the only verdict.
+# tears it down (ENS_TEST_APACHE=1 adds the Apache pass, ENS_TEST_APACHE_FILTER=REGEX
+# narrows it): for working on one area; a full run is the only verdict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ENS_VAR=$PWD/var/test ENS_PORT=${ENS_TEST_PORT:-18443} ENS_BIN=$PWD/.build/debug
@@ -69,7 +69,7 @@ scripts/stack.sh up
 # ApacheFrontTests (mod_security2 limits, mod_fcgid, CGI) and SlowExchangeTests (/alive
 # and mail served beside slow registrations). Suite names are anchored: the unit suites
 # (GraphTests.GraphTests) need no front. Then nginx again.
-APACHE_TESTS='IntegrationTests\.(FoundationTests|DeviceAPITests|ExchangeTests|GraphTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests|SlowExchangeTests)/'
+APACHE_TESTS=${ENS_TEST_APACHE_FILTER:-'IntegrationTests\.(FoundationTests|DeviceAPITests|ExchangeTests|GraphTests|RecordCreationTests|MetricsEndpointTests|ApacheFrontTests|SlowExchangeTests)/'}
 apache_pass() {
   echo "== the contract through Apache httpd (mod_proxy_fcgi)"
   scripts/stack.sh apache-site-check || return 1

@@ -1,4 +1,5 @@
 // OpenSSL 3 (libcrypto). Only the OpenSSL wrapper module imports this.
+#include <string.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -278,3 +279,48 @@ static inline X509 *_Nullable copenssl_x509_stack_value(STACK_OF(X509) *_Nonnull
 static inline void copenssl_x509_stack_free(STACK_OF(X509) *_Nullable stack) {
     if (stack != NULL) sk_X509_pop_free(stack, X509_free);
 }
+
+// SHA-256 and HMAC-SHA-256 over OpenSSL's own SHA-256 block functions. OpenSSL 3's
+// one-shot calls (SHA256(), HMAC(), EVP_Digest) go through the provider layer on every
+// call: a method-store look-up, context allocations and frees that cost several times
+// hashing a short input, and a check-in computes ten HMACs (Digest.swift). The
+// SHA256_* functions are deprecated in 3.0 only in favour of that layer; they are the
+// same code underneath.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static inline void copenssl_sha256(const unsigned char *_Nullable data, size_t length, unsigned char *_Nonnull out) {
+    SHA256_CTX context;
+    SHA256_Init(&context);
+    SHA256_Update(&context, data, length);
+    SHA256_Final(out, &context);
+    OPENSSL_cleanse(&context, sizeof context);
+}
+
+static inline void copenssl_hmac_sha256(const unsigned char *_Nullable key, size_t keyLength,
+                                        const unsigned char *_Nullable message, size_t messageLength,
+                                        unsigned char *_Nonnull out) {
+    unsigned char block[64] = {0};
+    unsigned char pad[64];
+    unsigned char inner[32];
+    if (keyLength > 64) {
+        copenssl_sha256(key, keyLength, block);
+    } else if (keyLength > 0) {
+        memcpy(block, key, keyLength);
+    }
+    SHA256_CTX context;
+    for (int i = 0; i < 64; i++) pad[i] = block[i] ^ 0x36;
+    SHA256_Init(&context);
+    SHA256_Update(&context, pad, 64);
+    SHA256_Update(&context, message, messageLength);
+    SHA256_Final(inner, &context);
+    for (int i = 0; i < 64; i++) pad[i] = block[i] ^ 0x5c;
+    SHA256_Init(&context);
+    SHA256_Update(&context, pad, 64);
+    SHA256_Update(&context, inner, 32);
+    SHA256_Final(out, &context);
+    OPENSSL_cleanse(&context, sizeof context);
+    OPENSSL_cleanse(block, sizeof block);
+    OPENSSL_cleanse(pad, sizeof pad);
+    OPENSSL_cleanse(inner, sizeof inner);
+}
+#pragma GCC diagnostic pop

@@ -145,7 +145,7 @@ public struct ConfigSection: Sendable {
 public enum ConfigSchema {
     /// The components' sections, in the order of the example file and the man page.
     public static let sections: [ConfigSection] = [
-        .responder, .database, .secrets, .sealed, .push, .apns, .fcm, .maintenance, .exchange, .privacy, .graph, .policy,
+        .responder, .limits, .database, .secrets, .sealed, .push, .apns, .fcm, .maintenance, .exchange, .privacy, .graph, .policy,
         .metrics, .logging,
     ]
 

@@ -20,6 +20,22 @@ public struct ENSConfiguration: Sendable {
     /// How long a responder trusts its last database check when answering /alive.
     public var healthCache: Duration = .milliseconds(1000)
 
+    // Request limits in the responders (nginx's, for fronts that cannot apply them)
+    public var limitsMode = RequestLimitsMode.whenAsked
+    public var limitsTableFile = "/run/ens/limits.table"
+    public var limitsAPIRate = 20
+    public var limitsAPIBurst = 100
+    public var limitsRecordsPerMinute = 30
+    public var limitsRecordsBurst = 30
+    public var limitsCallbackRate = 10
+    public var limitsCallbackBurst = 100
+    public var limitsCallbackHostRate = 1000
+    public var limitsCallbackHostBurst = 5000
+    public var limitsGraphRate = 20
+    public var limitsGraphBurst = 200
+    public var limitsGraphHostRate = 2000
+    public var limitsGraphHostBurst = 10000
+
     // Database
     public var dbSocket: String? = "/run/mysqld/mysqld.sock"
     public var dbHost = "localhost"

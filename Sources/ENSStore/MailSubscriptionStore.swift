@@ -48,6 +48,17 @@ public struct MailSubscriptionStore {
         public let liveCredentials: [UInt8]?
         /// The row's `RowBinding` MAC over backend, URL, tenant and endpoint.
         let bindingMAC: [UInt8]?
+        /// The per-minute push count and when its minute began, as the row was read.
+        let notifyCount: Int64
+        let notifyWindowStartedAt: Timestamp?
+
+        /// How many pushes the record may still make in its current minute, as the row
+        /// was read with the record (a hint, like `notificationsLeft(recordID:)`, whose
+        /// round trip it saves: `reserveNotifications` decides).
+        public func notificationsLeft(limit: Int, now: Timestamp) -> Int {
+            let windowIsCurrent = notifyWindowStartedAt.map { $0 > now.adding(seconds: -60) } ?? false
+            return max(0, limit - (windowIsCurrent ? Int(clamping: notifyCount) : 0))
+        }
 
         /// Whether backend, URL, tenant and endpoint are as ENS wrote them: false for a
         /// row edited without the master key, whose URL or tenant must not be used.
@@ -382,7 +393,7 @@ public struct MailSubscriptionStore {
     /// A constant, so `unsafe:` splices no input into the SQL.
     private static let callbackColumns = """
         id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark, backend_url, \
-        backend_version, backend_tenant, endpoint, binding_mac, private_key_sealed, \
+        backend_version, backend_tenant, endpoint, binding_mac, private_key_sealed, notify_count, notify_window_started_at, \
         (SELECT c.sealed FROM MailCredentials c WHERE c.record_id = EnsSubscriptionInfo.id AND c.generation = EnsSubscriptionInfo.generation \
          AND NOT EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = c.record_id AND f.generation = c.generation))
         """
@@ -402,13 +413,15 @@ public struct MailSubscriptionStore {
 
     private static func callbackRecord(_ row: Row) throws -> CallbackRecord {
         let (recordID, userID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion,
-             backendTenant, endpoint, bindingMAC, keyMaterial, liveCredentials)
+             backendTenant, endpoint, bindingMAC, keyMaterial, notifyCount, notifyWindowStartedAt, liveCredentials)
             = try row.decode(Int64.self, String.self, Int64.self, Int64.self, Timestamp?.self, MailBackend.self, String?.self, String?.self,
-                             String?.self, String?.self, String?.self, String?.self, [UInt8]?.self, [UInt8].self, [UInt8]?.self)
+                             String?.self, String?.self, String?.self, String?.self, [UInt8]?.self, [UInt8].self, Int64.self, Timestamp?.self,
+                             [UInt8]?.self)
         return CallbackRecord(
             id: recordID, userID: userID, generation: generation, pendingGeneration: pendingGeneration, pendingStartedAt: pendingStartedAt,
             backend: backend, subscriptionID: subscriptionID, watermark: watermark, backendURL: backendURL, backendVersion: backendVersion,
-            backendTenant: backendTenant, endpoint: endpoint, keyMaterial: keyMaterial, liveCredentials: liveCredentials, bindingMAC: bindingMAC
+            backendTenant: backendTenant, endpoint: endpoint, keyMaterial: keyMaterial, liveCredentials: liveCredentials, bindingMAC: bindingMAC,
+            notifyCount: notifyCount, notifyWindowStartedAt: notifyWindowStartedAt
         )
     }
 

@@ -30,7 +30,7 @@ func runPool(_ options: ResponderOptions) -> Int32 {
     if options.worker {
         // Each component gets its own part of the configuration, built here once.
         return Worker(configuration: configuration, settings: ResponderSettings(configuration), listenFD: 0, slot: options.slot, logger: logger,
-                      configPath: path).run()
+                      configPath: path, limitsFD: options.limitsFD).run()
     }
     configuration.logDeprecatedKeys(logger)
     let source: Supervisor.SocketSource

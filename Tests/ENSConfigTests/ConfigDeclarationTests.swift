@@ -36,7 +36,7 @@ import ENSResponder
     /// line and the range.
     @Test func outOfRangeValuesNameTheKey() throws {
         let ranged = ConfigSchema.keys.filter { $0.range != nil }
-        #expect(ranged.count == 43)
+        #expect(ranged.count == 55)
         for key in ranged {
             guard let range = key.range else { continue }
             for bad in [range.lowerBound - 1, range.upperBound + 1] {
@@ -116,8 +116,8 @@ import ENSResponder
     }
 
     @Test func declarationsAreComplete() {
-        #expect(ConfigSchema.keys.count == 91 && Set(ConfigSchema.keys.map(\.name)).count == 91)
-        #expect(ConfigSchema.keysByName.count == 91)
+        #expect(ConfigSchema.keys.count == 105 && Set(ConfigSchema.keys.map(\.name)).count == 105)
+        #expect(ConfigSchema.keysByName.count == 105)
         for key in ConfigSchema.keys {
             #expect(!key.doc.isEmpty && !key.doc.contains("\n") && !key.summary.isEmpty, "\(key.name)")
         }

@@ -11,6 +11,10 @@ struct ResponderOptionsTests {
         expected.config = "/etc/ens/ens.conf"
         #expect(try ResponderOptions.parse(["--worker", "--slot", "3", "--config", "/etc/ens/ens.conf"]) == .run(expected))
         #expect(try ResponderOptions.parse(["--worker", "--slot=3", "--config=/etc/ens/ens.conf"]) == .run(expected))
+        // The pool's shared request-limit table (a memfd the worker inherits).
+        expected.limitsFD = 4
+        #expect(try ResponderOptions.parse(["--worker", "--slot", "3", "--config", "/etc/ens/ens.conf", "--limits-fd", "4"]) == .run(expected))
+        #expect(throws: ResponderOptions.UsageError.self) { try ResponderOptions.parse(["--worker", "--limits-fd", "0"]) }
     }
 
     @Test func operatorsFlagsParse() throws {

@@ -3,9 +3,10 @@ import Foundation
 import MariaDB
 import Testing
 
-/// Apache httpd in front (scripts/test.sh's second pass, apache/): its rate limits
-/// (mod_security2 counters), and the two other ways it can reach ENS, mod_fcgid and
-/// plain CGI, answering as the pool does. Each test restarts Apache as it needs and
+/// Apache httpd in front (scripts/test.sh's second pass, apache/): the rate limits ENS
+/// applies for it (a table shared by the pool's processes; a file for CGI), the
+/// mod_security2 option, and the two other ways it can reach ENS, mod_fcgid and plain
+/// CGI, answering as the pool does. Each test restarts Apache as it needs and
 /// leaves it as scripts/test.sh started it (mod_proxy_fcgi, the stack's high limits).
 @Suite(.serialized, .enabled(if: TestStack.isRunning && TestStack.front == "apache", "needs scripts/test.sh's Apache pass"))
 struct ApacheFrontTests {
@@ -47,11 +48,73 @@ struct ApacheFrontTests {
             && statuses.dropFirst(allowed + slack).allSatisfy { $0 == refused }
     }
 
+    /// Runs `body` with the pool restarted on these ens.conf lines (`limits.*`), then
+    /// puts the stack's configuration and pool back.
+    static func withPoolLimits(_ lines: [String: String], _ body: () throws -> Void) throws {
+        let path = TestStack.directory + "/ens.conf"
+        let original = try String(contentsOfFile: path, encoding: .utf8)
+        let changed = original.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            lines.first { line.hasPrefix($0.key + " =") }.map { "\($0.key) = \($0.value)" } ?? String(line)
+        }.joined(separator: "\n")
+        func restartPool(_ text: String) throws {
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            try TestStack.stack("fcgi-stop")
+            try TestStack.stack("fcgi-start")
+        }
+        try restartPool(changed)
+        defer { try? restartPool(original) }
+        try body()
+    }
+
+    /// The limits ENS applies itself, by default behind Apache (mod_security2 off the
+    /// request path): one address flooding /alive over eight connections at once,
+    /// which the pool's two processes share, is held to nginx's count (burst + 1, plus
+    /// what drains at 1 r/s meanwhile), not once per process; the refusals are the JSON
+    /// 429; another address is not touched.
+    @Test func theResponderLimitsHoldAcrossThePoolsProcesses() throws {
+        try Self.withPoolLimits(["limits.api_per_second": "1", "limits.api_burst": "20"]) {
+            try Self.restartApache()
+            defer { Self.restoreApache() }
+            let urls = (0..<60).flatMap { _ in ["--url", TestStack.baseURL + "/alive", "-o", "/dev/null"] }
+            let codes = try TestStack.run("/usr/bin/curl", ["-s", "--cacert", TestStack.certificate, "--parallel", "--parallel-max", "8",
+                                                            "-w", "%{http_code}\n"] + urls).split(separator: "\n")
+            #expect(codes.count == 60)
+            let passed = codes.filter { $0 == "200" }.count
+            #expect(passed >= 21 && passed <= 24, "\(passed) of 60 passed: \(codes)")
+            #expect(codes.allSatisfy { $0 == "200" || $0 == "429" }, "\(codes)")
+            let refused = try TestStack.get("/alive")
+            #expect(refused.status == 429)
+            #expect(refused.json["responseCode"] == "TooManyRequests")
+            #expect(refused.header("content-type")?.hasPrefix("application/json") == true)
+            #expect(try TestStack.get("/alive", client: TestStack.client(from: "127.0.0.2")).status == 200, "another address")
+        }
+    }
+
+    /// Plain CGI: every request is a process of its own, so the counters live in a file
+    /// they all map (limits.table_file). The file holds no address.
+    @Test func cgiRunsShareTheirLimitsThroughAFile() throws {
+        try Self.withPoolLimits(["limits.api_per_second": "1", "limits.api_burst": "5"]) {
+            try Self.restartApache(["ENS_APACHE_BACKEND=cgi"])
+            defer { Self.restoreApache() }
+            let table = TestStack.directory + "/run/limits-apache/limits.table"
+            try? FileManager.default.removeItem(atPath: table)
+            let client = try TestStack.client()
+            let statuses = try statuses(12) { try TestStack.get("/alive", client: client).status }
+            let passed = statuses.filter { $0 == 200 }.count
+            #expect(passed >= 6 && passed <= 8 && statuses.last == 429, "\(statuses)")
+            #expect(try TestStack.get("/alive", client: TestStack.client(from: "127.0.0.2")).status == 200, "another address")
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: table))
+            #expect(bytes.range(of: Data("127.0.0.1".utf8)) == nil)
+            let mode = try #require(try FileManager.default.attributesOfItem(atPath: table)[.posixPermissions] as? Int)
+            #expect(mode == 0o600)
+        }
+    }
+
     /// ENS_RATE=20 gives 20 device-API requests per address in 5 s, 10 record creations
     /// per address in 60 s, 20 Exchange callbacks and 20 Graph notifications per
     /// callback URL and 200 of each per address in 10 s.
     @Test func rateLimitsAnswerJSON429PerAddressAndPerSubscription() throws {
-        try Self.restartApache(["ENS_RATE=20"])
+        try Self.restartApache(["ENS_RATE=20", "ENS_APACHE_MODSEC=1"])
         defer { Self.restoreApache() }
         let client = try TestStack.client()
         // /getpublickey: 10, then refused, though the address is under its API limit.
@@ -104,7 +167,7 @@ struct ApacheFrontTests {
         let database = try TestStack.serviceConnection()
         let row = try #require(try database.queryOne("SELECT id, generation FROM EnsSubscriptionInfo WHERE userid = \(registered.user.userID)"))
         let (recordID, generation) = try row.decode(Int64.self, Int64.self)
-        try Self.restartApache(["ENS_RATE=20"])
+        try Self.restartApache(["ENS_RATE=20", "ENS_APACHE_MODSEC=1"])
         defer { Self.restoreApache() }
         let client = try TestStack.client()
         let forged = "/ews/\(recordID)/\(generation)/k." + String(repeating: "A", count: 64)

@@ -40,7 +40,19 @@ public enum CGIResponder {
         let connection = Databases.connection(database)
         let context = RequestContext(settings: settings, services: services, database: connection, logger: logger)
         let apiTokens = services.apiTokens
-        Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) })
+        // The limits' counters, shared with every other CGI run through a file (only
+        // when the web server asks, or limits.enforce says always).
+        var limits: RequestLimits?
+        if configuration.limitsMode == .always || (configuration.limitsMode == .whenAsked && Environment.get("ENS_LIMITS") == "1") {
+            do {
+                limits = try .file(path: configuration.limitsTableFile, mode: configuration.limitsMode, rates: RequestLimits.rates(configuration))
+            } catch {
+                // Without its counters the request is still answered: the limits are a
+                // guard against floods, and a missing table must not stop the service.
+                logger.error("request limits table unusable", metadata: ["error": "\(error)"])
+            }
+        }
+        Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, limits: limits, tokenCheck: { apiTokens.isValid($0) })
             .respond(to: CGIRequest(), context: context)
         context.runWorkAfterTheAnswer()
         do {

@@ -8,6 +8,8 @@ public struct ResponderOptions: Equatable, Sendable {
     /// Internal: how the pool starts its workers.
     public var worker = false
     public var slot = 0
+    /// Internal: the descriptor of the pool's shared request-limit table.
+    public var limitsFD: Int32?
 
     public init() {}
 
@@ -56,6 +58,9 @@ public struct ResponderOptions: Equatable, Sendable {
             case "--slot":
                 guard let slot = Int(try value()), slot >= 0 else { throw UsageError(description: "--slot needs a whole number") }
                 options.slot = slot
+            case "--limits-fd":
+                guard let fd = Int32(try value()), fd > 2 else { throw UsageError(description: "--limits-fd needs a descriptor above 2") }
+                options.limitsFD = fd
             default: throw UsageError(description: "unknown option '\(name.prefix(64))'")
             }
         }

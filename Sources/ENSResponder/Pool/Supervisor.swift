@@ -57,6 +57,21 @@ public struct Supervisor {
         // it loads (p11-kit modules, priority tables) although nothing in ENS uses it: in
         // every worker that is about 1 MB of touched pages (B1's RSS). Workers inherit this.
         Environment.setDefault("GNUTLS_NO_IMPLICIT_INIT", "1")
+        // nginx's request limits, for fronts that ask the responders to apply them: one
+        // table in shared memory, which every worker (and each replacement) inherits. A
+        // pool started on descriptor 0 (mod_fcgid, spawn-fcgi) may be one of several:
+        // its workers share limits.table_file with the others instead.
+        var limitsArguments: [String] = []
+        let oneOfSeveral = if case .inherited(0) = socketSource { true } else { false }
+        if !oneOfSeveral, configuration.limitsMode != .off {
+            do {
+                let (_, fd) = try RequestLimits.shared(mode: configuration.limitsMode, rates: RequestLimits.rates(configuration))
+                limitsArguments = ["--limits-fd", String(fd)]
+            } catch {
+                logger.critical("cannot create the request limits table", metadata: ["error": "\(error)"])
+                return 1
+            }
+        }
         var workers = WorkerTable(count: configuration.fcgiProcesses)
         logger.info("responder pool starting", metadata: [
             "socket": "\(configuration.fcgiSocket)", "processes": "\(configuration.fcgiProcesses)", "threads": "\(configuration.fcgiThreads)",
@@ -67,7 +82,7 @@ public struct Supervisor {
                 do {
                     let pid = try ChildProcess.spawn(
                         executable: executable,
-                        arguments: [executable, "--worker", "--slot", String(slot), "--config", configPath],
+                        arguments: [executable, "--worker", "--slot", String(slot), "--config", configPath] + limitsArguments,
                         listenerOnStandardInput: listenFD
                     )
                     workers.started(slot: slot, pid: pid, now: MonotonicClock.milliseconds())

@@ -23,9 +23,13 @@ public struct Worker {
     let logger: Logger
     /// Where the configuration was read from, for a reload.
     let configPath: String
+    /// The pool's shared request-limit table (`RequestLimits`), when it has one.
+    let limitsFD: Int32?
 
-    public init(configuration: ENSConfiguration, settings: ResponderSettings, listenFD: Int32, slot: Int, logger: Logger, configPath: String) {
+    public init(configuration: ENSConfiguration, settings: ResponderSettings, listenFD: Int32, slot: Int, logger: Logger, configPath: String,
+                limitsFD: Int32? = nil) {
         self.configPath = configPath
+        self.limitsFD = limitsFD
         self.configuration = configuration
         self.settings = settings
         self.listenFD = listenFD
@@ -64,6 +68,17 @@ public struct Worker {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             return 1
         }
+        var limits: RequestLimits?
+        if configuration.limitsMode != .off {
+            do {
+                let rates = RequestLimits.rates(configuration)
+                limits = try limitsFD.map { fd throws(SystemError) in try .inherited(fd: fd, mode: configuration.limitsMode, rates: rates) }
+                    ?? .file(path: configuration.limitsTableFile, mode: configuration.limitsMode, rates: rates)
+            } catch {
+                logger.critical("cannot map the request limits table", metadata: ["error": "\(error)"])
+                return 1
+            }
+        }
         let connections: ConnectionMultiplexer
         do {
             connections = try ConnectionMultiplexer(listenFD: listenFD)
@@ -73,7 +88,7 @@ public struct Worker {
         }
         let apiTokens = services.apiTokens
         let router = Router.ens()
-        let dispatcher = Dispatcher(router: router, maxBodyBytes: configuration.maxBodyBytes, tokenCheck: { apiTokens.isValid($0) })
+        let dispatcher = Dispatcher(router: router, maxBodyBytes: configuration.maxBodyBytes, limits: limits, tokenCheck: { apiTokens.isValid($0) })
         let metrics = MetricsRecorder(file: configuration.metricsFile("fcgi-\(slot)"))
         let counters = metrics.file == nil ? [] : (0..<configuration.fcgiThreads).map { _ in RequestCounters(labels: router.labels) }
         if apiTokens.count == 0 {

@@ -12,10 +12,13 @@ public struct Dispatcher: Sendable {
     let router: Router
     let maxBodyBytes: Int
     let tokenCheck: @Sendable (String?) -> Bool
+    /// nginx's request limits, when the responders apply them (`limits.enforce`).
+    let limits: RequestLimits?
 
-    public init(router: Router, maxBodyBytes: Int, tokenCheck: @escaping @Sendable (String?) -> Bool) {
+    public init(router: Router, maxBodyBytes: Int, limits: RequestLimits? = nil, tokenCheck: @escaping @Sendable (String?) -> Bool) {
         self.router = router
         self.maxBodyBytes = maxBodyBytes
+        self.limits = limits
         self.tokenCheck = tokenCheck
     }
 
@@ -53,6 +56,12 @@ public struct Dispatcher: Sendable {
 
     private func handle(_ channel: some RequestChannel, method: String, path: String, route: Route?, context: RequestContext) throws -> APIResponse {
         guard let route else { throw APIError.notFound }
+        // The limits come first, as nginx's limit_req does in a location: before the
+        // method, the token and any database work.
+        if let limits, limits.applies(asked: channel.parameter("ENS_LIMITS") == Array("1".utf8)),
+           let refusal = limits.refusal(path: path, address: channel.parameter("REMOTE_ADDR").flatMap { String(validating: $0, as: UTF8.self) }) {
+            throw refusal
+        }
         guard route.allows(method) else { throw APIError.methodNotAllowed(route.methods) }
 
         let apiToken = try header(channel, "HTTP_APITOKEN")

@@ -46,7 +46,8 @@ struct NewMailDelivery {
         // and a lookup made under that lock would hold every other notification of the
         // mailbox waiting for it. A record already at its per-minute cap is not looked up.
         let wanted = perItem ? items.count * devices.count : devices.count
-        let worthLookingUp = try perItem && store.notificationsLeft(recordID: row.id, limit: settings.maximumNotificationsPerMinute, now: now) >= wanted
+        // The count read with the record: no round trip of its own.
+        let worthLookingUp = perItem && row.notificationsLeft(limit: settings.maximumNotificationsPerMinute, now: now) >= wanted
         let lookup = reader?.lookUp(itemIDs: worthLookingUp ? items : [], unreadCount: devices.contains(where: \.device.badge),
                                     budget: lookupBudget, logger: logger) ?? MailLookup()
         guard let reserved = try store.reserveNotifications(
