@@ -136,6 +136,8 @@ struct BlindModeTests {
             "bundleid": "com.example.mail", "privacy": "blind", "privacyCertificate": key.certificateBase64,
         ])
         #expect(answer.json["privacy"] == "blind", "\(answer.bodyText)")
+        // The user's iPhone leaves `preview` too: what is sent now is for blind devices only.
+        #expect(try registerBlind(user, token: user.token, key: key).json["privacy"] == "blind")
         _ = try privateMail(user, "Blind on Android")
         var opened: [String: Any]?
         #expect(TestStack.eventually(within: 20) {
