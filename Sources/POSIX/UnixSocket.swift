@@ -112,6 +112,15 @@ public enum FileDescriptor {
     /// Whether `fd` is a terminal (a person is watching), not a pipe, file or journal.
     public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
 
+    /// Points `fd` at /dev/null: what it was (a CGI program's standard output, the web
+    /// server's pipe) is closed, so the reader sees the end, while the number stays
+    /// taken and nothing opened later lands on it.
+    public static func detachToDevNull(_ fd: Int32) throws(SystemError) {
+        let null = try syscall("open /dev/null") { Glibc.open("/dev/null", O_WRONLY) }
+        defer { _ = Glibc.close(null) }
+        _ = try syscall("dup2") { Glibc.dup2(null, fd) }
+    }
+
     /// Clears FD_CLOEXEC so that a spawned child inherits `fd`.
     public static func setInheritable(_ fd: Int32) {
         let flags = fcntl(fd, F_GETFD)

@@ -54,6 +54,13 @@ public enum CGIResponder {
         }
         Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, limits: limits, tokenCheck: { apiTokens.isValid($0) })
             .respond(to: CGIRequest(), context: context)
+        // The web server takes the answer as complete only when standard output ends; work
+        // left for after the answer (a Graph lifecycle event's renewal) must not hold it.
+        do {
+            try FileDescriptor.detachToDevNull(1)
+        } catch {
+            logger.warning("standard output not closed before the work after the answer", metadata: ["error": "\(error)"])
+        }
         context.runWorkAfterTheAnswer()
         do {
             try services.checkIns.flush(database: connection)
