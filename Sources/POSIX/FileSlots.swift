@@ -29,7 +29,8 @@ public struct FileSlots: Sendable {
     public func withSlot<T, Failure: Error>(key: String, _ body: () throws(Failure) -> T) throws(Failure) -> T? {
         let bucket = Int(Self.stableHash(key) % UInt64(buckets))
         for slot in 0..<slots {
-            guard let fd = (try? Files.tryLock(path(bucket: bucket, slot: slot))) ?? nil else { continue }
+            // try? flattens tryLock's optional: nil is both "held" and "cannot be opened".
+            guard let fd = try? Files.tryLock(path(bucket: bucket, slot: slot)) else { continue }
             defer { close(fd) }
             return try body()
         }

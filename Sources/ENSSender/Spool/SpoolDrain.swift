@@ -110,7 +110,17 @@ public struct SpoolDrain {
         if torn && !offsets.isEmpty {
             report("segment \(name): ends in a torn or damaged record (a write cut short by a crash is never acknowledged); what precedes it is drained")
         }
-        let done = (try? SpoolLayout.doneOffsets(SpoolLayout.donePath(directory, number))) ?? []  // no marks: handed over again, harmlessly
+        // No marks file is normal (nothing delivered yet: doneOffsets gives none). One
+        // that exists but cannot be read is said: its segment is handed over whole
+        // again, which repeats pushes (they collapse on the device by their id) rather
+        // than lose one.
+        let done: Set<UInt32>
+        do {
+            done = try SpoolLayout.doneOffsets(SpoolLayout.donePath(directory, number))
+        } catch {
+            report("segment \(name): its delivery marks cannot be read (\(error)); every record in it is handed over again")
+            done = []
+        }
         let segmentKey = salt.map { SpoolLayout.segmentKey(spoolKey: key, salt: $0) } ?? key
         var marks: LogFile?
         var left = 0
