@@ -108,45 +108,77 @@ public enum XMLTree {
     /// none); encodings other than UTF-8 (a UTF-16 document would slip past the byte
     /// scan).
     static func screen(_ bytes: [UInt8]) throws(XMLTreeError) {
-        if bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) || bytes.contains(0) { throw .notUTF8 }
-        guard String(validating: bytes, as: UTF8.self) != nil else { throw .notUTF8 }
-        let markers = [Array("<!DOCTYPE".utf8), Array("<!ENTITY".utf8)]
-        var index = 0
-        let declaration = Array("<?xml ".utf8)
-        while index < bytes.count {
-            if bytes[index] == UInt8(ascii: "<"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "?") {
-                guard index == 0, bytes.starts(with: declaration) else { throw .processingInstruction }
-            }
-            if bytes[index] == UInt8(ascii: "<"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "!") {
-                for marker in markers where index + marker.count <= bytes.count {
-                    if zip(bytes[index..<(index + marker.count)], marker).allSatisfy({ asciiUpper($0) == $1 }) {
-                        throw .documentTypeDeclaration
+        if bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) { throw .notUTF8 }
+        // One pass over the bytes, with no allocation and no generic search: every
+        // callback and every lookup answer goes through here.
+        guard (try? UTF8Span(validating: bytes.span)) != nil else { throw .notUTF8 }
+        try bytes.withUnsafeBufferPointer { (bytes) throws(XMLTreeError) in
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == 0 { throw .notUTF8 }
+                if byte == UInt8(ascii: "<"), index + 1 < bytes.count {
+                    switch bytes[index + 1] {
+                    case UInt8(ascii: "?"):
+                        guard index == 0, matches(bytes, at: 0, "<?xml ") else { throw .processingInstruction }
+                        try screenDeclaration(bytes)
+                    case UInt8(ascii: "!"):
+                        if matches(bytes, at: index, "<!DOCTYPE", caseInsensitive: true) || matches(bytes, at: index, "<!ENTITY", caseInsensitive: true) {
+                            throw .documentTypeDeclaration
+                        }
+                    default:
+                        break
                     }
                 }
+                index += 1
+            }
+        }
+    }
+
+    /// The leading declaration's encoding, if it names one, must be UTF-8.
+    private static func screenDeclaration(_ bytes: UnsafeBufferPointer<UInt8>) throws(XMLTreeError) {
+        guard let end = bytes.firstIndex(of: UInt8(ascii: ">")) else { return }
+        var index = 0
+        while index < end {
+            if matches(bytes, at: index, "encoding", caseInsensitive: true) {
+                index += 8
+                while index < end, bytes[index] == 0x20 || bytes[index] == 0x3D || bytes[index] == 0x22 || bytes[index] == 0x27 { index += 1 }
+                guard matches(bytes, at: index, "utf-8", caseInsensitive: true) || matches(bytes, at: index, "utf8", caseInsensitive: true) else {
+                    throw .notUTF8
+                }
+                return
             }
             index += 1
         }
-        if let declarationEnd = bytes.firstIndex(of: UInt8(ascii: ">")), bytes.starts(with: Array("<?xml".utf8)) {
-            let declaration = bytes[..<declarationEnd].map(asciiLower)
-            if let range = declaration.firstRange(of: Array("encoding".utf8)) {
-                let value = declaration[range.upperBound...].drop { $0 == 0x20 || $0 == 0x3D || $0 == 0x22 || $0 == 0x27 }
-                guard value.starts(with: Array("utf-8".utf8)) || value.starts(with: Array("utf8".utf8)) else { throw .notUTF8 }
-            }
+    }
+
+    /// Whether `bytes` holds the ASCII `text` at `index` (letters in either case when
+    /// `caseInsensitive`).
+    private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int, _ text: StaticString, caseInsensitive: Bool = false) -> Bool {
+        guard index + text.utf8CodeUnitCount <= bytes.count else { return false }
+        for offset in 0..<text.utf8CodeUnitCount {
+            let expected = text.utf8Start[offset]
+            let byte = bytes[index + offset]
+            guard byte == expected || (caseInsensitive && asciiLower(byte) == asciiLower(expected)) else { return false }
         }
+        return true
     }
 
     /// Refuses a start tag with more than `limit` attributes and namespace declarations
     /// (each has one `=` outside quotes) before libxml2 spends quadratic time on it.
     /// Comments and CDATA sections are skipped: a `<` in them opens no tag.
     static func countAttributes(_ bytes: [UInt8], limit: Int) throws(XMLTreeError) {
-        let comment = (open: Array("<!--".utf8), close: Array("-->".utf8))
-        let cdata = (open: Array("<![CDATA[".utf8), close: Array("]]>".utf8))
+        try bytes.withUnsafeBufferPointer { (bytes) throws(XMLTreeError) in try countAttributes(bytes, limit: limit) }
+    }
+
+    private static func countAttributes(_ bytes: UnsafeBufferPointer<UInt8>, limit: Int) throws(XMLTreeError) {
         var index = 0
         while let open = bytes[index...].firstIndex(of: UInt8(ascii: "<")) {
-            let rest = bytes[open...]
-            if let skipped = [comment, cdata].first(where: { rest.starts(with: $0.open) }) {
-                guard let end = rest.firstRange(of: skipped.close) else { return }
-                index = end.upperBound
+            if let close: StaticString = matches(bytes, at: open, "<!--") ? "-->" : matches(bytes, at: open, "<![CDATA[") ? "]]>" : nil {
+                var end = open + 4
+                while end < bytes.count, !matches(bytes, at: end, close) { end += 1 }
+                guard end < bytes.count else { return }
+                index = end + close.utf8CodeUnitCount
                 continue
             }
             var count = 0
@@ -167,10 +199,6 @@ public enum XMLTree {
                 }
             }
         }
-    }
-
-    private static func asciiUpper(_ byte: UInt8) -> UInt8 {
-        byte >= 0x61 && byte <= 0x7A ? byte - 0x20 : byte
     }
 
     private static func asciiLower(_ byte: UInt8) -> UInt8 {

@@ -58,10 +58,15 @@ import XML
         #expect(throws: XMLTreeError.tooManyElements(limit: 20_000)) { try XMLTree.parse(Array(many.utf8)) }
     }
 
-    @Test func refusesOtherEncodings() {
+    @Test func refusesOtherEncodings() throws {
         #expect(throws: XMLTreeError.notUTF8) { try XMLTree.parse([0xFF, 0xFE, 0x3C, 0x00, 0x61, 0x00]) }
         #expect(throws: XMLTreeError.notUTF8) { try XMLTree.parse(Array(#"<?xml version="1.0" encoding="ISO-8859-1"?><a/>"#.utf8)) }
         #expect(throws: XMLTreeError.notUTF8) { try XMLTree.parse([0x3C, 0x61, 0xC3, 0x28, 0x2F, 0x3E]) }
+        #expect(throws: XMLTreeError.notUTF8) { try XMLTree.parse(Array("<?xml version='1.0' ENCODING = 'latin1'?><a/>".utf8)) }
+        #expect(throws: XMLTreeError.notUTF8) { try XMLTree.parse(Array("<a>\u{0}</a>".utf8)) }
+        for declaration in [#"<?xml version="1.0" encoding="UTF-8"?>"#, "<?xml version='1.0' encoding='utf8'?>", #"<?xml version="1.0"?>"#] {
+            #expect(try XMLTree.parse(Array((declaration + "<a>é</a>").utf8)).text == "é")
+        }
     }
 
     @Test func refusesTruncatedAndGarbage() {
