@@ -37,21 +37,31 @@ public struct NotificationLog {
         }
     }
 
-    /// Logs a notification. A redelivered batch makes the same ids: the first row stays
-    /// (its content may already have been fetched and erased, and must stay erased).
-    public func record(_ entry: Entry) throws {
-        guard let id = Self.binaryID(entry.notificationID) else { return }
-        let summary = try entry.summary.map { try vault.sealLogEntry($0, part: .summary, notificationID: id, deviceID: entry.deviceID) }
-        let content = try entry.content.map { try vault.sealLogEntry($0, part: .content, notificationID: id, deviceID: entry.deviceID) }
-        // No retry of its own: inside Graph's hand-off transaction a conflict rolls the
-        // whole transaction back, which only the transaction may retry.
-        try database.execute("""
-            INSERT INTO NotificationLog (id, device_id, created_at, summary_sealed, content_sealed, content_expires_at)
-            VALUES (\(id), \(entry.deviceID), \(entry.createdAt.databaseString), \(summary), \(content),
-                    \(entry.contentExpiresAt?.databaseString))
-            ON DUPLICATE KEY UPDATE id = id
-            """)
+    /// Logs notifications, all in one statement. A redelivered batch makes the same ids:
+    /// the first row stays (its content may already have been fetched and erased, and
+    /// must stay erased).
+    public func record(_ entries: [Entry]) throws {
+        let rows = try entries.compactMap { entry -> [SQLValue]? in
+            guard let id = Self.binaryID(entry.notificationID) else { return nil }
+            let summary = try entry.summary.map { try vault.sealLogEntry($0, part: .summary, notificationID: id, deviceID: entry.deviceID) }
+            let content = try entry.content.map { try vault.sealLogEntry($0, part: .content, notificationID: id, deviceID: entry.deviceID) }
+            return [id.sqlValue, entry.deviceID.sqlValue, entry.createdAt.databaseString.sqlValue, summary.sqlValue, content.sqlValue,
+                    entry.contentExpiresAt?.databaseString.sqlValue ?? .null]
+        }
+        // At most `rowsPerStatement` rows a statement: each row count is a statement of
+        // its own in the connection's cache and the server's, so their number stays small.
+        // No retry of its own: inside a hand-off transaction a conflict rolls the whole
+        // transaction back, which only the transaction may retry.
+        for start in stride(from: 0, to: rows.count, by: Self.rowsPerStatement) {
+            try database.execute("""
+                INSERT INTO NotificationLog (id, device_id, created_at, summary_sealed, content_sealed, content_expires_at)
+                VALUES \(rows: Array(rows[start..<min(start + Self.rowsPerStatement, rows.count)]))
+                ON DUPLICATE KEY UPDATE id = id
+                """)
+        }
     }
+
+    static let rowsPerStatement = 8
 
     /// The content of one of the device's `secure` notifications, erased as it is
     /// read: nil when there is none (another device's, never made, already fetched,

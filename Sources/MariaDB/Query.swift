@@ -82,6 +82,18 @@ public struct Query: ExpressibleByStringInterpolation, Sendable, CustomStringCon
             sql += sqlText
         }
 
+        /// `VALUES \(rows: rows)` binds one parenthesized group of placeholders per row,
+        /// for a multi-row INSERT: one statement (and one commit) for them all. Every
+        /// row has the same number of values, and there is at least one.
+        public mutating func appendInterpolation(rows: [[SQLValue]]) {
+            precondition(!rows.isEmpty, "a multi-row VALUES list needs at least one row")
+            let width = rows[0].count
+            precondition(width > 0 && rows.allSatisfy { $0.count == width }, "every row of a VALUES list has the same number of values")
+            let group = "(" + Array(repeating: "?", count: width).joined(separator: ", ") + ")"
+            sql += Array(repeating: group, count: rows.count).joined(separator: ", ")
+            for row in rows { bindings.append(contentsOf: row) }
+        }
+
         /// `IN (\(list: ids))` binds one placeholder per element.
         public mutating func appendInterpolation<C: Collection>(list values: C) where C.Element: SQLBindable {
             sql += values.isEmpty ? "NULL" : Array(repeating: "?", count: values.count).joined(separator: ", ")

@@ -68,6 +68,13 @@ import Testing
         #expect(one.bindings == [.text("a")])
     }
 
+    @Test func rowsBindOneGroupPerRow() {
+        let rows: [[SQLValue]] = [[.int(1), .text("a"), .null], [.int(2), .blob([7]), .text("b")]]
+        let query: Query = "INSERT INTO t (id, x, y) VALUES \(rows: rows) ON DUPLICATE KEY UPDATE id = \(5)"
+        #expect(query.sql == "INSERT INTO t (id, x, y) VALUES (?, ?, ?), (?, ?, ?) ON DUPLICATE KEY UPDATE id = ?")
+        #expect(query.bindings == [.int(1), .text("a"), .null, .int(2), .blob([7]), .text("b"), .int(5)])
+    }
+
     @Test func emptyListMatchesNothing() {
         let query: Query = "SELECT * FROM t WHERE id IN (\(list: [Int]())) OR x = \(1)"
         #expect(query.sql == "SELECT * FROM t WHERE id IN (NULL) OR x = ?")

@@ -169,9 +169,9 @@ struct BlindNotifications {
         }
         // Over the cap: one alert per device that names no message.
         let perItem = reserved >= wanted
-        let sender = SenderClient(socketPath: settings.pushSocket)
         let fetchTTL = context.settings.privacy.fetchTTL
-        var handed = 0
+        var fetched: [NotificationLog.Entry] = []
+        var notifications: [PushNotification] = []
         for target in devices {
             let messages: [(messageID: String, content: EncryptedContent?)] = perItem
                 ? items.map { ($0.messageID, $0.content) }
@@ -186,32 +186,19 @@ struct BlindNotifications {
                 // Nothing else is logged: a blind notification has no sender or subject for
                 // the history, so one that fits costs no write.
                 if !fits, let object {
-                    try context.notificationLog.record(NotificationLog.Entry(
-                        notificationID: id, deviceID: target.device.id, createdAt: now, summary: nil,
-                        content: object, contentExpiresAt: now.adding(fetchTTL)
-                    ))
+                    fetched.append(NotificationLog.Entry(notificationID: id, deviceID: target.device.id, createdAt: now, summary: nil,
+                                                         content: object, contentExpiresAt: now.adding(fetchTTL)))
                 }
-                let notification = PushNotification(
+                notifications.append(PushNotification(
                     id: id, deviceToken: target.token, topic: target.device.bundleID,
                     environment: target.device.development ? .sandbox : .production, pushType: .alert,
                     expiration: now.adding(settings.notificationTTL).millisecondsSinceEpoch / 1000,
                     payload: payload.blind(fits ? object : nil), deviceRowID: target.device.id
-                )
-                do {
-                    guard case .accepted = try sender.submit(notification) else {
-                        logger.error("ens-apns did not take a blind notification; Graph will retry", metadata: ["record": "\(row.id)"])
-                        try store.returnNotifications(recordID: row.id, count: reserved - handed)
-                        return false
-                    }
-                    handed += 1
-                } catch {
-                    logger.error("ens-apns unreachable; Graph will retry", metadata: ["record": "\(row.id)", "error": "\(error)"])
-                    try store.returnNotifications(recordID: row.id, count: reserved - handed)
-                    return false
-                }
+                ))
             }
         }
-        return true
+        try context.notificationLog.record(fetched)
+        return try SenderHandOff(context: context).submit(notifications, reserved: reserved, recordID: row.id, store: store)
     }
 
     /// `ens.blind`: Graph's encryptedContent members as Graph named them (docs/api.md,

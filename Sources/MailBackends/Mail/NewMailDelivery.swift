@@ -50,51 +50,67 @@ struct NewMailDelivery {
         let worthLookingUp = perItem && row.notificationsLeft(limit: settings.maximumNotificationsPerMinute, now: now) >= wanted
         let lookup = reader?.lookUp(itemIDs: worthLookingUp ? items : [], unreadCount: devices.contains(where: \.device.badge),
                                     budget: lookupBudget, logger: logger) ?? MailLookup()
-        guard let reserved = try store.reserveNotifications(
-            recordID: row.id, preferring: wanted, orElse: devices.count,
-            limit: settings.maximumNotificationsPerMinute, watermark: watermark, now: now
-        ) else {
+        // The SEG policy (an HTTP call each) before the reservation, which locks the
+        // record's row until its commit.
+        let policy = try context.policyClient()
+        let allowOnError = context.settings.devicePolicy?.allowOnError ?? false
+        let permitted = devices.filter { target in
+            guard let deviceID = target.device.ewsDeviceID, let policy else { return true }
+            switch policy.decision(deviceID: deviceID) {
+            case .allowed:
+                return true
+            case .denied:
+                logger.info("SEG policy denies the device; no push", metadata: ["device": "\(target.device.id)"])
+                return false
+            case .unreachable:
+                logger.warning("SEG policy service unreachable", metadata: ["device": "\(target.device.id)", "policy.on_error": "\(allowOnError ? "allow" : "deny")"])
+                return allowOnError
+            }
+        }
+        // The reservation and every log row in one transaction, so one commit (one
+        // Galera write-set) per callback; inside Graph's hand-off transaction, part of it.
+        // The log rows are written before the push, so a `secure` device finds its
+        // content when the push arrives; a redelivered batch finds its rows already there.
+        // A failure to log throws: Graph's hand-off is retried whole; for EWS the
+        // callback is answered 500 and Exchange redelivers.
+        let handOff = try context.database.inTransaction { () throws -> (reserved: Int, notifications: [PushNotification])? in
+            guard let reserved = try store.reserveNotifications(
+                recordID: row.id, preferring: wanted, orElse: devices.count,
+                limit: settings.maximumNotificationsPerMinute, watermark: watermark, now: now
+            ) else { return nil }
+            let summarized = !perItem || reserved < items.count * devices.count
+            let prepared = notifications(for: permitted, items: items, summarized: summarized, lookup: lookup, row: row, now: now)
+            try context.notificationLog.record(prepared.map(\.entry))
+            return (reserved, prepared.map(\.notification))
+        }
+        guard let handOff else {
             logger.warning("notification rate cap reached for the record; this batch is not pushed", metadata: [
                 "record": "\(row.id)", "items": "\(items.count)", "devices": "\(devices.count)",
             ])
             return Outcome(delivered: true, recorded: false)
         }
-        let summarized = !perItem || reserved < items.count * devices.count
+        let taken = try SenderHandOff(context: context).submit(handOff.notifications, reserved: handOff.reserved, recordID: row.id, store: store)
+        return Outcome(delivered: taken, recorded: true)
+    }
+
+    /// One notification per (device, message), and its log row; past a cap one "N new
+    /// messages" alert per device. Notification ids derive from record, device and
+    /// item, so a redelivery collapses on the device.
+    private func notifications(for devices: [MailSubscriptionStore.NotifiableDevice], items: [String], summarized: Bool, lookup: MailLookup,
+                               row: MailSubscriptionStore.CallbackRecord, now: Timestamp) -> [(entry: NotificationLog.Entry, notification: PushNotification)] {
         if summarized {
             logger.info("new mail summarized: over a per-callback or per-minute cap", metadata: ["record": "\(row.id)", "items": "\(items.count)"])
         }
-
         // A summary's id is derived from the batch, so a redelivery of it collapses on
         // the device like any other.
         let summaries = summarized
             ? [MailSummary(itemID: "summary:\(items.first ?? ""):\(items.last ?? ""):\(items.count)",
                            subject: "\(items.count) new messages", senderName: "New mail")]
             : items.map { item in lookup.summaries.first { $0.itemID == item } ?? MailSummary(itemID: item, subject: "", senderName: "New mail") }
-
-        let sender = SenderClient(socketPath: settings.pushSocket)
+        let settings = context.settings.callbacks
         let privacy = context.settings.privacy
-        let log = context.notificationLog
-        let policy = try context.policyClient()
-        let allowOnError = context.settings.devicePolicy?.allowOnError ?? false
-        var handed = 0
-        /// The mail server redelivers after a 503: what was reserved but not handed on
-        /// is given back to the per-minute cap first.
-        func notTaken() throws -> Outcome {
-            try store.returnNotifications(recordID: row.id, count: reserved - handed)
-            return Outcome(delivered: false, recorded: true)
-        }
+        var prepared: [(entry: NotificationLog.Entry, notification: PushNotification)] = []
         for target in devices {
-            if let deviceID = target.device.ewsDeviceID, let policy {
-                switch policy.decision(deviceID: deviceID) {
-                case .allowed: break
-                case .denied:
-                    logger.info("SEG policy denies the device; no push", metadata: ["device": "\(target.device.id)"])
-                    continue
-                case .unreachable:
-                    logger.warning("SEG policy service unreachable", metadata: ["device": "\(target.device.id)", "policy.on_error": "\(allowOnError ? "allow" : "deny")"])
-                    if !allowOnError { continue }
-                }
-            }
             let mode = target.device.privacy.mode.raised(to: privacy.minimumMode, hasPreviewKey: target.device.privacy.previewKey != nil)
             for summary in summaries {
                 let id = Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(summary.itemID)").prefix(16)))
@@ -105,43 +121,22 @@ struct NewMailDelivery {
                     notificationID: id, createdAt: now, isSummary: summarized
                 )
                 let (encoded, shown) = render(payload, mode: mode, previewKey: target.device.privacy.previewKey)
-                // Logged before the push, so a `secure` device finds its content when the
-                // push arrives; a redelivered batch finds its rows already there.
-                // A failure to log throws: inside Graph's hand-off transaction it is retried
-                // whole; for EWS the callback is answered 500 and Exchange redelivers.
-                try log.record(NotificationLog.Entry(
+                let entry = NotificationLog.Entry(
                     notificationID: id, deviceID: target.device.id, createdAt: now,
                     summary: privacy.historyCount > 0 ? payload.summary : nil,
                     content: shown == .secure ? payload.content : nil,
                     contentExpiresAt: shown == .secure ? now.adding(privacy.fetchTTL) : nil
-                ))
+                )
                 let notification = PushNotification(
                     id: id, deviceToken: target.token, topic: target.device.bundleID,
                     environment: target.device.development ? .sandbox : .production, pushType: .alert,
                     expiration: now.adding(settings.notificationTTL).millisecondsSinceEpoch / 1000,
                     payload: encoded, deviceRowID: target.device.id
                 )
-                do {
-                    switch try sender.submit(notification) {
-                    case .accepted:
-                        handed += 1
-                        continue
-                    case .refused(let reason) where reason == "bad-notification" || reason == "bad-frame":
-                        // A notification the sender will never take: retrying cannot help.
-                        logger.error("ens-apns refused a malformed notification", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
-                    case .refused(let reason):
-                        // spool-full, io-error, busy: not acknowledged, so not ours to
-                        // lose. The mail server redelivers the batch after a 503.
-                        logger.error("ens-apns did not take a notification; the mail server will retry", metadata: ["record": "\(row.id)", "reason": "\(reason)"])
-                        return try notTaken()
-                    }
-                } catch {
-                    logger.error("ens-apns unreachable; the mail server will retry", metadata: ["record": "\(row.id)", "error": "\(error)"])
-                    return try notTaken()
-                }
+                prepared.append((entry, notification))
             }
         }
-        return Outcome(delivered: true, recorded: true)
+        return prepared
     }
 
     /// The payload in the device's effective mode, and that mode. An `encrypted` device
