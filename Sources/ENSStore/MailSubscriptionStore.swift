@@ -390,13 +390,41 @@ public struct MailSubscriptionStore {
             """).map(Self.callbackRecord)
     }
 
-    /// A constant, so `unsafe:` splices no input into the SQL.
-    private static let callbackColumns = """
-        id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark, backend_url, \
-        backend_version, backend_tenant, endpoint, binding_mac, private_key_sealed, notify_count, notify_window_started_at, \
-        (SELECT c.sealed FROM MailCredentials c WHERE c.record_id = EnsSubscriptionInfo.id AND c.generation = EnsSubscriptionInfo.generation \
-         AND NOT EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = c.record_id AND f.generation = c.generation))
-        """
+    /// The record a callback names and the devices `notifiableDevices` would give, in
+    /// one round trip: a callback's only read. (Each statement costs MariaDB more than
+    /// the rows it reads; bench/b6-floor.py measures it.)
+    public func callbackRecordAndDevices(id: Int64, now: Timestamp, limit: Int) throws -> (record: CallbackRecord, devices: [NotifiableDevice])? {
+        let rows = try database.query("""
+            SELECT \(unsafe: Self.recordAndDeviceColumns) FROM EnsSubscriptionInfo r
+            LEFT JOIN Devices d FORCE INDEX (uq_device_token)
+                ON d.subscription_row = r.id AND d.disabled_at IS NULL AND d.endpoint <=> r.endpoint
+            WHERE r.id = \(id) ORDER BY d.last_checkin_at DESC, d.id LIMIT \(limit)
+            """)
+        guard let first = rows.first else { return nil }
+        let split = Self.callbackColumnCount
+        let record = try Self.callbackRecord(Row(values: Array(first.values[..<split])))
+        // Without devices, the one row's device columns are all NULL.
+        let devices = try rows.filter { $0.values[split] != .null }.compactMap { row in
+            try notifiableDevice(Row(values: Array(row.values[split...])), now: now)
+        }
+        return (record, devices)
+    }
+
+    /// Constants, so `unsafe:` splices no input into the SQL.
+    private static let callbackColumns = callbackColumns(of: "EnsSubscriptionInfo")
+    private static let recordAndDeviceColumns = callbackColumns(of: "r") + ", " + notifiableColumns(of: "d")
+    private static let callbackColumnCount = 17
+    private static func callbackColumns(of table: String) -> String {
+        let columns = """
+            id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark, backend_url, \
+            backend_version, backend_tenant, endpoint, binding_mac, private_key_sealed, notify_count, notify_window_started_at
+            """.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: " \n"))" }
+        precondition(columns.count + 1 == callbackColumnCount, "callbackColumnCount counts every column callbackRecord decodes")
+        return columns.joined(separator: ", ") + """
+            , (SELECT c.sealed FROM MailCredentials c WHERE c.record_id = \(table).id AND c.generation = \(table).generation \
+             AND NOT EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = c.record_id AND f.generation = c.generation))
+            """
+    }
 
     /// A rich (`blind`) subscription and its record in one round trip, for a POST to the
     /// subscription's own URL (`RoutingToken.blindID`).
@@ -460,21 +488,30 @@ public struct MailSubscriptionStore {
         // The record's own rows, sorted after: with ORDER BY last_checkin_at ... LIMIT,
         // MariaDB may walk the whole ix_device_checkin index backwards instead.
         let rows = try database.query("""
-            SELECT \(unsafe: SubscriptionStore.deviceColumns), token_sealed, sync_key_sealed, sync_key_expires_at
-            FROM Devices FORCE INDEX (uq_device_token)
+            SELECT \(unsafe: Self.notifiableColumns) FROM Devices FORCE INDEX (uq_device_token)
             WHERE subscription_row = \(recordID) AND disabled_at IS NULL AND endpoint <=> \(endpoint) ORDER BY last_checkin_at DESC, id LIMIT \(limit)
             """)
-        return try rows.compactMap { row in
-            let columns = SubscriptionStore.deviceColumnCount
-            let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])))
-            let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[columns...])).decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
-            guard let token = try vault.openToken(tokenSealed) else { return nil }
-            var syncKey: (key: String, expiresAt: Timestamp)?
-            if let sealed = syncKeySealed, let expiry = syncKeyExpiry, expiry > now {
-                syncKey = (try vault.openSyncKey(sealed, tokenHash: device.tokenHash), expiry)
-            }
-            return NotifiableDevice(device: device, token: token, syncKey: syncKey)
+        return try rows.compactMap { row in try notifiableDevice(row, now: now) }
+    }
+
+    /// A device's columns and the sealed ones a push needs (constants: see `callbackColumns`).
+    private static let notifiableColumns = notifiableColumns(of: "Devices")
+    private static func notifiableColumns(of table: String) -> String {
+        (SubscriptionStore.deviceColumns + ", token_sealed, sync_key_sealed, sync_key_expires_at")
+            .split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: " "))" }.joined(separator: ", ")
+    }
+
+    /// A row of `notifiableColumns`; nil when its push token no longer opens.
+    private func notifiableDevice(_ row: Row, now: Timestamp) throws -> NotifiableDevice? {
+        let columns = SubscriptionStore.deviceColumnCount
+        let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])))
+        let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[columns...])).decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
+        guard let token = try vault.openToken(tokenSealed) else { return nil }
+        var syncKey: (key: String, expiresAt: Timestamp)?
+        if let sealed = syncKeySealed, let expiry = syncKeyExpiry, expiry > now {
+            syncKey = (try vault.openSyncKey(sealed, tokenHash: device.tokenHash), expiry)
         }
+        return NotifiableDevice(device: device, token: token, syncKey: syncKey)
     }
 
     // MARK: Notification rate

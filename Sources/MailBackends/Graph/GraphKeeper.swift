@@ -2,8 +2,8 @@ public import Graph
 public import Curl
 public import ENSModel
 public import Logging
-public import POSIX
-public import OpenSSL
+internal import POSIX
+internal import OpenSSL
 public import ENSStore
 public import ENSVault
 

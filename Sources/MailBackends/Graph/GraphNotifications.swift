@@ -280,7 +280,9 @@ public enum GraphNotifications {
                     duplicates = items.count - fresh.count
                     guard !fresh.isEmpty else { return 0 }
                     let outcome = try context.services.callbackGate.ifAvailable { () throws -> NewMailDelivery.Outcome in
-                        try delivery.deliver(items: fresh, row: row, reader: reader, store: store, watermark: nil, now: now,
+                        try delivery.deliver(items: fresh, row: row, notifiable: try store.notifiableDevices(
+                                                 recordID: row.id, endpoint: row.endpoint, now: now, limit: context.settings.callbacks.maximumDevicesPerRecord),
+                                             reader: reader, store: store, watermark: nil, now: now,
                                              lookupBudget: context.settings.graph.lookupBudget)
                     }
                     guard let outcome else { throw HandOffDeclined.atCapacity }

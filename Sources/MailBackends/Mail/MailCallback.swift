@@ -100,11 +100,14 @@ public enum MailCallback {
         func respond() throws -> APIResponse {
             let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
             let record = "\(address.recordID)"
-            guard let row = try store.callbackRecord(id: address.recordID), row.backend == source.backend else {
+            let now = Timestamp.now()
+            // The record and its devices in one read (the devices unused by a heartbeat).
+            guard let (row, devices) = try store.callbackRecordAndDevices(id: address.recordID, now: now, limit: context.settings.callbacks.maximumDevicesPerRecord),
+                  row.backend == source.backend else {
                 logger.info("callback for a deleted record: unsubscribing", metadata: ["record": "\(record)"])
                 return source.answer(unsubscribe: true)
             }
-            if row.isRegistrationPending(generation: address.generation, now: .now()) {
+            if row.isRegistrationPending(generation: address.generation, now: now) {
                 // A registration between its Subscribe and its commit: the backend
                 // retries this batch, by then the subscription is recorded (or lost its race).
                 logger.info("callback for a registration not yet recorded: asking for a retry", metadata: ["record": "\(record)"])
@@ -139,7 +142,6 @@ public enum MailCallback {
                 logger.error("callback refused: the subscription row fails its integrity check", metadata: ["record": "\(record)"])
                 return retryLater
             }
-            let now = Timestamp.now()
             let items = events.newItemIDs
             // The newest watermark, if it fits its column (Exchange's are ~40-100 bytes).
             let watermark = events.watermark.flatMap { $0.utf8.count <= 1024 ? $0 : nil }
@@ -154,7 +156,7 @@ public enum MailCallback {
                 // number at once, so a slow mail server cannot take every thread.
                 let delivery = NewMailDelivery(context: context)
                 let outcome = try context.services.callbackGate.ifAvailable { () throws -> NewMailDelivery.Outcome in
-                    try delivery.deliver(items: items, row: row, reader: reader, store: store, watermark: watermark, now: now,
+                    try delivery.deliver(items: items, row: row, notifiable: devices, reader: reader, store: store, watermark: watermark, now: now,
                                          lookupBudget: context.settings.callbacks.lookupBudget)
                 }
                 if outcome == nil { logger.warning("callback lookups at capacity; the mail server will retry", metadata: ["record": "\(record)"]) }

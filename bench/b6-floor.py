@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""B6's MariaDB floor: what MariaDB itself spends per Exchange new-mail callback.
+
+Replays, on a bench stack's own database and one of its registered records, the
+statements a callback runs (the same SQL text, as server-side prepared statements, one
+connection, one after another), in several arrangements, and reports MariaDB's CPU per
+callback for each (from /proc, mariadbd only; this client is not counted):
+
+  before       the record, its devices, the reservation, a log row: each write its own commit
+  transaction  the record and its devices in one SELECT, then the reservation and the log
+               row in one transaction (one commit, but START and COMMIT are statements too)
+  now          the record and its devices in one SELECT, then the two writes, each its own
+               commit (what ENS does since this was measured)
+  least        one SELECT of the record by key and one UPDATE of it by key (autocommit):
+               less than any callback can do (it must read the record and durably record
+               the callback), so no arrangement of ENS's statements costs MariaDB less
+
+Usage: b6-floor.py ITERATIONS   (ENS_VAR names the stack; run after bench/b6-callbacks.sh
+set it up). The statements change nothing a later run depends on: the reservation's
+window is lifted (ENS_MAX_NOTIFICATIONS_PER_MINUTE), and the log rows it adds belong to
+one bench device (ens-cron reap trims them like any other).
+"""
+import os
+import sys
+import time
+
+import mariadb
+
+VAR = os.environ["ENS_VAR"]
+HZ = os.sysconf("SC_CLK_TCK")
+DEVICE_COLUMNS = ("id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, "
+                  "last_notified_at, privacy_mode, preview_key, endpoint, secret_hash")
+RECORD = """SELECT id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark,
+    backend_url, backend_version, backend_tenant, endpoint, binding_mac, private_key_sealed, notify_count, notify_window_started_at,
+    (SELECT c.sealed FROM MailCredentials c WHERE c.record_id = EnsSubscriptionInfo.id AND c.generation = EnsSubscriptionInfo.generation
+     AND NOT EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = c.record_id AND f.generation = c.generation))
+    FROM EnsSubscriptionInfo WHERE id = ?"""
+DEVICES = f"""SELECT {DEVICE_COLUMNS}, token_sealed, sync_key_sealed, sync_key_expires_at
+    FROM Devices FORCE INDEX (uq_device_token)
+    WHERE subscription_row = ? AND disabled_at IS NULL AND endpoint <=> ? ORDER BY last_checkin_at DESC, id LIMIT ?"""
+MERGED = f"""SELECT r.id, r.userid, r.generation, r.pending_generation, r.pending_started_at, r.mail_backend, r.subscription_id,
+    r.watermark, r.backend_url, r.backend_version, r.backend_tenant, r.endpoint, r.binding_mac, r.private_key_sealed, r.notify_count,
+    r.notify_window_started_at,
+    (SELECT c.sealed FROM MailCredentials c WHERE c.record_id = r.id AND c.generation = r.generation
+     AND NOT EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = c.record_id AND f.generation = c.generation)),
+    {", ".join("d." + c.strip() for c in (DEVICE_COLUMNS + ", token_sealed, sync_key_sealed, sync_key_expires_at").split(","))}
+    FROM EnsSubscriptionInfo r
+    LEFT JOIN Devices d FORCE INDEX (uq_device_token)
+      ON d.subscription_row = r.id AND d.disabled_at IS NULL AND d.endpoint <=> r.endpoint
+    WHERE r.id = ? ORDER BY d.last_checkin_at DESC, d.id LIMIT ?"""
+RESERVE = """UPDATE EnsSubscriptionInfo SET
+    notify_count = IF(notify_window_started_at > ?, notify_count, 0) + ?,
+    notify_window_started_at = IF(notify_window_started_at > ?, notify_window_started_at, ?),
+    last_callback_at = ?, watermark = COALESCE(?, watermark)
+    WHERE id = ? AND IF(notify_window_started_at > ?, notify_count, 0) + ? <= ?"""
+LOG = """INSERT INTO NotificationLog (id, device_id, created_at, summary_sealed, content_sealed, content_expires_at)
+    VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id"""
+LEAST_SELECT = "SELECT id, generation, endpoint FROM EnsSubscriptionInfo WHERE id = ?"
+LEAST_UPDATE = "UPDATE EnsSubscriptionInfo SET last_callback_at = ? WHERE id = ?"
+
+
+def mariadb_ticks():
+    pid = open(f"{VAR}/run/mysqld.pid").read().strip()
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def main():
+    iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    db = mariadb.connect(unix_socket=f"{VAR}/run/mysqld.sock", user="root", database="ens", autocommit=True)
+    cur = db.cursor(prepared=True)
+    cur.execute("SELECT r.id, r.endpoint, d.id FROM EnsSubscriptionInfo r JOIN Devices d ON d.subscription_row = r.id "
+                "WHERE r.mail_backend = 'ews' AND r.subscription_id IS NOT NULL LIMIT 1")
+    record, endpoint, device = cur.fetchone()
+    summary = bytes(120)
+
+    def now():
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+
+    def reserve():
+        t = now()
+        cur.execute(RESERVE, (t, 1, t, t, t, None, record, t, 1, 1_000_000))
+
+    def log():
+        cur.execute(LOG, (os.urandom(16), device, now(), summary, None, None))  # a new row, as a new mail makes
+
+    def read(query, params):
+        cur.execute(query, params)
+        cur.fetchall()
+
+    def before():
+        read(RECORD, (record,))
+        read(DEVICES, (record, endpoint, 20))
+        reserve()
+        log()
+
+    def transaction():
+        read(MERGED, (record, 20))
+        cur.execute("START TRANSACTION")
+        reserve()
+        log()
+        cur.execute("COMMIT")
+
+    def current():
+        read(MERGED, (record, 20))
+        reserve()
+        log()
+
+    def least():
+        read(LEAST_SELECT, (record,))
+        cur.execute(LEAST_UPDATE, (now(), record))
+
+    arrangements = {"before": before, "transaction": transaction, "now": current, "least": least}
+    for run in arrangements.values():  # prepared once, warm
+        for _ in range(50):
+            run()
+    results = {name: [] for name in arrangements}
+    for _ in range(3):  # rounds, alternating, so a change in the host's speed falls on all
+        for name, run in arrangements.items():
+            start = mariadb_ticks()
+            for _ in range(iterations):
+                run()
+            results[name].append((mariadb_ticks() - start) / HZ * 1000 / iterations)
+    for name, values in results.items():
+        print(f"B6-floor {name:11s} MariaDB CPU ms per callback: " + ", ".join(f"{v:.3f}" for v in values)
+              + f" (median {sorted(values)[1]:.3f})")
+
+
+if __name__ == "__main__":
+    main()
