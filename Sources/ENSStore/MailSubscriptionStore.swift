@@ -394,19 +394,28 @@ public struct MailSubscriptionStore {
     /// one round trip: a callback's only read. (Each statement costs MariaDB more than
     /// the rows it reads; bench/b6-floor.py measures it.)
     public func callbackRecordAndDevices(id: Int64, now: Timestamp, limit: Int) throws -> (record: CallbackRecord, devices: [NotifiableDevice])? {
+        // Every enabled device of the record (devices.max_per_record keeps them few),
+        // ordered here: an ORDER BY on the joined table would make MariaDB build a
+        // temporary table for every callback.
         let rows = try database.query("""
-            SELECT \(unsafe: Self.recordAndDeviceColumns) FROM EnsSubscriptionInfo r
+            SELECT \(unsafe: Self.recordAndDeviceColumns), d.last_checkin_at FROM EnsSubscriptionInfo r
             LEFT JOIN Devices d FORCE INDEX (uq_device_token)
                 ON d.subscription_row = r.id AND d.disabled_at IS NULL AND d.endpoint <=> r.endpoint
-            WHERE r.id = \(id) ORDER BY d.last_checkin_at DESC, d.id LIMIT \(limit)
+            WHERE r.id = \(id)
             """)
         guard let first = rows.first else { return nil }
         let split = Self.callbackColumnCount
         let record = try Self.callbackRecord(Row(values: Array(first.values[..<split])))
         // Without devices, the one row's device columns are all NULL.
-        let devices = try rows.filter { $0.values[split] != .null }.compactMap { row in
-            try notifiableDevice(Row(values: Array(row.values[split...])), now: now)
+        var found: [(id: Int64, checkIn: Timestamp, row: Row)] = []
+        for row in rows where row.values[split] != .null {
+            let device = Row(values: Array(row.values[split..<(row.values.count - 1)]))
+            found.append((try device.int(0), try Row(values: [row.values[row.values.count - 1]]).decode(Timestamp.self), device))
         }
+        // The most recently active first, as `notifiableDevices` orders them.
+        found.sort { ($0.checkIn, $1.id) > ($1.checkIn, $0.id) }
+        let recent = found.prefix(limit)
+        let devices = try recent.compactMap { try notifiableDevice($0.row, now: now) }
         return (record, devices)
     }
 
