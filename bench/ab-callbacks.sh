@@ -11,7 +11,9 @@
 #   AB_BIN_A=/work/old/.build/release AB_BIN_B=.build/release bench/ab-callbacks.sh
 #
 # Starts and stops both stacks itself. BENCH_ROUNDS (default 3) rounds of
-# BENCH_SECONDS (default 5); B6_USERS users (default 50) on each stack.
+# BENCH_SECONDS (default 5); B6_USERS users (default 50) on each stack. The same build
+# twice, with AB_MARIADB_OPTIONS_A or _B (extra mariadbd options, ENS_MARIADB_OPTIONS of
+# scripts/stack.sh), compares MariaDB settings instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,9 +29,13 @@ hz=$(getconf CLK_TCK)
 
 # use SIDE: points ENS_VAR, ENS_PORT, ENS_BIN and the bench URL at side a or b.
 use() {
-  if [ "$1" = a ]; then ENS_PORT=$A_PORT ENS_BIN=$A_BIN; else ENS_PORT=$B_PORT ENS_BIN=$B_BIN; fi
+  if [ "$1" = a ]; then
+    ENS_PORT=$A_PORT ENS_BIN=$A_BIN ENS_MARIADB_OPTIONS=${AB_MARIADB_OPTIONS_A:-}
+  else
+    ENS_PORT=$B_PORT ENS_BIN=$B_BIN ENS_MARIADB_OPTIONS=${AB_MARIADB_OPTIONS_B:-}
+  fi
   ENS_VAR=$ROOT/var/ab-$1 BENCH_URL_BASE=https://127.0.0.1:$ENS_PORT
-  export ENS_VAR ENS_PORT ENS_BIN BENCH_URL_BASE
+  export ENS_VAR ENS_PORT ENS_BIN ENS_MARIADB_OPTIONS BENCH_URL_BASE
 }
 down() { for side in a b; do use "$side"; scripts/stack.sh down >/dev/null 2>&1 || true; done; }
 trap down EXIT

@@ -44,10 +44,11 @@ MERGED = f"""SELECT r.id, r.userid, r.generation, r.pending_generation, r.pendin
     (SELECT c.sealed FROM MailCredentials c WHERE c.record_id = r.id AND c.generation = r.generation
      AND NOT EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = c.record_id AND f.generation = c.generation)),
     {", ".join("d." + c.strip() for c in (DEVICE_COLUMNS + ", token_sealed, sync_key_sealed, sync_key_expires_at").split(","))}
+, d.last_checkin_at
     FROM EnsSubscriptionInfo r
     LEFT JOIN Devices d FORCE INDEX (uq_device_token)
       ON d.subscription_row = r.id AND d.disabled_at IS NULL AND d.endpoint <=> r.endpoint
-    WHERE r.id = ? ORDER BY d.last_checkin_at DESC, d.id LIMIT ?"""
+    WHERE r.id = ?"""
 RESERVE = """UPDATE EnsSubscriptionInfo SET
     notify_count = IF(notify_window_started_at > ?, notify_count, 0) + ?,
     notify_window_started_at = IF(notify_window_started_at > ?, notify_window_started_at, ?),
@@ -95,14 +96,14 @@ def main():
         log()
 
     def transaction():
-        read(MERGED, (record, 20))
+        read(MERGED, (record,))
         cur.execute("START TRANSACTION")
         reserve()
         log()
         cur.execute("COMMIT")
 
     def current():
-        read(MERGED, (record, 20))
+        read(MERGED, (record,))
         reserve()
         log()
 

@@ -17,7 +17,8 @@
 # ENS_PORT+20 on loopback with TLS besides its socket), ENS_BIN (directory
 # holding ens-fcgi etc., default .build/release), ENS_RATE (per-IP requests/s allowed
 # by nginx, default 1000000 for local use), ENS_FRONT (nginx, default, or apache:
-# Apache httpd on the same port for `up`).
+# Apache httpd on the same port for `up`), ENS_MARIADB_OPTIONS (more mariadbd options,
+# for a benchmark's comparison of server settings).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -247,7 +248,7 @@ db_start() {
     --bind-address=127.0.0.1,127.0.0.2 --port="$DB_PORT" --skip-name-resolve \
     --ssl-ca="$VAR/tls/mariadb-ca.crt" --ssl-cert="$VAR/tls/mariadb-server.crt" --ssl-key="$VAR/tls/mariadb-server.key" \
     --pid-file="$VAR/run/mysqld.pid" --log-error="$VAR/log/mariadb.log" --user="$ME" \
-    --innodb-buffer-pool-size=256M --max-connections=500 \
+    --innodb-buffer-pool-size=256M --max-connections=500 ${ENS_MARIADB_OPTIONS:-} \
     >/dev/null 2>&1 < /dev/null &
   wait_until 30 db_ping || die "MariaDB did not start; see $VAR/log/mariadb.log"
 }
