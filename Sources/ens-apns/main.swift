@@ -97,7 +97,7 @@ struct ENSAPNs: ParsableCommand {
                 providers: providers,
                 settings: .init(caBundlePath: settings.pushCAFile, maximumInFlight: settings.pushMaximumInFlight,
                                 connectionsPerHost: settings.pushConnectionsPerHost, credentialPause: settings.pushCredentialPause),
-                database: try settings.serviceDatabase(),
+                databases: try settings.serviceShards(),
                 metrics: metrics,
                 logger: logger
             )

@@ -84,6 +84,9 @@ public struct Dispatcher: Sendable {
             parameters: parameters, body: body,
             clientAddress: channel.parameter("REMOTE_ADDR").flatMap { String(validating: $0, as: UTF8.self) }
         )
+        // The one place a request meets its shard: before the handler, which then finds
+        // the user's tables on `context.database`.
+        context.route(toBucket: route.bucket?(request, context))
         return try route.handler(request, context)
     }
 
