@@ -61,9 +61,12 @@ public final class ShardedDeviceFeedback {
         connections = ShardConnections(shards)
     }
 
-    public func shard(_ shard: Int?) -> DeviceFeedback {
+    /// Nil for a shard the map no longer has (a push spooled before the map changed):
+    /// its feedback has nowhere to go, and the push is delivered all the same.
+    public func shard(_ shard: Int?) -> DeviceFeedback? {
         let number = shard ?? 0
         if let feedback = byShard[number] { return feedback }
+        guard connections.shards.contains(shard: number) else { return nil }
         let feedback = DeviceFeedback(database: connections.database(shard: number))
         byShard[number] = feedback
         return feedback

@@ -44,6 +44,8 @@ public struct ShardDatabases: Sendable {
 
     public var shardNumbers: [Int] { map.shardNumbers }
 
+    public func contains(shard: Int) -> Bool { byShard[shard] != nil }
+
     public func settings(shard: Int) -> MariaDBConfiguration {
         guard let settings = byShard[shard] else { preconditionFailure("shard \(shard) is not in the shard map") }
         return settings

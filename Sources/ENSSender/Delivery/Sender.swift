@@ -298,7 +298,7 @@ public final class Sender: Sendable {
         case .delivered:
             spool.remove(pending.entry)
             count("delivered", kind)
-            if let row = notification.deviceRowID { feedback.shard(notification.shard).delivered(deviceRowID: row, at: .now()) }
+            if let row = notification.deviceRowID { feedback.shard(notification.shard)?.delivered(deviceRowID: row, at: .now()) }
             return nil
         case .disableToken(let timestamp):
             spool.remove(pending.entry)
@@ -309,7 +309,7 @@ public final class Sender: Sendable {
             ])
             if let row = notification.deviceRowID {
                 do {
-                    try feedback.shard(notification.shard).disable(deviceRowID: row, invalidSince: Timestamp(millisecondsSinceEpoch: timestamp ?? now))
+                    try feedback.shard(notification.shard)?.disable(deviceRowID: row, invalidSince: Timestamp(millisecondsSinceEpoch: timestamp ?? now))
                 } catch {
                     logger.warning("cannot disable a device token", metadata: ["db.error": "\(error)"])
                 }
