@@ -9,7 +9,10 @@
 ///     shard 1 buckets 000-7ff hosts 10.0.1.11:3306,10.0.1.12:3306 name ens
 ///     shard 2 buckets 800-bff,f00-fff socket /run/mysqld/mysqld.sock name ens_s2
 ///
-/// Buckets are written in hex as in the userid, a single one or a range `lo-hi`.
+/// Buckets are written in hex as in the userid, a single one or a range `lo-hi`. A line
+/// `freeze <lo>-<hi>[,...]` makes those buckets' requests answer 503 (the devices, Exchange
+/// and Graph retry) while their rows are copied to another shard (docs/scaling.md,
+/// "Moving a bucket").
 public struct ShardMap: Sendable, Equatable {
     public static let bucketCount = 4096
 
@@ -32,15 +35,24 @@ public struct ShardMap: Sendable, Equatable {
     /// Whether a map is configured at all: then new callback URLs name their bucket,
     /// even while every bucket is still shard 0's, so a later move needs no new URLs.
     public let isConfigured: Bool
+    /// The buckets being moved (`freeze` lines).
+    public let frozen: [ClosedRange<Int>]
     /// The shard of each bucket.
     private let owners: [UInt16]
+    private let frozenBuckets: [Bool]
 
     /// Shard 0 alone: no map.
-    public static let unsharded = ShardMap(shards: [], isConfigured: false)
+    public static let unsharded = ShardMap(shards: [], frozen: [], isConfigured: false)
 
-    private init(shards: [Shard], isConfigured: Bool) {
+    private init(shards: [Shard], frozen: [ClosedRange<Int>], isConfigured: Bool) {
         self.shards = shards
+        self.frozen = frozen
         self.isConfigured = isConfigured
+        var frozenBuckets = [Bool](repeating: false, count: Self.bucketCount)
+        for range in frozen {
+            for bucket in range { frozenBuckets[bucket] = true }
+        }
+        self.frozenBuckets = frozenBuckets
         var owners = [UInt16](repeating: 0, count: Self.bucketCount)
         for shard in shards {
             for range in shard.buckets {
@@ -56,6 +68,11 @@ public struct ShardMap: Sendable, Equatable {
     public func shard(ofBucket bucket: Int) -> Int {
         precondition((0..<Self.bucketCount).contains(bucket), "bucket \(bucket) is outside 0..<4096")
         return Int(owners[bucket])
+    }
+
+    /// Whether the bucket's requests are refused for now (its rows are being moved).
+    public func isFrozen(bucket: Int) -> Bool {
+        frozenBuckets[bucket]
     }
 
     /// The bucket of a userid (64 hex characters, as `Identity` checks it): its first three
@@ -81,13 +98,20 @@ public struct ShardMap: Sendable, Equatable {
     /// twice) is an error: a typo must stop start-up, not send users to the wrong database.
     public init(parsing text: String, key: String = "db.shard_map") throws(ConfigError) {
         var shards: [Shard] = []
+        var frozen: [ClosedRange<Int>] = []
         var claimed = [Int?](repeating: nil, count: Self.bucketCount)
+        var frozenClaimed = [Int?](repeating: nil, count: Self.bucketCount)
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init)
             guard !words.isEmpty else { continue }
             func fail(_ problem: String) -> ConfigError {
                 ConfigError(key: key, problem: "line \(index + 1) of the map: \(problem)")
+            }
+            if words[0] == "freeze" {
+                guard words.count == 2 else { throw fail("must read `freeze <lo>-<hi>[,...]`") }
+                frozen += try Self.ranges(words[1], claiming: &frozenClaimed, by: 0, fail: fail) { bucket, _ in "bucket \(bucket) is frozen twice" }
+                continue
             }
             guard words.count == 8, words[0] == "shard", words[2] == "buckets", words[6] == "name",
                   words[4] == "hosts" || words[4] == "socket" else {
@@ -97,20 +121,7 @@ public struct ShardMap: Sendable, Equatable {
                 throw fail("shard number must be 1 to 999 (shard 0 is db.*), got '\(words[1].prefix(20))'")
             }
             guard !shards.contains(where: { $0.number == number }) else { throw fail("shard \(number) is listed twice") }
-            var ranges: [ClosedRange<Int>] = []
-            for item in words[3].split(separator: ",", omittingEmptySubsequences: false) {
-                let ends = item.split(separator: "-", omittingEmptySubsequences: false)
-                guard (1...2).contains(ends.count), let low = Self.hexBucket(ends[0]), let high = Self.hexBucket(ends[ends.count - 1]), low <= high else {
-                    throw fail("'\(item.prefix(20))' is not a bucket or range of buckets (hex 000-fff, low-high)")
-                }
-                for bucket in low...high {
-                    if let owner = claimed[bucket] {
-                        throw fail("bucket \(String(bucket, radix: 16)) is shard \(owner)'s already")
-                    }
-                    claimed[bucket] = number
-                }
-                ranges.append(low...high)
-            }
+            let ranges = try Self.ranges(words[3], claiming: &claimed, by: number, fail: fail) { bucket, owner in "bucket \(bucket) is shard \(owner)'s already" }
             let location: Location
             if words[4] == "socket" {
                 guard words[5].hasPrefix("/") else { throw fail("socket must be an absolute path") }
@@ -129,7 +140,26 @@ public struct ShardMap: Sendable, Equatable {
             }
             shards.append(Shard(number: number, buckets: ranges, location: location, name: words[7]))
         }
-        self.init(shards: shards, isConfigured: true)
+        self.init(shards: shards, frozen: frozen, isConfigured: true)
+    }
+
+    /// `lo-hi,...` of one line; each bucket is marked as `owner`'s in `claimed`, and a
+    /// bucket already claimed is an error (`twice` says it, from the bucket in hex and its claimant).
+    private static func ranges(_ text: String, claiming claimed: inout [Int?], by owner: Int, fail: (String) -> ConfigError,
+                               twice: (String, Int) -> String) throws(ConfigError) -> [ClosedRange<Int>] {
+        var ranges: [ClosedRange<Int>] = []
+        for item in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let ends = item.split(separator: "-", omittingEmptySubsequences: false)
+            guard (1...2).contains(ends.count), let low = hexBucket(ends[0]), let high = hexBucket(ends[ends.count - 1]), low <= high else {
+                throw fail("'\(item.prefix(20))' is not a bucket or range of buckets (hex 000-fff, low-high)")
+            }
+            for bucket in low...high {
+                if let previous = claimed[bucket] { throw fail(twice(String(bucket, radix: 16), previous)) }
+                claimed[bucket] = owner
+            }
+            ranges.append(low...high)
+        }
+        return ranges
     }
 
     /// Reads the map at `path`.

@@ -90,3 +90,28 @@ import MariaDB
         #expect(shards.settings(shard: 0).database == "ens")
     }
 }
+
+/// `freeze` lines: the buckets being moved, refused (503) until the move is done.
+@Suite struct ShardMapFreezeTests {
+    @Test func frozenBucketsAreListedAndKeepTheirShard() throws {
+        let map = try ShardMap(parsing: "shard 1 buckets 800-fff socket /s name s1\nfreeze 7ff-800,a00\n")
+        #expect(map.frozen == [0x7ff...0x800, 0xa00...0xa00])
+        #expect(map.isFrozen(bucket: 0x7ff) && map.isFrozen(bucket: 0x800) && map.isFrozen(bucket: 0xa00))
+        #expect(!map.isFrozen(bucket: 0x7fe) && !map.isFrozen(bucket: 0x801) && !ShardMap.unsharded.isFrozen(bucket: 0))
+        #expect(map.shard(ofBucket: 0x7ff) == 0 && map.shard(ofBucket: 0x800) == 1)
+    }
+
+    @Test(arguments: [
+        ("freeze\n", "must read `freeze"),
+        ("freeze 000 001\n", "must read `freeze"),
+        ("freeze 000-0zz\n", "not a bucket"),
+        ("freeze 000-0ff\nfreeze 080\n", "line 2 of the map: bucket 80 is frozen twice"),
+    ])
+    func malformedFreezeLinesAreErrors(text: String, problem: String) {
+        #expect {
+            try ShardMap(parsing: text)
+        } throws: { error in
+            (error as? ConfigError)?.problem.contains(problem) == true
+        }
+    }
+}

@@ -61,11 +61,13 @@ extension ConfigSection {
                   accounts, password files, TLS settings and timeouts as db.*. A malformed
                   line (an unknown word, a bad number, a bucket listed twice) stops every
                   ENS program at start-up. With a map, even one listing no shard, new
-                  callback URLs name their bucket. Read at start only. docs/scaling.md,
-                  docs/deployment.md. For example:
+                  callback URLs name their bucket. A line `freeze <buckets>` answers
+                  those buckets' requests 503 while their rows move to another shard.
+                  Read at start only. docs/scaling.md, docs/deployment.md. For example:
 
                     shard 1 buckets 000-7ff hosts 10.0.1.11:3306,10.0.1.12:3306 name ens
                     shard 2 buckets 800-9ff,f00 socket /run/mysqld/mysqld.sock name ens_s2
+                    freeze 9f0-9ff
                   """),
         ConfigKey("db.user", \.dbUser, .identifier, default: "ens_service",
                   doc: "The service account the responders and ens-cron use.",

@@ -29,6 +29,8 @@ public final class RequestContext {
     private let shards: ShardConnections?
     /// The request's shard number (0 without a map, or for a request about no user).
     public private(set) var shard = 0
+    /// Whether the request's bucket is being moved (`freeze` in the map): answered 503.
+    public private(set) var bucketIsFrozen = false
     public var logger: Logger
     /// This thread's request counters (nil: metrics off).
     public let requestCounters: RequestCounters?
@@ -77,6 +79,7 @@ public final class RequestContext {
     public func route(toBucket bucket: Int?) {
         guard let shards else { return }
         shard = bucket.map(shards.shards.map.shard(ofBucket:)) ?? 0
+        bucketIsFrozen = bucket.map(shards.shards.map.isFrozen(bucket:)) ?? false
         database = shards.database(shard: shard)
     }
 
