@@ -91,3 +91,33 @@ public final class ShardConnections {
         for database in opened.values { database.close() }
     }
 }
+
+/// Each shard's ids in a range of their own: shard n's per-user tables number their rows
+/// from n·10¹² (shard 0 from 1), so a bucket's rows can move to another shard keeping
+/// their ids, which callback URLs, sealed credentials and row bindings name.
+/// `ens-cron migrate` sets it once per shard, as the migration account.
+public enum ShardIDRange {
+    /// The tables of a user's rows whose ids MariaDB hands out.
+    static let tables = ["EnsSubscriptionInfo", "Devices", "MailCredentialsFresh", "GraphBlindSubscriptions"]
+    public static let span: Int64 = 1_000_000_000_000
+
+    /// Moves the next id of each table below its shard's range up to its start (only
+    /// when below, so it runs once); returns the tables it moved.
+    @discardableResult
+    public static func reserve(shard: Int, database: Connection) throws -> [String] {
+        guard shard > 0 else { return [] }
+        let start = Int64(shard) * span
+        var moved: [String] = []
+        for table in tables {
+            let row = try database.queryOne("""
+                SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = \(table)
+                """)
+            let next: Int64? = try row?.decode(Int64?.self) ?? nil
+            guard let next, next < start else { continue }
+            // Both spliced values are this code's own: a constant table name and a number.
+            try database.execute("ALTER TABLE \(unsafe: table) AUTO_INCREMENT = \(unsafe: String(start))")
+            moved.append(table)
+        }
+        return moved
+    }
+}

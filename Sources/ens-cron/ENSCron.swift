@@ -83,7 +83,8 @@ struct Migrate: ParsableCommand {
             // Every shard has the whole schema, shard 0 first; a failure stops before
             // the next shard (run it again once fixed: applied migrations are skipped).
             for shard in shards.shardNumbers {
-                let applied = try Migrator(directory: settings.migrationsDirectory, settings: shards.settings(shard: shard)).migrate(then: [
+                let migrator = Migrator(directory: settings.migrationsDirectory, settings: shards.settings(shard: shard))
+                let applied = try migrator.migrate(then: [
                     RowBindingBackfill.migration: { database in
                         let bound = try RowBindingBackfill(database: database, vault: vault).run()
                         print("bound \(bound.subscriptions) subscription rows and \(bound.boxKeys) box keys to the master key")
@@ -91,6 +92,8 @@ struct Migrate: ParsableCommand {
                 ])
                 let named = shard == 0 ? "" : "shard \(shard): "
                 print(named + (applied.isEmpty ? "schema is up to date" : "applied: \(applied.joined(separator: ", "))"))
+                let ranged = try ShardIDRange.reserve(shard: shard, database: migrator.database)
+                if !ranged.isEmpty { print("shard \(shard): ids from \(Int64(shard) * ShardIDRange.span) in \(ranged.joined(separator: ", "))") }
             }
         }
     }
