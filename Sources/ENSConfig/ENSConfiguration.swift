@@ -43,6 +43,8 @@ public struct ENSConfiguration: Sendable {
     /// Several servers (the nodes of a Galera cluster), tried in order; empty: db.host.
     public var dbHosts: [DatabaseEndpoint] = []
     public var dbName = "ens"
+    /// The shard map file (`ShardMap`); nil: one database.
+    public var dbShardMap: String?
     public var dbUser = "ens_service"
     public var dbPasswordFile = "/etc/ens/secrets/db-service.password"
     public var dbMigrationUser = "ens_migrate"
@@ -367,18 +369,24 @@ public struct ENSConfiguration: Sendable {
     }
 
     public static func secretText(key: String, path: String) throws(ConfigError) -> String {
+        let text = try textFile(key: key, path: path, limit: 4096)
+        let trimmed = text.trimmingCharacters(in: " \t\r\n")
+        guard !trimmed.isEmpty else { throw ConfigError(key: key, problem: "names \(path), which is empty") }
+        return trimmed
+    }
+
+    /// The text of a file a key names (a secret, the shard map); errors name the key.
+    static func textFile(key: String, path: String, limit: Int) throws(ConfigError) -> String {
         let bytes: [UInt8]
         do {
-            bytes = try Files.read(path, limit: 4096)
+            bytes = try Files.read(path, limit: limit)
         } catch {
             throw ConfigError(key: key, problem: "names \(path), which cannot be read: \(error)")
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw ConfigError(key: key, problem: "names \(path), which is not UTF-8 text")
         }
-        let trimmed = text.trimmingCharacters(in: " \t\r\n")
-        guard !trimmed.isEmpty else { throw ConfigError(key: key, problem: "names \(path), which is empty") }
-        return trimmed
+        return text
     }
 
     /// The APNs signing key named by apns.key_file.

@@ -12,17 +12,31 @@ internal import SenderWire
 /// logging one summary line and recording its outcome for `ens-cron status`
 /// (cron.status_file). ens-cron parses the command line and takes the locks; this is
 /// what runs under them.
+///
+/// With a shard map, the jobs about users' records (reap, renew, sync-keys, the gauges'
+/// counts) run once per shard, shard 0 first; the others (api-keys, keys, the lost-sender
+/// check) once, on shard 0, which keeps the tables no user owns.
 public struct Jobs {
     public let settings: ENSConfiguration
+    /// Shard 0's connection.
     let database: Database
-    let maintenance: Maintenance
+    /// One per shard, shard 0 first.
+    let maintenances: [Maintenance]
     let logger = Logger(label: "ens-cron")
 
     public init(settings: ENSConfiguration, now: Timestamp) throws {
         self.settings = settings
-        database = Databases.connection(try settings.serviceDatabase())
-        maintenance = Maintenance(database: database, policy: settings.maintenancePolicy, now: now, logger: Logger(label: "ens-cron"),
-                                  progress: { what, rows in TerminalProgress.shared.report(what, rows) })
+        let shards = ShardConnections(try settings.serviceShards())
+        database = shards.global
+        maintenances = shards.shards.shardNumbers.map { shard in
+            Maintenance(database: shards.database(shard: shard), shard: shard, policy: settings.maintenancePolicy, now: now,
+                        logger: Logger(label: "ens-cron"), progress: { what, rows in TerminalProgress.shared.report(what, rows) })
+        }
+    }
+
+    /// How a job's summary names the shard it ran on: as before sharding for shard 0.
+    private func named(_ job: String, _ maintenance: Maintenance) -> String {
+        maintenance.shard == 0 ? job : "\(job) (shard \(maintenance.shard))"
     }
 
     /// Runs one job and records how it went; a status file that cannot be written is
@@ -55,9 +69,14 @@ public struct Jobs {
     }
 
     private func reapNow() throws {
+        maintenances[0].warnAboutLostSenders()
+        for maintenance in maintenances { try reapNow(maintenance) }
+    }
+
+    private func reapNow(_ maintenance: Maintenance) throws {
         let counts = try maintenance.reap()
-        maintenance.warnAboutLostSenders()
         logger.info("reap done", metadata: [
+            "shard": "\(maintenance.shard)",
             "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",
             "records.empty": "\(counts.emptyRecords)", "ewsurlcache.expired": "\(counts.expiredURLCache)",
             "events.forgotten": "\(counts.forgottenEvents)", "notifications.content_erased": "\(counts.expiredContent)",
@@ -65,7 +84,7 @@ public struct Jobs {
             "proof_failures.expired": "\(counts.expiredProofFailures)",
             "subscriptions.ended_with_supplier": "\(counts.subscriptionsEndedWithSupplier)",
         ])
-        print("reap: \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned registrations' credentials erased; \(counts.expiredProofFailures) expired proof failure counts removed; \(counts.subscriptionsEndedWithSupplier) subscriptions ended with the device that supplied their credentials")
+        print("\(named("reap", maintenance)): \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned registrations' credentials erased; \(counts.expiredProofFailures) expired proof failure counts removed; \(counts.subscriptionsEndedWithSupplier) subscriptions ended with the device that supplied their credentials")
     }
 
     public func renew() throws {
@@ -75,18 +94,24 @@ public struct Jobs {
     private func renewNow() throws {
         let vault = Vault(masterKey: try settings.masterKey())
         let keepers = try MailBackendTable.keepers(settings, vault: vault)
-        let counts = try maintenance.renew(vault: vault, sender: SenderClient(socketPath: settings.pushSocket), privacyFloor: settings.privacyMinimumMode, keepers: keepers)
-        logger.info("renew done", metadata: [
-            "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
-        ])
-        print("renew: \(counts.deadSubscriptions) subscriptions marked not subscribed, \(counts.wakeups) wake-up pushes handed to ens-apns")
+        for maintenance in maintenances {
+            let counts = try maintenance.renew(vault: vault, sender: SenderClient(socketPath: settings.pushSocket), privacyFloor: settings.privacyMinimumMode,
+                                               keepers: keepers)
+            logger.info("renew done", metadata: [
+                "shard": "\(maintenance.shard)",
+                "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
+            ])
+            print("\(named("renew", maintenance)): \(counts.deadSubscriptions) subscriptions marked not subscribed, \(counts.wakeups) wake-up pushes handed to ens-apns")
+        }
     }
 
     public func syncKeys() throws {
         try recorded("sync-keys") {
-            let count = try maintenance.purgeSyncKeys()
-            logger.info("sync-keys done", metadata: ["synckeys.purged": "\(count)"])
-            print("sync-keys: \(count) expired sync keys erased")
+            for maintenance in maintenances {
+                let count = try maintenance.purgeSyncKeys()
+                logger.info("sync-keys done", metadata: ["shard": "\(maintenance.shard)", "synckeys.purged": "\(count)"])
+                print("\(named("sync-keys", maintenance)): \(count) expired sync keys erased")
+            }
         }
     }
 
@@ -94,7 +119,7 @@ public struct Jobs {
     /// scrape (`MetricGauges`).
     public func gauges() throws {
         try recorded("gauges") {
-            let values = try MetricGauges.refresh(database: database, grace: settings.subscriptionGrace, now: .now())
+            let values = try MetricGauges.refresh(counting: maintenances.map(\.database), into: database, grace: settings.subscriptionGrace, now: .now())
             logger.info("gauges done", metadata: ["series": "\(values.count)"])
         }
     }

@@ -49,3 +49,40 @@ public final class DeviceFeedback {
             """)
     }
 }
+
+/// The delivery thread's feedback for every shard: each push names its device's shard
+/// (`PushNotification.shard`; none: shard 0), whose Devices table the feedback is for.
+/// A shard's connection opens with its first feedback.
+public final class ShardedDeviceFeedback {
+    private let connections: ShardConnections
+    private var byShard: [Int: DeviceFeedback] = [:]
+
+    public init(_ shards: ShardDatabases) {
+        connections = ShardConnections(shards)
+    }
+
+    /// Nil for a shard the map no longer has (a push spooled before the map changed):
+    /// its feedback has nowhere to go, and the push is delivered all the same.
+    public func shard(_ shard: Int?) -> DeviceFeedback? {
+        let number = shard ?? 0
+        if let feedback = byShard[number] { return feedback }
+        guard connections.shards.contains(shard: number) else { return nil }
+        let feedback = DeviceFeedback(database: connections.database(shard: number))
+        byShard[number] = feedback
+        return feedback
+    }
+
+    /// Flushes every shard's feedback; one shard's failure does not hold the others back
+    /// (its rows stay noted), and the first is thrown after all were tried.
+    public func flush(nowMilliseconds: Int64, force: Bool = false) throws {
+        var firstError: (any Error)?
+        for number in byShard.keys.sorted() {
+            do {
+                try byShard[number]?.flush(nowMilliseconds: nowMilliseconds, force: force)
+            } catch {
+                firstError = firstError ?? error
+            }
+        }
+        if let firstError { throw firstError }
+    }
+}

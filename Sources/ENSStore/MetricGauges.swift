@@ -37,7 +37,17 @@ public enum MetricGauges {
     /// Counts and stores them, in one transaction (a scrape never sees half a count).
     @discardableResult
     public static func refresh(database: any SQLDatabase, grace: Duration, now: Timestamp) throws -> [String: Int64] {
-        let values = try count(database: database, grace: grace, now: now)
+        try refresh(counting: [database], into: database, grace: grace, now: now)
+    }
+
+    /// Counts every shard's records and devices, and stores the sums in shard 0
+    /// (`global`), whose rows /metrics reads.
+    @discardableResult
+    public static func refresh(counting shards: [any SQLDatabase], into database: any SQLDatabase, grace: Duration, now: Timestamp) throws -> [String: Int64] {
+        var values: [String: Int64] = [:]
+        for shard in shards {
+            values.merge(try count(database: shard, grace: grace, now: now), uniquingKeysWith: +)
+        }
         try database.transaction {
             for (series, value) in values {
                 try database.execute("""

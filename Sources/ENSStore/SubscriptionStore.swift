@@ -12,9 +12,14 @@ public struct SubscriptionStore {
     public let checkIns: CheckInRecorder?
     /// Devices a record keeps (`devices.max_per_record`).
     public let maximumDevices: Int
+    /// The shard `database` is (record ids are per shard: the key cache and the check-in
+    /// recorder name both).
+    public let shard: Int
 
-    public init(database: any SQLDatabase, vault: Vault, keyCache: PrivateKeyCache? = nil, checkIns: CheckInRecorder? = nil, maximumDevices: Int = 20) {
+    public init(database: any SQLDatabase, vault: Vault, keyCache: PrivateKeyCache? = nil, checkIns: CheckInRecorder? = nil, maximumDevices: Int = 20,
+                shard: Int = 0) {
         self.database = database
+        self.shard = shard
         self.vault = vault
         self.keyCache = keyCache
         self.checkIns = checkIns
@@ -82,7 +87,7 @@ public struct SubscriptionStore {
     }
 
     /// The record's private key, from the cache or opened from its sealed form. The
-    /// cache is keyed by record id: ids are never reused, so an id names one key forever.
+    /// cache is keyed by shard and record id: ids are never reused, so they name one key forever.
     public func privateKey(of record: UserRecord) throws -> RSAPrivateKey {
         let open = { () throws -> RSAPrivateKey in
             guard let row = try database.queryOne("SELECT private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
@@ -91,7 +96,7 @@ public struct SubscriptionStore {
             return try vault.openUserKey(try row.decode([UInt8].self), userID: record.userID)
         }
         guard let keyCache else { return try open() }
-        return try keyCache.key(recordID: record.id, open: open)
+        return try keyCache.key(recordID: record.id, shard: shard, open: open)
     }
 
     public func publicKeyPEM(of record: UserRecord) throws -> String {
@@ -289,7 +294,7 @@ public struct SubscriptionStore {
     /// the check-in recorder when there is one.
     public func checkIn(recordID: Int64, now: Timestamp) throws {
         if let checkIns {
-            checkIns.user(recordID)
+            checkIns.user(recordID, shard: shard)
             return
         }
         let time = now.databaseString
@@ -303,7 +308,7 @@ public struct SubscriptionStore {
     /// long as it has devices).
     public func checkIn(deviceID: Int64, now: Timestamp) throws {
         if let checkIns {
-            checkIns.device(deviceID)
+            checkIns.device(deviceID, shard: shard)
             return
         }
         try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(deviceID)")

@@ -1,7 +1,12 @@
 internal import Codecs
 internal import OpenSSL
 
-/// The part of an Exchange callback URL after `/ews/`, in one of three forms.
+/// The part of an Exchange callback URL after `/ews/`, in one of four forms.
+///
+/// **Sealed with its bucket** (registrations on a host with a shard map, docs/scaling.md):
+/// `k3.` and the sealed form's box with two more bytes, the user's bucket (`ShardMap`),
+/// so a callback finds its shard before any database work. The other forms name no
+/// bucket and route to shard 0.
 ///
 /// **Sealed** (what registrations make since 2026-11-27): `k2.` followed by base64url of
 /// an AES-256-GCM box (12-byte nonce, 16-byte tag) under a master-derived key, holding
@@ -31,6 +36,8 @@ public struct CallbackToken: Sendable, Equatable {
     public let recordID: Int64
     public let generation: Int64
     public let form: Form
+    /// The user's bucket (`k3.` URLs); nil in the older forms.
+    public let bucket: Int?
 
     public enum Form: Sendable, Equatable {
         /// The key that, with the master key, opens this subscription's stored credentials.
@@ -43,16 +50,20 @@ public struct CallbackToken: Sendable, Equatable {
     public static let urlKeySize = 32
     private static let keyedPrefix = "k."
     private static let sealedPrefix = "k2."
-    /// What the sealed form's box is bound to, so no other sealed value opens as one.
+    private static let bucketPrefix = "k3."
+    /// What the sealed forms' boxes are bound to, so no other sealed value opens as one.
     private static let sealedAssociatedData = Array("ens-callback/2".utf8)
+    private static let bucketAssociatedData = Array("ens-callback/3".utf8)
 
     /// Reads and authenticates the path suffix. Nil for anything forged or malformed.
     public init?(path suffix: String, vault: Vault) {
-        if suffix.hasPrefix(Self.sealedPrefix) {
-            guard let (recordID, generation, urlKey) = Self.openSealed(suffix.dropFirst(Self.sealedPrefix.count), vault: vault) else { return nil }
+        for withBucket in [false, true] where suffix.hasPrefix(withBucket ? Self.bucketPrefix : Self.sealedPrefix) {
+            guard let (recordID, generation, bucket, urlKey) = Self.openSealed(suffix.dropFirst(Self.sealedPrefix.count), withBucket: withBucket,
+                                                                               vault: vault) else { return nil }
             self.recordID = recordID
             self.generation = generation
             self.form = .keyed(urlKey: urlKey)
+            self.bucket = bucket
             return
         }
         let parts = suffix.split(separator: "/", omittingEmptySubsequences: false)
@@ -75,14 +86,19 @@ public struct CallbackToken: Sendable, Equatable {
         self.recordID = recordID
         self.generation = generation
         self.form = form
+        self.bucket = nil
     }
 
     /// A sealed URL for a new subscription: the path suffix, and the seal its
-    /// credentials are stored under (the URL key inside it is never stored).
-    public static func makeSealed(recordID: Int64, generation: Int64, vault: Vault) throws -> (suffix: String, seal: CredentialSeal) {
+    /// credentials are stored under (the URL key inside it is never stored). With a
+    /// `bucket` (a host with a shard map) the `k3.` form, else `k2.`.
+    public static func makeSealed(recordID: Int64, generation: Int64, bucket: Int? = nil, vault: Vault) throws -> (suffix: String, seal: CredentialSeal) {
+        precondition(bucket.map { (0..<4096).contains($0) } ?? true, "a bucket is 0..<4096")
         let urlKey = try Digest.randomBytes(urlKeySize)
-        let box = try vault.callbackRouteSealKey.seal(bigEndian(recordID) + bigEndian(generation) + urlKey, associatedData: sealedAssociatedData)
-        return (sealedPrefix + Base64.encodeURLSafe(box), try CredentialSeal(vault: vault, recordID: recordID, generation: generation, urlKey: urlKey))
+        let numbers = SealedNumbers.bytes(recordID) + SealedNumbers.bytes(generation) + (bucket.map(SealedNumbers.bytes(bucket:)) ?? [])
+        let box = try vault.callbackRouteSealKey.seal(numbers + urlKey, associatedData: bucket == nil ? sealedAssociatedData : bucketAssociatedData)
+        return ((bucket == nil ? sealedPrefix : bucketPrefix) + Base64.encodeURLSafe(box),
+                try CredentialSeal(vault: vault, recordID: recordID, generation: generation, urlKey: urlKey))
     }
 
     /// A keyed URL (the form subscriptions were made with on 2026-11-26, record id in
@@ -95,21 +111,19 @@ public struct CallbackToken: Sendable, Equatable {
         return (suffix, try CredentialSeal(vault: vault, recordID: recordID, generation: generation, urlKey: urlKey))
     }
 
-    /// Record id, generation and URL key from a sealed suffix (after `k2.`); nil unless
-    /// it is exactly one box that opens under this master key.
-    private static func openSealed(_ encoded: Substring, vault: Vault) -> (Int64, Int64, [UInt8])? {
-        let boxSize = AESGCMKey.nonceSize + 16 + urlKeySize + AESGCMKey.tagSize
+    /// Record id, generation, bucket (`k3.`) and URL key from a sealed suffix (after
+    /// `k2.` or `k3.`); nil unless it is exactly one box that opens under this master key.
+    private static func openSealed(_ encoded: Substring, withBucket: Bool, vault: Vault) -> (Int64, Int64, Int?, [UInt8])? {
+        let numbersSize = withBucket ? 18 : 16
+        let boxSize = AESGCMKey.nonceSize + numbersSize + urlKeySize + AESGCMKey.tagSize
         guard encoded.utf8.count <= 128, let box = Base64.decodeURLSafe(String(encoded)), box.count == boxSize,
-              let plain = try? vault.callbackRouteSealKey.open(box, associatedData: sealedAssociatedData),
-              plain.count == 16 + urlKeySize else { return nil }
-        let recordID = plain[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        let generation = plain[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        guard recordID >= 0, generation >= 0 else { return nil }
-        return (recordID, generation, Array(plain[16...]))
-    }
-
-    private static func bigEndian(_ value: Int64) -> [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
+              let plain = try? vault.callbackRouteSealKey.open(box, associatedData: withBucket ? bucketAssociatedData : sealedAssociatedData),
+              plain.count == numbersSize + urlKeySize else { return nil }
+        let recordID = SealedNumbers.int64(plain, at: 0)
+        let generation = SealedNumbers.int64(plain, at: 8)
+        let bucket = withBucket ? SealedNumbers.bucket(plain, at: 16) : nil
+        guard recordID >= 0, generation >= 0, !withBucket || bucket != nil else { return nil }
+        return (recordID, generation, bucket, Array(plain[numbersSize...]))
     }
 
     /// Seals `payload` into a carrying URL and returns the path suffix (the form

@@ -5,13 +5,14 @@ internal import ENSModel
 ///
 /// Opening a key means an AES-GCM open plus OpenSSL 3's DER decoding and the key's
 /// first-use set-up (Montgomery contexts, blinding), which together cost more than the
-/// RSA operation itself. Entries are keyed by record id, which is never reused, so a
-/// re-created record never gets its predecessor's key.
+/// RSA operation itself. Entries are keyed by shard and record id: an id is never
+/// reused within its shard's tables, so a re-created record never gets its predecessor's
+/// key, and the same id in two shards names two records.
 /// Bounded: the oldest entries go first (an RSA-2048 key object is a few KiB).
 public final class PrivateKeyCache: Sendable {
     private struct State {
-        var entries: [Int64: RSAPrivateKey] = [:]
-        var order: [Int64] = []
+        var entries: [Entry: RSAPrivateKey] = [:]
+        var order: [Entry] = []
         var head = 0
     }
 
@@ -22,14 +23,20 @@ public final class PrivateKeyCache: Sendable {
         self.capacity = capacity
     }
 
-    public func key(recordID: Int64, open: () throws -> RSAPrivateKey) throws -> RSAPrivateKey {
+    private struct Entry: Hashable {
+        let shard: Int
+        let recordID: Int64
+    }
+
+    public func key(recordID: Int64, shard: Int = 0, open: () throws -> RSAPrivateKey) throws -> RSAPrivateKey {
         guard capacity > 0 else { return try open() }
-        if let cached = state.withLock({ $0.entries[recordID] }) { return cached }
+        let entry = Entry(shard: shard, recordID: recordID)
+        if let cached = state.withLock({ $0.entries[entry] }) { return cached }
         let key = try open()
         state.withLock { state in
-            if state.entries[recordID] == nil {
+            if state.entries[entry] == nil {
                 // FIFO ring over the ids, compacted once the stale prefix outgrows it.
-                state.order.append(recordID)
+                state.order.append(entry)
                 if state.entries.count >= capacity, state.head < state.order.count {
                     state.entries[state.order[state.head]] = nil
                     state.head += 1
@@ -39,7 +46,7 @@ public final class PrivateKeyCache: Sendable {
                     }
                 }
             }
-            state.entries[recordID] = key
+            state.entries[entry] = key
         }
         return key
     }

@@ -21,9 +21,13 @@ public struct PushNotification: Sendable, Equatable {
     public var payload: [UInt8]
     /// The Devices row, for recording delivery and disabling rejected tokens.
     public var deviceRowID: Int64?
+    /// The shard whose Devices table has that row (`ShardMap`); nil: shard 0, as for
+    /// every notification spooled before shards (the JSON then has no `shard`).
+    public var shard: Int?
 
     public init(id: String, deviceToken: DeviceToken, topic: String, environment: Environment, pushType: PushType,
-                expiration: Int64, payload: [UInt8], deviceRowID: Int64?) {
+                expiration: Int64, payload: [UInt8], deviceRowID: Int64?, shard: Int? = nil) {
+        self.shard = shard
         self.id = id
         self.deviceToken = deviceToken
         self.topic = topic
@@ -49,6 +53,7 @@ public struct PushNotification: Sendable, Equatable {
         writer.add("pushType", pushType.rawValue)
         writer.add("expiration", Int(expiration))
         if let deviceRowID { writer.add("device", Int(deviceRowID)) }
+        if let shard { writer.add("shard", shard) }
         writer.add("payload", rawJSON: payload)
         return writer.finished()
     }
@@ -99,8 +104,10 @@ public struct PushNotification: Sendable, Equatable {
         }
         let payload = JSONValue.object(payloadMembers).encoded
         guard payload.count <= Self.maximumPayload else { throw Invalid(problem: "payload over \(Self.maximumPayload) bytes") }
+        let shard = try integer("shard")
+        guard shard.map({ (0...999).contains($0) }) ?? true else { throw Invalid(problem: "'shard' must be 0 to 999") }
         self.init(id: id, deviceToken: token, topic: topic, environment: environment, pushType: pushType,
-                  expiration: expiration, payload: payload, deviceRowID: try integer("device"))
+                  expiration: expiration, payload: payload, deviceRowID: try integer("device"), shard: shard.map(Int.init))
     }
 }
 

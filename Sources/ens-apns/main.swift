@@ -49,7 +49,7 @@ struct ENSAPNs: ParsableCommand {
             try CoreDumps.forbid()  // before any secret is read
             settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
             masterKey = try settings.masterKey()
-            _ = try settings.serviceDatabase()
+            _ = try settings.serviceShards()  // db.* and the shard map, if any
             credentials = try Self.credentials(settings)
             fcmAccounts = try Self.fcmAccounts(settings)
             hostName = try settings.senderHostName()
@@ -97,7 +97,7 @@ struct ENSAPNs: ParsableCommand {
                 providers: providers,
                 settings: .init(caBundlePath: settings.pushCAFile, maximumInFlight: settings.pushMaximumInFlight,
                                 connectionsPerHost: settings.pushConnectionsPerHost, credentialPause: settings.pushCredentialPause),
-                database: try settings.serviceDatabase(),
+                databases: try settings.serviceShards(),
                 metrics: metrics,
                 logger: logger
             )

@@ -45,6 +45,8 @@ struct CommonOptions: ParsableArguments {
         do {
             try CoreDumps.forbid()  // before any secret is read
             let settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
+            // A malformed shard map stops every command, as it stops the services.
+            _ = try settings.shardMap()
             LogfmtLogHandler.bootstrap(label: "ens-cron", level: settings.logLevel)
             settings.logDeprecatedKeys(Logger(label: "ens-cron"))
             return settings
@@ -68,7 +70,7 @@ func reportingFailures(_ command: String, _ body: () throws -> Void) throws {
 }
 
 struct Migrate: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Apply pending SQL migrations (as the migration account).")
+    static let configuration = CommandConfiguration(abstract: "Apply pending SQL migrations (as the migration account), to every shard.")
     @OptionGroup var options: CommonOptions
 
     func run() throws {
@@ -77,13 +79,22 @@ struct Migrate: ParsableCommand {
             // Read before anything is applied: migration 014 needs it to bind the rows
             // already there, and must not be half done for want of it.
             let vault = Vault(masterKey: try settings.masterKey())
-            let applied = try Migrator(directory: settings.migrationsDirectory, settings: try settings.migrationDatabase()).migrate(then: [
-                RowBindingBackfill.migration: { database in
-                    let bound = try RowBindingBackfill(database: database, vault: vault).run()
-                    print("bound \(bound.subscriptions) subscription rows and \(bound.boxKeys) box keys to the master key")
-                },
-            ])
-            print(applied.isEmpty ? "schema is up to date" : "applied: \(applied.joined(separator: ", "))")
+            let shards = try settings.migrationShards()
+            // Every shard has the whole schema, shard 0 first; a failure stops before
+            // the next shard (run it again once fixed: applied migrations are skipped).
+            for shard in shards.shardNumbers {
+                let migrator = Migrator(directory: settings.migrationsDirectory, settings: shards.settings(shard: shard))
+                let applied = try migrator.migrate(then: [
+                    RowBindingBackfill.migration: { database in
+                        let bound = try RowBindingBackfill(database: database, vault: vault).run()
+                        print("bound \(bound.subscriptions) subscription rows and \(bound.boxKeys) box keys to the master key")
+                    },
+                ])
+                let named = shard == 0 ? "" : "shard \(shard): "
+                print(named + (applied.isEmpty ? "schema is up to date" : "applied: \(applied.joined(separator: ", "))"))
+                let ranged = try ShardIDRange.reserve(shard: shard, database: migrator.database)
+                if !ranged.isEmpty { print("shard \(shard): ids from \(Int64(shard) * ShardIDRange.span) in \(ranged.joined(separator: ", "))") }
+            }
         }
     }
 }

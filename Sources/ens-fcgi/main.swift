@@ -11,7 +11,7 @@ func runPool(_ options: ResponderOptions) -> Int32 {
     let configuration: ENSConfiguration
     do {
         configuration = try ENSConfiguration.load(path: path)
-        _ = try configuration.serviceDatabase()
+        _ = try configuration.serviceShards()  // db.* and the shard map, if any
         _ = try configuration.masterKey()
         _ = try configuration.metricsToken()
         // Graph tenants: complete, and each key matching its certificate. Checked by

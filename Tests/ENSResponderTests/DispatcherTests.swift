@@ -5,6 +5,8 @@ import MariaDB
 import Synchronization
 import Testing
 @testable import MailBackends
+@testable import ENSConfig
+@testable import ENSStore
 
 /// The checks every endpoint shares, in their fixed order (404, 405, 401, 413, 415,
 /// 400), run in-process: a MemoryRequest instead of nginx, test routes instead of the
@@ -124,5 +126,46 @@ struct DispatcherTests {
         let broken = send("POST", "/broken", token: nil, body: "{}")
         #expect(broken.status == 500 && broken.responseCode == "InternalError")
         #expect(!broken.responseBody.contains("hunter2"))
+    }
+}
+
+/// The dispatcher routes a request to its user's shard before the handler, and answers
+/// 503 for a bucket being moved without reaching any database.
+@Suite struct ShardRoutingTests {
+    /// A map whose shard 1 (buckets 800-fff) sits where nothing listens: a request
+    /// routed there fails to connect, so reaching the 503 proves no statement ran.
+    static func context(_ mapText: String) throws -> RequestContext {
+        let base = DatabaseSettings(unixSocket: "/nonexistent/mysqld.sock", user: "ens_service", password: "x", database: "ens")
+        let shards = ShardConnections(ShardDatabases(map: try ShardMap(parsing: mapText), base: base))
+        let plain = InProcess.context(database: shards.global)
+        return RequestContext(settings: plain.settings, services: plain.services, shards: shards, logger: plain.logger)
+    }
+
+    static let shard1User = "abc" + String(repeating: "0", count: 61)
+    static let shard0User = "123" + String(repeating: "0", count: 61)
+
+    @Test func aFrozenBucketIsAnswered503WithRetryAfter() throws {
+        let context = try Self.context("shard 1 buckets 800-fff socket /nonexistent/mysqld.sock name s1\nfreeze abc\n")
+        let answer = try InProcess.call("/getpublickey", ["userid": Self.shard1User], context: context)
+        #expect(answer.status == 503 && answer.headers["retry-after"] == "30", "\(answer.headers)")
+        #expect(context.shard == 1 && context.bucketIsFrozen)
+    }
+
+    @Test func eachRequestIsRoutedByItsUserAndOthersGoToShardZero() throws {
+        let context = try Self.context("shard 1 buckets 800-fff socket /nonexistent/mysqld.sock name s1\n")
+        _ = try InProcess.call("/getpublickey", ["userid": Self.shard1User], context: context)
+        #expect(context.shard == 1 && context.bucketsInURLs && context.pushShard == 1)
+        _ = try InProcess.call("/getpublickey", ["userid": Self.shard0User], context: context)
+        #expect(context.shard == 0 && context.pushShard == nil)
+        _ = try InProcess.call("/getpublickey", ["userid": Self.shard1User], context: context)
+        _ = try InProcess.call("/getpublickey", ["userid": "not hex"], context: context)
+        #expect(context.shard == 0, "an invalid identity goes to shard 0, where its handler refuses it")
+        #expect(context.urlBucket(userID: Self.shard1User) == 0xabc)
+    }
+
+    @Test func withoutAMapNothingIsRoutedAndURLsNameNoBucket() throws {
+        let context = InProcess.context(database: Databases.connection(DatabaseSettings(unixSocket: "/nonexistent", user: "u", password: "", database: "ens")))
+        _ = try InProcess.call("/getpublickey", ["userid": Self.shard1User], context: context)
+        #expect(context.shard == 0 && !context.bucketsInURLs && context.urlBucket(userID: Self.shard1User) == nil)
     }
 }

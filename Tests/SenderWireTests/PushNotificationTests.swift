@@ -364,3 +364,30 @@ import Testing
         #expect(throws: PushNotification.Invalid.self) { try Self.parse(members) }
     }
 }
+
+/// A push names its device's shard (`shard`) so the sender writes feedback there; one
+/// spooled before shards names none and means shard 0.
+@Suite struct PushNotificationShardTests {
+    @Test func theShardRoundTripsAndIsLeftOutForShardZero() throws {
+        var notification = try PushNotificationTests.alert()
+        let plain = String(decoding: notification.json, as: UTF8.self)
+        #expect(!plain.contains("shard"), "a host without a map writes what it wrote before")
+        #expect(try PushNotification(json: notification.json).shard == nil)
+        notification.shard = 2
+        #expect(String(decoding: notification.json, as: UTF8.self).contains(#""shard":2"#))
+        #expect(try PushNotification(json: notification.json) == notification)
+    }
+
+    @Test func anOldEntryWithoutAShardIsShardZeros() throws {
+        let parsed = try PushNotificationTests.parse(PushNotificationTests.members())
+        #expect(parsed.shard == nil && parsed.deviceRowID == 42)
+    }
+
+    @Test func aBadShardIsRefused() {
+        for bad: JSONValue in [.number("-1"), .number("1000"), .string("1")] {
+            var members = PushNotificationTests.members()
+            members["shard"] = bad
+            #expect(throws: PushNotification.Invalid.self) { try PushNotificationTests.parse(members) }
+        }
+    }
+}

@@ -50,6 +50,25 @@ extension ConfigSection {
                   doc: "The client certificate's key (PEM), with db.tls_cert_file."),
         ConfigKey("db.name", \.dbName, .identifier, default: "ens",
                   doc: "Database (schema) name: letters, digits and underscores, at most 64."),
+        ConfigKey("db.shard_map", \.dbShardMap, .optional(.path), default: "",
+                  doc: "A file mapping users' buckets to further databases (shards); empty: one database, the one above.",
+                  details: """
+                  A user's bucket is the first three hex digits of its userid (000 to fff).
+                  Each line of the file gives one shard its buckets, where its database is
+                  and its schema; buckets no line lists stay with shard 0, the database of
+                  the db.* settings, which also keeps what belongs to no user (API tokens,
+                  the key pool, leases, sender hosts). Every shard is reached with the same
+                  accounts, password files, TLS settings and timeouts as db.*. A malformed
+                  line (an unknown word, a bad number, a bucket listed twice) stops every
+                  ENS program at start-up. With a map, even one listing no shard, new
+                  callback URLs name their bucket. A line `freeze <buckets>` answers
+                  those buckets' requests 503 while their rows move to another shard.
+                  Read at start only. docs/scaling.md, docs/deployment.md. For example:
+
+                    shard 1 buckets 000-7ff hosts 10.0.1.11:3306,10.0.1.12:3306 name ens
+                    shard 2 buckets 800-9ff,f00 socket /run/mysqld/mysqld.sock name ens_s2
+                    freeze 9f0-9ff
+                  """),
         ConfigKey("db.user", \.dbUser, .identifier, default: "ens_service",
                   doc: "The service account the responders and ens-cron use.",
                   details: """

@@ -1,5 +1,6 @@
 internal import Codecs
 internal import Curl
+internal import ENSConfig
 internal import ENSModel
 internal import ENSStore
 internal import ENSVault
@@ -13,12 +14,20 @@ internal import MailBackends
 enum DeviceAPI {
     static func store(_ context: RequestContext) -> SubscriptionStore {
         SubscriptionStore(database: context.database, vault: context.services.vault, keyCache: context.services.privateKeys,
-                          checkIns: context.services.checkIns, maximumDevices: context.settings.deviceAPI.maximumDevicesPerRecord)
+                          checkIns: context.services.checkIns, maximumDevices: context.settings.deviceAPI.maximumDevicesPerRecord,
+                          shard: context.shard)
+    }
+
+    /// Every device API request is about the user its userid (or email) names, whose
+    /// bucket picks the shard. A request whose identity is invalid goes to shard 0 and is
+    /// refused there by the handler, which reads the same parameters.
+    static let userBucket: Route.Bucket = { request, _ in
+        (try? Identity.userID(request.parameters)).flatMap(ShardMap.bucket(ofUserID:))
     }
 
     // MARK: /getpublickey
 
-    static let getPublicKey = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+    static let getPublicKey = Route(methods: ["POST"], requiresAPIToken: true, bucket: userBucket) { request, context in
         // The original contract's clients send `userid` alone as well as with `email`;
         // neither is stored (the userid is the address's hash).
         let userID = try Identity.userID(request.parameters)
@@ -31,13 +40,15 @@ enum DeviceAPI {
             // Generating one here would cost a request thread ~0.1-0.7 s of CPU, which
             // a flood of new addresses would turn into an outage.
             let tokenHash = Digest.sha256(request.apiToken ?? "")
-            guard try store.takeRecordQuota(tokenHash: tokenHash, limit: context.settings.deviceAPI.recordsPerTokenPerHour, now: .now()) else {
+            // The quota and the key pool are shard 0's: they belong to no user.
+            let global = SubscriptionStore(database: context.globalDatabase, vault: context.services.vault)
+            guard try global.takeRecordQuota(tokenHash: tokenHash, limit: context.settings.deviceAPI.recordsPerTokenPerHour, now: .now()) else {
                 context.logger.warning("record creation quota reached for an API token")
                 var refused = APIResponse.error(429, .tooManyRequests, "Too many new users for this application; retry later.")
                 refused.extraHeaders = [("Retry-After", "3600")]
                 return refused
             }
-            guard let pooled = try KeyPool(database: context.database, vault: context.services.vault).take() else {
+            guard let pooled = try KeyPool(database: context.globalDatabase, vault: context.services.vault).take() else {
                 context.logger.error("key pool empty: refusing new users until `ens-cron keys` refills it")
                 var unavailable = APIError.serviceUnavailable.response
                 unavailable.extraHeaders = [("Retry-After", "60")]
@@ -51,7 +62,7 @@ enum DeviceAPI {
 
     // MARK: /registerdevicev2
 
-    static let registerDevice = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+    static let registerDevice = Route(methods: ["POST"], requiresAPIToken: true, bucket: userBucket) { request, context in
         let parameters = request.parameters
         let userID = try Identity.userID(parameters)
         let sealedCreds = try parameters.required("creds")
@@ -241,7 +252,7 @@ enum DeviceAPI {
 
     // MARK: /getsubscriptionstatus and /getsubscriptionstatusv2
 
-    static let subscriptionStatusV1 = Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+    static let subscriptionStatusV1 = Route(methods: ["POST"], requiresAPIToken: true, bucket: userBucket) { request, context in
         let userID = try Identity.userID(request.parameters)
         // Still parsed, so a malformed date is the 400 it always was; no longer compared.
         _ = try request.parameters["lastMessageDate"].flatMap { text throws(APIError) -> Timestamp? in
@@ -387,7 +398,7 @@ enum DeviceAPI {
     /// parameter, UserSubscriptionNotFound for an unknown user, then `body`.
     static func sealedOperation(parameter: String, use: SealedUse, withDevices: Bool = false,
                                 _ body: @escaping @Sendable (SealedOperation, Request, RequestContext) throws -> APIResponse) -> Route {
-        Route(methods: ["POST"], requiresAPIToken: true) { request, context in
+        Route(methods: ["POST"], requiresAPIToken: true, bucket: userBucket) { request, context in
             let userID = try Identity.userID(request.parameters)
             let sealed = try request.parameters.required(parameter)
             let store = store(context)

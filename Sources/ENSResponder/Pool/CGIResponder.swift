@@ -27,9 +27,9 @@ public enum CGIResponder {
     public static func run(configuration: ENSConfiguration, logger: Logger) -> Int32 {
         let settings = ResponderSettings(configuration)
         let services: SharedServices
-        let database: DatabaseSettings
+        let shards: ShardConnections
         do {
-            database = try configuration.serviceDatabase()
+            shards = ShardConnections(try configuration.serviceShards())
             // One request per process: the per-process gates cannot bound anything
             // across processes; the web server's own limits do that.
             services = try .responder(configuration, settings: settings, keyCacheSize: 1, concurrentRegistrations: 1, slowCallbacks: 1)
@@ -37,8 +37,7 @@ public enum CGIResponder {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             return 1
         }
-        let connection = Databases.connection(database)
-        let context = RequestContext(settings: settings, services: services, database: connection, logger: logger)
+        let context = RequestContext(settings: settings, services: services, shards: shards, logger: logger)
         let apiTokens = services.apiTokens
         // The limits' counters, shared with every other CGI run through a file (only
         // when the web server asks, or limits.enforce says always).
@@ -63,11 +62,11 @@ public enum CGIResponder {
         }
         context.runWorkAfterTheAnswer()
         do {
-            try services.checkIns.flush(database: connection)
+            try services.checkIns.flush(shards: shards.database(shard:))
         } catch {
             logger.warning("check-in not written", metadata: ["db.error": "\(error)"])
         }
-        connection.close()
+        shards.closeAll()
         return 0
     }
 }

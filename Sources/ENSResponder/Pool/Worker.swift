@@ -7,7 +7,8 @@ internal import POSIX
 public import MailBackends
 
 /// One responder process: `threads` threads, each accepting FastCGI requests on the
-/// inherited listening socket with its own request slot and database connection.
+/// inherited listening socket with its own request slot and database connections (one
+/// per shard it has needed).
 ///
 /// On SIGTERM/SIGINT it stops accepting, lets requests in flight finish, and exits; on
 /// SIGHUP it re-reads its configuration file (`ConfigReload`).
@@ -57,10 +58,10 @@ public struct Worker {
             }
         }
 
-        let database: DatabaseSettings
+        let shards: ShardDatabases
         let services: SharedServices
         do {
-            database = try configuration.serviceDatabase()
+            shards = try configuration.serviceShards()
             services = try .responder(configuration, settings: settings, keyCacheSize: configuration.keyCacheSize,
                                       concurrentRegistrations: configuration.exchangeMaximumConcurrentRegistrations,
                                       slowCallbacks: configuration.exchangeMaximumSlowCallbacks)
@@ -106,7 +107,7 @@ public struct Worker {
                 threads.append(try OSThread.start {
                     Self.serve(connections: connections, dispatcher: dispatcher, context: RequestContext(
                         settings: settings, services: services,
-                        database: Databases.connection(database), logger: logger, requestCounters: threadCounters, live: live))
+                        shards: ShardConnections(shards), logger: logger, requestCounters: threadCounters, live: live))
                 })
             } catch {
                 logger.critical("cannot start responder thread", metadata: ["error": "\(error)"])
@@ -118,7 +119,7 @@ public struct Worker {
         let flusher: OSThread
         do {
             flusher = try OSThread.start {
-                checkIns.run(database: Databases.connection(database), logger: flusherLogger)
+                checkIns.run(shards: ShardConnections(shards), logger: flusherLogger)
             }
         } catch {
             logger.critical("cannot start the check-in flusher", metadata: ["error": "\(error)"])

@@ -84,6 +84,16 @@ public struct Dispatcher: Sendable {
             parameters: parameters, body: body,
             clientAddress: channel.parameter("REMOTE_ADDR").flatMap { String(validating: $0, as: UTF8.self) }
         )
+        // The one place a request meets its shard: before the handler, which then finds
+        // the user's tables on `context.database`.
+        context.route(toBucket: route.bucket?(request, context))
+        if context.bucketIsFrozen {
+            // Its rows are being copied to another shard: no write may land on either
+            // side now. Devices, Exchange and Graph all retry a 503.
+            var frozen = APIError.serviceUnavailable.response
+            frozen.extraHeaders = [("Retry-After", "30")]
+            return frozen
+        }
         return try route.handler(request, context)
     }
 

@@ -81,7 +81,8 @@ public final class Sender: Sendable {
     private let spool: Spool
     private let providers: ThreadConfined<[DeviceToken.Provider: any PushProvider]>
     private let settings: Settings
-    private let database: DatabaseSettings
+    /// Where deliveries and dead tokens are written back: each push's device's shard.
+    private let databases: ShardDatabases
     private let logger: Logger
     private let arrivals = SynchronizedBox<[SpoolEntry]>([])
     private let stopping = Atomic<Bool>(false)
@@ -89,12 +90,12 @@ public final class Sender: Sendable {
     private let pausedCredentials = Atomic<Int>(0)
     private let metrics: MetricsRecorder
 
-    public init(spool: Spool, providers: [any PushProvider], settings: Settings, database: DatabaseSettings, metrics: MetricsRecorder, logger: Logger) {
+    public init(spool: Spool, providers: [any PushProvider], settings: Settings, databases: ShardDatabases, metrics: MetricsRecorder, logger: Logger) {
         self.spool = spool
         self.metrics = metrics
         self.providers = ThreadConfined(Dictionary(providers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first }))
         self.settings = settings
-        self.database = database
+        self.databases = databases
         self.logger = logger
     }
 
@@ -139,8 +140,7 @@ public final class Sender: Sendable {
             logger.critical("cannot start libcurl", metadata: ["error": "\(error)"])
             return
         }
-        let feedbackDatabase = Databases.connection(database)
-        let feedback = DeviceFeedback(database: feedbackDatabase)
+        let feedback = ShardedDeviceFeedback(databases)
         var inFlight: [Int: (pending: Pending, notification: PushNotification)] = [:]
         var pauses = CredentialPauses(firstPauseMilliseconds: Int64(settings.credentialPause.wholeMilliseconds))
         var nextTag = 0
@@ -248,7 +248,7 @@ public final class Sender: Sendable {
     }
 
     private func handle(_ completion: HTTP2Multiplexer.Completion, pending: Pending, notification: PushNotification,
-                        provider: any PushProvider, feedback: DeviceFeedback, pauses: inout CredentialPauses) -> Pending? {
+                        provider: any PushProvider, feedback: ShardedDeviceFeedback, pauses: inout CredentialPauses) -> Pending? {
         let kind = notification.deviceToken.provider
         let answer: PushAnswer
         switch completion.result {
@@ -298,7 +298,7 @@ public final class Sender: Sendable {
         case .delivered:
             spool.remove(pending.entry)
             count("delivered", kind)
-            if let row = notification.deviceRowID { feedback.delivered(deviceRowID: row, at: .now()) }
+            if let row = notification.deviceRowID { feedback.shard(notification.shard)?.delivered(deviceRowID: row, at: .now()) }
             return nil
         case .disableToken(let timestamp):
             spool.remove(pending.entry)
@@ -309,7 +309,7 @@ public final class Sender: Sendable {
             ])
             if let row = notification.deviceRowID {
                 do {
-                    try feedback.disable(deviceRowID: row, invalidSince: Timestamp(millisecondsSinceEpoch: timestamp ?? now))
+                    try feedback.shard(notification.shard)?.disable(deviceRowID: row, invalidSince: Timestamp(millisecondsSinceEpoch: timestamp ?? now))
                 } catch {
                     logger.warning("cannot disable a device token", metadata: ["db.error": "\(error)"])
                 }

@@ -114,6 +114,8 @@ public struct GraphSubscriptionStore {
     public struct Due: Sendable {
         public let recordID: Int64
         public let generation: Int64
+        /// The user's id: its bucket goes into a re-created subscription's URL.
+        public let userID: String
         public let tenantID: String?
         public let userPath: String?
         public let subscriptionID: String?
@@ -132,18 +134,21 @@ public struct GraphSubscriptionStore {
 
     public func due(now: Timestamp, after lastID: Int64, limit: Int) throws -> [Due] {
         try database.query("""
-            SELECT id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at, endpoint, binding_mac
+            SELECT \(unsafe: Self.dueColumns)
             FROM EnsSubscriptionInfo
             WHERE mail_backend = \(MailBackend.graph) AND registered = 1 AND renew_after <= \(now.databaseString) AND id > \(lastID)
             ORDER BY id LIMIT \(limit)
             """).map(Self.due(from:))
     }
 
+    /// A constant, so `unsafe:` splices no input into the SQL.
+    private static let dueColumns = "id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at, endpoint, binding_mac, userid"
+
     private static func due(from row: Row) throws -> Due {
-        let (id, generation, tenant, path, subscription, expires, renewed, endpoint, mac)
+        let (id, generation, tenant, path, subscription, expires, renewed, endpoint, mac, userID)
             = try row.decode(Int64.self, Int64.self, String?.self, String?.self, String?.self, Timestamp?.self, Timestamp?.self, String?.self,
-                             [UInt8]?.self)
-        return Due(recordID: id, generation: generation, tenantID: tenant, userPath: path, subscriptionID: subscription, expiresAt: expires,
+                             [UInt8]?.self, String.self)
+        return Due(recordID: id, generation: generation, userID: userID, tenantID: tenant, userPath: path, subscriptionID: subscription, expiresAt: expires,
                    renewedAt: renewed, endpoint: endpoint, bindingMAC: mac)
     }
 
@@ -159,7 +164,7 @@ public struct GraphSubscriptionStore {
                 AND renew_after <= \(now.databaseString)
             """).affectedRows > 0 else { return nil }
         return try database.query("""
-            SELECT id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at, endpoint, binding_mac
+            SELECT \(unsafe: Self.dueColumns)
             FROM EnsSubscriptionInfo WHERE id = \(recordID) AND generation = \(generation)
             """).map(Self.due(from:)).first
     }

@@ -42,6 +42,9 @@ public struct Maintenance {
     public static let deviceBatchSize = 10000
 
     public let database: any SQLDatabase
+    /// Which shard `database` is: ens-cron runs the per-user jobs once per shard, and a
+    /// push made here names its device's shard.
+    public let shard: Int
     public let policy: Policy
     public let now: Timestamp
     public let logger: Logger
@@ -49,9 +52,10 @@ public struct Maintenance {
     /// far (ens-cron shows it on a terminal).
     public let progress: (@Sendable (_ what: String, _ rows: Int) -> Void)?
 
-    public init(database: any SQLDatabase, policy: Policy, now: Timestamp, logger: Logger,
+    public init(database: any SQLDatabase, shard: Int = 0, policy: Policy, now: Timestamp, logger: Logger,
                 progress: (@Sendable (_ what: String, _ rows: Int) -> Void)? = nil) {
         self.database = database
+        self.shard = shard
         self.policy = policy
         self.now = now
         self.logger = logger

@@ -189,7 +189,8 @@ public struct ExchangeRegistrar: MailboxRegistering {
         // its own, sealed: no record id in clear), and the credentials stored sealed under that key and the master key:
         // before Subscribe, since Exchange may call back at once.
         guard let (generation, _) = try store.beginRegistration(recordID: request.record.id, now: now) else { return .failed }
-        let (token, seal) = try CallbackToken.makeSealed(recordID: request.record.id, generation: generation, vault: context.services.vault)
+        let (token, seal) = try CallbackToken.makeSealed(recordID: request.record.id, generation: generation,
+                                                         bucket: context.urlBucket(userID: request.record.userID), vault: context.services.vault)
         let callbackURL = settings.callbackURL + token
         guard callbackURL.utf8.count <= Self.maximumCallbackURLLength else {
             context.logger.warning("exchange.callback_url too long for Exchange", metadata: ["url.length": "\(callbackURL.utf8.count)"])

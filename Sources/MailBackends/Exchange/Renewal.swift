@@ -84,7 +84,7 @@ extension Maintenance {
                     id: Hex.encode(Array(Digest.sha256("wakeup:\(device.deviceID):\(now.millisecondsSinceEpoch / 60_000)").prefix(16))),
                     deviceToken: token, topic: device.bundleID, environment: device.development ? .sandbox : .production,
                     pushType: .background, expiration: now.millisecondsSinceEpoch / 1000 + 3600, payload: payload.finished(),
-                    deviceRowID: device.deviceID
+                    deviceRowID: device.deviceID, shard: shard == 0 ? nil : shard
                 )
                 switch try sender.submit(notification) {
                 case .accepted:

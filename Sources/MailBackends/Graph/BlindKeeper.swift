@@ -88,7 +88,8 @@ struct BlindKeeper {
             return
         }
         let lifetime = min(plan.lifetime, BlindSubscriptions.richLifetime)
-        let notificationURL = plan.callbackURL + (try RoutingToken(recordID: blind.recordID, blindID: blind.id).blindPath(vault: plan.vault))
+        let notificationURL = plan.callbackURL + (try RoutingToken(recordID: blind.recordID, blindID: blind.id, bucket: plan.urlBucket(userID: record.userID))
+            .blindPath(vault: plan.vault))
         do throws(GraphError) {
             if alive, let id = blind.subscriptionID {
                 do throws(GraphError) {
@@ -148,7 +149,7 @@ extension RequestContext {
         let graphSettings = settings.graph
         return GraphKeeper(applications: graph.applications, client: graphSettings.client, tokens: graph.tokens,
                            plan: GraphSubscriptionPlan(callbackURL: graphSettings.callbackURL, lifetime: graphSettings.subscriptionLifetime,
-                                                       vault: services.vault))
+                                                       vault: services.vault, bucketsInURLs: bucketsInURLs))
     }
 
     /// After the lifecycle event's 202: the record's subscription renewed or re-created
@@ -156,11 +157,14 @@ extension RequestContext {
     /// removed one hears nothing until it exists again), by this host if it wins the claim.
     func keepGraphSubscriptionAfterTheAnswer(recordID: Int64, generation: Int64) {
         guard let keeper = graphKeeper else { return }
+        // The request's shard, taken now: the closure runs after the answer.
+        let database = database
         afterTheAnswer { [self] in try keeper.keepPromptly(recordID: recordID, generation: generation, database: database, logger: logger) }
     }
 
     func keepBlindSubscriptionAfterTheAnswer(blindID: Int64) {
         guard let keeper = graphKeeper else { return }
+        let database = database
         afterTheAnswer { [self] in try keeper.keepBlindPromptly(blindID: blindID, database: database, logger: logger) }
     }
 }

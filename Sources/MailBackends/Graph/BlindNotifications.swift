@@ -193,7 +193,7 @@ struct BlindNotifications {
                     id: id, deviceToken: target.token, topic: target.device.bundleID,
                     environment: target.device.development ? .sandbox : .production, pushType: .alert,
                     expiration: now.adding(settings.notificationTTL).millisecondsSinceEpoch / 1000,
-                    payload: payload.blind(fits ? object : nil), deviceRowID: target.device.id
+                    payload: payload.blind(fits ? object : nil), deviceRowID: target.device.id, shard: context.pushShard
                 ))
             }
         }

@@ -126,7 +126,8 @@ public enum BlindSubscriptions {
         do {
             let request = SubscriptionRequest(
                 userPath: mailbox.userPath,
-                notificationURL: settings.callbackURL + (try RoutingToken(recordID: recordID, blindID: blindID).blindPath(vault: context.services.vault)),
+                notificationURL: settings.callbackURL + (try RoutingToken(recordID: recordID, blindID: blindID, bucket: context.urlBucket(userID: record.userID))
+                    .blindPath(vault: context.services.vault)),
                 clientState: context.services.vault.graphBlindClientState(recordID: recordID, blindID: blindID),
                 expiresAt: now.adding(lifetime), encryption: rich
             )

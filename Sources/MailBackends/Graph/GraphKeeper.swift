@@ -6,6 +6,7 @@ internal import POSIX
 internal import OpenSSL
 public import ENSStore
 public import ENSVault
+internal import ENSConfig
 
 /// What makes a Graph subscription for a record: the notification URL (`graph.callback_url`
 /// plus the record's routing token) and clientState of its generation, and the
@@ -15,17 +16,25 @@ public struct GraphSubscriptionPlan: Sendable {
     public let callbackURL: String
     public let lifetime: Duration
     public let vault: Vault
+    /// Whether notification URLs name the user's bucket (a host with a shard map).
+    public let bucketsInURLs: Bool
 
-    public init(callbackURL: String, lifetime: Duration, vault: Vault) {
+    public init(callbackURL: String, lifetime: Duration, vault: Vault, bucketsInURLs: Bool = false) {
         self.callbackURL = callbackURL
         self.lifetime = lifetime
         self.vault = vault
+        self.bucketsInURLs = bucketsInURLs
     }
 
-    public func request(recordID: Int64, generation: Int64, userPath: String, now: Timestamp) -> SubscriptionRequest {
+    /// The bucket a new URL for `userID`'s record names (nil: none, the forms before sharding).
+    public func urlBucket(userID: String?) -> Int? {
+        bucketsInURLs ? userID.flatMap(ShardMap.bucket(ofUserID:)) : nil
+    }
+
+    public func request(recordID: Int64, generation: Int64, userID: String? = nil, userPath: String, now: Timestamp) -> SubscriptionRequest {
         SubscriptionRequest(
             userPath: userPath,
-            notificationURL: callbackURL + RoutingToken(recordID: recordID, generation: generation).path(vault: vault),
+            notificationURL: callbackURL + RoutingToken(recordID: recordID, generation: generation, bucket: urlBucket(userID: userID)).path(vault: vault),
             clientState: vault.graphClientState(recordID: recordID, generation: generation),
             expiresAt: now.adding(lifetime)
         )
@@ -34,9 +43,9 @@ public struct GraphSubscriptionPlan: Sendable {
     /// Creates the record's subscription; on 409 (one for the same Inbox exists: an
     /// earlier attempt that was created at Graph but not recorded here) reuses it if it
     /// carries this generation's clientState, else deletes it and creates anew.
-    public func create(recordID: Int64, generation: Int64, userPath: String, application: GraphApplication, client: GraphClient,
+    public func create(recordID: Int64, generation: Int64, userID: String? = nil, userPath: String, application: GraphApplication, client: GraphClient,
                        now: Timestamp, deadline: Deadline? = nil) throws(GraphError) -> GraphSubscription {
-        let wanted = request(recordID: recordID, generation: generation, userPath: userPath, now: now)
+        let wanted = request(recordID: recordID, generation: generation, userID: userID, userPath: userPath, now: now)
         do {
             return try client.createSubscription(wanted, application: application, deadline: deadline)
         } catch .conflict {
@@ -198,7 +207,7 @@ public struct GraphKeeper: SubscriptionKeeping {
                     logger.info("graph subscription gone: creating a new one", metadata: ["record": "\(due.recordID)"])
                 }
             }
-            return .success((try plan.create(recordID: due.recordID, generation: due.generation, userPath: userPath, application: application,
+            return .success((try plan.create(recordID: due.recordID, generation: due.generation, userID: due.userID, userPath: userPath, application: application,
                                              client: client, now: now), true))
         } catch {
             return .failure(error)

@@ -34,7 +34,9 @@ public enum GraphNotifications {
     static let maximumBodyBytes = 4 << 20
     static let backendLabel = "graph"
 
-    public static let route = Route(methods: ["POST"], requiresAPIToken: false, body: .raw(limit: maximumBodyBytes)) { request, context in
+    public static let route = Route(methods: ["POST"], requiresAPIToken: false, body: .raw(limit: maximumBodyBytes), bucket: { request, context in
+        RoutingToken(path: String(request.path.dropFirst(pathPrefix.count)), vault: context.services.vault)?.bucket
+    }) { request, context in
         let counters = context.requestCounters
         // The URL first, even for a validation request: echoing the token for any
         // /graph/ path would let anyone have this host "validate" a URL ENS never made

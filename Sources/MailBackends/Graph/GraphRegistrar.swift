@@ -75,10 +75,12 @@ public struct GraphRegistrar: MailboxRegistering {
         }
         let now = Timestamp.now()
         guard let (generation, _) = try store.beginRegistration(recordID: request.record.id, now: now) else { return .failed }
-        let plan = GraphSubscriptionPlan(callbackURL: settings.callbackURL, lifetime: settings.subscriptionLifetime, vault: context.services.vault)
+        let plan = GraphSubscriptionPlan(callbackURL: settings.callbackURL, lifetime: settings.subscriptionLifetime, vault: context.services.vault,
+                                         bucketsInURLs: context.bucketsInURLs)
         let subscription: GraphSubscription
         do {
-            subscription = try plan.create(recordID: request.record.id, generation: generation, userPath: userPath, application: application,
+            subscription = try plan.create(recordID: request.record.id, generation: generation, userID: request.record.userID, userPath: userPath,
+                                           application: application,
                                            client: client, now: now, deadline: context.graphDeadline)
         } catch {
             // 403: the tenant's admin has not granted ENS this mailbox (RBAC scope);

@@ -17,7 +17,8 @@ public enum GraphWiring: MailBackendWiring {
         guard !tenants.isEmpty else { return nil }
         return GraphKeeper(
             applications: try GraphApplications(settings: tenants), client: GraphClientConfiguration(configuration),
-            plan: GraphSubscriptionPlan(callbackURL: configuration.graphCallbackURL, lifetime: configuration.graphSubscriptionLifetime, vault: vault)
+            plan: GraphSubscriptionPlan(callbackURL: configuration.graphCallbackURL, lifetime: configuration.graphSubscriptionLifetime, vault: vault,
+                                        bucketsInURLs: configuration.dbShardMap != nil)
         )
     }
 }

@@ -36,6 +36,8 @@ public protocol MailNotificationSource: Sendable {
 public protocol CallbackAddress: Sendable {
     var recordID: Int64 { get }
     var generation: Int64 { get }
+    /// The user's bucket, if the URL names it (`ShardMap`): the callback's shard.
+    var bucket: Int? { get }
 }
 
 extension CallbackToken: CallbackAddress {}
@@ -69,7 +71,9 @@ public struct MailLookup: Sendable {
 /// ids, so a device shows a message once.
 public enum MailCallback {
     public static func route<Source: MailNotificationSource>(_ source: Source) -> Route {
-        Route(methods: ["POST"], requiresAPIToken: false, body: .xml(limit: source.maximumBodyBytes)) { request, context in
+        Route(methods: ["POST"], requiresAPIToken: false, body: .xml(limit: source.maximumBodyBytes), bucket: { request, context in
+            source.authenticate(String(request.path.dropFirst(source.pathPrefix.count)), vault: context.services.vault)?.bucket
+        }) { request, context in
             guard let address = source.authenticate(String(request.path.dropFirst(source.pathPrefix.count)), vault: context.services.vault) else {
                 context.logger.warning("callback refused: URL failed authentication")
                 return APIResponse.error(403, .forbidden, "This callback URL is not valid.")

@@ -130,7 +130,7 @@ struct NewMailDelivery {
                     id: id, deviceToken: target.token, topic: target.device.bundleID,
                     environment: target.device.development ? .sandbox : .production, pushType: .alert,
                     expiration: now.adding(settings.notificationTTL).millisecondsSinceEpoch / 1000,
-                    payload: encoded, deviceRowID: target.device.id
+                    payload: encoded, deviceRowID: target.device.id, shard: context.pushShard
                 )
                 prepared.append((entry, notification))
             }

@@ -9,15 +9,28 @@ internal import Graph
 public import Logging
 internal import POSIX
 
-/// What one responder thread owns: its database connection and its cached health state.
+/// What one responder thread owns: its database connections and its cached health state.
 /// Handlers get the context of the thread they run on; nothing in it is shared.
+///
+/// `database` is the shard of the user the request is about (the dispatcher sets it,
+/// once, before the handler runs: `route(toBucket:)`); `globalDatabase` is shard 0's,
+/// for the tables no user owns (the key pool, the record quota).
 public final class RequestContext {
     public private(set) var settings: ResponderSettings
     /// Where a reload leaves new settings (nil: these never change).
     private let live: LiveSettings?
     private var liveVersion = 0
     public let services: SharedServices
-    public let database: Database
+    /// The request's shard.
+    public private(set) var database: Database
+    /// Shard 0: the tables no user owns.
+    public let globalDatabase: Database
+    /// This thread's connection to each shard it has needed (nil: one database).
+    private let shards: ShardConnections?
+    /// The request's shard number (0 without a map, or for a request about no user).
+    public private(set) var shard = 0
+    /// Whether the request's bucket is being moved (`freeze` in the map): answered 503.
+    public private(set) var bucketIsFrozen = false
     public var logger: Logger
     /// This thread's request counters (nil: metrics off).
     public let requestCounters: RequestCounters?
@@ -34,16 +47,55 @@ public final class RequestContext {
     /// Work a handler left for after its answer has gone to the web server.
     private var afterResponse: [() throws -> Void] = []
 
-    public init(settings: ResponderSettings, services: SharedServices, database: Database, logger: Logger,
-                requestCounters: RequestCounters? = nil, live: LiveSettings? = nil) {
+    public convenience init(settings: ResponderSettings, services: SharedServices, database: Database, logger: Logger,
+                            requestCounters: RequestCounters? = nil, live: LiveSettings? = nil) {
+        self.init(settings: settings, services: services, database: database, logger: logger, shards: nil,
+                  requestCounters: requestCounters, live: live)
+    }
+
+    /// A thread's context over every shard of `shards` (shard 0 until a request is routed).
+    public convenience init(settings: ResponderSettings, services: SharedServices, shards: ShardConnections, logger: Logger,
+                            requestCounters: RequestCounters? = nil, live: LiveSettings? = nil) {
+        self.init(settings: settings, services: services, database: shards.global, logger: logger, shards: shards,
+                  requestCounters: requestCounters, live: live)
+    }
+
+    private init(settings: ResponderSettings, services: SharedServices, database: Database, logger: Logger, shards: ShardConnections?,
+                 requestCounters: RequestCounters?, live: LiveSettings?) {
         self.settings = live?.settings ?? settings
         self.live = live
         self.liveVersion = live?.version ?? 0
         self.services = services
         self.database = database
+        self.globalDatabase = database
+        self.shards = shards
         self.logger = logger
         self.requestCounters = requestCounters
     }
+
+    /// Points `database` at the shard of `bucket` (nil: a request about no user, or a
+    /// callback URL made before sharding: shard 0). The dispatcher calls it once per
+    /// request, before the handler.
+    public func route(toBucket bucket: Int?) {
+        guard let shards else { return }
+        shard = bucket.map(shards.shards.map.shard(ofBucket:)) ?? 0
+        bucketIsFrozen = bucket.map(shards.shards.map.isFrozen(bucket:)) ?? false
+        database = shards.database(shard: shard)
+    }
+
+    /// Whether new callback URLs name their user's bucket: with a shard map (even one
+    /// giving every bucket to shard 0), so a later move needs no new URLs.
+    public var bucketsInURLs: Bool { shards?.shards.map.isConfigured ?? false }
+
+    /// The bucket a new callback URL for `userID`'s record names; nil: the forms made
+    /// before sharding (no map).
+    public func urlBucket(userID: String) -> Int? {
+        bucketsInURLs ? ShardMap.bucket(ofUserID: userID) : nil
+    }
+
+    /// The shard a spooled push names: nil for shard 0, so a push of a host without a
+    /// map is written as before.
+    public var pushShard: Int? { shard == 0 ? nil : shard }
 
     /// Leaves `work` for after the answer: it runs on this thread once the web server
     /// has the response (Worker, CGIResponder), so a caller such as Graph, which waits

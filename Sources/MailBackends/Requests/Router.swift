@@ -2,6 +2,10 @@
 /// reads, and its handler.
 public struct Route: Sendable {
     public typealias Handler = @Sendable (Request, RequestContext) throws -> APIResponse
+    /// The bucket of the user a request is about (`ShardMap`), read before the handler
+    /// runs: from the device API's userid, from a callback URL's sealed token. Nil: the
+    /// request is about no user, or names no bucket (shard 0).
+    public typealias Bucket = @Sendable (Request, RequestContext) -> Int?
 
     /// What the dispatcher does with a POST body.
     public enum Body: Sendable {
@@ -21,9 +25,12 @@ public struct Route: Sendable {
     /// Whether the handler sees the `Authorization` header (no other route reads it).
     public let readsAuthorization: Bool
     public let handler: Handler
+    /// Nil: every request goes to shard 0.
+    public let bucket: Bucket?
 
     public init(methods: [String], requiresAPIToken: Bool, body: Body = .parameters, readsAuthorization: Bool = false,
-                handler: @escaping Handler) {
+                bucket: Bucket? = nil, handler: @escaping Handler) {
+        self.bucket = bucket
         self.methods = methods
         self.requiresAPIToken = requiresAPIToken
         self.body = body

@@ -83,8 +83,8 @@ struct GraphMailboxUser {
     let objectID: String
 
     static func register(with api: DeviceClient, tenant: String = GraphSimulator.contoso, domain: String = "contoso.test",
-                         headers: [(String, String)] = []) throws -> GraphMailboxUser {
-        let email = "g\(UUID().uuidString.prefix(8).lowercased())@\(domain)"
+                         headers: [(String, String)] = [], email chosen: String? = nil) throws -> GraphMailboxUser {
+        let email = chosen ?? "g\(UUID().uuidString.prefix(8).lowercased())@\(domain)"
         let objectID = try GraphSimulator.user(email, tenant: tenant)
         let registered = GraphMailboxUser(user: try api.newUser(email: email), token: TestSecrets.apnsToken(), objectID: objectID)
         let answer = try registered.register(with: api, token: registered.token, accessToken: try GraphSimulator.userToken(email), headers: headers)

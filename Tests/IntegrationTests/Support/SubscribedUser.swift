@@ -34,9 +34,10 @@ struct RegisteredUser {
     let password: String
     let token: String
 
-    static func register(with api: DeviceClient) throws -> RegisteredUser {
+    /// `email`: an address of pox.test chosen by the caller (one in a given bucket, say).
+    static func register(with api: DeviceClient, email chosen: String? = nil) throws -> RegisteredUser {
         try ExchangeSimulator.domain("pox.test", mode: "pox-root")
-        let email = "v\(UUID().uuidString.prefix(8).lowercased())@pox.test"
+        let email = chosen ?? "v\(UUID().uuidString.prefix(8).lowercased())@pox.test"
         let password = "Pa55-\(UUID().uuidString.prefix(8))"
         TestSecrets.remember(password)
         try ExchangeSimulator.mailbox(email, userName: email, password: password)

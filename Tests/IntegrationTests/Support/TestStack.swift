@@ -83,11 +83,11 @@ enum TestStack {
     }
 
     /// A connection as the restricted service account, exactly as the responders connect.
-    static func serviceConnection() throws -> Connection {
+    static func serviceConnection(database: String = "ens") throws -> Connection {
         let password = try String(contentsOfFile: directory + "/secrets/db-service.password", encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
         return Connection(configuration: MariaDBConfiguration(
-            unixSocket: directory + "/run/mysqld.sock", user: "ens_service", password: password, database: "ens"))
+            unixSocket: directory + "/run/mysqld.sock", user: "ens_service", password: password, database: database))
     }
 
     /// PIDs of processes whose command line contains `pattern` and this stack's directory.
