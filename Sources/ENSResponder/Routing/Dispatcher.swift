@@ -85,8 +85,9 @@ public struct Dispatcher: Sendable {
             clientAddress: channel.parameter("REMOTE_ADDR").flatMap { String(validating: $0, as: UTF8.self) }
         )
         // The one place a request meets its shard: before the handler, which then finds
-        // the user's tables on `context.database`.
-        context.route(toBucket: route.bucket?(request, context))
+        // the user's tables on `context.database`. Without a map there is one database,
+        // and a callback's URL is not opened twice to find its bucket.
+        if context.isSharded { context.route(toBucket: route.bucket?(request, context)) }
         if context.bucketIsFrozen {
             // Its rows are being copied to another shard: no write may land on either
             // side now. Devices, Exchange and Graph all retry a 503.

@@ -83,6 +83,11 @@ public final class RequestContext {
         database = shards.database(shard: shard)
     }
 
+    /// Whether there is a shard map (`db.shard_map`), even one giving every bucket to
+    /// shard 0; without one, every request is shard 0's and `route(toBucket:)` changes
+    /// nothing.
+    public var isSharded: Bool { shards?.shards.map.isConfigured ?? false }
+
     /// Whether new callback URLs name their user's bucket: with a shard map (even one
     /// giving every bucket to shard 0), so a later move needs no new URLs.
     public var bucketsInURLs: Bool { shards?.shards.map.isConfigured ?? false }
