@@ -354,13 +354,15 @@ struct GraphTests {
         func issued() throws -> Int {
             ((try GraphSimulator.stats()["tokens_issued"] as? [String: Any])?[GraphSimulator.contoso] as? NSNumber)?.intValue ?? 0
         }
-        // Every responder process may already hold one (two processes in the test stack).
-        for round in 0..<3 { _ = try GraphSimulator.newMail(user.user.email, subject: "Warm \(round)") }
+        // Each responder process (two in the test stack) fetches one when it first needs
+        // one; which process takes which notification is the web server's choice (under
+        // load one may take the first few alone), so fifteen notifications may fetch two
+        // tokens at most, where without the cache they would fetch fifteen.
+        let before = try issued()
+        for round in 0..<15 { _ = try GraphSimulator.newMail(user.user.email, subject: "Cached \(round)") }
+        #expect(TestStack.eventually(within: 20) { (0..<15).allSatisfy { !user.pushes(to: user.token, subject: "Cached \($0)").isEmpty } })
         let warm = try issued()
-        for round in 0..<12 { _ = try GraphSimulator.newMail(user.user.email, subject: "Cached \(round)") }
-        #expect(TestStack.eventually(within: 20) { (0..<12).allSatisfy { !user.pushes(to: user.token, subject: "Cached \($0)").isEmpty } })
-        #expect(try issued() == warm, "no token fetched for twelve more notifications")
-        #expect(warm <= 3, "at most one per responder process and the registration's: \(warm)")
+        #expect(warm - before <= 2, "at most one per responder process for fifteen notifications: \(warm - before)")
 
         _ = try GraphSimulator.control("/revoke", ["tenant": GraphSimulator.contoso])
         _ = try GraphSimulator.newMail(user.user.email, subject: "After revocation")
