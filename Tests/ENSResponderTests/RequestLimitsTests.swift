@@ -32,6 +32,19 @@ struct RequestLimitsTests {
         }
     }
 
+    /// Two processes read the clock, then take the lock in the other order: the request
+    /// stamped earlier is still counted against the same bucket, not as a new key.
+    @Test func aRequestStampedEarlierThanTheLastOneCountedStillCounts() throws {
+        try withTemporaryDirectory { directory in
+            let limits = try Self.table(directory)  // the device API: 20 r/s, burst 100
+            let now: UInt64 = 2_000_000
+            #expect((0..<101).allSatisfy { _ in limits.refusal(path: "/alive", address: "192.0.2.8", now: now) == nil })
+            #expect(limits.refusal(path: "/alive", address: "192.0.2.8", now: now - 3) != nil, "an earlier stamp drains nothing")
+            #expect(limits.refusal(path: "/alive", address: "192.0.2.8", now: now) != nil)
+            #expect(limits.refusal(path: "/alive", address: "192.0.2.8", now: now + 50) == nil, "the newest stamp was kept")
+        }
+    }
+
     /// The highest configurable rate after a long quiet spell: the bucket has drained,
     /// and the arithmetic does not overflow.
     @Test func aLongQuietSpellAtTheHighestRateDrainsTheBucket() throws {

@@ -158,11 +158,15 @@ public struct RequestLimits: Sendable {
         defer { table.store(slot, 0) }
         var excess: UInt64 = 0
         let last = table.load(slot + 2)
-        if table.load(slot + 1) == hash, last <= now {
-            // Elapsed time capped at about a day, which drains any bucket (16,000 requests
-            // at 30 a minute take 9 hours), so the product stays within 64 bits at
-            // any configurable rate.
-            let drained = rate.milliPerSecond * min(now - last, 100_000_000) / 1000
+        if table.load(slot + 1) == hash {
+            // Another process may have counted a request it stamped later than this one
+            // (it read the clock after this one did and took the lock before it): then
+            // nothing drained between the two, and the newer stamp stays. (Taking that
+            // for a new key reset the count, and a flood over several processes got
+            // through half again.) Elapsed time is capped at about a day, which drains
+            // any bucket (16,000 requests at 30 a minute take 9 hours), so the product
+            // stays within 64 bits at any configurable rate.
+            let drained = rate.milliPerSecond * min(now > last ? now - last : 0, 100_000_000) / 1000
             let owed = table.load(slot + 3) + 1000
             excess = owed > drained ? owed - drained : 0
             if excess > rate.burst * 1000 { return false }
@@ -170,7 +174,7 @@ public struct RequestLimits: Sendable {
             // A new key (or one evicted meanwhile): its first request, as nginx counts it.
             table.store(slot + 1, hash)
         }
-        table.store(slot + 2, now)
+        table.store(slot + 2, table.load(slot + 1) == hash && last > now ? last : now)
         table.store(slot + 3, excess)
         return true
     }
