@@ -76,11 +76,15 @@ struct ApacheFrontTests {
             try Self.restartApache()
             defer { Self.restoreApache() }
             let urls = (0..<60).flatMap { _ in ["--url", TestStack.baseURL + "/alive", "-o", "/dev/null"] }
+            let started = Date()
             let codes = try TestStack.run("/usr/bin/curl", ["-s", "--cacert", TestStack.certificate, "--parallel", "--parallel-max", "8",
                                                             "-w", "%{http_code}\n"] + urls).split(separator: "\n")
+            // What drained at 1 r/s while the flood lasted (a slow host takes longer);
+            // once per process would be 42 or more.
+            let drained = Int(Date().timeIntervalSince(started).rounded(.up))
             #expect(codes.count == 60)
             let passed = codes.filter { $0 == "200" }.count
-            #expect(passed >= 21 && passed <= 24, "\(passed) of 60 passed: \(codes)")
+            #expect(passed >= 21 && passed <= 22 + drained, "\(passed) of 60 passed in about \(drained) s: \(codes)")
             #expect(codes.allSatisfy { $0 == "200" || $0 == "429" }, "\(codes)")
             let refused = try TestStack.get("/alive")
             #expect(refused.status == 429)
