@@ -134,8 +134,11 @@ install: build
 # unshare may make one): Swift package dependencies are resolved first, outside it.
 # Output: var/pkg/ens_VERSION_ARCH.deb, the -dbgsym .deb, .buildinfo and .changes.
 DEB_OUT := $(CURDIR)/var/pkg
+# The build directory debian/rules builds in (ENS_DEB_SCRATCH there); .build unless set.
+ENS_DEB_SCRATCH ?= .build
+export ENS_DEB_SCRATCH
 deb: deps
-	swift package resolve
+	swift package resolve --scratch-path $(ENS_DEB_SCRATCH)
 	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)
 	pva=ens_$$(dpkg-parsechangelog -S Version)_$$(dpkg-architecture -qDEB_HOST_ARCH); \
 	offline=; if unshare --net true 2>/dev/null; then offline="unshare --net"; echo "deb: building without a network (unshare --net)"; fi; \
