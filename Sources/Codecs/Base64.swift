@@ -9,23 +9,40 @@ public enum Base64 {
     }()
 
     public static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var index = 0
-        while index + 3 <= bytes.count {
-            let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-            out += [alphabet[Int(value >> 18 & 63)], alphabet[Int(value >> 12 & 63)], alphabet[Int(value >> 6 & 63)], alphabet[Int(value & 63)]]
-            index += 3
+        encode(bytes, alphabet: alphabet, padded: true)
+    }
+
+    /// Both alphabets, padded or not, written straight into the string's storage: callback
+    /// URLs and sealed payloads are encoded on every request.
+    private static func encode(_ bytes: [UInt8], alphabet: [UInt8], padded: Bool) -> String {
+        String(unsafeUninitializedCapacity: (bytes.count + 2) / 3 * 4) { out in
+            var written = 0
+            func put(_ sextet: UInt32) {
+                out[written] = alphabet[Int(sextet & 63)]
+                written += 1
+            }
+            var index = 0
+            while index + 3 <= bytes.count {
+                let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+                put(value >> 18); put(value >> 12); put(value >> 6); put(value)
+                index += 3
+            }
+            switch bytes.count - index {
+            case 1:
+                let value = UInt32(bytes[index]) << 16
+                put(value >> 18); put(value >> 12)
+            case 2:
+                let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
+                put(value >> 18); put(value >> 12); put(value >> 6)
+            default:
+                break
+            }
+            while padded && written % 4 != 0 {
+                out[written] = UInt8(ascii: "=")
+                written += 1
+            }
+            return written
         }
-        let rest = bytes.count - index
-        if rest == 1 {
-            let value = UInt32(bytes[index]) << 16
-            out += [alphabet[Int(value >> 18 & 63)], alphabet[Int(value >> 12 & 63)], UInt8(ascii: "="), UInt8(ascii: "=")]
-        } else if rest == 2 {
-            let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
-            out += [alphabet[Int(value >> 18 & 63)], alphabet[Int(value >> 12 & 63)], alphabet[Int(value >> 6 & 63)], UInt8(ascii: "=")]
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Decodes the way the API contract asks: standard alphabet, padding optional,
@@ -56,7 +73,9 @@ public enum Base64 {
         var index = 0
         while index + 4 <= sextets.count {
             let value = UInt32(sextets[index]) << 18 | UInt32(sextets[index + 1]) << 12 | UInt32(sextets[index + 2]) << 6 | UInt32(sextets[index + 3])
-            out += [UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+            out.append(UInt8(value >> 16 & 0xFF))
+            out.append(UInt8(value >> 8 & 0xFF))
+            out.append(UInt8(value & 0xFF))
             index += 4
         }
         let rest = sextets.count - index
@@ -65,27 +84,62 @@ public enum Base64 {
             out.append(UInt8(value >> 16 & 0xFF))
         } else if rest == 3 {
             let value = UInt32(sextets[index]) << 18 | UInt32(sextets[index + 1]) << 12 | UInt32(sextets[index + 2]) << 6
-            out += [UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF)]
+            out.append(UInt8(value >> 16 & 0xFF))
+            out.append(UInt8(value >> 8 & 0xFF))
         }
         return out
     }
 
     /// URL-safe base64 (RFC 4648 §5) without padding, as callback URLs carry it.
     public static func encodeURLSafe(_ bytes: [UInt8]) -> String {
-        var text = encode(bytes)
-        while text.hasSuffix("=") { text.removeLast() }
-        return String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+        encode(bytes, alphabet: urlSafeAlphabet, padded: false)
     }
+
+    private static let urlSafeAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    private static let urlSafeDecodeTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, byte) in urlSafeAlphabet.enumerated() { table[Int(byte)] = UInt8(index) }
+        return table
+    }()
 
     /// Strict URL-safe base64 without padding; nil for any other character, and for a
     /// last character whose unused low bits are not zero: each byte string has exactly
     /// one spelling, so a URL cannot be altered into another that opens the same way.
     public static func decodeURLSafe(_ text: String) -> [UInt8]? {
-        guard text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }),
-              let bytes = decodeLenient(String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })),
-              encodeURLSafe(bytes) == text else {
-            return nil
+        if let decoded = text.utf8.withContiguousStorageIfAvailable(decodeURLSafe) { return decoded }
+        return Array(text.utf8).withUnsafeBufferPointer(decodeURLSafe)
+    }
+
+    private static func decodeURLSafe(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard text.count % 4 != 1 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count * 3 / 4)
+        var index = 0
+        var value: UInt32 = 0
+        while index < text.count {
+            let sextet = urlSafeDecodeTable[Int(text[index])]
+            guard sextet != 0xFF else { return nil }
+            value = value << 6 | UInt32(sextet)
+            index += 1
+            if index % 4 == 0 {
+                out.append(UInt8(truncatingIfNeeded: value >> 16))
+                out.append(UInt8(truncatingIfNeeded: value >> 8))
+                out.append(UInt8(truncatingIfNeeded: value))
+                value = 0
+            }
         }
-        return bytes
+        switch text.count % 4 {
+        case 2:  // 12 bits: one byte and four unused bits, which must be zero
+            guard value & 0x0F == 0 else { return nil }
+            out.append(UInt8(truncatingIfNeeded: value >> 4))
+        case 3:  // 18 bits: two bytes and two unused bits
+            guard value & 0x03 == 0 else { return nil }
+            out.append(UInt8(truncatingIfNeeded: value >> 10))
+            out.append(UInt8(truncatingIfNeeded: value >> 2))
+        default:
+            break
+        }
+        return out
     }
 }

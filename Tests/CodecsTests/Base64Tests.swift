@@ -126,6 +126,28 @@ import Testing
         }
     }
 
+    @Test func urlSafeAgreesWithFoundationForRandomLengths() {
+        // RFC 4648 §5 from Foundation's standard encoding: '+' and '/' swapped, padding cut.
+        var generator = SeededGenerator(seed: 0x5AFE)
+        for length in 0...300 {
+            let bytes = generator.bytes(length)
+            var foundation = Data(bytes).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            while foundation.hasSuffix("=") { foundation.removeLast() }
+            #expect(Base64.encodeURLSafe(bytes) == foundation, "length \(length)")
+            #expect(Base64.decodeURLSafe(foundation) == bytes, "length \(length)")
+            // Every character that is not of the alphabet, anywhere, is refused.
+            if length > 0 {
+                let position = Int(generator.bytes(1)[0]) % foundation.utf8.count
+                for bad in ["=", "+", "/", " ", "\n", "é"] {
+                    var broken = Array(foundation)
+                    broken[position] = Character(bad)
+                    #expect(Base64.decodeURLSafe(String(broken)) == nil, "length \(length), \(bad)")
+                }
+            }
+        }
+    }
+
     @Test func urlSafeDecodingAcceptsOnlyTheCanonicalSpelling() {
         // "QQ" is the only spelling of [0x41]: "QR".."QZ" differ only in the four unused
         // bits of the last character, which a lenient decoder would ignore.
