@@ -8,19 +8,21 @@ import Testing
     typealias Pending = Sender.Pending
 
     /// Tests speak of "fresh" and "later" rather than of offsets: each label gets an
-    /// entry of its own, remembered here.
-    static let labels = Mutex<[String]>([])
+    /// entry of its own, remembered here (the offset indexes `names`; `offsets` finds a
+    /// label's without a search, as the compaction tests make tens of thousands).
+    static let labels = Mutex<(names: [String], offsets: [String: Int])>(([], [:]))
 
     static func entry(_ label: String) -> SpoolEntry {
         labels.withLock { labels in
-            if let index = labels.firstIndex(of: label) { return SpoolEntry(segment: 1, offset: UInt32(index)) }
-            labels.append(label)
-            return SpoolEntry(segment: 1, offset: UInt32(labels.count - 1))
+            if let offset = labels.offsets[label] { return SpoolEntry(segment: 1, offset: UInt32(offset)) }
+            labels.names.append(label)
+            labels.offsets[label] = labels.names.count - 1
+            return SpoolEntry(segment: 1, offset: UInt32(labels.names.count - 1))
         }
     }
 
     static func label(_ pending: Pending) -> String {
-        labels.withLock { $0[Int(pending.entry.offset)] }
+        labels.withLock { $0.names[Int(pending.entry.offset)] }
     }
 
     static func pending(_ label: String, attempts: Int = 0, notBefore: Int64 = 0) -> Pending {

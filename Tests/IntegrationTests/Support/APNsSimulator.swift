@@ -30,17 +30,15 @@ enum APNsSimulator {
     static func stats() throws -> [String: Any] { try control("/stats") }
 
     /// Everything accepted so far.
-    static func accepted() -> [Accepted] {
-        guard let text = try? String(contentsOfFile: recordPath, encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").compactMap { line in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
-            return Accepted(
-                token: object["token"] as? String ?? "", collapseID: object["collapse_id"] as? String,
-                topic: object["topic"] as? String ?? "", pushType: object["push_type"] as? String,
-                priority: object["priority"] as? Int, payload: object["payload"] as? [String: Any] ?? [:],
-                jwt: object["jwt"] as? String ?? "", auth: object["auth"] as? String ?? ""
-            )
-        }
+    static func accepted() -> [Accepted] { record.all() }
+
+    private static let record = JSONLinesRecord<Accepted>(path: { recordPath }) { object in
+        Accepted(
+            token: object["token"] as? String ?? "", collapseID: object["collapse_id"] as? String,
+            topic: object["topic"] as? String ?? "", pushType: object["push_type"] as? String,
+            priority: object["priority"] as? Int, payload: object["payload"] as? [String: Any] ?? [:],
+            jwt: object["jwt"] as? String ?? "", auth: object["auth"] as? String ?? ""
+        )
     }
 }
 

@@ -38,12 +38,10 @@ enum FCMSimulator {
     static func tokensIssued() throws -> Int { try stats()["tokens_issued"] as? Int ?? -1 }
 
     /// Everything accepted so far.
-    static func accepted() -> [Accepted] {
-        guard let text = try? String(contentsOfFile: recordPath, encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").compactMap { line in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  let message = object["message"] as? [String: Any] else { return nil }
-            return Accepted(time: (object["time"] as? NSNumber)?.int64Value ?? 0, token: object["token"] as? String ?? "", message: message)
-        }
+    static func accepted() -> [Accepted] { record.all() }
+
+    private static let record = JSONLinesRecord<Accepted>(path: { recordPath }) { object in
+        guard let message = object["message"] as? [String: Any] else { return nil }
+        return Accepted(time: (object["time"] as? NSNumber)?.int64Value ?? 0, token: object["token"] as? String ?? "", message: message)
     }
 }
