@@ -1,5 +1,5 @@
 public import ENSMetrics
-internal import SenderWire
+public import SenderWire
 public import Logging
 internal import POSIX
 import Synchronization
@@ -44,14 +44,14 @@ public final class Ingest: Sendable {
     fileprivate let spool: Spool
     fileprivate let metrics: MetricsRecorder
     fileprivate let logger: Logger
-    fileprivate let handOff: @Sendable ([SpoolEntry]) -> Void
+    fileprivate let handOff: @Sendable ([(entry: SpoolEntry, notification: PushNotification)]) -> Void
     fileprivate let poller: Poller
     private let stopping = Atomic<Bool>(false)
 
     /// Serves `listener` (made non-blocking here); `handOff` receives what each commit
     /// made durable, in arrival order, before anyone is told it was accepted.
     public init(listener: Int32, spool: Spool, metrics: MetricsRecorder, logger: Logger,
-                handOff: @escaping @Sendable ([SpoolEntry]) -> Void) throws {
+                handOff: @escaping @Sendable ([(entry: SpoolEntry, notification: PushNotification)]) -> Void) throws {
         self.listener = listener
         self.spool = spool
         self.metrics = metrics
@@ -87,7 +87,7 @@ private final class IntakeLoop {
     private let spool: Spool
     private let metrics: MetricsRecorder
     private let logger: Logger
-    private let handOff: @Sendable ([SpoolEntry]) -> Void
+    private let handOff: @Sendable ([(entry: SpoolEntry, notification: PushNotification)]) -> Void
     private let poller: Poller
     private var clients: [Int32: Client] = [:]
     /// Refusals for a full spool since the last log line about them: a full spool under
@@ -246,7 +246,7 @@ private final class IntakeLoop {
         if !batch.isEmpty {
             do {
                 try spool.commit(batch)
-                handOff(batch.entries)
+                handOff(batch.spooled)
             } catch {
                 durable = false
                 logger.error("cannot spool notifications", metadata: ["error": "\(error)", "notifications": "\(batch.entries.count)"])

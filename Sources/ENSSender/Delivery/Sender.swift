@@ -1,11 +1,11 @@
 public import ENSStore
 public import ENSMetrics
 internal import ENSModel
-internal import SenderWire
+public import SenderWire
 public import Logging
 internal import Curl
 internal import OpenSSL
-internal import POSIX
+public import POSIX
 import Synchronization
 
 /// ens-apns: takes notifications on a Unix socket, spools them durably, and delivers
@@ -84,13 +84,19 @@ public final class Sender: Sendable {
     /// Where deliveries and dead tokens are written back: each push's device's shard.
     private let databases: ShardDatabases
     private let logger: Logger
-    private let arrivals = SynchronizedBox<[SpoolEntry]>([])
+    private let arrivals = SynchronizedBox<[(entry: SpoolEntry, notification: PushNotification)]>([])
+    /// Signalled by `enqueue`: the delivery thread's wait ends when something arrives.
+    private let arrivalSignal: WakeSignal
+    /// How many just-spooled notifications delivery keeps parsed, so as not to read them
+    /// back from the spool; beyond that (a backlog) they are read back when their turn comes.
+    static let freshLimit = 2048
     private let stopping = Atomic<Bool>(false)
     private let inFlightCount = Atomic<Int>(0)
     private let pausedCredentials = Atomic<Int>(0)
     private let metrics: MetricsRecorder
 
-    public init(spool: Spool, providers: [any PushProvider], settings: Settings, databases: ShardDatabases, metrics: MetricsRecorder, logger: Logger) {
+    public init(spool: Spool, providers: [any PushProvider], settings: Settings, databases: ShardDatabases, metrics: MetricsRecorder, logger: Logger) throws(SystemError) {
+        arrivalSignal = try WakeSignal()
         self.spool = spool
         self.metrics = metrics
         self.providers = ThreadConfined(Dictionary(providers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first }))
@@ -101,6 +107,7 @@ public final class Sender: Sendable {
 
     public func stop() {
         stopping.store(true, ordering: .releasing)
+        arrivalSignal.signal()
     }
 
     /// Sets the gauges (spool depth, requests in flight) before a metrics write.
@@ -114,9 +121,10 @@ public final class Sender: Sendable {
         metrics.add(MetricsText.key("ens_push_notifications_total", [("provider", provider.rawValue), ("outcome", outcome)]))
     }
 
-    /// Queues what `Ingest` made durable for delivery, in arrival order.
-    public func enqueue(_ entries: [SpoolEntry]) {
-        arrivals.withLock { $0.append(contentsOf: entries) }
+    /// Queues what `Ingest` made durable for delivery, in arrival order, and wakes delivery.
+    public func enqueue(_ spooled: [(entry: SpoolEntry, notification: PushNotification)]) {
+        arrivals.withLock { $0.append(contentsOf: spooled) }
+        arrivalSignal.signal()
     }
 
     // MARK: Delivery
@@ -146,13 +154,20 @@ public final class Sender: Sendable {
         var nextTag = 0
         var lastUpkeep = MonotonicClock.milliseconds()
         var lastCompaction = MonotonicClock.milliseconds()
+        // Notifications as Ingest parsed them, until delivery takes them (at most freshLimit).
+        var fresh: [SpoolEntry: PushNotification] = [:]
 
         while !stopping.load(ordering: .acquiring) || !inFlight.isEmpty {
-            let arrived = arrivals.withLock { arrived -> [SpoolEntry] in
+            // Cleared before the arrivals are taken: one enqueued after this wakes the next wait.
+            arrivalSignal.clear()
+            let arrived = arrivals.withLock { arrived -> [(entry: SpoolEntry, notification: PushNotification)] in
                 defer { arrived.removeAll(keepingCapacity: true) }
                 return arrived
             }
-            queue.ready.append(contentsOf: arrived.map { Pending(entry: $0, attempts: 0, notBefore: 0) })
+            for (entry, notification) in arrived {
+                queue.ready.append(Pending(entry: entry, attempts: 0, notBefore: 0))
+                if fresh.count < Self.freshLimit { fresh[entry] = notification }
+            }
             let now = WallClock.milliseconds()
             queue.promoteDue(now: now)
             // Notifications retried for hours would otherwise each keep a finished segment on disk.
@@ -170,7 +185,11 @@ public final class Sender: Sendable {
                 while inFlight.count < settings.maximumInFlight, let pending = queue.next() {
                     let notification: PushNotification
                     do {
-                        notification = try spool.load(pending.entry)
+                        if let parsed = fresh.removeValue(forKey: pending.entry) {
+                            notification = parsed
+                        } else {
+                            notification = try spool.load(pending.entry)
+                        }
                     } catch {
                         logger.error("dropping an unreadable spooled notification", metadata: ["spool.entry": "\(pending.entry)", "error": "\(error)"])
                         spool.remove(pending.entry)
@@ -223,10 +242,12 @@ public final class Sender: Sendable {
             }
             inFlightCount.store(inFlight.count, ordering: .relaxed)
             if inFlight.isEmpty {
-                sleepMilliseconds(queue.hasReady ? 1 : 20)
+                // Nothing in flight: wait for an arrival, or 100 ms at most (retries coming
+                // due, the feedback's flush, a stop), instead of waking every few ms to look.
+                if queue.hasReady { sleepMilliseconds(1) } else { _ = multiplexer.poll(timeoutMilliseconds: 100, wakingOn: arrivalSignal.descriptor) }
                 continue
             }
-            for completion in multiplexer.poll(timeoutMilliseconds: 20) {
+            for completion in multiplexer.poll(timeoutMilliseconds: 20, wakingOn: arrivalSignal.descriptor) {
                 guard let (pending, notification) = inFlight.removeValue(forKey: completion.tag) else { continue }
                 guard let provider = providers[notification.deviceToken.provider] else { continue }
                 if let retry = handle(completion, pending: pending, notification: notification, provider: provider, feedback: feedback, pauses: &pauses) {

@@ -154,8 +154,14 @@ public final class Spool: Sendable {
     public struct Batch: Sendable {
         /// Each record written: where it went, and the end of its segment after it.
         fileprivate var writes: [(entry: SpoolEntry, writer: SpoolSegmentWriter, end: Int)] = []
+        /// What each record holds, in the same order: delivery takes a fresh notification
+        /// from here instead of reading, decrypting and parsing it back from the spool.
+        fileprivate var notifications: [PushNotification] = []
         public init() {}
         public var entries: [SpoolEntry] { writes.map(\.entry) }
+        public var spooled: [(entry: SpoolEntry, notification: PushNotification)] {
+            Array(zip(writes.lazy.map(\.entry), notifications))
+        }
         public var isEmpty: Bool { writes.isEmpty }
     }
 
@@ -170,6 +176,7 @@ public final class Spool: Sendable {
         do {
             let (writer, entry, end) = try writeRecord(notification.json)
             batch.writes.append((entry, writer, end))
+            batch.notifications.append(notification)
         } catch {
             size.withLock { $0 -= 1 }  // not acknowledged: the submitter is told it failed
             throw error
