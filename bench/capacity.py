@@ -204,12 +204,21 @@ def percentile(samples, q):
     return samples[min(len(samples) - 1, int(len(samples) * q))]
 
 
+def at_rest(seconds):
+    """Each process's CPU with no load (cores): what a host pays whatever its users."""
+    roles = role_pids()
+    before = {role: cpu_seconds(pids) for role, pids in roles.items()}
+    time.sleep(seconds)
+    return {role: (cpu_seconds(pids) - before[role]) / seconds for role, pids in roles.items()}
+
+
 def run(path):
     m = model()
     data = json.load(open(path))
     r = rates(m)
+    idle = at_rest(float(env("CAP_IDLE_SECONDS", "20")))
     results, unexpected, cpu, wall = measure(m, data, r, float(env("CAP_SECONDS", "60")), refill=True)
-    report(m, r, results, unexpected, cpu, wall)
+    report(m, r, results, unexpected, cpu, wall, idle)
 
 
 def split(path):
@@ -347,7 +356,7 @@ def key_pool(target):
 STACK = ("ens-fcgi", "nginx", "mariadb", "ens-apns", "ens-cron keys")
 
 
-def report(m, r, results, unexpected, cpu, wall):
+def report(m, r, results, unexpected, cpu, wall, idle):
     users = m["users"]
     print(f"Capacity model: {users} users, {m['devices_per_user']} devices each, a check-in every "
           f"{m['checkin_hours']:g} h, {m['mails_per_day']:g} mails/day x peak {m['peak_factor']:g}, Exchange "
@@ -377,6 +386,13 @@ def report(m, r, results, unexpected, cpu, wall):
           f"{stack / wall:.3f} cores for {users} users; the simulators and the load generator, "
           f"{(total - stack) / wall:.3f} cores, excluded); worst class p99 {p99:.1f} ms "
           f"(targets >= 300,000 users/core, p99 < 50 ms)")
+    # The same with the stack's cost at rest counted once per host, not per user: how many
+    # users bring one core from rest to busy. At rest meant before the window, with nothing sent.
+    resting = sum(idle.get(role, 0) for role in STACK)
+    per_user = (stack / wall - resting) / users
+    print(f"At rest (before the window, nothing sent): the stack {resting:.3f} cores ("
+          + ", ".join(f"{role} {idle[role]:.3f}" for role in STACK if role in idle) + "); "
+          f"counted once per host, not per user: {(1 - resting) / per_user:,.0f} users bring one core from rest to busy")
 
 
 if __name__ == "__main__":
