@@ -119,17 +119,12 @@ public final class HTTP2Multiplexer {
     }
 
     /// Drives transfers for up to `timeoutMilliseconds` and returns those that finished.
-    public func poll(timeoutMilliseconds: Int, wakingOn wakeDescriptor: Int32? = nil) -> [Completion] {
+    public func poll(timeoutMilliseconds: Int) -> [Completion] {
         perform()
-        if let wakeDescriptor {
-            // Also returns as soon as `wakeDescriptor` is readable, with or without transfers.
-            var extra = curl_waitfd(fd: wakeDescriptor, events: Int16(CURL_WAIT_POLLIN), revents: 0)
-            _ = curl_multi_poll(multi, &extra, 1, Int32(timeoutMilliseconds), nil)
-        } else if transfers.isEmpty {
+        if transfers.isEmpty {
             return []
-        } else {
-            _ = curl_multi_poll(multi, nil, 0, Int32(timeoutMilliseconds), nil)
         }
+        _ = curl_multi_poll(multi, nil, 0, Int32(timeoutMilliseconds), nil)
         perform()
         var completions: [Completion] = []
         var remaining: Int32 = 0

@@ -92,7 +92,7 @@ struct ENSAPNs: ParsableCommand {
             if !fcmAccounts.isEmpty {
                 providers.append(try FCMProvider(accounts: fcmAccounts, url: settings.fcmURL, caBundlePath: settings.pushCAFile))
             }
-            sender = try Sender(
+            sender = Sender(
                 spool: spool,
                 providers: providers,
                 settings: .init(caBundlePath: settings.pushCAFile, maximumInFlight: settings.pushMaximumInFlight,

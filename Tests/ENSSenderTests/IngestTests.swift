@@ -33,6 +33,8 @@ import Testing
         let client: SenderClient
         let spool: Spool
         let handedOff: SynchronizedBox<[SpoolEntry]>
+        /// What was handed off with each entry: delivery's copy, not read back from disk.
+        let handedOffNotifications: SynchronizedBox<[PushNotification]>
         let messages: SynchronizedBox<[String]>
     }
 
@@ -43,17 +45,20 @@ import Testing
             defer { FileDescriptor.close(listener.fd) }
             let spool = try Spool(directory: url.path + "/spool", masterKey: try AESGCMKey.random(), capacity: capacity)
             let handedOff = SynchronizedBox<[SpoolEntry]>([])
+            let handedOffNotifications = SynchronizedBox<[PushNotification]>([])
             let messages = SynchronizedBox<[String]>([])
             let logger = Logger(label: "ingest-tests") { _ in CollectingLogHandler(messages: messages) }
-            let ingest = try Ingest(listener: listener.fd, spool: spool, metrics: MetricsRecorder(file: nil), logger: logger) { entries in
-                handedOff.withLock { $0 += entries }
+            let ingest = try Ingest(listener: listener.fd, spool: spool, metrics: MetricsRecorder(file: nil), logger: logger) { spooled in
+                handedOff.withLock { $0 += spooled.map(\.entry) }
+                handedOffNotifications.withLock { $0 += spooled.map(\.notification) }
             }
             let thread = try OSThread.start { ingest.run() }
             defer {
                 ingest.stop()
                 thread.join()
             }
-            try body(Running(client: SenderClient(socketPath: socketPath), spool: spool, handedOff: handedOff, messages: messages))
+            try body(Running(client: SenderClient(socketPath: socketPath), spool: spool, handedOff: handedOff,
+                             handedOffNotifications: handedOffNotifications, messages: messages))
         }
     }
 
@@ -66,6 +71,7 @@ import Testing
             // Handed to delivery before the answer was sent.
             let entries = running.handedOff.withLock { $0 }
             #expect(try entries.map { try running.spool.load($0) } == notifications)
+            #expect(running.handedOffNotifications.withLock { $0 } == notifications)
             #expect(running.spool.pending() == entries)
         }
     }
