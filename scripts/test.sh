@@ -64,19 +64,23 @@ rm -rf "$ENS_VAR"
 trap 'scripts/stack.sh down' EXIT
 scripts/stack.sh up
 
-# The two builds the end of the run needs (ENSKit with swift-crypto, and the .deb's
-# release build in a build directory of its own, since swift test locks .build) run now,
-# beside the integration tests, which mostly wait on the stack. At idle CPU and I/O
-# priority they take only what the tests leave, so the tests see the host as before.
-# Their output: var/prebuild.log; a failure here shows again where the build is used.
+# What the end of the run needs is prepared now, beside the integration tests, which
+# mostly wait on the stack: Schemathesis's installation (a venv from PyPI), ENSKit's
+# build (swift-crypto) and the .deb's release build (in a build directory of its own,
+# since swift test locks .build). At idle CPU and I/O priority they take only what the
+# tests leave, so the tests see the host as before; without idle priority they are not
+# run here, and each step does its own as before. Output: var/prebuild*.log.
 export ENS_DEB_SCRATCH=$PWD/.build/deb
 mkdir -p var
-prebuild_pid=
+at_idle_priority() {
+  chrt --idle -p 0 "$BASHPID" && ionice -c 3 -p "$BASHPID" || { echo "prebuild: no idle priority here; not run"; exit 0; }
+}
+tools_pid='' prebuild_pid=''
 if [ -z "${ENS_TEST_FILTER:-}" ]; then
+  ( at_idle_priority; Tests/tools/schemathesis.sh --prepare ) > var/prebuild-tools.log 2>&1 &
+  tools_pid=$!
   (
-    # Never beside the tests at normal priority: without SCHED_IDLE the builds wait for
-    # steps 8 and 9 as they did before.
-    chrt --idle -p 0 "$BASHPID" && ionice -c 3 -p "$BASHPID" || { echo "prebuild: no idle priority here; not run"; exit 0; }
+    at_idle_priority
     (cd clients/ENSKit && swift build --build-tests) || echo "prebuild: ENSKit failed"
     if [ "$(id -u)" -eq 0 ]; then  # scripts/deb-test.sh runs as root only
       swift build -c release --static-swift-stdlib --scratch-path "$ENS_DEB_SCRATCH" || echo "prebuild: release failed"
@@ -118,16 +122,16 @@ swift test --skip-build --no-parallel --filter IntegrationTests 2>&1 | tee -a "$
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 apache_pass || status=1
 # The simulators the integration tests trust are themselves checked (strictness,
-# failure injection, retries).
-python3 Tests/tools/apns_simulator_selftest.py 2>&1 | tail -1
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-python3 Tests/tools/ews_simulator_selftest.py 2>&1 | tail -1
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-python3 Tests/tools/fcm_simulator_selftest.py 2>&1 | tail -1
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-python3 Tests/tools/graph_simulator_selftest.py 2>&1 | tail -1
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+# failure injection, retries): the four at once, each on free ports of its own.
+selftests=()
+for sim in apns ews fcm graph; do
+  python3 "Tests/tools/${sim}_simulator_selftest.py" > "$ENS_VAR/selftest-$sim.out" 2>&1 &
+  selftests+=("$!")
+done
+for pid in "${selftests[@]}"; do wait "$pid" || status=1; done
+for sim in apns ews fcm graph; do tail -1 "$ENS_VAR/selftest-$sim.out"; done
 # The device API against its OpenAPI document, fuzzed by Schemathesis (bounded).
+[ -z "$tools_pid" ] || wait "$tools_pid" || true
 scripts/stack.sh token schemathesis > "$ENS_VAR/schemathesis-token"
 Tests/tools/schemathesis.sh "https://localhost:$ENS_PORT" "$ENS_VAR/schemathesis-token" 2>&1 | tee "$ENS_VAR/schemathesis.out" | tail -15
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

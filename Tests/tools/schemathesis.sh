@@ -5,6 +5,8 @@
 #
 #   Tests/tools/schemathesis.sh BASE_URL TOKEN_FILE
 #   e.g. Tests/tools/schemathesis.sh https://localhost:8443 var/token
+#   Tests/tools/schemathesis.sh --prepare    only install the tools (make test does it
+#                                            beside its integration tests)
 #
 # TOKEN_FILE holds an API token (`scripts/stack.sh token` prints one; the first
 # `ens_<64 hex>` in the file is used, else its first non-empty line). TLS verification
@@ -27,11 +29,16 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 die() { printf 'schemathesis.sh: error: %s\n' "$*" >&2; exit 2; }
 log() { printf 'schemathesis.sh: %s\n' "$*" >&2; }
 
-[ $# -eq 2 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-BASE_URL=${1%/}
-TOKEN_FILE=$2
-[[ $BASE_URL == http://* || $BASE_URL == https://* ]] || die "BASE_URL must start with http:// or https://"
-[ -r "$TOKEN_FILE" ] || die "cannot read TOKEN_FILE $TOKEN_FILE"
+PREPARE=0
+if [ $# -eq 1 ] && [ "$1" = --prepare ]; then
+  PREPARE=1
+else
+  [ $# -eq 2 ] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+  BASE_URL=${1%/}
+  TOKEN_FILE=$2
+  [[ $BASE_URL == http://* || $BASE_URL == https://* ]] || die "BASE_URL must start with http:// or https://"
+  [ -r "$TOKEN_FILE" ] || die "cannot read TOKEN_FILE $TOKEN_FILE"
+fi
 
 VAR=$(mkdir -p "${ENS_VAR:-$ROOT/var}" && cd "${ENS_VAR:-$ROOT/var}" && pwd)
 VENV=$VAR/venv-schemathesis
@@ -74,6 +81,7 @@ else
 fi
 SCHEMATHESIS=("$PYTHON" -m schemathesis.cli)
 log "using $("${SCHEMATHESIS[@]}" --version 2>/dev/null | head -1) ($PYTHON)"
+[ "$PREPARE" = 0 ] || exit 0
 
 # ---- 1. the document ---------------------------------------------------------------
 "$PYTHON" "$ROOT/Tests/tools/validate_openapi.py" "$SPEC" || exit 1
