@@ -92,8 +92,9 @@ init_secrets() {
     rm -f "$VAR/secrets/apns-cert.csr" "$VAR/secrets/apns-cert.key" "$VAR/secrets/apns-cert.crt"
   fi
   # A development Firebase service account: Google's key-file JSON, with its token_uri
-  # at the FCM simulator, which checks assertions against the key's public half.
-  if [ ! -s "$VAR/secrets/fcm-service-account.json" ]; then
+  # at the FCM simulator, which checks assertions against the key's public half. Made
+  # again when the stack's port has changed since: its token_uri names the old one.
+  if ! grep -qs "\"https://localhost:$FCM_PORT/token\"" "$VAR/secrets/fcm-service-account.json"; then
     openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$VAR/secrets/fcm-key.pem" 2>/dev/null
     openssl pkey -in "$VAR/secrets/fcm-key.pem" -pubout -out "$VAR/secrets/fcm-key.pub.pem" 2>/dev/null
     python3 - "$VAR/secrets/fcm-key.pem" "https://localhost:$FCM_PORT/token" > "$VAR/secrets/fcm-service-account.json" <<'PY'
