@@ -152,6 +152,9 @@ public final class Sender: Sendable {
         var nextTag = 0
         var lastUpkeep = MonotonicClock.milliseconds()
         var lastCompaction = MonotonicClock.milliseconds()
+        // Notifications that waited for push credentials since the last line saying so.
+        var credentialWaits = 0
+        var credentialWaitsLogged: Int64 = 0
         // Notifications as Ingest parsed them, until delivery takes them (at most freshLimit).
         var fresh: [SpoolEntry: PushNotification] = [:]
 
@@ -211,9 +214,17 @@ public final class Sender: Sendable {
                         guard let provider = providers[kind] else { throw PushRequestError.credentials("no \(kind.rawValue) provider is configured") }
                         request = try provider.request(for: notification)
                     } catch PushRequestError.temporarilyUnavailable(let problem) {
-                        logger.warning("push credentials unavailable; the notification waits", metadata: [
-                            "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)", "error": "\(problem)",
-                        ])
+                        // Every waiting notification comes back here at each retry: one line
+                        // per 10 s says how many (a stuck token endpoint made 90 lines a second).
+                        credentialWaits += 1
+                        if now - credentialWaitsLogged >= 10_000 {
+                            logger.warning("push credentials unavailable; notifications wait", metadata: [
+                                "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)", "error": "\(problem)",
+                                "notifications": "\(credentialWaits)",
+                            ])
+                            credentialWaits = 0
+                            credentialWaitsLogged = now
+                        }
                         queue.delayed.append(Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1,
                                                      notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts), capMilliseconds: 30_000)))
                         continue
