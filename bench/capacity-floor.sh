@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The floor under the capacity bench: what the parts of the model's requests that no
+# design of ENS can leave out cost on this host, each done by the leanest tool at hand,
+# all in one run, and the users per core of a stack that did nothing else (the ceiling
+# no implementation of this design reaches on this host). Per request:
+#   nginx    TLS, HTTP and FastCGI for one request: /alive through the pool at
+#            saturation (wrk, 64 connections), nginx's CPU only
+#   MariaDB  one read and one write of the record by key, each its own commit:
+#            bench/b6-floor.py's `least`, mariadbd's CPU only
+#   lookup   one HTTPS request out on a kept-alive connection, as GetItem (Exchange) and
+#            the message GET (Graph) are: h2load --h1 to the Exchange simulator with a
+#            GetItem, h2load's CPU only
+#   push     one HTTP/2 POST over TLS: h2load to the APNs simulator (2 connections x 10
+#            streams), h2load's CPU only
+#   sync     one 1 KB append and fdatasync in the spool's directory (ens-apns acknowledges
+#            only what is synced; at the target's rate each callback's is synced alone)
+#   RSA      one RSA-2048 private-key operation (openssl speed): a check-in opens its
+#            sealed token with one
+# A new-mail callback is nginx + MariaDB + lookup + sync + a push per device; a heartbeat nginx
+# + MariaDB; a check-in nginx + RSA. Left out, so the floor is lower than any real
+# stack's: the responder and the sender themselves, the durable spool write, the XML
+# and JSON, registrations, and the server side of every outbound call.
+#
+# Run by bench/run.sh (BENCHES=capacity-floor) on the bench stack: it registers B6's
+# users first (B6_USERS, default 20). BENCH_SECONDS per measurement (default 5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+SECONDS_PER_RUN=${BENCH_SECONDS:-5}
+REQUESTS=${FLOOR_REQUESTS:-20000}
+hz=$(getconf CLK_TCK)
+ENS_TOKEN=$(scripts/stack.sh token bench-floor)
+export ENS_TOKEN
+requests=$ENS_VAR/b6-callbacks.txt
+fill_key_pool 40
+python3 bench/devices.py b6-setup "${B6_USERS:-20}" "$requests"
+wait_for_empty_spool
+
+# ms of CPU per request from clock ticks over a count.
+per_request() { python3 -c "import sys; print(f'{int(sys.argv[1]) / $hz * 1000 / int(sys.argv[2]):.4f}')" "$1" "$2"; }
+
+# nginx: /alive at saturation.
+mapfile -t nginx_pids < <(stack_pids nginx)
+before=$(cpu_ticks "${nginx_pids[@]}")
+out=$(timeout $((SECONDS_PER_RUN + 30)) wrk -t2 -c64 -d"${SECONDS_PER_RUN}s" "$BENCH_URL_BASE/alive")
+count=$(awk '/requests in/ {print $1}' <<<"$out")
+nginx_ms=$(per_request $(( $(cpu_ticks "${nginx_pids[@]}") - before )) "$count")
+
+# MariaDB: the least a callback can ask of it.
+mariadb_ms=$(python3 bench/b6-floor.py 1500 | awk '/least/ {gsub(/\)/, "", $NF); print $NF}')
+
+# h2load's own CPU for REQUESTS requests (its user and system time, from its rusage);
+# every answer must be a 2xx, or the figure is not of the request it names.
+h2load_ms() {
+  local times=$ENS_VAR/floor-h2load.time out=$ENS_VAR/floor-h2load.out
+  /usr/bin/time -o "$times" -f '%U %S' timeout 120 h2load -n "$REQUESTS" "$@" > "$out" 2>&1
+  grep -q "status codes: $REQUESTS 2xx" "$out" || { grep -E 'status codes|requests:' "$out" >&2; echo "capacity-floor: h2load's answers were not all 2xx" >&2; exit 1; }
+  python3 -c "import sys; u, s = map(float, open(sys.argv[1]).read().split()); print(f'{(u + s) * 1000 / $REQUESTS:.4f}')" "$times"
+}
+
+# lookup: a GetItem for one of the bench mailboxes, over HTTP/1.1 and TLS, kept alive.
+read -r email password < <(python3 -c "import json,sys; u = json.load(open(sys.argv[1]))[0]; print(u['email'], u['password'])" "$requests.users.json")
+python3 - "$ENS_VAR/floor-getitem.xml" <<'PY'
+import sys
+open(sys.argv[1], "w").write(
+    '<?xml version="1.0" encoding="utf-8"?>'
+    '<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/" '
+    'xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types" '
+    'xmlns:m="http://schemas.microsoft.com/exchange/services/2006/messages">'
+    '<soap:Header><t:RequestServerVersion Version="Exchange2010_SP2"/></soap:Header>'
+    '<soap:Body><m:GetItem><m:ItemShape><t:BaseShape>IdOnly</t:BaseShape><t:AdditionalProperties>'
+    '<t:FieldURI FieldURI="item:Subject"/><t:FieldURI FieldURI="message:From"/></t:AdditionalProperties>'
+    '</m:ItemShape><m:ItemIds><t:ItemId Id="AAMkAGI2TG93AAA="/></m:ItemIds></m:GetItem></soap:Body></soap:Envelope>')
+PY
+auth=$(printf '%s:%s' "$email" "$password" | base64 -w0)
+lookup_ms=$(h2load_ms --h1 -c 2 -m 1 -d "$ENS_VAR/floor-getitem.xml" -H ":authority: mail.bench.test" \
+  -H "authorization: Basic $auth" -H "content-type: text/xml; charset=utf-8" \
+  "https://127.0.0.1:$((ENS_PORT + 3))/EWS/Exchange.asmx")
+
+# push: APNs's request, as bench/b4-push.sh sends it.
+jwt=$(python3 bench/pushes.py jwt "$ENS_VAR/secrets/apns-auth-key.p8" DEVKEY0001 DEVTEAM001)
+python3 bench/pushes.py payload > "$ENS_VAR/floor-payload.json"
+push_ms=$(h2load_ms -c 2 -m 10 -d "$ENS_VAR/floor-payload.json" -H "authorization: bearer $jwt" \
+  -H "apns-topic: com.example.mail" -H "apns-push-type: alert" -H "apns-priority: 10" \
+  "https://localhost:$((ENS_PORT + 1))/3/device/$(openssl rand -hex 32)")
+
+# sync: what appending a notification durably costs the process that does it.
+sync_ms=$(python3 - "$ENS_VAR/spool" <<'PY'
+import os, resource, sys
+path = os.path.join(sys.argv[1], "floor-sync.tmp")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+record, n = os.urandom(1024), 3000
+before = resource.getrusage(resource.RUSAGE_SELF)
+for _ in range(n):
+    os.write(fd, record)
+    os.fdatasync(fd)
+after = resource.getrusage(resource.RUSAGE_SELF)
+os.close(fd)
+os.unlink(path)
+print(f"{((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000 / n:.4f}")
+PY
+)
+
+rsa_per_second=$(openssl speed -seconds 3 rsa2048 2>/dev/null | awk '/^rsa 2048 bits/ {print $(NF-1)}')
+python3 - "$nginx_ms" "$mariadb_ms" "$lookup_ms" "$push_ms" "$sync_ms" "$rsa_per_second" <<'PY'
+import importlib.util, os, sys
+nginx, mariadb, lookup, push, sync, rsa_per_second = map(float, sys.argv[1:])
+spec = importlib.util.spec_from_file_location("capacity", os.path.join("bench", "capacity.py"))
+capacity = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(capacity)
+m = capacity.model()
+r = {kind: rate / m["users"] for kind, rate in capacity.rates(m).items()}  # per user, per second
+rsa = 1000 / rsa_per_second
+callback = nginx + mariadb + lookup + sync + m["devices_per_user"] * push
+heartbeat = nginx + mariadb
+checkin = nginx + rsa
+per_user_ms = ((r["ews-mail"] + r["graph-mail"]) * callback + r["ews-heartbeat"] * heartbeat + r["checkin"] * checkin)
+print(f"Capacity floor parts (ms of CPU each, this host): nginx {nginx:.4f} per request, MariaDB {mariadb:.4f} per "
+      f"callback, lookup {lookup:.4f} per HTTPS request out, push {push:.4f} per HTTP/2 push, sync {sync:.4f} per "
+      f"durable append, RSA {rsa:.4f} per operation")
+print(f"Capacity floor per request: new-mail callback {callback:.3f} ms (with {m['devices_per_user']} pushes and a sync), "
+      f"heartbeat {heartbeat:.3f} ms, check-in {checkin:.3f} ms")
+print(f"Capacity floor result: {1000 / per_user_ms:,.0f} users per core at the default mix "
+      f"({per_user_ms * 1000:.2f} µs of CPU per user per second at the peak; target 300,000; "
+      f"one RSA-2048 operation {rsa:.3f} ms)")
+PY
