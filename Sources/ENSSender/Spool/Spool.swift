@@ -152,16 +152,13 @@ public final class Spool: Sendable {
     /// durable with one fdatasync per segment, however many there are: the ingest loop
     /// writes every submission that arrived together, commits once, then acknowledges.
     public struct Batch: Sendable {
-        /// Each record written: where it went, and the end of its segment after it.
-        fileprivate var writes: [(entry: SpoolEntry, writer: SpoolSegmentWriter, end: Int)] = []
-        /// What each record holds, in the same order: delivery takes a fresh notification
-        /// from here instead of reading, decrypting and parsing it back from the spool.
-        fileprivate var notifications: [PushNotification] = []
+        /// Each record written: where it went, the end of its segment after it, and what
+        /// it holds (delivery takes that as parsed instead of reading, decrypting and
+        /// parsing it back from the spool).
+        fileprivate var writes: [(entry: SpoolEntry, writer: SpoolSegmentWriter, end: Int, notification: PushNotification)] = []
         public init() {}
         public var entries: [SpoolEntry] { writes.map(\.entry) }
-        public var spooled: [(entry: SpoolEntry, notification: PushNotification)] {
-            Array(zip(writes.lazy.map(\.entry), notifications))
-        }
+        public var spooled: [(entry: SpoolEntry, notification: PushNotification)] { writes.map { ($0.entry, $0.notification) } }
         public var isEmpty: Bool { writes.isEmpty }
     }
 
@@ -175,8 +172,7 @@ public final class Spool: Sendable {
         guard reserved else { throw Full() }
         do {
             let (writer, entry, end) = try writeRecord(notification.json)
-            batch.writes.append((entry, writer, end))
-            batch.notifications.append(notification)
+            batch.writes.append((entry, writer, end, notification))
         } catch {
             size.withLock { $0 -= 1 }  // not acknowledged: the submitter is told it failed
             throw error
