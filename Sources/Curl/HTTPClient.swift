@@ -301,7 +301,19 @@ public struct URLParts: Equatable, Sendable {
     }
 
     public init?(_ url: String) {
-        let lowered = url.lowercased()
+        // Only the scheme and authority matter here, and every outbound call checks its
+        // URL: lowercase just that part, not the path and query after it. They end at
+        // the first "/", "?" or "#" after "://" (bytes, as libcurl reads them).
+        let utf8 = url.utf8
+        var end = utf8.endIndex
+        if let colon = utf8.firstIndex(of: UInt8(ascii: ":")),
+           utf8[colon...].starts(with: "://".utf8) {
+            let authorityStart = utf8.index(colon, offsetBy: 3)
+            end = utf8[authorityStart...].firstIndex(where: {
+                $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+            }) ?? utf8.endIndex
+        }
+        let lowered = String(decoding: utf8[..<end], as: UTF8.self).lowercased()
         if lowered.hasPrefix("https://") {
             scheme = "https"
         } else if lowered.hasPrefix("http://") {

@@ -20,13 +20,36 @@ public struct DeviceToken: Sendable, Equatable, Hashable {
 
     /// An APNs token in hex (or `<…>`) form.
     public init?(hex text: String) {
-        var form = Substring(text)
-        if form.hasPrefix("<") && form.hasSuffix(">") { form = form.dropFirst().dropLast() }
-        let lower = form.filter { $0 != " " }.lowercased()
-        guard lower.utf8.count >= 16, lower.utf8.count <= 200, lower.utf8.count % 2 == 0,
-              lower.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
+        // Byte by byte: every token the responder reads back and every push the sender
+        // takes in passes here, and the usual form (lowercase hex, as stored) is kept
+        // as it is, without a copy.
+        let utf8 = text.utf8
+        var start = utf8.startIndex, end = utf8.endIndex
+        if utf8.first == UInt8(ascii: "<") && utf8.last == UInt8(ascii: ">") && utf8.count >= 2 {
+            start = utf8.index(after: start)
+            end = utf8.index(before: end)
+        }
+        var digits = 0, canonical = start == utf8.startIndex
+        for byte in utf8[start..<end] {
+            switch byte {
+            case 0x30...0x39, 0x61...0x66: digits += 1
+            case 0x41...0x46: digits += 1; canonical = false
+            case 0x20: canonical = false
+            default: return nil
+            }
+        }
+        guard digits >= 16, digits <= 200, digits % 2 == 0 else { return nil }
         provider = .apns
-        value = lower
+        if canonical {
+            value = text
+        } else {
+            var lower: [UInt8] = []
+            lower.reserveCapacity(digits)
+            for byte in utf8[start..<end] where byte != 0x20 {
+                lower.append(byte >= 0x41 && byte <= 0x46 ? byte + 0x20 : byte)
+            }
+            value = String(decoding: lower, as: UTF8.self)
+        }
     }
 
     /// An FCM registration token: 20 to 4096 characters of letters, digits, `-`, `_`

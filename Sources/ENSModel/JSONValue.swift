@@ -57,6 +57,28 @@ public struct JSONParser {
         return value
     }
 
+    /// Parses a JSON object and says where each of its members' values lies in `bytes`,
+    /// so a caller can pass a member on as the bytes it came in (the sender does, with a
+    /// push's payload) instead of encoding the parsed value again.
+    public static func parseObject(_ bytes: [UInt8], maximumDepth: Int = defaultMaximumDepth)
+        throws(JSONParseError) -> (members: [String: JSONValue], ranges: [String: Range<Int>]) {
+        var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth)
+        parser.recordsRanges = true
+        parser.skipWhitespace()
+        let value = try parser.parseValue(depth: 0)
+        parser.skipWhitespace()
+        guard parser.index == bytes.count else { throw parser.failure("unexpected data after the value") }
+        guard case .object(let members) = value else { throw JSONParseError(offset: 0, problem: notAnObject) }
+        return (members, parser.ranges)
+    }
+
+    /// `parseObject`'s problem when the text is JSON but not an object.
+    public static let notAnObject = "not a JSON object"
+
+    /// Whether the top-level object's members' ranges are kept (`parseObject`).
+    private var recordsRanges = false
+    private var ranges: [String: Range<Int>] = [:]
+
     private init(bytes: [UInt8], maximumDepth: Int) {
         self.bytes = bytes
         self.maximumDepth = maximumDepth
@@ -110,7 +132,9 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
             skipWhitespace()
+            let valueStart = index
             members[key] = try parseValue(depth: depth)
+            if recordsRanges && depth == 1 { ranges[key] = valueStart..<index }
             skipWhitespace()
             guard index < bytes.count else { throw failure("unterminated object") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }

@@ -37,21 +37,31 @@ public struct JSONObjectWriter: Sendable {
     }
 
     /// Appends `value` as a JSON string, escaping quotes, backslashes and control
-    /// characters.
+    /// characters. Runs that need no escape are copied whole: responses and pushes are
+    /// mostly such runs, and a copy per byte was a visible share of both.
     public static func appendString(_ value: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5c, 0x22])
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5c, 0x5c])
-            case 0x0a: bytes.append(contentsOf: [0x5c, UInt8(ascii: "n")])
-            case 0x0d: bytes.append(contentsOf: [0x5c, UInt8(ascii: "r")])
-            case 0x09: bytes.append(contentsOf: [0x5c, UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [0x5c, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xf)]])
-            default: bytes.append(byte)
+        var value = value
+        value.withUTF8 { utf8 in
+            var runStart = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                runStart = index + 1
+                bytes.append(0x5c)
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
+                case 0x0a: bytes.append(UInt8(ascii: "n"))
+                case 0x0d: bytes.append(UInt8(ascii: "r"))
+                case 0x09: bytes.append(UInt8(ascii: "t"))
+                default:
+                    let hex: StaticString = "0123456789abcdef"
+                    bytes.append(UInt8(ascii: "u")); bytes.append(0x30); bytes.append(0x30)
+                    bytes.append(hex.utf8Start[Int(byte >> 4)]); bytes.append(hex.utf8Start[Int(byte & 0xf)])
+                }
             }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
         }
         bytes.append(UInt8(ascii: "\""))
     }

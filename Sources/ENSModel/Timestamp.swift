@@ -128,18 +128,69 @@ public struct Timestamp: Sendable, Comparable, Hashable {
 
     public var apiString: String {
         let (year, month, day, hour, minute, second, millisecond) = components
-        return "\(pad(month, 2))/\(pad(day, 2))/\(pad(year, 4)) \(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millisecond, 3))"
+        return Self.written { bytes in
+            Self.append(month, 2, to: &bytes); bytes.append(UInt8(ascii: "/"))
+            Self.append(day, 2, to: &bytes); bytes.append(UInt8(ascii: "/"))
+            Self.append(year, 4, to: &bytes); bytes.append(UInt8(ascii: " "))
+            Self.appendTime(hour, minute, second, millisecond, to: &bytes)
+        }
     }
 
     /// UTC in ISO 8601 with milliseconds: `yyyy-MM-ddTHH:mm:ss.SSSZ` (what Graph takes).
     public var isoString: String {
         let (year, month, day, hour, minute, second, millisecond) = components
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millisecond, 3))Z"
+        return Self.written { bytes in
+            Self.appendDate(year, month, day, to: &bytes); bytes.append(UInt8(ascii: "T"))
+            Self.appendTime(hour, minute, second, millisecond, to: &bytes); bytes.append(UInt8(ascii: "Z"))
+        }
     }
 
     public var databaseString: String {
         let (year, month, day, hour, minute, second, millisecond) = components
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2)) \(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)).\(pad(millisecond, 3))"
+        return Self.written { bytes in
+            Self.appendDate(year, month, day, to: &bytes); bytes.append(UInt8(ascii: " "))
+            Self.appendTime(hour, minute, second, millisecond, to: &bytes)
+        }
+    }
+
+    // Written as bytes: every callback binds a few of these, and string interpolation
+    // of padded numbers cost more than the rest of the row's binding.
+    private static func written(_ body: (inout [UInt8]) -> Void) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        body(&bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func appendDate(_ year: Int, _ month: Int, _ day: Int, to bytes: inout [UInt8]) {
+        append(year, 4, to: &bytes); bytes.append(UInt8(ascii: "-"))
+        append(month, 2, to: &bytes); bytes.append(UInt8(ascii: "-"))
+        append(day, 2, to: &bytes)
+    }
+
+    private static func appendTime(_ hour: Int, _ minute: Int, _ second: Int, _ millisecond: Int, to bytes: inout [UInt8]) {
+        append(hour, 2, to: &bytes); bytes.append(UInt8(ascii: ":"))
+        append(minute, 2, to: &bytes); bytes.append(UInt8(ascii: ":"))
+        append(second, 2, to: &bytes); bytes.append(UInt8(ascii: "."))
+        append(millisecond, 3, to: &bytes)
+    }
+
+    /// `value` in decimal, zero-padded to `width` digits (wider if it needs more).
+    private static func append(_ value: Int, _ width: Int, to bytes: inout [UInt8]) {
+        var limit = 1
+        for _ in 0..<width { limit *= 10 }
+        guard value >= 0, value < limit else {
+            // Outside what a timestamp writes (a year past 9999 or before 0): as before.
+            let text = String(value)
+            bytes.append(contentsOf: String(repeating: "0", count: max(0, width - text.count)).utf8)
+            bytes.append(contentsOf: text.utf8)
+            return
+        }
+        var divisor = limit / 10
+        while divisor > 0 {
+            bytes.append(UInt8(truncatingIfNeeded: 0x30 + value / divisor % 10))
+            divisor /= 10
+        }
     }
 
     private var components: (Int, Int, Int, Int, Int, Int, Int) {
@@ -155,10 +206,6 @@ public struct Timestamp: Sendable, Comparable, Hashable {
         return ((value - remainder) / divisor, remainder)
     }
 
-    private func pad(_ value: Int, _ width: Int) -> String {
-        let text = String(value)
-        return String(repeating: "0", count: max(0, width - text.count)) + text
-    }
 
     private static func number(_ bytes: [UInt8], _ start: Int, _ length: Int) -> Int? {
         guard length > 0, start + length <= bytes.count else { return nil }

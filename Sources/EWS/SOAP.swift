@@ -20,22 +20,33 @@ public enum Namespace {
 public enum SOAP {
     /// `text` escaped for element content and attribute values.
     public static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.utf8.count)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&apos;"
-            default:
-                // XML 1.0 cannot carry most control characters, even escaped.
-                if scalar.value < 0x20 && scalar != "\t" && scalar != "\n" && scalar != "\r" { continue }
-                escaped.unicodeScalars.append(scalar)
+        // Byte by byte (UTF-8 continuation bytes are never one of these), and most
+        // values (item ids, change keys) need nothing: they come back as they are.
+        func needsWork(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "&"), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "\""), UInt8(ascii: "'"): true
+            case 0x09, 0x0a, 0x0d: false
+            case 0..<0x20: true
+            default: false
             }
         }
-        return escaped
+        guard text.utf8.contains(where: needsWork) else { return text }
+        var escaped: [UInt8] = []
+        escaped.reserveCapacity(text.utf8.count + 16)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "&"): escaped.append(contentsOf: "&amp;".utf8)
+            case UInt8(ascii: "<"): escaped.append(contentsOf: "&lt;".utf8)
+            case UInt8(ascii: ">"): escaped.append(contentsOf: "&gt;".utf8)
+            case UInt8(ascii: "\""): escaped.append(contentsOf: "&quot;".utf8)
+            case UInt8(ascii: "'"): escaped.append(contentsOf: "&apos;".utf8)
+            case 0x09, 0x0a, 0x0d: escaped.append(byte)
+            // XML 1.0 cannot carry most control characters, even escaped.
+            case 0..<0x20: continue
+            default: escaped.append(byte)
+            }
+        }
+        return String(decoding: escaped, as: UTF8.self)
     }
 
     /// An EWS request: envelope, RequestServerVersion header, and `body` (already XML).

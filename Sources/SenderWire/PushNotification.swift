@@ -65,13 +65,12 @@ public struct PushNotification: Sendable, Equatable {
 
     /// Parses and validates a submitted notification.
     public init(json bytes: [UInt8]) throws(Invalid) {
-        let value: JSONValue
+        let members: [String: JSONValue], ranges: [String: Range<Int>]
         do {
-            value = try JSONParser.parse(bytes)
+            (members, ranges) = try JSONParser.parseObject(bytes)
         } catch {
-            throw Invalid(problem: "not JSON: \(error.problem)")
+            throw Invalid(problem: error.problem == JSONParser.notAnObject ? error.problem : "not JSON: \(error.problem)")
         }
-        guard case .object(let members) = value else { throw Invalid(problem: "not a JSON object") }
         func string(_ name: String) throws(Invalid) -> String {
             guard let text = members[name]?.stringValue, !text.isEmpty else { throw Invalid(problem: "missing '\(name)'") }
             return text
@@ -99,10 +98,15 @@ public struct PushNotification: Sendable, Equatable {
         guard let environment = Environment(rawValue: try string("environment")) else { throw Invalid(problem: "bad 'environment'") }
         guard let pushType = PushType(rawValue: try string("pushType")) else { throw Invalid(problem: "bad 'pushType'") }
         guard let expiration = try integer("expiration") else { throw Invalid(problem: "missing 'expiration'") }
-        guard case .object(let payloadMembers)? = members["payload"], case .object? = payloadMembers["aps"] else {
+        guard case .object(let payloadMembers)? = members["payload"], case .object? = payloadMembers["aps"],
+              let payloadRange = ranges["payload"] else {
             throw Invalid(problem: "'payload' must be an object with 'aps'")
         }
-        let payload = JSONValue.object(payloadMembers).encoded
+        // The payload goes on as it came (parsed and checked above), not encoded again:
+        // the responders write it compact. Only when that is over the limit does its
+        // compact form (no white space, shortest escapes) decide.
+        var payload = Array(bytes[payloadRange])
+        if payload.count > Self.maximumPayload { payload = JSONValue.object(payloadMembers).encoded }
         guard payload.count <= Self.maximumPayload else { throw Invalid(problem: "payload over \(Self.maximumPayload) bytes") }
         let shard = try integer("shard")
         guard shard.map({ (0...999).contains($0) }) ?? true else { throw Invalid(problem: "'shard' must be 0 to 999") }

@@ -303,4 +303,21 @@ import Testing
             _ = try? JSONParser.parse(bytes)
         }
     }
+
+    @Test func objectMembersComeWithTheirBytes() throws {
+        let text = #" {"a" : {"b": [1, {"c": 2}]}, "s":"x\"y", "n": -1.5e3 ,"e":{}} "#
+        let bytes = Array(text.utf8)
+        let (members, ranges) = try JSONParser.parseObject(bytes)
+        #expect(Set(ranges.keys) == ["a", "s", "n", "e"], "the top level's members only")
+        for (key, range) in ranges {
+            // Each range holds exactly that member's value, which parses back to it.
+            #expect(try JSONParser.parse(Array(bytes[range])) == members[key], "\(key)")
+        }
+        #expect(String(decoding: bytes[ranges["s"]!], as: UTF8.self) == #""x\"y""#)
+        #expect(String(decoding: bytes[ranges["n"]!], as: UTF8.self) == "-1.5e3")
+        for notObject in ["[1]", "\"s\"", "1", "null"] {
+            #expect(throws: JSONParseError(offset: 0, problem: JSONParser.notAnObject)) { try JSONParser.parseObject(Array(notObject.utf8)) }
+        }
+        #expect(throws: JSONParseError.self) { try JSONParser.parseObject(Array("{\"a\":1".utf8)) }
+    }
 }

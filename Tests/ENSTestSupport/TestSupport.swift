@@ -24,6 +24,16 @@ public struct SeededGenerator: RandomNumberGenerator {
     public mutating func bytes(_ count: Int) -> [UInt8] {
         (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) }
     }
+
+    /// Text of 0 to `maximumLength` scalars drawn from `alphabet`: for the tests that
+    /// hold an escaper or a reader against an independent one.
+    public mutating func text(from alphabet: [Unicode.Scalar], maximumLength: Int) -> String {
+        var scalars = String.UnicodeScalarView()
+        for _ in 0..<Int.random(in: 0...maximumLength, using: &self) {
+            scalars.append(alphabet[Int.random(in: 0..<alphabet.count, using: &self)])
+        }
+        return String(scalars)
+    }
 }
 
 public enum TestFailure: Error, CustomStringConvertible {
