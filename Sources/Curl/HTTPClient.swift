@@ -301,47 +301,53 @@ public struct URLParts: Equatable, Sendable {
     }
 
     public init?(_ url: String) {
-        // Only the scheme and authority matter here, and every outbound call checks its
-        // URL: lowercase just that part, not the path and query after it. They end at
-        // the first "/", "?" or "#" after "://" (bytes, as libcurl reads them).
-        let utf8 = url.utf8
-        var end = utf8.endIndex
-        if let colon = utf8.firstIndex(of: UInt8(ascii: ":")),
-           utf8[colon...].starts(with: "://".utf8) {
-            let authorityStart = utf8.index(colon, offsetBy: 3)
-            end = utf8[authorityStart...].firstIndex(where: {
-                $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
-            }) ?? utf8.endIndex
+        // Bytes, as libcurl reads the URL, and only the scheme and authority: every
+        // outbound call checks its URL, and walking it as Characters cost more than
+        // the rest of the check.
+        let bytes = Array(url.utf8)
+        func lowerASCII(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte }
+        func hasScheme(_ name: StaticString) -> Bool {
+            let length = name.utf8CodeUnitCount
+            guard bytes.count >= length + 3, bytes[length] == 0x3A, bytes[length + 1] == 0x2F, bytes[length + 2] == 0x2F else { return false }
+            return (0..<length).allSatisfy { lowerASCII(bytes[$0]) == name.utf8Start[$0] }
         }
-        let lowered = String(decoding: utf8[..<end], as: UTF8.self).lowercased()
-        if lowered.hasPrefix("https://") {
+        if hasScheme("https") {
             scheme = "https"
-        } else if lowered.hasPrefix("http://") {
+        } else if hasScheme("http") {
             scheme = "http"
         } else {
             return nil
         }
-        let rest = lowered.dropFirst(scheme.count + 3)
-        var authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        hasUserInfo = authority.contains("@")
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
-            host = String(authority[authority.index(after: authority.startIndex)..<close])
-            let after = authority[authority.index(after: close)...]
+        let authorityStart = scheme.utf8.count + 3
+        let authorityEnd = bytes[authorityStart...].firstIndex {
+            $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+        } ?? bytes.endIndex
+        var authority = bytes[authorityStart..<authorityEnd]
+        hasUserInfo = authority.contains(UInt8(ascii: "@"))
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
+        func number(_ digits: ArraySlice<UInt8>) -> Int? { Int(String(decoding: digits, as: UTF8.self)) }
+        let hostBytes: ArraySlice<UInt8>
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            hostBytes = authority[(authority.startIndex + 1)..<close]
+            let after = authority[(close + 1)...]
             if after.isEmpty { port = nil } else {
-                guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { return nil }
-                port = number
+                guard after.first == UInt8(ascii: ":"), let port = number(after.dropFirst()) else { return nil }
+                self.port = port
             }
-        } else if let colon = authority.lastIndex(of: ":") {
-            host = String(authority[..<colon])
-            guard let number = Int(authority[authority.index(after: colon)...]) else { return nil }
-            port = number
+        } else if let colon = authority.lastIndex(of: UInt8(ascii: ":")) {
+            hostBytes = authority[..<colon]
+            guard let port = number(authority[(colon + 1)...]) else { return nil }
+            self.port = port
         } else {
-            host = String(authority)
+            hostBytes = authority
             port = nil
         }
-        guard !host.isEmpty else { return nil }
+        guard !hostBytes.isEmpty else { return nil }
+        // A host outside ASCII (a name not yet in punycode) is lowercased as Unicode.
+        host = hostBytes.allSatisfy { $0 < 0x80 }
+            ? String(decoding: hostBytes.map(lowerASCII), as: UTF8.self)
+            : String(decoding: hostBytes, as: UTF8.self).lowercased()
     }
 }
 

@@ -27,6 +27,10 @@ final class SAXTreeBuilder {
     private var failure: XMLTreeError?
     /// The line of libxml2's first error (not warning): the one that names the problem.
     private var errorLine: Int?
+    /// Namespace URIs made into Strings so far. libxml2 hands each element its URI from
+    /// the parse's dictionary, the same pointer for the same URI, and a document uses
+    /// a handful of (long) URIs on every element.
+    private var namespaces: [(pointer: UnsafePointer<xmlChar>, uri: String)] = []
 
     private init(limits: XMLTree.Limits) {
         self.limits = limits
@@ -115,8 +119,15 @@ final class SAXTreeBuilder {
             let text = String(decoding: raw, as: UTF8.self)
             values[key] = raw.contains(UInt8(ascii: "&")) ? text.replacing("&#38;", with: "&") : text
         }
-        stack.append(XMLTreeElement(namespace: uri.map { String(cString: $0) } ?? "", name: String(cString: localName),
+        stack.append(XMLTreeElement(namespace: uri.map(namespace) ?? "", name: String(cString: localName),
                                     attributes: values, text: "", children: []))
+    }
+
+    private func namespace(_ pointer: UnsafePointer<xmlChar>) -> String {
+        if let known = namespaces.first(where: { $0.pointer == pointer }) { return known.uri }
+        let uri = String(cString: pointer)
+        namespaces.append((pointer, uri))
+        return uri
     }
 
     private func append(_ characters: UnsafeBufferPointer<xmlChar>) {

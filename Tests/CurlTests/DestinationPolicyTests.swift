@@ -68,4 +68,45 @@ import POSIX
         #expect(try #require(URLParts("https://[::1]:8443/x")).host == "::1")
         #expect(URLParts("ftp://mail.example.com/") == nil && URLParts("https:///x") == nil)
     }
+
+    /// URLParts reads bytes since it stopped walking Characters; on ASCII, where libcurl
+    /// and a Character walk agree, it reads every URL as the Character reading did.
+    @Test func urlPartsReadAsTheCharacterReadingDid() {
+        struct Parts: Equatable { let scheme, host: String; let port: Int?; let userInfo: Bool }
+        func reference(_ url: String) -> Parts? {
+            let lowered = url.lowercased()
+            let scheme: String
+            if lowered.hasPrefix("https://") { scheme = "https" } else if lowered.hasPrefix("http://") { scheme = "http" } else { return nil }
+            var authority = lowered.dropFirst(scheme.count + 3).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            let userInfo = authority.contains("@")
+            if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+            let host: String, port: Int?
+            if authority.hasPrefix("[") {
+                guard let close = authority.firstIndex(of: "]") else { return nil }
+                host = String(authority[authority.index(after: authority.startIndex)..<close])
+                let after = authority[authority.index(after: close)...]
+                if after.isEmpty { port = nil } else {
+                    guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { return nil }
+                    port = number
+                }
+            } else if let colon = authority.lastIndex(of: ":") {
+                host = String(authority[..<colon])
+                guard let number = Int(authority[authority.index(after: colon)...]) else { return nil }
+                port = number
+            } else {
+                host = String(authority)
+                port = nil
+            }
+            return host.isEmpty ? nil : Parts(scheme: scheme, host: host, port: port, userInfo: userInfo)
+        }
+        var generator = SeededGenerator(seed: 0x0421)
+        let pieces = ["http", "HTTPS", "https", "://", ":", "/", "?", "#", "@", "[", "]", "::1", "443", "+8", "-1", "99999999999999999999",
+                      "Mail.Example.COM", "evil.test", "x", "", "%40", "É"]
+        for _ in 0..<20_000 {
+            let url = (0..<Int.random(in: 1...8, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
+            let parts = URLParts(url).map { Parts(scheme: $0.scheme, host: $0.host, port: $0.port, userInfo: $0.hasUserInfo) }
+            #expect(parts == reference(url), "\(url)")
+        }
+    }
 }
+
