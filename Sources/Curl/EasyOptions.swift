@@ -152,8 +152,13 @@ final class ResponseCollector {
         }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         let name = String(decoding: line[..<colon], as: UTF8.self)
-        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingWhitespace()
-        headers.append((name, value))
+        // The ASCII white space around a value (the OWS after the colon, the line's
+        // CRLF) goes as bytes; what is left needs a Unicode trim only when it starts or
+        // ends outside ASCII.
+        var value = line[(colon + 1)...]
+        while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
+        while let last = value.last, last == 0x20 || last == 0x09 || last == 0x0D || last == 0x0A { value = value.dropLast() }
+        headers.append((name, String(decoding: value, as: UTF8.self).trimmingWhitespace()))
     }
 
     /// The finished response, with the status and HTTP version libcurl recorded.
@@ -168,6 +173,10 @@ final class ResponseCollector {
 
 extension String {
     func trimmingWhitespace() -> String {
+        // The usual value starts and ends with ASCII that is not white space: a byte
+        // check says so, with no Unicode property lookups.
+        func plainASCII(_ byte: UInt8?) -> Bool { byte.map { $0 > 0x20 && $0 < 0x80 } ?? false }
+        if plainASCII(utf8.first) && plainASCII(utf8.last) { return self }
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
         let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!

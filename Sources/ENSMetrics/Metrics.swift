@@ -19,6 +19,27 @@ public enum MetricsText {
         return name + "{" + labels.map { "\($0.0)=\"\(escape($0.1))\"" }.joined(separator: ",") + "}"
     }
 
+    /// Series keys made once and then looked up: a hot path that counts by a few
+    /// labels of fixed values (the sender, for every push) would otherwise build the
+    /// same text for every event. It keeps at most `capacity` keys, so labels that come
+    /// from outside (a push service's reason) cannot grow it without bound.
+    public final class KeyCache: Sendable {
+        private let keys = Mutex<[[String]: String]>([:])
+        private let capacity: Int
+
+        public init(capacity: Int = 512) {
+            self.capacity = capacity
+        }
+
+        public func key(_ name: String, _ labels: [(String, String)]) -> String {
+            let parts = [name] + labels.flatMap { [$0.0, $0.1] }
+            if let known = keys.withLock({ $0[parts] }) { return known }
+            let made = MetricsText.key(name, labels)
+            keys.withLock { if $0.count < capacity { $0[parts] = made } }
+            return made
+        }
+    }
+
     static func escape(_ value: String) -> String {
         var escaped = ""
         for character in value {

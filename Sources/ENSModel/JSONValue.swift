@@ -117,23 +117,29 @@ public struct JSONParser {
     private mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
         guard depth <= maximumDepth else { throw failure("nesting deeper than \(maximumDepth)") }
         index += 1
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return .object([:])
         }
+        // Room for a typical object from the start (no growing through 1, 2, 4, 8), and
+        // one hash per member: insert, and refuse if the name was there already.
+        var members = [String: JSONValue](minimumCapacity: 8)
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
+            let nameStart = index
             let key = try parseString()
-            guard members[key] == nil else { throw failure("duplicate member name") }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
             skipWhitespace()
             let valueStart = index
-            members[key] = try parseValue(depth: depth)
+            let value = try parseValue(depth: depth)
+            guard members.updateValue(value, forKey: key) == nil else {
+                index = nameStart
+                throw failure("duplicate member name")
+            }
             if recordsRanges && depth == 1 { ranges[key] = valueStart..<index }
             skipWhitespace()
             guard index < bytes.count else { throw failure("unterminated object") }

@@ -33,6 +33,10 @@ public struct XMLTreeElement: Sendable {
     /// The text without leading and trailing Unicode white space (the White_Space
     /// property: the same set as Foundation's `.whitespacesAndNewlines`).
     public var trimmedText: String {
+        // Most texts (ids, flags, names) start and end with ASCII that is not white
+        // space, and need no Unicode property lookups to say so.
+        func plainASCII(_ byte: UInt8?) -> Bool { byte.map { $0 > 0x20 && $0 < 0x80 } ?? false }
+        if plainASCII(text.utf8.first) && plainASCII(text.utf8.last) { return text }
         let scalars = text.unicodeScalars
         guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
               let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }

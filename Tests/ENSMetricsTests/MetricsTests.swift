@@ -146,4 +146,16 @@ import Testing
         #expect(values[MetricsText.key("ens_http_request_duration_seconds_count", [("endpoint", "/alive")])] == 3)
         #expect(values[MetricsText.key("ens_http_requests_total", [("endpoint", "/ews/"), ("code", "200")])] == nil)
     }
+
+    @Test func keyCacheGivesWhatKeyMakesAndStaysBounded() {
+        let cache = MetricsText.KeyCache(capacity: 4)
+        for round in 0..<2 {
+            for index in 0..<10 {
+                let labels = [("provider", "apns"), ("reason", "R\(index)\"x")]
+                #expect(cache.key("ens_push_responses_total", labels) == MetricsText.key("ens_push_responses_total", labels), "\(round) \(index)")
+            }
+        }
+        // Same name and values, told apart by how they split into labels.
+        #expect(cache.key("m", [("a", "b")]) != cache.key("m", [("ab", "")]))
+    }
 }

@@ -149,6 +149,11 @@ import XML
         let root = try XMLTree.parse(Array("<a>\r\n\t\u{A0}\u{2028} in  side \u{3000}\n</a>".utf8))
         #expect(root.trimmedText == "in  side")
         #expect(try XMLTree.parse(Array("<a> \n </a>".utf8)).trimmedText == "")
+        // Only an ASCII start and end that are not white space skip the Unicode trim.
+        #expect(try XMLTree.parse(Array("<a>\u{A0}x y\u{2009}</a>".utf8)).trimmedText == "x y")
+        #expect(try XMLTree.parse(Array("<a>x\u{A0}</a>".utf8)).trimmedText == "x")
+        #expect(try XMLTree.parse(Array("<a>é x\t</a>".utf8)).trimmedText == "é x")
+        #expect(try XMLTree.parse(Array("<a>x  y</a>".utf8)).trimmedText == "x  y")
     }
 
     @Test func textUpToTheByteLimit() throws {

@@ -92,6 +92,7 @@ public final class Sender: Sendable {
     private let inFlightCount = Atomic<Int>(0)
     private let pausedCredentials = Atomic<Int>(0)
     private let metrics: MetricsRecorder
+    private let metricKeys = MetricsText.KeyCache()
 
     public init(spool: Spool, providers: [any PushProvider], settings: Settings, databases: ShardDatabases, metrics: MetricsRecorder, logger: Logger) {
         self.spool = spool
@@ -114,7 +115,7 @@ public final class Sender: Sendable {
     }
 
     private func count(_ outcome: String, _ provider: DeviceToken.Provider) {
-        metrics.add(MetricsText.key("ens_push_notifications_total", [("provider", provider.rawValue), ("outcome", outcome)]))
+        metrics.add(metricKeys.key("ens_push_notifications_total", [("provider", provider.rawValue), ("outcome", outcome)]))
     }
 
     /// Queues what `Ingest` made durable for delivery, in arrival order. Delivery looks
@@ -286,7 +287,7 @@ public final class Sender: Sendable {
         }
         let verdict = provider.verdict(for: answer)
         let status = answer.status
-        metrics.add(MetricsText.key("ens_push_responses_total", [
+        metrics.add(metricKeys.key("ens_push_responses_total", [
             ("provider", kind.rawValue), ("code", String(status ?? 0)), ("reason", verdict.reason),
         ]))
         let now = WallClock.milliseconds()
