@@ -203,7 +203,7 @@ public struct JSONParser {
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                guard let text = String(validating: bytes[start..<index], as: UTF8.self) else { throw failure("string is not valid UTF-8") }
+                guard let text = String.validatedUTF8(bytes[start..<index]) else { throw failure("string is not valid UTF-8") }
                 index += 1
                 return text
             }
@@ -217,7 +217,7 @@ public struct JSONParser {
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                guard let text = String(validating: output, as: UTF8.self) else { throw failure("string is not valid UTF-8") }
+                guard let text = String.validatedUTF8(output) else { throw failure("string is not valid UTF-8") }
                 return text
             case UInt8(ascii: "\\"):
                 index += 1

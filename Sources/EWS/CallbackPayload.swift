@@ -77,7 +77,7 @@ public struct CallbackPayload: Sendable, Equatable {
             index += 3 + length
         }
         func text(_ tag: Tag) throws(Invalid) -> String {
-            guard let value = fields[tag], let text = String(validating: value, as: UTF8.self) else { throw Invalid(problem: "missing field \(tag)") }
+            guard let value = fields[tag], let text = String.validatedUTF8(value) else { throw Invalid(problem: "missing field \(tag)") }
             return text
         }
         let method: EWSCredentials.Method
@@ -99,6 +99,6 @@ public struct CallbackPayload: Sendable, Equatable {
             refresh = OAuthRefresh(refreshToken: try text(.refreshToken), tokenEndpoint: try text(.tokenEndpoint), clientID: try text(.clientID),
                                    scope: fields[.scope] == nil ? nil : try text(.scope), accessTokenExpiresAt: expiry)
         }
-        self.credentials = EWSCredentials(method: method, mailbox: fields[.mailbox].flatMap { String(validating: $0, as: UTF8.self) }, refresh: refresh)
+        self.credentials = EWSCredentials(method: method, mailbox: fields[.mailbox].flatMap { String.validatedUTF8($0) }, refresh: refresh)
     }
 }

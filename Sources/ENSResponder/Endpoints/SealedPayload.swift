@@ -110,7 +110,7 @@ struct SealedPayload {
         let parsed = try? JSONParser.parse(plaintext)
         guard valid else { throw .sealedParameterRejected }
         if case .object(let members)? = parsed { return .object(try checked(members)) }
-        guard let text = String(validating: plaintext, as: UTF8.self) else { throw .sealedParameterRejected }
+        guard let text = String.validatedUTF8(plaintext) else { throw .sealedParameterRejected }
         try bareTextAllowed()
         return .text(text.trimmingCharacters(in: " \t\r\n"))
     }
@@ -118,7 +118,7 @@ struct SealedPayload {
     /// A sealed bare string (the /unregister token).
     func text(_ sealed: String) throws(APIError) -> String {
         let (plaintext, valid) = SealedParameter.open(sealed, with: key, maximumBlocks: maximumBlocks)
-        let text = String(validating: plaintext, as: UTF8.self)
+        let text = String.validatedUTF8(plaintext)
         guard valid, let text else { throw .sealedParameterRejected }
         try bareTextAllowed()
         return text.trimmingCharacters(in: " \t\r\n")

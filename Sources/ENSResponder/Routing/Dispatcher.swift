@@ -26,7 +26,7 @@ public struct Dispatcher: Sendable {
         let started = MonotonicClock.nanoseconds()
         let method = String(decoding: channel.parameter("REQUEST_METHOD") ?? [], as: UTF8.self)
         let pathBytes = channel.parameter("DOCUMENT_URI") ?? channel.parameter("SCRIPT_NAME") ?? []
-        let path = String(validating: pathBytes, as: UTF8.self)
+        let path = String.validatedUTF8(pathBytes)
         let match = router.match(path)
         let response: APIResponse
         do {
@@ -59,7 +59,7 @@ public struct Dispatcher: Sendable {
         // The limits come first, as nginx's limit_req does in a location: before the
         // method, the token and any database work.
         if let limits, limits.applies(asked: channel.parameter("ENS_LIMITS") == Array("1".utf8)),
-           let refusal = limits.refusal(path: path, address: channel.parameter("REMOTE_ADDR").flatMap { String(validating: $0, as: UTF8.self) }) {
+           let refusal = limits.refusal(path: path, address: channel.parameter("REMOTE_ADDR").flatMap { String.validatedUTF8($0) }) {
             throw refusal
         }
         guard route.allows(method) else { throw APIError.methodNotAllowed(route.methods) }
@@ -82,7 +82,7 @@ public struct Dispatcher: Sendable {
             badge: try flagHeader(channel, "HTTP_BADGE"),
             development: try flagHeader(channel, "HTTP_DEVELOPMENT"),
             parameters: parameters, body: body,
-            clientAddress: channel.parameter("REMOTE_ADDR").flatMap { String(validating: $0, as: UTF8.self) }
+            clientAddress: channel.parameter("REMOTE_ADDR").flatMap { String.validatedUTF8($0) }
         )
         // The one place a request meets its shard: before the handler, which then finds
         // the user's tables on `context.database`. Without a map there is one database,
@@ -139,7 +139,7 @@ public struct Dispatcher: Sendable {
 
     private func header(_ channel: some RequestChannel, _ name: String) throws(APIError) -> String? {
         guard let bytes = channel.parameter(name) else { return nil }
-        guard let text = String(validating: bytes, as: UTF8.self), !text.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+        guard let text = String.validatedUTF8(bytes), !text.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
             throw .invalidRequest("A header is not valid text.")
         }
         return text
