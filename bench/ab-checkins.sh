@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# B2 for two builds of ens-fcgi on the bench stack, alternating: each round stops the
+# pool, starts the other build's, and runs bench/b2-status.sh (which measures one
+# RSA-2048 operation with `openssl speed` in the same run). Prints ens-fcgi's CPU per
+# check-in and its ratio to the RSA operation for each, and the medians; the target of
+# issue 32 is a ratio of at most 1.25.
+#
+#   AB_BIN_A=/work/old/.build/release AB_BIN_B=.build/release BENCH_ROUNDS=3 bench/ab-checkins.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+A=${AB_BIN_A:?AB_BIN_A names the first build (a directory holding ens-fcgi)}
+B=${AB_BIN_B:-$PWD/.build/release}
+ROUNDS=${BENCH_ROUNDS:-3}
+restart_pool() { scripts/stack.sh fcgi-stop >/dev/null; ENS_BIN=$1 scripts/stack.sh fcgi-start >/dev/null; }
+trap 'restart_pool "$B"' EXIT
+declare -A ratios
+for round in $(seq "$ROUNDS"); do
+  order="A B"; [ $((round % 2)) -eq 0 ] && order="B A"
+  for side in $order; do
+    bin=$A; [ "$side" = B ] && bin=$B
+    restart_pool "$bin"
+    line=$(bench/b2-status.sh 2>/dev/null | grep "^B2 CPU per request")
+    fcgi=$(sed -E 's/.*ens-fcgi ([0-9.]+) ms.*/\1/' <<<"$line")
+    rsa=$(sed -E 's/.*operation ([0-9.]+) ms of a core.*/\1/' <<<"$line")
+    r=$(ratio "$fcgi" "$rsa")
+    ratios[$side]="${ratios[$side]:-} $r"
+    printf 'AB-checkins round %d %s: ens-fcgi %s ms per check-in, one RSA operation %s ms: %s×\n' "$round" "$side" "$fcgi" "$rsa" "$r"
+  done
+done
+# shellcheck disable=SC2086
+printf 'AB-checkins result: ens-fcgi per check-in ÷ one RSA operation, median A %s, B %s (target <= 1.25)\n' \
+  "$(median ${ratios[A]})" "$(median ${ratios[B]})"
