@@ -11,7 +11,7 @@ wrk_rps() {
     | awk '/Requests\/sec/ {print $2} /Non-2xx/ {print "non2xx " $0 > "/dev/stderr"}'
 }
 
-median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+median() { python3 -c 'import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 4))' "$@"; }
 
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$1" "$2"; }
 
