@@ -288,6 +288,14 @@ public struct SubscriptionStore {
         }
     }
 
+    /// Gives back one creation `takeRecordQuota` counted that made no record (the key
+    /// pool was empty, or the insert failed). Without it, devices retrying through a key
+    /// pool outage would use up their application's hour, and new users would be turned
+    /// away with 429 for up to an hour after the pool had refilled.
+    public func returnRecordQuota(tokenHash: [UInt8]) throws {
+        try database.execute("UPDATE RecordQuota SET created = created - 1 WHERE token_hash = \(tokenHash) AND created > 0")
+    }
+
     // MARK: Check-ins and sync keys
 
     /// v1 check-in: the user, and so all their devices, are alive. Coalesced through

@@ -26,11 +26,22 @@ struct RecordCreationTests {
         #expect(refused.status == 503)
         #expect(refused.json["responseCode"] == "ServiceUnavailable")
         #expect(refused.header("Retry-After") != nil)
+        // A refusal makes no record, so it takes none of the token's hourly quota: devices
+        // retrying through the outage must not lock new users out once the pool refills.
+        let createdBefore = try quotaUsed(by: api.token)
+        for _ in 0..<5 {
+            #expect(try api.call("/getpublickey", ["email": "retry-\(UUID().uuidString.prefix(8))@example.test"]).status == 503)
+        }
+        #expect(try quotaUsed(by: api.token) == createdBefore)
         // An existing user still gets their key.
         #expect(try api.call("/getpublickey", ["userid": known.userID]).json["pubKey"] == known.publicKeyPEM)
         try TestStack.stack("keys-start")
         let email = "later-\(UUID().uuidString.prefix(8))@example.test"
         #expect(try TestStack.eventually(within: 30) { try api.call("/getpublickey", ["email": email]).status == 200 })
+    }
+
+    private func quotaUsed(by token: String) throws -> Int {
+        try database.queryOne("SELECT created FROM RecordQuota WHERE token_hash = \(Digest.sha256(token))").map { try $0.decode(Int.self) } ?? 0
     }
 
     @Test func eachTokenCreatesAtMostItsQuotaOfRecordsPerHour() throws {

@@ -48,13 +48,24 @@ enum DeviceAPI {
                 refused.extraHeaders = [("Retry-After", "3600")]
                 return refused
             }
-            guard let pooled = try KeyPool(database: context.globalDatabase, vault: context.services.vault).take() else {
-                context.logger.error("key pool empty: refusing new users until `ens-cron keys` refills it")
-                var unavailable = APIError.serviceUnavailable.response
-                unavailable.extraHeaders = [("Retry-After", "60")]
-                return unavailable
+            // From here on, a refusal or failure makes no record: the quota is given back.
+            do {
+                guard let pooled = try KeyPool(database: context.globalDatabase, vault: context.services.vault).take() else {
+                    context.logger.error("key pool empty: refusing new users until `ens-cron keys` refills it")
+                    try global.returnRecordQuota(tokenHash: tokenHash)
+                    var unavailable = APIError.serviceUnavailable.response
+                    unavailable.extraHeaders = [("Retry-After", "60")]
+                    return unavailable
+                }
+                record = try store.createRecord(userID: userID, publicKeyPEM: pooled.publicKeyPEM, key: pooled.key)
+            } catch {
+                do {
+                    try global.returnRecordQuota(tokenHash: tokenHash)
+                } catch let returning {
+                    context.logger.warning("cannot give back a record creation's quota", metadata: ["error": "\(returning)"])
+                }
+                throw error
             }
-            record = try store.createRecord(userID: userID, publicKeyPEM: pooled.publicKeyPEM, key: pooled.key)
         }
         let code: ResponseCode = record.isSubscribed ? .userAlreadySubscribed : .userRecordPresentNotSubscribed
         return .ok(code, [("pubKey", try store.publicKeyPEM(of: record)), ("userid", record.userID)])
