@@ -50,11 +50,7 @@ public struct JSONParser {
 
     public static func parse(_ bytes: [UInt8], maximumDepth: Int = defaultMaximumDepth) throws(JSONParseError) -> JSONValue {
         var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth)
-        parser.skipWhitespace()
-        let value = try parser.parseValue(depth: 0)
-        parser.skipWhitespace()
-        guard parser.index == bytes.count else { throw parser.failure("unexpected data after the value") }
-        return value
+        return try parser.parseDocument()
     }
 
     /// Parses a JSON object and says where each of its members' values lies in `bytes`,
@@ -64,11 +60,7 @@ public struct JSONParser {
         throws(JSONParseError) -> (members: [String: JSONValue], ranges: [String: Range<Int>]) {
         var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth)
         parser.recordsRanges = true
-        parser.skipWhitespace()
-        let value = try parser.parseValue(depth: 0)
-        parser.skipWhitespace()
-        guard parser.index == bytes.count else { throw parser.failure("unexpected data after the value") }
-        guard case .object(let members) = value else { throw JSONParseError(offset: 0, problem: notAnObject) }
+        guard case .object(let members) = try parser.parseDocument() else { throw JSONParseError(offset: 0, problem: notAnObject) }
         return (members, parser.ranges)
     }
 
@@ -82,6 +74,15 @@ public struct JSONParser {
     private init(bytes: [UInt8], maximumDepth: Int) {
         self.bytes = bytes
         self.maximumDepth = maximumDepth
+    }
+
+    /// One value, with nothing but white space around it.
+    private mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        skipWhitespace()
+        let value = try parseValue(depth: 0)
+        skipWhitespace()
+        guard index == bytes.count else { throw failure("unexpected data after the value") }
+        return value
     }
 
     private func failure(_ problem: String) -> JSONParseError {

@@ -1,11 +1,5 @@
 internal import COpenSSL
 
-/// AES-256-GCM sealing for secrets at rest (private keys, sync keys), for the
-/// credentials inside callback URLs, and, under a key from ECDH, for encrypted previews.
-///
-/// Sealed layout: 12-byte random nonce ‖ ciphertext ‖ 16-byte tag. `associatedData`
-/// binds a sealed value to its context (e.g. the row it belongs to), so a value copied
-/// into another row does not open.
 /// AES-256-GCM fetched from the default provider once. Handing OpenSSL 3 the legacy
 /// `EVP_aes_256_gcm()` makes every init look the implementation up in the provider
 /// again, which cost more than sealing a short value. A fetched cipher is immutable and
@@ -17,6 +11,12 @@ private let aes256GCM: OpaquePointerBox = {
     return OpaquePointerBox(pointer: cipher)
 }()
 
+/// AES-256-GCM sealing for secrets at rest (private keys, sync keys), for the
+/// credentials inside callback URLs, and, under a key from ECDH, for encrypted previews.
+///
+/// Sealed layout: 12-byte random nonce ‖ ciphertext ‖ 16-byte tag. `associatedData`
+/// binds a sealed value to its context (e.g. the row it belongs to), so a value copied
+/// into another row does not open.
 public struct AESGCMKey: Sendable {
     public static let keySize = 32
     public static let nonceSize = 12

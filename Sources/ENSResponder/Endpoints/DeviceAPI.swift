@@ -48,22 +48,32 @@ enum DeviceAPI {
                 refused.extraHeaders = [("Retry-After", "3600")]
                 return refused
             }
-            // From here on, a refusal or failure makes no record: the quota is given back.
-            do {
-                guard let pooled = try KeyPool(database: context.globalDatabase, vault: context.services.vault).take() else {
-                    context.logger.error("key pool empty: refusing new users until `ens-cron keys` refills it")
-                    try global.returnRecordQuota(tokenHash: tokenHash)
-                    var unavailable = APIError.serviceUnavailable.response
-                    unavailable.extraHeaders = [("Retry-After", "60")]
-                    return unavailable
-                }
-                record = try store.createRecord(userID: userID, publicKeyPEM: pooled.publicKeyPEM, key: pooled.key)
-            } catch {
+            // From here on, a refusal or a failure makes no record: the count goes back.
+            func giveQuotaBack() {
                 do {
                     try global.returnRecordQuota(tokenHash: tokenHash)
-                } catch let returning {
-                    context.logger.warning("cannot give back a record creation's quota", metadata: ["error": "\(returning)"])
+                } catch {
+                    context.logger.warning("cannot give back a record creation's quota", metadata: ["error": "\(error)"])
                 }
+            }
+            let pooled: (publicKeyPEM: String, key: RSAPrivateKey)?
+            do {
+                pooled = try KeyPool(database: context.globalDatabase, vault: context.services.vault).take()
+            } catch {
+                giveQuotaBack()
+                throw error
+            }
+            guard let pooled else {
+                context.logger.error("key pool empty: refusing new users until `ens-cron keys` refills it")
+                try global.returnRecordQuota(tokenHash: tokenHash)
+                var unavailable = APIError.serviceUnavailable.response
+                unavailable.extraHeaders = [("Retry-After", "60")]
+                return unavailable
+            }
+            do {
+                record = try store.createRecord(userID: userID, publicKeyPEM: pooled.publicKeyPEM, key: pooled.key)
+            } catch {
+                giveQuotaBack()
                 throw error
             }
         }
