@@ -15,12 +15,18 @@ callback for each (from /proc, mariadbd only; this client is not counted):
                less than any callback can do (it must read the record and durably record
                the callback), so no arrangement of ENS's statements costs MariaDB less
 
-Usage: b6-floor.py ITERATIONS   (ENS_VAR names the stack; run after bench/b6-callbacks.sh
-set it up). The statements change nothing a later run depends on: the reservation's
+Usage: b6-floor.py ITERATIONS [RATE]   (ENS_VAR names the stack; run after bench/b6-callbacks.sh
+set it up). Without RATE the callbacks follow one another at once; with it they arrive
+at Poisson times at RATE a second, as the capacity bench sends them, so MariaDB's cost
+per callback at that pace shows (a lone statement wakes an idle server each time; back
+to back, one wakeup serves many). The statements change nothing a later run depends on:
+the reservation's
 window is lifted (ENS_MAX_NOTIFICATIONS_PER_MINUTE), and the log rows it adds belong to
-one bench device (ens-cron reap trims them like any other).
+one bench device (ens-cron reap trims them like any other). B6_FLOOR_ONLY=least (or
+another name) runs that arrangement alone.
 """
 import os
+import random
 import sys
 import time
 
@@ -68,6 +74,8 @@ def mariadb_ticks():
 
 def main():
     iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    rate = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+    pace = random.Random(32)
     db = mariadb.connect(unix_socket=f"{VAR}/run/mysqld.sock", user="root", database="ens", autocommit=True)
     cur = db.cursor(prepared=True)
     cur.execute("SELECT r.id, r.endpoint, d.id FROM EnsSubscriptionInfo r JOIN Devices d ON d.subscription_row = r.id "
@@ -112,6 +120,8 @@ def main():
         cur.execute(LEAST_UPDATE, (now(), record))
 
     arrangements = {"before": before, "transaction": transaction, "now": current, "least": least}
+    if only := os.environ.get("B6_FLOOR_ONLY"):  # one arrangement, by name
+        arrangements = {only: arrangements[only]}
     for run in arrangements.values():  # prepared once, warm
         for _ in range(50):
             run()
@@ -119,11 +129,16 @@ def main():
     for _ in range(3):  # rounds, alternating, so a change in the host's speed falls on all
         for name, run in arrangements.items():
             start = mariadb_ticks()
+            due = time.monotonic()
             for _ in range(iterations):
+                if rate:
+                    due += pace.expovariate(rate)
+                    time.sleep(max(0.0, due - time.monotonic()))
                 run()
             results[name].append((mariadb_ticks() - start) / HZ * 1000 / iterations)
     for name, values in results.items():
-        print(f"B6-floor {name:11s} MariaDB CPU ms per callback: " + ", ".join(f"{v:.3f}" for v in values)
+        paced = f" at {rate:g}/s" if rate else ""
+        print(f"B6-floor {name:11s}{paced} MariaDB CPU ms per callback: " + ", ".join(f"{v:.3f}" for v in values)
               + f" (median {sorted(values)[1]:.3f})")
 
 
