@@ -26,7 +26,7 @@ slice_seconds=$(( SECONDS_PER_RUN / SLICES > 2 ? SECONDS_PER_RUN / SLICES : 2 ))
 mapfile -t fcgi < <(stack_pids fcgi); mapfile -t db < <(stack_pids mariadb); mapfile -t web < <(stack_pids nginx)
 slices=$ENS_VAR/b2-slices.txt
 : > "$slices"; : > "$ENS_VAR/b2-errors.txt"
-for slice in $(seq "$SLICES"); do
+for _ in $(seq "$SLICES"); do
   rsa=$(openssl speed -multi "$cores" -seconds "$slice_seconds" rsa2048 2>/dev/null | awk '/^rsa 2048 bits/ {print $(NF-1)}')
   before="$(cpu_ticks "${fcgi[@]}") $(cpu_ticks "${db[@]}") $(cpu_ticks "${web[@]}")"
   /usr/bin/time -o "$ENS_VAR/b2-wrk-cpu.txt" -f '%U %S' timeout $((slice_seconds + 30)) wrk -t2 -c32 -d"${slice_seconds}s" \
