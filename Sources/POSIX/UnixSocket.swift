@@ -140,6 +140,22 @@ extension FileDescriptor {
         }
     }
 
+    /// One write of as much of `bytes` as the descriptor takes (retrying EINTR); the
+    /// count written. A caller that must know whether anything at all left (to retry
+    /// safely on another connection, say) starts with this, then `writeAll` the rest.
+    public static func writeSome(_ fd: Int32, _ bytes: ArraySlice<UInt8>) throws(SystemError) -> Int {
+        try syscall("write") { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress!, $0.count) } }
+    }
+
+    /// Whether a connected socket has nothing to read and no hang-up pending: a kept
+    /// connection that is still quiet may be used again; one whose peer closed it (or
+    /// that holds bytes nobody asked for) may not.
+    public static func isQuiet(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = Glibc.poll(&entry, 1, 0)
+        return ready == 0
+    }
+
     /// Reads what is available, up to `maximum` bytes; empty at end of stream.
     public static func read(_ fd: Int32, maximum: Int = 65536) throws(SystemError) -> [UInt8] {
         // Read straight into the result's uninitialised storage: zero-filling 64 KiB

@@ -66,6 +66,9 @@ public struct FrameDecoder: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
+    /// No bytes waiting to complete a frame.
+    public var isEmpty: Bool { buffer.isEmpty }
+
     /// The next complete frame, nil if more bytes are needed; throws on garbage.
     public mutating func next() throws(FrameError) -> Frame? {
         guard buffer.count >= 2 else { return nil }

@@ -31,6 +31,8 @@ import Testing
 
     struct Running {
         let client: SenderClient
+        let ingest: Ingest
+        let socketPath: String
         let spool: Spool
         let handedOff: SynchronizedBox<[SpoolEntry]>
         /// What was handed off with each entry: delivery's copy, not read back from disk.
@@ -57,7 +59,7 @@ import Testing
                 ingest.stop()
                 thread.join()
             }
-            try body(Running(client: SenderClient(socketPath: socketPath), spool: spool, handedOff: handedOff,
+            try body(Running(client: SenderClient(socketPath: socketPath), ingest: ingest, socketPath: socketPath, spool: spool, handedOff: handedOff,
                              handedOffNotifications: handedOffNotifications, messages: messages))
         }
     }
@@ -87,6 +89,30 @@ import Testing
             while running.messages.withLock({ $0.isEmpty }) && MonotonicClock.milliseconds() < deadline { sleepMilliseconds(10) }
             sleepMilliseconds(100)
             #expect(running.messages.withLock { $0 } == ["spool full; refusing notifications"])
+        }
+    }
+
+    /// A responder's kept connection carries every hand-off the intake accepts, one
+    /// connection for all of them, and each is spooled once.
+    @Test func aKeptConnectionCarriesEveryHandOff() throws {
+        try Self.withIngest(capacity: 100) { running in
+            let connections = SenderConnections(kept: 2)
+            let client = SenderClient(socketPath: running.socketPath, connections: connections)
+            let notifications = try (0..<20).map { try SpoolTests.notification($0) }
+            for notification in notifications {
+                #expect(try client.submit(notification) == .accepted)
+            }
+            let batch = try [20, 21].map { try SpoolTests.notification($0) }
+            #expect(try client.submit(batch: batch) == [.accepted, .accepted])
+            #expect(running.ingest.connectionsAccepted == 1)
+            #expect(connections.idleCount == 1)
+            let expected = try (0..<22).map { try SpoolTests.notification($0).id }
+            #expect(running.handedOffNotifications.withLock { $0 }.map(\.id) == expected)
+            // Without kept connections, each hand-off is a connection of its own.
+            for notification in try (22..<25).map({ try SpoolTests.notification($0) }) {
+                #expect(try running.client.submit(notification) == .accepted)
+            }
+            #expect(running.ingest.connectionsAccepted == 4)
         }
     }
 }

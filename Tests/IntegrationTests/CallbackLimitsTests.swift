@@ -29,11 +29,28 @@ struct CallbackLimitsTests {
 
     @Test func aBusySenderMeansExchangeRetriesAndTheMailStillArrives() throws {
         let registered = try RegisteredUser.register(with: api)
-        // Every intake connection taken: ens-apns answers "busy" to the responder.
+        // A responder keeps its connections to ens-apns between hand-offs, and a kept one
+        // is served however full the intake is; a reload lets them go.
+        #expect(try TestStack.reloadResponders(with: try String(contentsOfFile: TestStack.configPath, encoding: .utf8)))
+        // Every intake connection taken: ens-apns answers "busy" to the responder. The
+        // connections the reload let go may still count until the intake sees them
+        // close, so more are held until the intake refuses one.
         let socket = TestStack.directory + "/run/apns.sock"
         var held: [Int32] = []
         defer { held.forEach(FileDescriptor.close) }
         for _ in 0..<Ingest.maximumConnections { held.append(try UnixSocket.connect(path: socket)) }
+        var full = false
+        for _ in 0..<32 where !full {
+            let probe = try UnixSocket.connect(path: socket)
+            FileDescriptor.setTimeouts(probe, milliseconds: 300)
+            if (try? FileDescriptor.read(probe)) != nil {
+                full = true  // "busy" (or the hang-up after it): refused
+                FileDescriptor.close(probe)
+            } else {
+                held.append(probe)  // nothing within 300 ms: accepted, and now held
+            }
+        }
+        #expect(full, "the intake refuses a connection once it holds its most")
         let callbacks = try ExchangeSimulator.newMail(registered.user.email, subject: "While busy", fromName: "Ann")
         #expect(callbacks.first?["httpStatus"] as? Int == 503, "\(callbacks)")
         held.forEach(FileDescriptor.close)

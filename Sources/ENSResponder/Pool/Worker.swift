@@ -4,6 +4,7 @@ internal import ENSMetrics
 internal import FastCGI
 public import Logging
 internal import POSIX
+internal import SenderWire
 public import MailBackends
 
 /// One responder process: `threads` threads, each accepting FastCGI requests on the
@@ -134,6 +135,9 @@ public struct Worker {
 
         var signal = Signals.wait(for: Signals.shutdownSignals + [Signals.reload])
         while signal == Signals.reload {
+            // A reload also lets go of the connections kept to ens-apns: the next
+            // hand-offs connect afresh, to callbacks.push_socket as it now is.
+            services.senderConnections.closeIdle()
             if let fresh = ConfigReload.perform(path: configPath, running: configuration.file, logger: logger,
                                                 alsoApplied: ResponderSettings.reloadableKeys) {
                 live.update { $0.reloadingLimits(from: fresh) }

@@ -47,6 +47,7 @@ public final class Ingest: Sendable {
     fileprivate let handOff: @Sendable ([(entry: SpoolEntry, notification: PushNotification)]) -> Void
     fileprivate let poller: Poller
     private let stopping = Atomic<Bool>(false)
+    fileprivate let accepted = Atomic<Int>(0)
 
     /// Serves `listener` (made non-blocking here); `handOff` receives what each commit
     /// made durable, in arrival order, before anyone is told it was accepted.
@@ -69,6 +70,10 @@ public final class Ingest: Sendable {
     }
 
     fileprivate var isStopping: Bool { stopping.load(ordering: .acquiring) }
+
+    /// Responder connections accepted so far (responders keep theirs between hand-offs,
+    /// so this grows with responder threads, not with notifications).
+    public var connectionsAccepted: Int { accepted.load(ordering: .relaxed) }
 
     /// Serves the socket until `stop()`; run it on a thread of its own.
     public func run() {
@@ -168,6 +173,7 @@ private final class IntakeLoop {
             do {
                 try poller.add(fd, .readable)
                 clients[fd] = Client(lastActive: now)
+                ingest.accepted.add(1, ordering: .relaxed)
             } catch {
                 logger.error("cannot watch a responder connection", metadata: ["error": "\(error)"])
                 FileDescriptor.close(fd)

@@ -17,7 +17,8 @@ struct SenderHandOff {
         let logger = context.logger
         let outcomes: [SenderClient.Outcome]
         do {
-            outcomes = try SenderClient(socketPath: context.settings.callbacks.pushSocket).submit(batch: notifications)
+            outcomes = try SenderClient(socketPath: context.settings.callbacks.pushSocket, connections: context.services.senderConnections)
+                .submit(batch: notifications)
         } catch {
             logger.error("ens-apns unreachable; the mail server will retry", metadata: ["record": "\(recordID)", "error": "\(error)"])
             try store.returnNotifications(recordID: recordID, count: reserved)

@@ -3,6 +3,7 @@ public import ENSMetrics
 public import ENSModel
 public import ENSStore
 public import ENSVault
+public import SenderWire
 internal import EWS
 internal import Curl
 internal import Graph
@@ -219,10 +220,13 @@ public final class SharedServices: Sendable {
     public let callbackGate: ConcurrencyGate
     /// The bearer token GET /metrics requires (metrics.token_file); nil: /metrics is off.
     public let metricsToken: String?
+    /// The connections to ens-apns this process keeps between callbacks' hand-offs.
+    public let senderConnections: SenderConnections
 
     public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, mailBackends: MailBackends,
                 graph: GraphServices? = nil, registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
-                callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000)), metricsToken: String? = nil) {
+                callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000)), metricsToken: String? = nil,
+                senderConnections: SenderConnections = SenderConnections()) {
         self.vault = vault
         self.apiTokens = apiTokens
         self.privateKeys = privateKeys
@@ -232,6 +236,7 @@ public final class SharedServices: Sendable {
         self.registrationGate = registrationGate
         self.callbackGate = callbackGate
         self.metricsToken = metricsToken
+        self.senderConnections = senderConnections
     }
 }
 
