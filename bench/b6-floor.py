@@ -11,6 +11,8 @@ callback for each (from /proc, mariadbd only; this client is not counted):
                row in one transaction (one commit, but START and COMMIT are statements too)
   now          the record and its devices in one SELECT, then the two writes, each its own
                commit (what ENS does since this was measured)
+  one-trip     as `now`, but the two writes in one round trip: a procedure (made for the
+               run and dropped after it) called as one prepared statement
   least        one SELECT of the record by key and one UPDATE of it by key (autocommit):
                less than any callback can do (it must read the record and durably record
                the callback), so no arrangement of ENS's statements costs MariaDB less
@@ -24,13 +26,22 @@ the reservation's
 window is lifted (ENS_MAX_NOTIFICATIONS_PER_MINUTE), and the log rows it adds belong to
 one bench device (ens-cron reap trims them like any other). B6_FLOOR_ONLY=least (or
 another name) runs that arrangement alone.
+
+It talks to MariaDB through MySQL Connector/Python's prepared cursor (server-side
+prepared statements, as ENS uses). MariaDB's own Connector/Python 1.1.14, used until
+2026-11-28, runs no statement on a prepared cursor after its first SELECT while
+reporting each done: every write was dropped, and the figures before that date count
+the reads alone.
 """
 import os
 import random
 import sys
 import time
 
-import mariadb
+try:
+    import mysql.connector
+except ImportError:
+    sys.exit("b6-floor.py needs MySQL Connector/Python: python3 -m pip install mysql-connector-python")
 
 VAR = os.environ["ENS_VAR"]
 HZ = os.sysconf("SC_CLK_TCK")
@@ -66,6 +77,13 @@ LEAST_SELECT = "SELECT id, generation, endpoint FROM EnsSubscriptionInfo WHERE i
 LEAST_UPDATE = "UPDATE EnsSubscriptionInfo SET last_callback_at = ? WHERE id = ?"
 
 
+def with_names(statement, names):
+    """`statement` with its placeholders replaced, in order, by `names` (a procedure's)."""
+    parts = statement.split("?")
+    assert len(parts) == len(names) + 1, "one name per placeholder"
+    return "".join(part + name for part, name in zip(parts, names)) + parts[-1]
+
+
 def mariadb_ticks():
     pid = open(f"{VAR}/run/mysqld.pid").read().strip()
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
@@ -76,26 +94,38 @@ def main():
     iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
     rate = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
     pace = random.Random(32)
-    db = mariadb.connect(unix_socket=f"{VAR}/run/mysqld.sock", user="root", database="ens", autocommit=True)
-    cur = db.cursor(prepared=True)
-    cur.execute("SELECT r.id, r.endpoint, d.id FROM EnsSubscriptionInfo r JOIN Devices d ON d.subscription_row = r.id "
-                "WHERE r.mail_backend = 'ews' AND r.subscription_id IS NOT NULL LIMIT 1")
-    record, endpoint, device = cur.fetchone()
+    db = mysql.connector.connect(unix_socket=f"{VAR}/run/mysqld.sock", user="root", database="ens", autocommit=True)
+    # One prepared cursor per statement, prepared once, as ENS's connections keep
+    # theirs: Connector/Python prepares again whenever a cursor's statement changes.
+    cursors = {}
+
+    def sql(statement, params=()):
+        cursor = cursors.get(statement)
+        if cursor is None:
+            cursor = cursors[statement] = db.cursor(prepared=True)
+        cursor.execute(statement, params)
+        return cursor.fetchall() if cursor.with_rows else None
+
+    record, endpoint, device = sql("SELECT r.id, r.endpoint, d.id FROM EnsSubscriptionInfo r JOIN Devices d ON d.subscription_row = r.id "
+                                   "WHERE r.mail_backend = 'ews' AND r.subscription_id IS NOT NULL LIMIT 1")[0]
     summary = bytes(120)
 
     def now():
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        # Milliseconds, as ENS writes them: each write then changes its row (a
+        # timestamp repeated within a second would leave it as it was, and InnoDB
+        # commits an unchanged row for almost nothing).
+        stamp = time.time()
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamp)) + f".{int(stamp * 1000) % 1000:03d}"
 
     def reserve():
         t = now()
-        cur.execute(RESERVE, (t, 1, t, t, t, None, record, t, 1, 1_000_000))
+        sql(RESERVE, (t, 1, t, t, t, None, record, t, 1, 1_000_000))
 
     def log():
-        cur.execute(LOG, (os.urandom(16), device, now(), summary, None, None))  # a new row, as a new mail makes
+        sql(LOG, (os.urandom(16), device, now(), summary, None, None))  # a new row, as a new mail makes
 
     def read(query, params):
-        cur.execute(query, params)
-        cur.fetchall()
+        sql(query, params)
 
     def before():
         read(RECORD, (record,))
@@ -105,21 +135,38 @@ def main():
 
     def transaction():
         read(MERGED, (record,))
-        cur.execute("START TRANSACTION")
+        sql("START TRANSACTION")
         reserve()
         log()
-        cur.execute("COMMIT")
+        sql("COMMIT")
 
     def current():
         read(MERGED, (record,))
         reserve()
         log()
 
+    # `one-trip`: the two writes in one round trip, a procedure called as one prepared
+    # statement (what ENS would need a migration and EXECUTE for); made here for the
+    # run and dropped after it. Like `now`, it writes the log row whatever the
+    # reservation did (ENS would write it only when the reservation held).
+    ddl = db.cursor()
+    ddl.execute("DROP PROCEDURE IF EXISTS bench_reserve_and_log")
+    ddl.execute(f"""CREATE PROCEDURE bench_reserve_and_log(IN t DATETIME, IN n INT, IN cap INT, IN rec BIGINT,
+        IN log_id BINARY(16), IN dev BIGINT, IN summary BLOB)
+        BEGIN
+          {with_names(RESERVE, ("t", "n", "t", "t", "t", "NULL", "rec", "t", "n", "cap"))};
+          {with_names(LOG, ("log_id", "dev", "t", "summary", "NULL", "NULL"))};
+        END""")
+
+    def one_trip():
+        read(MERGED, (record,))
+        sql("CALL bench_reserve_and_log(?, ?, ?, ?, ?, ?, ?)", (now(), 1, 1_000_000, record, os.urandom(16), device, summary))
+
     def least():
         read(LEAST_SELECT, (record,))
-        cur.execute(LEAST_UPDATE, (now(), record))
+        sql(LEAST_UPDATE, (now(), record))
 
-    arrangements = {"before": before, "transaction": transaction, "now": current, "least": least}
+    arrangements = {"before": before, "transaction": transaction, "now": current, "one-trip": one_trip, "least": least}
     if only := os.environ.get("B6_FLOOR_ONLY"):  # one arrangement, by name
         arrangements = {only: arrangements[only]}
     for run in arrangements.values():  # prepared once, warm
@@ -136,6 +183,7 @@ def main():
                     time.sleep(max(0.0, due - time.monotonic()))
                 run()
             results[name].append((mariadb_ticks() - start) / HZ * 1000 / iterations)
+    ddl.execute("DROP PROCEDURE bench_reserve_and_log")
     for name, values in results.items():
         paced = f" at {rate:g}/s" if rate else ""
         print(f"B6-floor {name:11s}{paced} MariaDB CPU ms per callback: " + ", ".join(f"{v:.3f}" for v in values)
