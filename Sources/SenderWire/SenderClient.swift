@@ -48,17 +48,15 @@ public struct SenderClient: Sendable {
             // no notification went out on it, so a new connection carries them instead.
             // Once any byte is written, the outcome is final, as on a new connection.
             if FileDescriptor.isQuiet(kept) {
-                switch exchange(kept, frames, expecting: notifications.count, retryIfUnsent: true) {
-                case .unsent: FileDescriptor.close(kept)
-                case .answered(let outcomes, let reusable): return finish(kept, outcomes, reusable: reusable)
-                case .failed(let problem):
-                    FileDescriptor.close(kept)
-                    throw Failure(problem: problem)
-                }
+                if let outcomes = try settle(kept, exchange(kept, frames, expecting: notifications.count, retryIfUnsent: true)) { return outcomes }
             } else {
                 FileDescriptor.close(kept)
             }
         }
+        return try submitOnNewConnection(frames, count: notifications.count)
+    }
+
+    private func submitOnNewConnection(_ frames: [UInt8], count: Int) throws(Failure) -> [Outcome] {
         let fd: Int32
         do {
             fd = try UnixSocket.connect(path: socketPath)
@@ -66,9 +64,21 @@ public struct SenderClient: Sendable {
             throw Failure(problem: "\(error)")
         }
         FileDescriptor.setTimeouts(fd, milliseconds: timeoutMilliseconds)
-        switch exchange(fd, frames, expecting: notifications.count, retryIfUnsent: false) {
-        case .answered(let outcomes, let reusable): return finish(fd, outcomes, reusable: reusable)
-        case .unsent: preconditionFailure("a new connection's write failure is read through, not retried")
+        guard let outcomes = try settle(fd, exchange(fd, frames, expecting: count, retryIfUnsent: false)) else {
+            preconditionFailure("a new connection's write failure is read through, not retried")
+        }
+        return outcomes
+    }
+
+    /// The outcomes of `result` on `fd`, which is kept or closed; nil when nothing was
+    /// sent (`fd` is closed and another connection may carry the notifications).
+    private func settle(_ fd: Int32, _ result: Exchange) throws(Failure) -> [Outcome]? {
+        switch result {
+        case .answered(let outcomes, let reusable):
+            return finish(fd, outcomes, reusable: reusable)
+        case .unsent:
+            FileDescriptor.close(fd)
+            return nil
         case .failed(let problem):
             FileDescriptor.close(fd)
             throw Failure(problem: problem)
@@ -154,7 +164,7 @@ public final class SenderConnections: Sendable {
     }
 
     deinit {
-        for entry in idle.withLock({ $0 }) { FileDescriptor.close(entry.fd) }
+        closeIdle()
     }
 
     /// Closes every idle connection (a reload: ens-apns may have moved or restarted).

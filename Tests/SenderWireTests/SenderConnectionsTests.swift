@@ -58,15 +58,6 @@ import Testing
         }
     }
 
-    static func notification(_ index: Int) throws -> PushNotification {
-        let hex = String(index, radix: 16)
-        return PushNotification(
-            id: String(repeating: "0", count: 32 - hex.count) + hex,
-            deviceToken: try #require(DeviceToken(hex: "feedfacecafebeef00112233445566778899aabbccddeeff0011223344556677")),
-            topic: "com.example.mail", environment: .production, pushType: .alert, expiration: 1_900_000_000,
-            payload: Array(#"{"aps":{"alert":{"body":"New mail"}}}"#.utf8), deviceRowID: Int64(index))
-    }
-
     static func withSender(answersPerConnection: Int?, _ body: (StandInSender) throws -> Void) throws {
         try withTemporaryDirectory { url in
             let sender = try StandInSender(path: url.path + "/apns.sock", answersPerConnection: answersPerConnection)
@@ -79,7 +70,7 @@ import Testing
         try Self.withSender(answersPerConnection: nil) { sender in
             let connections = SenderConnections(kept: 2)
             let client = SenderClient(socketPath: sender.path, connections: connections)
-            for notification in try (0..<10).map(Self.notification) { #expect(try client.submit(notification) == .accepted) }
+            for notification in try (0..<10).map({ _ in try PushNotificationTests.alert() }) { #expect(try client.submit(notification) == .accepted) }
             #expect(sender.accepts.withLock { $0 } == 1)
             #expect(sender.framesReceived.withLock { $0 } == 10)
             #expect(connections.idleCount == 1)
@@ -89,7 +80,7 @@ import Testing
     @Test func withoutKeptConnectionsEachHandOffConnects() throws {
         try Self.withSender(answersPerConnection: nil) { sender in
             let client = SenderClient(socketPath: sender.path)
-            for notification in try (0..<3).map(Self.notification) { #expect(try client.submit(notification) == .accepted) }
+            for notification in try (0..<3).map({ _ in try PushNotificationTests.alert() }) { #expect(try client.submit(notification) == .accepted) }
             #expect(sender.accepts.withLock { $0 } == 3)
         }
     }
@@ -102,7 +93,7 @@ import Testing
             let connections = SenderConnections(kept: 2)
             let client = SenderClient(socketPath: sender.path, connections: connections)
             for index in 0..<5 {
-                let notification = try Self.notification(index)
+                let notification = try PushNotificationTests.alert()
                 #expect(try client.submit(notification) == .accepted)
                 // Let the sender's hang-up arrive before the next hand-off looks.
                 let deadline = MonotonicClock.milliseconds() + 2000
@@ -120,7 +111,7 @@ import Testing
         try Self.withSender(answersPerConnection: 1) { sender in
             let connections = SenderConnections(kept: 2)
             let client = SenderClient(socketPath: sender.path, connections: connections)
-            let batch = try [1, 2].map(Self.notification)
+            let batch = [try PushNotificationTests.alert(), try PushNotificationTests.background()]
             let outcomes = try client.submit(batch: batch)
             #expect(outcomes == [.accepted])
             #expect(connections.idleCount == 0)
@@ -131,7 +122,7 @@ import Testing
         try Self.withSender(answersPerConnection: nil) { sender in
             let connections = SenderConnections(kept: 2, reuseMilliseconds: 0)
             let client = SenderClient(socketPath: sender.path, connections: connections)
-            for notification in try (0..<3).map(Self.notification) { #expect(try client.submit(notification) == .accepted) }
+            for notification in try (0..<3).map({ _ in try PushNotificationTests.alert() }) { #expect(try client.submit(notification) == .accepted) }
             #expect(sender.accepts.withLock { $0 } == 3)
             #expect(connections.idleCount == 1)  // the last one, until the next hand-off finds it stale
         }
