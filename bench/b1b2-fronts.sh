@@ -75,11 +75,47 @@ b1_apache() {
   B1_NGINX=$(median "${nginx[@]}")
 }
 
+# The most B2 through Apache can reach, from Apache's own cost (issue 32). In each
+# round: B2 through nginx, with every process's CPU per check-in; then Apache's floor,
+# B2's bodies and headers POSTed to /alive (ENS answers 405 at once) at the pace nginx
+# carried B2, with Apache's CPU per request. On 2 busy cores the ratio of throughputs is
+# the inverse ratio of CPU per request, so Apache at its floor, everything else as it was
+# through nginx, reaches (X + nginx) / (X + Apache's floor), X being ENS, MariaDB and
+# wrk per check-in.
+b2_ceiling() {
+  local round n gap split floor_split
+  local -a ceilings=()
+  mapfile -t fcgi_pids < <(stack_pids fcgi); mapfile -t db_pids < <(stack_pids mariadb)
+  mapfile -t nginx_pids < <(stack_pids nginx); mapfile -t apache_pids < <(stack_pids apache)
+  for round in $(seq "$ROUNDS"); do
+    split=$(cpu_split -s bench/b2-status.lua "$NGINX_URL/getsubscriptionstatusv2" -- "$bodies")
+    n=${split%% *}
+    gap=$((32 * 1000 * SECONDS_PER_RUN / (n > 0 ? n : 1)))  # ms between a connection's requests
+    floor_split=$(cpu_split -s bench/b2-paced-alive.lua "$APACHE_URL/alive" -- "$bodies" "$gap")
+    ceilings+=("$(python3 bench/fronts-ceiling.py "$split" "$floor_split" "$(getconf CLK_TCK)" "$SECONDS_PER_RUN" "$round")")
+  done
+  printf 'B2 Apache ceiling: Apache/nginx at most %s (median; Apache at its own floor, the rest as through nginx; target >= 0.90)\n' \
+    "$(median "${ceilings[@]}")"
+}
+
+# cpu_split WRK-ARGS...: one wrk run of 32 connections; prints the requests, the CPU
+# ticks of ens-fcgi, MariaDB, nginx and Apache over it, and wrk's CPU seconds.
+cpu_split() {
+  local before=("$(cpu_ticks "${fcgi_pids[@]}")" "$(cpu_ticks "${db_pids[@]}")" "$(cpu_ticks "${nginx_pids[@]}")" "$(cpu_ticks "${apache_pids[@]}")")
+  /usr/bin/time -o "$ENS_VAR/fronts-wrk-cpu.txt" -f '%U %S' timeout $((SECONDS_PER_RUN + 30)) \
+    wrk -t2 -c32 -d"${SECONDS_PER_RUN}s" "$@" >"$ENS_VAR/fronts-wrk.txt" 2>>"$ENS_VAR/fronts-errors.txt"
+  echo "$(awk '/requests in/ {print $1}' "$ENS_VAR/fronts-wrk.txt")" \
+    "$(($(cpu_ticks "${fcgi_pids[@]}") - before[0]))" "$(($(cpu_ticks "${db_pids[@]}") - before[1]))" \
+    "$(($(cpu_ticks "${nginx_pids[@]}") - before[2]))" "$(($(cpu_ticks "${apache_pids[@]}") - before[3]))" \
+    "$(awk '{print $1 + $2}' "$ENS_VAR/fronts-wrk-cpu.txt")"
+}
+
 : > "$ENS_VAR/fronts-errors.txt"
 # The shipped site: ENS applies the limits (SetEnv ENS_LIMITS 1), no mod_security2.
 scripts/stack.sh apache-start
 b1_apache "limits in ENS"
 compare B2 b2 32
+b2_ceiling 2>&1
 
 # The option: mod_security2 applies the limits (and the body cap) instead.
 scripts/stack.sh apache-stop

@@ -35,7 +35,7 @@ memory_breakdown_mb() {
        END {printf "private %.1f MB, shared library pages %.1f MB, PSS %.1f MB", p/1024, s/1024, q/1024}' "/proc/$pid/smaps_rollup"
 }
 
-# stack_pids fcgi|mariadb|nginx|apns|apns-sim|fcm-sim|ews-sim|graph-sim: the processes of this stack ($ENS_VAR) in that role.
+# stack_pids fcgi|mariadb|nginx|apache|apns|apns-sim|fcm-sim|ews-sim|graph-sim: the processes of this stack ($ENS_VAR) in that role.
 stack_pids() {
   case $1 in
     fcgi) pgrep -f "ens-fcgi.*$ENS_VAR/ens.conf" ;;
@@ -45,6 +45,7 @@ stack_pids() {
     fcm-sim) pgrep -f "fcm_simulator.py --port $((ENS_PORT + 6)) " ;;
     ews-sim) pgrep -f "ews_simulator.py --port $((ENS_PORT + 3)) " ;;
     graph-sim) pgrep -f "graph_simulator.py --port $((ENS_PORT + 8)) " ;;
+    apache) pgrep -f "apache2 -f $ENS_VAR/apache.conf" ;;
     nginx) local master; master=$(pgrep -f "nginx -c $ENS_VAR/nginx.conf" | head -1)
            [ -n "$master" ] && { echo "$master"; pgrep -P "$master"; } ;;
   esac
