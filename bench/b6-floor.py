@@ -115,10 +115,31 @@ def now():
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamp)) + f".{int(stamp * 1000) % 1000:03d}"
 
 
+def measure(arrangements, iterations, rate):
+    """mariadbd's CPU ms per callback of each arrangement (name: function running one
+    callback), 3 rounds each, alternating so that a change in the host's speed falls on
+    all; back to back, or at Poisson times at `rate` a second."""
+    for run in arrangements.values():  # prepared once, warm
+        for _ in range(50):
+            run()
+    pace = random.Random(32)
+    results = {name: [] for name in arrangements}
+    for _ in range(3):
+        for name, run in arrangements.items():
+            start = mariadb_ticks()
+            due = time.monotonic()
+            for _ in range(iterations):
+                if rate:
+                    due += pace.expovariate(rate)
+                    time.sleep(max(0.0, due - time.monotonic()))
+                run()
+            results[name].append((mariadb_ticks() - start) / HZ * 1000 / iterations)
+    return results
+
+
 def main():
     iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
     rate = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
-    pace = random.Random(32)
     db, sql = connect()
     record, endpoint, device = sql("SELECT r.id, r.endpoint, d.id FROM EnsSubscriptionInfo r JOIN Devices d ON d.subscription_row = r.id "
                                    "WHERE r.mail_backend = 'ews' AND r.subscription_id IS NOT NULL LIMIT 1")[0]
@@ -181,20 +202,7 @@ def main():
                     "one-commit": call("bench_reserve_and_log_tx"), "least": least}
     if only := os.environ.get("B6_FLOOR_ONLY"):  # one arrangement, by name
         arrangements = {only: arrangements[only]}
-    for run in arrangements.values():  # prepared once, warm
-        for _ in range(50):
-            run()
-    results = {name: [] for name in arrangements}
-    for _ in range(3):  # rounds, alternating, so a change in the host's speed falls on all
-        for name, run in arrangements.items():
-            start = mariadb_ticks()
-            due = time.monotonic()
-            for _ in range(iterations):
-                if rate:
-                    due += pace.expovariate(rate)
-                    time.sleep(max(0.0, due - time.monotonic()))
-                run()
-            results[name].append((mariadb_ticks() - start) / HZ * 1000 / iterations)
+    results = measure(arrangements, iterations, rate)
     ddl.execute("DROP PROCEDURE bench_reserve_and_log")
     ddl.execute("DROP PROCEDURE bench_reserve_and_log_tx")
     for name, values in results.items():

@@ -22,7 +22,6 @@ import importlib.util
 import os
 import random
 import sys
-import time
 
 spec = importlib.util.spec_from_file_location("b6_floor", os.path.join(os.path.dirname(os.path.abspath(__file__)), "b6-floor.py"))
 floor = importlib.util.module_from_spec(spec)
@@ -80,22 +79,8 @@ def main():
 
     arrangements = {name: logging_to(table) for name, table in tables.items()}
     arrangements["no-row"] = read_and_reserve
-    for run in arrangements.values():
-        for _ in range(100):
-            run()
-    results = {name: [] for name in arrangements}
-    pace = random.Random(32)
     try:
-        for _ in range(3):
-            for name, run in arrangements.items():
-                start = floor.mariadb_ticks()
-                due = time.monotonic()
-                for _ in range(iterations):
-                    if rate:
-                        due += pace.expovariate(rate)
-                        time.sleep(max(0.0, due - time.monotonic()))
-                    run()
-                results[name].append((floor.mariadb_ticks() - start) / floor.HZ * 1000 / iterations)
+        results = floor.measure(arrangements, iterations, rate)
     finally:
         for table in tables.values():
             ddl.execute(f"DROP TABLE IF EXISTS {table}")
