@@ -13,6 +13,7 @@ source bench/lib.sh
 ROUNDS=${BENCH_ROUNDS:-3}
 SECONDS_PER_RUN=${BENCH_SECONDS:-5}
 USERS=${B2_USERS:-100}
+B2_CONNECTIONS=32  # wrk's connections for B2, and for Apache's floor paced like it
 APACHE_PORT=$((ENS_PORT + 10))
 NGINX_URL=$BENCH_URL_BASE
 APACHE_URL=https://127.0.0.1:$APACHE_PORT
@@ -90,7 +91,7 @@ b2_ceiling() {
   for round in $(seq "$ROUNDS"); do
     split=$(cpu_split -s bench/b2-status.lua "$NGINX_URL/getsubscriptionstatusv2" -- "$bodies")
     n=${split%% *}
-    gap=$((32 * 1000 * SECONDS_PER_RUN / (n > 0 ? n : 1)))  # ms between a connection's requests
+    gap=$((B2_CONNECTIONS * 1000 * SECONDS_PER_RUN / (n > 0 ? n : 1)))  # ms between a connection's requests
     floor_split=$(cpu_split -s bench/b2-paced-alive.lua "$APACHE_URL/alive" -- "$bodies" "$gap")
     ceilings+=("$(python3 bench/fronts-ceiling.py "$split" "$floor_split" "$(getconf CLK_TCK)" "$SECONDS_PER_RUN" "$round")")
   done
@@ -98,12 +99,14 @@ b2_ceiling() {
     "$(median "${ceilings[@]}")"
 }
 
-# cpu_split WRK-ARGS...: one wrk run of 32 connections; prints the requests, the CPU
-# ticks of ens-fcgi, MariaDB, nginx and Apache over it, and wrk's CPU seconds.
+# cpu_split WRK-ARGS...: one wrk run of B2_CONNECTIONS connections; prints the requests,
+# the CPU ticks of ens-fcgi, MariaDB, nginx and Apache over it (the processes
+# b2_ceiling listed in fcgi_pids, db_pids, nginx_pids and apache_pids), and wrk's CPU
+# seconds.
 cpu_split() {
   local before=("$(cpu_ticks "${fcgi_pids[@]}")" "$(cpu_ticks "${db_pids[@]}")" "$(cpu_ticks "${nginx_pids[@]}")" "$(cpu_ticks "${apache_pids[@]}")")
   /usr/bin/time -o "$ENS_VAR/fronts-wrk-cpu.txt" -f '%U %S' timeout $((SECONDS_PER_RUN + 30)) \
-    wrk -t2 -c32 -d"${SECONDS_PER_RUN}s" "$@" >"$ENS_VAR/fronts-wrk.txt" 2>>"$ENS_VAR/fronts-errors.txt"
+    wrk -t2 -c"$B2_CONNECTIONS" -d"${SECONDS_PER_RUN}s" "$@" >"$ENS_VAR/fronts-wrk.txt" 2>>"$ENS_VAR/fronts-errors.txt"
   echo "$(awk '/requests in/ {print $1}' "$ENS_VAR/fronts-wrk.txt")" \
     "$(($(cpu_ticks "${fcgi_pids[@]}") - before[0]))" "$(($(cpu_ticks "${db_pids[@]}") - before[1]))" \
     "$(($(cpu_ticks "${nginx_pids[@]}") - before[2]))" "$(($(cpu_ticks "${apache_pids[@]}") - before[3]))" \
@@ -114,7 +117,7 @@ cpu_split() {
 # The shipped site: ENS applies the limits (SetEnv ENS_LIMITS 1), no mod_security2.
 scripts/stack.sh apache-start
 b1_apache "limits in ENS"
-compare B2 b2 32
+compare B2 b2 "$B2_CONNECTIONS"
 b2_ceiling 2>&1
 
 # The option: mod_security2 applies the limits (and the body cap) instead.

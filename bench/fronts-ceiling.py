@@ -7,12 +7,13 @@ CLK_TCK, the seconds of each run and the round's number. Prints the round's figu
 standard error and the ceiling, (X + nginx) / (X + Apache's floor) with X the check-in's
 ens-fcgi, MariaDB and wrk CPU, on standard output.
 """
+import os
 import sys
 
 b2, floor = ([float(x) for x in arg.split()] for arg in sys.argv[1:3])
 hz, seconds, round_number = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 if b2[0] <= 0 or floor[0] <= 0:
-    sys.exit("fronts-ceiling: a run answered no request; see $ENS_VAR/fronts-errors.txt")
+    sys.exit(f"fronts-ceiling: a run answered no request; see {os.environ.get('ENS_VAR', 'ENS_VAR')}/fronts-errors.txt")
 
 
 def ms(ticks, requests):
