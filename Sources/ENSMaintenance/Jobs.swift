@@ -81,10 +81,10 @@ public struct Jobs {
             "records.empty": "\(counts.emptyRecords)", "ewsurlcache.expired": "\(counts.expiredURLCache)",
             "events.forgotten": "\(counts.forgottenEvents)", "notifications.content_erased": "\(counts.expiredContent)",
             "notifications.removed": "\(counts.oldNotifications)", "credentials.abandoned": "\(counts.abandonedCredentials)",
-            "proof_failures.expired": "\(counts.expiredProofFailures)",
+            "proof_failures.expired": "\(counts.expiredProofFailures)", "sealed_values.expired": "\(counts.expiredSealedValues)",
             "subscriptions.ended_with_supplier": "\(counts.subscriptionsEndedWithSupplier)",
         ])
-        print("\(named("reap", maintenance)): \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned registrations' credentials erased; \(counts.expiredProofFailures) expired proof failure counts removed; \(counts.subscriptionsEndedWithSupplier) subscriptions ended with the device that supplied their credentials")
+        print("\(named("reap", maintenance)): \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned registrations' credentials erased; \(counts.expiredProofFailures) expired proof failure counts removed; \(counts.expiredSealedValues) expired single-use marks removed; \(counts.subscriptionsEndedWithSupplier) subscriptions ended with the device that supplied their credentials")
     }
 
     public func renew() throws {

@@ -70,7 +70,7 @@ public final class CheckInRecorder: Sendable {
                 }
                 for chunk in Array(users).chunked(500) {
                     try database.execute("""
-                        UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
+                        UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id AND d.secret_hash IS NULL
                         SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id IN (\(list: chunk))
                         """)
                 }

@@ -298,8 +298,10 @@ public struct SubscriptionStore {
 
     // MARK: Check-ins and sync keys
 
-    /// v1 check-in: the user, and so all their devices, are alive. Coalesced through
-    /// the check-in recorder when there is one.
+    /// v1 check-in: the user is alive, and so are its devices that have no secret (the
+    /// original contract's clients, which have no other check-in). It names no device
+    /// and proves nothing, so it keeps no device with a secret from being reaped: those
+    /// check in with v2. Coalesced through the check-in recorder when there is one.
     public func checkIn(recordID: Int64, now: Timestamp) throws {
         if let checkIns {
             checkIns.user(recordID, shard: shard)
@@ -307,7 +309,7 @@ public struct SubscriptionStore {
         }
         let time = now.databaseString
         try database.execute("""
-            UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
+            UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id AND d.secret_hash IS NULL
             SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id = \(recordID)
             """)
     }

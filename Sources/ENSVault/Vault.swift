@@ -35,6 +35,9 @@ public struct Vault: Sendable {
     /// Names the proof throttle's rows (`ProofThrottle`): keyed, so a database reader
     /// cannot test a guessed client address or device against them.
     public let proofThrottleKey: [UInt8]
+    /// Names the sealed values already used (`SealedValuesUsed`): keyed, so the table
+    /// confirms no guessed plaintext.
+    private let sealedOnceKey: [UInt8]
 
     public init(masterKey: AESGCMKey) {
         privateKeys = masterKey.derived(label: "ens/v1/private-key")
@@ -55,6 +58,22 @@ public struct Vault: Sendable {
         deviceSecretKey = masterKey.derivedBytes(label: "ens/v1/device-secret")
         pushTagKey = masterKey.derivedBytes(label: "ens/v1/push-tag")
         proofThrottleKey = masterKey.derivedBytes(label: "ens/v1/proof-throttle")
+        sealedOnceKey = masterKey.derivedBytes(label: "ens/v1/sealed-once")
+    }
+
+    // MARK: Single-use sealed values
+
+    /// What `SealedValuesUsed` records of one opened sealed value: its use, the record
+    /// whose key opened it and its plaintext, under a keyed hash.
+    public func sealedValueDigest(purpose: String, recordID: Int64, plaintext: [UInt8]) -> [UInt8] {
+        var message = Array("ens-sealed-once/1".utf8)
+        message.append(0)
+        message += Array(purpose.utf8)
+        message.append(0)
+        message += Array(String(recordID).utf8)
+        message.append(0)
+        message += plaintext
+        return Digest.hmacSHA256(key: sealedOnceKey, message: message)
     }
 
     // MARK: RSA private keys

@@ -52,12 +52,18 @@ struct BlindModeTests {
     }
 
     /// Registers `token` for the user in `blind` mode with `key`'s certificate.
+    /// A blind registration as a client of today sends it: the mode inside the bound
+    /// creds, the certificate in clear named there by its SHA-256.
     func registerBlind(_ user: GraphMailboxUser, token: String, key: DeviceKey) throws -> HTTPResponse {
-        try api.call("/registerdevicev2", [
+        let member = token.hasPrefix("fcm:") ? "fcmToken" : "apnsToken"
+        let bare = token.hasPrefix("fcm:") ? String(token.dropFirst(4)) : token
+        let der = Array(Data(base64Encoded: key.certificateBase64) ?? Data())
+        return try api.call("/registerdevicev2", [
             "userid": user.user.userID, "email": user.user.email,
-            "creds": try user.user.sealJSON(["apnsToken": token, "graphAccessToken": try GraphSimulator.userToken(user.user.email),
-                                             "deviceSecret": TestSecrets.deviceSecret(for: token)]),
-            "bundleid": "com.example.mail", "privacy": "blind", "privacyCertificate": key.certificateBase64,
+            "creds": try user.user.sealJSON([member: bare, "graphAccessToken": try GraphSimulator.userToken(user.user.email),
+                                             "deviceSecret": TestSecrets.deviceSecret(for: token), "privacy": "blind",
+                                             "privacyCertificateSHA256": Hex.encode(Digest.sha256(der))], for: "registerdevicev2.creds"),
+            "bundleid": "com.example.mail", "privacyCertificate": key.certificateBase64,
         ])
     }
 
@@ -129,12 +135,7 @@ struct BlindModeTests {
         let user = try GraphMailboxUser.register(with: api)
         let key = try DeviceKey.make()
         let token = TestSecrets.fcmToken()
-        let answer = try api.call("/registerdevicev2", [
-            "userid": user.user.userID, "email": user.user.email,
-            "creds": try user.user.sealJSON(["fcmToken": token, "graphAccessToken": try GraphSimulator.userToken(user.user.email),
-                                             "deviceSecret": TestSecrets.deviceSecret(for: token)]),
-            "bundleid": "com.example.mail", "privacy": "blind", "privacyCertificate": key.certificateBase64,
-        ])
+        let answer = try registerBlind(user, token: "fcm:" + token, key: key)
         #expect(answer.json["privacy"] == "blind", "\(answer.bodyText)")
         // The user's iPhone leaves `preview` too: what is sent now is for blind devices only.
         #expect(try registerBlind(user, token: user.token, key: key).json["privacy"] == "blind")
@@ -269,7 +270,9 @@ struct BlindModeTests {
         // The certificate travels beside the sealed info, which names it by its hash.
         let swapped = try api.call("/updateprivacy", ["userid": user.user.userID, "info": sealedInfo, "privacyCertificate": try DeviceKey.make().certificateBase64])
         #expect(swapped.status == 400 && swapped.bodyText.contains("SHA-256"), "\(swapped.bodyText)")
-        let rotated = try api.call("/updateprivacy", ["userid": user.user.userID, "info": sealedInfo, "privacyCertificate": newKey.certificateBase64])
+        // That refusal spent the sealed info (single-use): the device seals it again.
+        let resealed = try user.user.sealJSON(info, for: "updateprivacy.info")
+        let rotated = try api.call("/updateprivacy", ["userid": user.user.userID, "info": resealed, "privacyCertificate": newKey.certificateBase64])
         #expect(rotated.json["responseCode"] == "UpdateSuccess" && rotated.json["privacy"] == "blind", "\(rotated.bodyText)")
         let rich = try GraphSimulator.live(of: user.user.email).filter { $0["includeResourceData"] as? Bool == true }
         #expect(rich.count == 1, "the device's own subscription was moved to the new certificate (PATCH), not duplicated")

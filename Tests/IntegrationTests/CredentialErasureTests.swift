@@ -59,7 +59,11 @@ struct CredentialErasureTests {
             "userid": user.user.userID,
             "subscriptionPayload": try user.user.sealJSON(["pushToken": token, "ignoreLastMessageDate": 1]),
         ]
-        if let password { parameters["creds"] = try user.user.sealJSON(["userName": user.user.email, "password": password]) }
+        if let password {
+            parameters["creds"] = try user.user.sealForDevice(["userName": user.user.email, "password": password], token: token,
+                                                              for: "getsubscriptionstatusv2.creds")
+            parameters["email"] = user.user.email
+        }
         return try api.call("/getsubscriptionstatusv2", parameters).json
     }
 
@@ -85,6 +89,8 @@ struct CredentialErasureTests {
         let record = try recordID(user)
         let changed = "Changed-\(UUID().uuidString.prefix(8))"
         TestSecrets.remember(changed)
+        // The password changed at Exchange; the device offers the new one.
+        try ExchangeSimulator.mailbox(user.user.email, userName: user.user.email, password: changed)
         #expect(try checkIn(user, token: user.token, password: changed)["credentials"] == "Stored")
         #expect(try credentialRows(record) == (1, 1))
         try rememberSealedRows(record)
@@ -98,8 +104,8 @@ struct CredentialErasureTests {
         #expect(late.answer == "Unsubscribe")
         #expect(late.lookups.isEmpty, "\(late.lookups)")
         #expect(try checkIn(user, token: user.token)["responseCode"] == "UserRecordPresentNotSubscribed")
-        // Registering again brings credentials again.
-        #expect(try user.register(with: api, token: user.token).json["responseCode"] == "UserSubscribed")
+        // Registering again (with the changed password) brings credentials again.
+        #expect(try user.register(with: api, token: user.token, creds: user.creds(token: user.token, password: changed)).json["responseCode"] == "UserSubscribed")
         #expect(try user.mailReaches(user.token, subject: "Registered again"))
     }
 
@@ -120,7 +126,8 @@ struct CredentialErasureTests {
     }
 
     func unregister(_ user: RegisteredUser, _ token: String) throws -> String? {
-        try api.call("/unregister", ["userid": user.user.userID, "token": try user.user.seal(token)]).json["responseCode"]
+        try api.call("/unregister", ["userid": user.user.userID,
+                                     "token": try user.user.sealForDevice(["apnsToken": token], token: token, for: "unregister.token")]).json["responseCode"]
     }
 
     /// The owner's second phone joined (its proof left its credentials for the
@@ -177,7 +184,8 @@ struct CredentialErasureTests {
         let record = try recordID(user)
         let renewed = TestSecrets.apnsToken()
         let answer = try api.call("/updatedevice", [
-            "userid": user.user.userID, "token": try user.user.sealJSON(["oldApnsToken": user.token, "apnsToken": renewed]),
+            "userid": user.user.userID,
+            "token": try user.user.sealForDevice(["oldApnsToken": user.token, "apnsToken": renewed], token: user.token, for: "updatedevice.token"),
         ])
         #expect(answer.json["responseCode"] == "UpdateSuccess")
         #expect(try supplier(record) == hash(renewed))

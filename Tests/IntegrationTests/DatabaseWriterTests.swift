@@ -60,8 +60,12 @@ struct DatabaseWriterTests {
         let newPassword = "Changed-\(UUID().uuidString.prefix(8))"
         TestSecrets.remember(newPassword)
         let payload = try victim.user.sealJSON(["pushToken": victim.token, "ignoreLastMessageDate": 1])
-        let creds = try victim.user.sealJSON(["userName": victim.user.email, "password": newPassword])
-        let answer = try api.call("/getsubscriptionstatusv2", ["userid": victim.user.userID, "subscriptionPayload": payload, "creds": creds])
+        // The owner's own new password, proven at Exchange: still not sealed to the writer's key.
+        try ExchangeSimulator.mailbox(victim.user.email, userName: victim.user.email, password: newPassword)
+        let creds = try victim.user.sealForDevice(["userName": victim.user.email, "password": newPassword], token: victim.token,
+                                                  for: "getsubscriptionstatusv2.creds")
+        let answer = try api.call("/getsubscriptionstatusv2", ["userid": victim.user.userID, "subscriptionPayload": payload, "creds": creds,
+                                                               "email": victim.user.email])
         #expect(answer.json["credentials"] == "Unused", "\(answer.bodyText)")
         let fresh = try database.queryOne("""
             SELECT COUNT(*) FROM MailCredentialsFresh f JOIN EnsSubscriptionInfo s ON s.id = f.record_id WHERE s.userid = \(victim.user.userID)

@@ -19,12 +19,13 @@ struct DeviceLifecycleTests {
 
     func updateSyncKey(_ registered: RegisteredUser, token: String, key: String) throws -> String? {
         TestSecrets.remember(key)
-        let info = try registered.user.sealJSON(["apnsToken": token, "backgroundSyncKey": key, "syncKeyExpirationTime": "01/01/2099 00:00:00.000"])
+        let info = try registered.user.sealForDevice(["apnsToken": token, "backgroundSyncKey": key, "syncKeyExpirationTime": "01/01/2099 00:00:00.000"],
+                                                     token: token, for: "updatesynckey.info")
         return try api.call("/updatesynckey", ["userid": registered.user.userID, "info": info]).json["responseCode"]
     }
 
     func updateDevice(_ registered: RegisteredUser, old: String, new: String) throws -> String? {
-        let sealed = try registered.user.sealJSON(["oldApnsToken": old, "apnsToken": new])
+        let sealed = try registered.user.sealForDevice(["oldApnsToken": old, "apnsToken": new], token: old, for: "updatedevice.token")
         return try api.call("/updatedevice", ["userid": registered.user.userID, "token": sealed]).json["responseCode"]
     }
 
@@ -89,15 +90,22 @@ struct DeviceLifecycleTests {
         #expect(try checkInV1() == "UserSubscribed")
     }
 
-    /// The original contract's /updatedevice: a bare sealed token confirms it.
+    /// The original contract's /updatedevice: a bare sealed token confirms a device
+    /// registered the original contract's way (without a secret); it changes nothing of
+    /// a device that registered a secret (the push service could send it).
     @Test func aBareSealedTokenConfirmsTheDevice() throws {
         let registered = try RegisteredUser.register(with: api)
-        let bare = try registered.user.seal(registered.token)
+        let refused = try api.call("/updatedevice", ["userid": registered.user.userID, "token": try registered.user.seal(registered.token)],
+                                   headers: [("badge", "1")])
+        #expect(refused.status == 400)
+        let legacy = TestSecrets.apnsToken()
+        #expect(try registered.register(with: api, token: legacy, sealedFor: nil, withSecret: false).json["responseCode"] == "UserUpdated")
+        let bare = try registered.user.seal(legacy)
         #expect(try api.call("/updatedevice", ["userid": registered.user.userID, "token": bare], headers: [("badge", "1")]).json["responseCode"] == "UpdateSuccess")
-        let badge = try database.queryOne("""
-            SELECT d.badge FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(registered.user.userID)
-            """)?.int(0)
-        #expect(badge == 1)
+        let badges = try database.query("""
+            SELECT d.badge FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(registered.user.userID) ORDER BY d.id
+            """).map { try $0.int(0) }
+        #expect(badges == [0, 1])
         let unknown = try registered.user.seal(TestSecrets.apnsToken())
         #expect(try api.call("/updatedevice", ["userid": registered.user.userID, "token": unknown]).json["responseCode"] == "UpdateFail")
         let garbage = try registered.user.seal("not a token")
@@ -116,7 +124,7 @@ struct DeviceLifecycleTests {
         #expect(try registered.register(with: api, token: "<\(spaced)>").json["responseCode"] == "UserUpdated")
         #expect(try registered.register(with: api, token: hex).json["responseCode"] == "UserAlreadySubscribed")
         #expect(try registered.mailReaches(hex, subject: "To the bracketed token"))
-        let sealed = try registered.user.seal(hex)
+        let sealed = try registered.user.sealForDevice(["apnsToken": hex], token: hex, for: "unregister.token")
         #expect(try api.call("/unregister", ["userid": registered.user.userID, "token": sealed]).json["responseCode"] == "DeviceUnregistered")
     }
 

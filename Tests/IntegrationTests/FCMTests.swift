@@ -76,7 +76,8 @@ struct FCMTests {
         // Android had supplied the credentials in use (its join's were taken at the
         // last callback), and they leave with it: the iPhone's check-in asks it to
         // register again, which supplies its own.
-        let unregistered = try api.call("/unregister", ["userid": user.user.userID, "token": try user.user.seal("fcm:" + android)])
+        let unregistered = try api.call("/unregister", ["userid": user.user.userID,
+                                                        "token": try user.user.sealForDevice(["fcmToken": android], token: "fcm:" + android, for: "unregister.token")])
         #expect(unregistered.json["responseCode"] == "DeviceUnregistered")
         let payload = try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1])
         #expect(try api.call("/getsubscriptionstatusv2", ["userid": user.user.userID, "subscriptionPayload": payload])

@@ -66,8 +66,10 @@ struct OAuthRefreshTests {
     func register(_ user: OAuthUser, creds: [String: Any]) throws -> HTTPResponse {
         var sealed = creds
         sealed["apnsToken"] = user.pushToken
+        sealed["deviceSecret"] = TestSecrets.deviceSecret(for: user.pushToken)
         return try api.call("/registerdevicev2", [
-            "userid": user.user.userID, "email": user.email, "creds": try user.user.sealJSON(sealed), "bundleid": "com.example.mail", "force": "0",
+            "userid": user.user.userID, "email": user.email, "creds": try user.user.sealJSON(sealed, for: "registerdevicev2.creds"),
+            "bundleid": "com.example.mail", "force": "0",
         ])
     }
 
@@ -76,7 +78,10 @@ struct OAuthRefreshTests {
             "userid": user.user.userID,
             "subscriptionPayload": try user.user.sealJSON(["pushToken": user.pushToken, "ignoreLastMessageDate": 1]),
         ]
-        if let creds { parameters["creds"] = try user.user.sealJSON(creds) }
+        if let creds {
+            parameters["creds"] = try user.user.sealForDevice(creds, token: user.pushToken, for: "getsubscriptionstatusv2.creds")
+            parameters["email"] = user.user.email
+        }
         return try api.call("/getsubscriptionstatusv2", parameters).json
     }
 

@@ -87,7 +87,8 @@ struct PrivateNotificationTests {
     /// endpoint and time, with the device's own secret beside its push token.
     func sealed(_ user: RegisteredUser, _ path: String, _ info: [String: Any]) throws -> HTTPResponse {
         var proved = info
-        if proved["deviceSecret"] == nil, let token = info["pushToken"] as? String {
+        let token = (info["pushToken"] as? String) ?? (info["apnsToken"] as? String) ?? (info["fcmToken"] as? String).map { "fcm:" + $0 }
+        if proved["deviceSecret"] == nil, let token {
             proved["deviceSecret"] = TestSecrets.deviceSecret(for: token)
         }
         return try api.call(path, ["userid": user.user.userID, "info": try user.user.sealJSON(proved, for: "\(path.dropFirst()).info")])
@@ -195,7 +196,7 @@ struct PrivateNotificationTests {
         let newSecure = TestSecrets.apnsToken()
         for (old, new) in [(oldToken, newEncrypted), (secureToken, newSecure)] {
             #expect(try user.register(with: api, token: new).json["responseCode"] == "UserUpdated")
-            let sealed = try user.user.sealJSON(["oldApnsToken": old, "apnsToken": new])
+            let sealed = try user.user.sealForDevice(["oldApnsToken": old, "apnsToken": new], token: old, for: "updatedevice.token")
             #expect(try api.call("/updatedevice", ["userid": user.user.userID, "token": sealed]).json["responseCode"] == "UpdateSuccess")
         }
         // The secure device's unfetched content and history are there under its new
@@ -351,7 +352,8 @@ struct PrivateNotificationTests {
             try database.queryOne("SELECT device_id FROM NotificationLog WHERE id = UNHEX(\(id))")?.decode(Int64.self)
         }
         #expect(deviceIDs.allSatisfy { $0 != nil })
-        let unregistered = try api.call("/unregister", ["userid": user.user.userID, "token": try user.user.seal(user.token)])
+        let unregistered = try api.call("/unregister", ["userid": user.user.userID,
+                                                        "token": try user.user.sealForDevice(["apnsToken": user.token], token: user.token, for: "unregister.token")])
         #expect(unregistered.json["responseCode"] == "DeviceUnregistered")
         let left = try database.queryOne("SELECT COUNT(*) FROM NotificationLog WHERE device_id IN (\(list: deviceIDs.compactMap { $0 }))")
         let count: Int64? = try left.map { try $0.decode(Int64.self) }

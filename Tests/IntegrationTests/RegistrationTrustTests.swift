@@ -151,16 +151,20 @@ struct RegistrationTrustTests {
     @Test func concurrentForcedRegistrationsEndWithExactlyOneLiveSubscription() throws {
         let victim = try subscribedVictim()
         let user = victim.user
-        let sealedCreds = try (0..<4).map { _ in try user.sealJSON(victim.creds(token: victim.token)) }
+        var creds = victim.creds(token: victim.token).compactMapValues { $0 as? String }
+        creds["deviceSecret"] = TestSecrets.deviceSecret(for: victim.token)
+        let fixedCreds = creds
         let apiToken = api.token
         let results = SynchronizedValues<String>()
         DispatchQueue.concurrentPerform(iterations: 4) { index in
             let client = try? DeviceClient(token: apiToken)
             // A 503 (this responder's registration places all taken) is tried again, as a
-            // client would.
-            for _ in 0..<100 {
+            // client would: sealed anew, since a bound value is spent once opened.
+            for attempt in 0..<100 {
+                let sealedAt = Int64(Date().timeIntervalSince1970 * 1000) - Int64(index * 100 + attempt)
+                guard let sealed = try? user.sealJSON(fixedCreds, for: "registerdevicev2.creds", sealedAt: sealedAt) else { break }
                 let answer = try? client?.call("/registerdevicev2", [
-                    "userid": user.userID, "email": user.email, "bundleid": "com.example.mail", "force": "1", "creds": sealedCreds[index],
+                    "userid": user.userID, "email": user.email, "bundleid": "com.example.mail", "force": "1", "creds": sealed,
                 ])
                 if answer?.status == 503 {
                     Thread.sleep(forTimeInterval: 0.05)

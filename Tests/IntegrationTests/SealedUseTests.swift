@@ -103,7 +103,7 @@ struct SealedUseTests {
         #expect(try user.register(with: api, token: second).json["responseCode"] == "UserUpdated")
         let elsewhere = try user.user.sealJSON(["apnsToken": second], for: "updatedevice.token")
         #expect(try api.call("/unregister", ["userid": user.user.userID, "token": elsewhere]).status == 400)
-        let bound = try user.user.sealJSON(["apnsToken": second], for: "unregister.token")
+        let bound = try user.user.sealForDevice(["apnsToken": second], token: second, for: "unregister.token")
         #expect(try api.call("/unregister", ["userid": user.user.userID, "token": bound]).json["responseCode"] == "DeviceUnregistered")
     }
 

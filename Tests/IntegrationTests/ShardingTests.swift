@@ -201,7 +201,8 @@ struct ShardingTests {
                 "userid": user.user.userID, "subscriptionPayload": try user.user.sealJSON(["pushToken": second, "ignoreLastMessageDate": 1]),
             ])
             #expect(status.json["responseCode"] == "UserSubscribed", "\(status.bodyText)")
-            let gone = try api.call("/unregister", ["userid": user.user.userID, "token": try user.user.seal(second)])
+            let gone = try api.call("/unregister", ["userid": user.user.userID,
+                                                    "token": try user.user.sealForDevice(["apnsToken": second], token: second, for: "unregister.token")])
             #expect(gone.json["responseCode"] == "DeviceUnregistered", "\(gone.bodyText)")
             Thread.sleep(forTimeInterval: 1.5)  // the check-in flusher writes within a second
             let after = try shard0Activity()

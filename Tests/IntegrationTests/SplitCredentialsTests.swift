@@ -186,7 +186,8 @@ struct SplitCredentialsTests {
         try ExchangeSimulator.mailbox(email, userName: email, password: old)
         let user = try api.newUser(email: email)
         let token = TestSecrets.apnsToken()
-        #expect(try register(user, creds: ["apnsToken": token, "userName": email, "password": old]) == "UserSubscribed")
+        #expect(try register(user, creds: ["apnsToken": token, "userName": email, "password": old,
+                                           "deviceSecret": TestSecrets.deviceSecret(for: token)]) == "UserSubscribed")
         let record = try recordState(user)
         let sealedBefore = try database.queryOne("SELECT sealed FROM MailCredentials WHERE record_id = \(record.id)")?.decode([UInt8].self)
 
@@ -200,7 +201,8 @@ struct SplitCredentialsTests {
             try api.call("/getsubscriptionstatusv2", [
                 "userid": user.userID,
                 "subscriptionPayload": try user.sealJSON(["pushToken": pushToken, "ignoreLastMessageDate": 1]),
-                "creds": try user.sealJSON(["userName": email, "password": new]),
+                "creds": try user.sealForDevice(["userName": email, "password": new], token: pushToken, for: "getsubscriptionstatusv2.creds"),
+                "email": email,
             ]).json
         }
         let stranger = try checkIn(TestSecrets.apnsToken())

@@ -18,6 +18,16 @@ enum DeviceAPI {
                           shard: context.shard)
     }
 
+    /// The opener of a sealed parameter of `record`'s, for `use`: bound values of a
+    /// single-use use are marked used in the record's shard as they open.
+    static func opener(_ store: SubscriptionStore, record: UserRecord, use: SealedUse, maximumBlocks: Int = SealedParameter.maximumBlocksSmall,
+                       context: RequestContext) throws -> SealedPayload {
+        let once = SealedOnce(recordID: record.id, vault: context.services.vault, register: SealedValuesUsed(database: context.database),
+                              logger: context.logger)
+        return SealedPayload(key: try store.privateKey(of: record), maximumBlocks: maximumBlocks, use: use, settings: context.settings.deviceAPI,
+                             once: once)
+    }
+
     /// Every device API request is about the user its userid (or email) names, whose
     /// bucket picks the shard. A request whose identity is invalid goes to shard 0 and is
     /// refused there by the handler, which reads the same parameters.
@@ -93,12 +103,18 @@ enum DeviceAPI {
         let store = store(context)
         guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
 
-        let creds = try SealedPayload(key: try store.privateKey(of: record), maximumBlocks: SealedParameter.maximumBlocks, use: .registrationCreds,
-                                      settings: context.settings.deviceAPI).object(sealedCreds)
+        let opened = try opener(store, record: record, use: .registrationCreds, maximumBlocks: SealedParameter.maximumBlocks, context: context)
+            .opened(sealedCreds)
+        let creds = opened.members
         let token = try creds.sealedToken("apnsToken")
         let credentials = try exchangeCredentials(creds)
-        let requested = try PrivateNotifications.requestedPrivacy(mode: parameters["privacy"], key: parameters["privacyKey"],
-                                                                  certificate: parameters["privacyCertificate"])
+        // A device that is there already changes only as its owner says: with its secret
+        // inside this (bound, so single-use) creds, when it registered one.
+        let existing = try store.device(recordID: record.id, token: token)
+        if let existing {
+            try DeviceSecret.authorise(existing, by: opened, vault: context.services.vault, logger: context.logger, operation: "registerdevicev2")
+        }
+        let requested = try PrivateNotifications.registrationPrivacy(parameters, creds: opened, existing: existing, logger: context.logger)
         let privacy = requested?.0
         let blindCertificate = requested?.1
         if blindCertificate != nil {
@@ -137,7 +153,7 @@ enum DeviceAPI {
             outcome = try backends.registrar(serving: request, context: context).subscribe(request, context: context)
         }
         if let blindCertificate, outcome.isSuccess {
-            let previous = try store.device(recordID: record.id, token: token)?.privacy.blindThumbprint
+            let previous = existing?.privacy.blindThumbprint
             if let refusal = try PrivateNotifications.prepareBlind(blindCertificate, recordID: record.id, replacing: previous, context: context) {
                 return refusal
             }
@@ -232,14 +248,17 @@ enum DeviceAPI {
 
     static let unregister = sealedOperation(parameter: "token", use: .unregister) { operation, request, context in
         let token: DeviceToken
+        let value: SealedUse.Checked?
         switch try operation.objectOrText() {
         case .object(let payload):
-            token = try payload.sealedToken("apnsToken")
+            (token, value) = (try payload.members.sealedToken("apnsToken"), payload)
         case .text(let bare):
             // The original contract's form: the token alone (no use, no time).
             guard let sent = DeviceToken(sent: bare) else { throw APIError.sealedParameterRejected }
-            token = sent
+            (token, value) = (sent, nil)
         }
+        guard let device = try operation.device(token) else { return .ok(.deviceUnregistered) }
+        try DeviceSecret.authorise(device, by: value, vault: context.services.vault, logger: context.logger, operation: "unregister")
         if try operation.store.unregister(recordID: operation.record.id, token: token) {
             context.logger.info("last device unregistered; user record deleted")
         }
@@ -253,8 +272,10 @@ enum DeviceAPI {
         let new: DeviceToken
         switch try operation.objectOrText() {
         case .object(let payload):
-            let old = try payload.sealedToken("oldApnsToken")
-            new = try payload.sealedToken("apnsToken")
+            let old = try payload.members.sealedToken("oldApnsToken")
+            new = try payload.members.sealedToken("apnsToken")
+            guard let device = try operation.device(old) else { return .ok(.updateFail) }
+            try DeviceSecret.authorise(device, by: payload, vault: context.services.vault, logger: context.logger, operation: "updatedevice")
             guard try store.replaceToken(recordID: record.id, old: old, new: new, now: .now()) else { return .ok(.updateFail) }
         case .text(let bare):
             // The original contract's form: the device's current token alone. There is no
@@ -263,6 +284,7 @@ enum DeviceAPI {
             guard let token = DeviceToken(sent: bare) else { throw APIError.sealedParameterRejected }
             new = token
             guard let device = try store.device(recordID: record.id, token: token) else { return .ok(.updateFail) }
+            try DeviceSecret.authorise(device, by: nil, vault: context.services.vault, logger: context.logger, operation: "updatedevice")
             try store.checkIn(deviceID: device.id, now: .now())
         }
         if let device = try store.device(recordID: record.id, token: new) {
@@ -321,7 +343,11 @@ enum DeviceAPI {
         if device.disabledAt != nil || !device.isBound(to: operation.record) { return .ok(.userRecordPresentNotSubscribed) }
         let now = Timestamp.now()
         try operation.store.checkIn(deviceID: device.id, now: now)
-        try operation.store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
+        // The flags are clear headers, and the check-in payload is not single-use: they
+        // change a device with a secret only through its sealed operations.
+        if device.secretHash == nil {
+            try operation.store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
+        }
         let credentials = try offeredCredentials(request, device: device, operation: operation, context: context)
         let renewed = credentials.contains { $0 == ("credentials", "Stored") }
         if !ignoreLastMessageDate, let lastNotificationTs {
@@ -333,31 +359,45 @@ enum DeviceAPI {
                           credentialsRenewed: renewed), credentials)
     }
 
-    /// A check-in's optional `creds` (sealed like a registration's): new credentials for
-    /// the user's subscription (a changed password, a renewed token or certificate),
-    /// left sealed to the subscription for its next callback, which alone can open
-    /// them. Only a device the check-in identified gets here. The answer says
-    /// `credentials: Stored`, or `Unused` when the subscription keeps no credentials
-    /// (Graph, or one made before they were stored) or is not live.
+    /// A check-in's optional `creds` (sealed like a registration's, single-use when
+    /// bound): new credentials for the user's subscription (a changed password, a
+    /// renewed token or certificate). Only a device that registered a secret may offer
+    /// them, with that secret inside the bound `creds`, and only credentials that open
+    /// the mailbox (`email`, as at registration) at the live subscription's server are
+    /// left for its next callback: nobody who holds the push token alone (Apple, Google)
+    /// can replace working credentials, and a wrong password replaces nothing. The
+    /// answer says `credentials: Stored`, or `Unused` (register again, which proves
+    /// them) when the device has no secret, names no mailbox, the credentials were
+    /// refused, or the subscription keeps none (Graph) or is not live.
     private static func offeredCredentials(_ request: Request, device: DeviceRecord, operation: SealedOperation, context: RequestContext) throws -> [(String, String)] {
         guard let sealed = nonEmpty(request.parameters["creds"]) else { return [] }
-        guard let endpoint = device.endpoint else { return [("credentials", "Unused")] }
-        let opener = SealedPayload(key: try operation.store.privateKey(of: operation.record), maximumBlocks: SealedParameter.maximumBlocks,
-                                   use: .checkInCreds, settings: context.settings.deviceAPI)
-        let credentials = try exchangeCredentials(try opener.object(sealed))
-        let registrar = context.services.mailBackends.registrar(of: operation.record.backend)
-        // Opening a client certificate costs key derivations: the same places (and the
-        // same answer when none is free) as a registration's, so check-ins cannot spend
-        // CPU that registrations are kept from spending.
-        let offered = try context.services.registrationGate.ifAvailable { () throws -> Bool in
-            try registrar?.offerCredentials(credentials, record: operation.record, endpoint: endpoint, device: device.tokenHash,
-                                                  context: context) ?? false
+        let unused = [("credentials", "Unused")]
+        let opened = try opener(operation.store, record: operation.record, use: .checkInCreds, maximumBlocks: SealedParameter.maximumBlocks,
+                                context: context).opened(sealed)
+        guard device.secretHash != nil else {
+            context.logger.info("check-in credentials unused: the device has no secret", metadata: ["device": "\(device.id)"])
+            return unused
         }
-        guard let stored = offered else {
+        try DeviceSecret.authorise(device, by: opened, vault: context.services.vault, logger: context.logger, operation: "getsubscriptionstatusv2.creds")
+        let credentials = try exchangeCredentials(opened.members)
+        guard let endpoint = device.endpoint, let registrar = context.services.mailBackends.registrar(of: operation.record.backend),
+              let mailbox = mailboxAddress(request.parameters["email"], credentials: credentials, userID: operation.record.userID) else {
+            return unused
+        }
+        let presenter = ProofPresenter(tokenHash: device.tokenHash, remoteAddress: request.clientAddress)
+        let offer = MailboxRequest(record: operation.record, mailbox: mailbox, credentials: credentials, protocolVersion: nil, presenter: presenter)
+        switch try registrar.offerCredentials(offer, endpoint: endpoint, context: context) {
+        case .proven:
+            return [("credentials", "Stored")]
+        case .busy:
             context.logger.warning("check-in credentials refused: this process's registration places are all taken")
             throw APIError.serviceUnavailable
+        case .throttled(let retryAfter):
+            throw APIError(429, .tooManyRequests, "Too many failed attempts from this device or address; retry later.")
+                .adding(header: ("Retry-After", "\(retryAfter.wholeSeconds)"))
+        case .subscribed, .autodiscoverFailed, .authenticationFailed, .endpointNotTrusted, .failed:
+            return unused
         }
-        return [("credentials", stored ? "Stored" : "Unused")]
     }
 
     /// `credentialsRenewed`: this check-in brought new credentials, so a refresh token
@@ -378,7 +418,8 @@ enum DeviceAPI {
     // MARK: /updatesynckey
 
     static let updateSyncKey = sealedOperation(parameter: "info", use: .updateSyncKey) { operation, request, context in
-        let payload = try operation.object()
+        let value = try operation.opened()
+        let payload = value.members
         let token = try payload.sealedToken("apnsToken")
         let syncKey = try payload.sealedString("backgroundSyncKey")
         let expiry = try payload.sealedTimestamp("syncKeyExpirationTime")
@@ -386,6 +427,7 @@ enum DeviceAPI {
         guard syncKey.utf8.count <= 512, let device = try operation.device(token), expiry > .now() else {
             return .ok(.updateFail)
         }
+        try DeviceSecret.authorise(device, by: value, vault: context.services.vault, logger: context.logger, operation: "updatesynckey")
         try store.storeSyncKey(deviceID: device.id, tokenHash: device.tokenHash, syncKey: syncKey, expiresAt: expiry)
         try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
         return .ok(.updateSuccess)
@@ -407,6 +449,8 @@ enum DeviceAPI {
 
         /// The sealed parameter as a JSON object.
         func object() throws(APIError) -> [String: JSONValue] { try opener.object(sealed) }
+        /// The sealed parameter as a JSON object, with whether it was bound.
+        func opened() throws(APIError) -> SealedUse.Checked { try opener.opened(sealed) }
         /// The sealed parameter as a bare string.
         func text() throws(APIError) -> String { try opener.text(sealed) }
         /// The record's device with this push token, if it has one.
@@ -430,7 +474,7 @@ enum DeviceAPI {
                 found = try store.record(userID: userID).map { ($0, []) }
             }
             guard let (record, devices) = found else { return .ok(.userSubscriptionNotFound) }
-            let opener = SealedPayload(key: try store.privateKey(of: record), use: use, settings: context.settings.deviceAPI)
+            let opener = try opener(store, record: record, use: use, context: context)
             return try body(SealedOperation(store: store, record: record, devices: devices, sealed: sealed, opener: opener), request, context)
         }
     }

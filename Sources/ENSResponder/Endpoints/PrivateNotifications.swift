@@ -78,6 +78,46 @@ enum PrivateNotifications {
         }
     }
 
+    /// The privacy a registration asks for. Its place is inside the sealed `creds`
+    /// (`privacy`, `privacyKey`, and `privacyCertificateSHA256` naming the clear
+    /// `privacyCertificate`), where no one who saw or holds the request can change it;
+    /// clear `privacy` and `privacyKey` parameters must then be absent or the same. The
+    /// clear parameters alone (the form before 2026-11-29) still choose the mode of a
+    /// new device, with bound (so single-use) `creds` only, and confirm an existing
+    /// device's mode; they never change it (a request log's body with `privacy=preview`
+    /// swapped in). Everything else is the uniform 400, the cause in the debug log.
+    static func registrationPrivacy(_ parameters: Parameters, creds: SealedUse.Checked, existing: DeviceRecord?,
+                                    logger: Logger) throws(APIError) -> (DevicePrivacy, X509Certificate?)? {
+        let clearMode = DeviceAPI.nonEmpty(parameters["privacy"])
+        let clearKey = DeviceAPI.nonEmpty(parameters["privacyKey"])
+        let certificate = parameters["privacyCertificate"]
+        if let sealedMode = creds.members["privacy"] {
+            guard let mode = sealedMode.stringValue else { throw .sealedParameterRejected }
+            let key = creds.members["privacyKey"]?.stringValue
+            guard clearMode == nil || clearMode == mode, clearKey == nil || clearKey == key else {
+                throw .invalidRequest("clear privacy parameters differ from the sealed ones")
+            }
+            guard let requested = try requestedPrivacy(mode: mode, key: key, certificate: certificate) else { return nil }
+            if let parsed = requested.1 {
+                guard let named = creds.members["privacyCertificateSHA256"]?.stringValue, let hash = Hex.decode(named),
+                      Digest.constantTimeEqual(hash, parsed.thumbprint.sha256) else {
+                    throw APIError(400, .invalidRequest, "The sealed 'creds' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).")
+                }
+            }
+            return requested
+        }
+        guard creds.members["privacyKey"] == nil, creds.members["privacyCertificateSHA256"] == nil else { throw .sealedParameterRejected }
+        guard let requested = try requestedPrivacy(mode: clearMode, key: clearKey, certificate: certificate) else { return nil }
+        guard creds.isBound else {
+            throw .invalidRequest("a privacy mode in clear needs bound creds")
+        }
+        if let existing, existing.privacy != requested.0 {
+            logger.warning("registration refused: a clear privacy parameter would change an existing device's mode", metadata: ["device": "\(existing.id)"])
+            throw .invalidRequest("a clear privacy parameter cannot change an existing device's mode")
+        }
+        return requested
+    }
+
     /// Makes Graph encrypt to a `blind` device's certificate before the device is
     /// stored in that mode; an error answer when it cannot.
     static func prepareBlind(_ certificate: X509Certificate, recordID: Int64, replacing previous: [UInt8]?, context: RequestContext) throws -> APIResponse? {

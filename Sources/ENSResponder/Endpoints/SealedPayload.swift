@@ -1,15 +1,18 @@
 internal import ENSModel
+internal import ENSStore
 internal import ENSVault
+internal import Logging
 internal import OpenSSL
 internal import MailBackends
 
 /// Where one sealed parameter may be used (docs/api.md, "Sealed values"). A sealed
 /// object names its use in `purpose` ("updateprivacy.info": endpoint and field) and
 /// when the device sealed it in `sealedAt` (ms since the epoch); it is refused at any
-/// other endpoint or field, outside `sealed.max_age_seconds` of the server's time, and
-/// with any member its use does not list. So a sealed value someone saw once (a proxy
-/// that terminates TLS, a request log) cannot be replayed as another parameter, nor
-/// later than the window.
+/// other endpoint or field, older than `sealed.max_age_seconds`, more than
+/// `futureSkew` ahead of the server's clock, and with any member its use does not list.
+/// A bound value of a state-changing use is also accepted once only (`SealedOnce`). So
+/// a sealed value someone saw once (a proxy that terminates TLS, a request log) cannot
+/// be replayed as another parameter, nor at its own, nor later than the window.
 struct SealedUse: Sendable {
     /// "endpoint.field".
     let purpose: String
@@ -19,19 +22,36 @@ struct SealedUse: Sendable {
     /// and `sealedAt`: accepted so (unless `sealed.require_purpose`), checked when
     /// present. ENS's own endpoints always require both.
     let contractForm: Bool
+    /// Whether a bound value of this use is accepted once only. Every use that changes
+    /// a device, a subscription or a notification's state is; only the check-in's
+    /// `subscriptionPayload` is not (it records liveness, which a replay inside the
+    /// window cannot move further than the device itself did).
+    let singleUse: Bool
 
-    init(_ purpose: String, members: Set<String>, contractForm: Bool) {
+    init(_ purpose: String, members: Set<String>, contractForm: Bool, singleUse: Bool = true) {
         self.purpose = purpose
         self.members = members
         self.contractForm = contractForm
+        self.singleUse = singleUse
     }
 
     static let purposeMember = "purpose"
     static let timeMember = "sealedAt"
+    /// How far ahead of the server's clock a `sealedAt` may be: a device's clock that
+    /// runs a little fast, not a value sealed now for use an hour from now.
+    static let futureSkew: Int64 = 60_000
 
-    /// The members without `purpose` and `sealedAt`, once they passed; every failure
-    /// is the same `sealedParameterRejected`.
-    func check(_ object: [String: JSONValue], now: Timestamp, maximumAge: Duration, requirePurpose: Bool) throws(APIError) -> [String: JSONValue] {
+    /// A sealed object that passed its use's checks.
+    struct Checked {
+        /// The members without `purpose` and `sealedAt`.
+        let members: [String: JSONValue]
+        /// `sealedAt`, when the object was bound (named its use and time).
+        let sealedAt: Int64?
+        var isBound: Bool { sealedAt != nil }
+    }
+
+    /// The object once it passed; every failure is the same `sealedParameterRejected`.
+    func check(_ object: [String: JSONValue], now: Timestamp, maximumAge: Duration, requirePurpose: Bool) throws(APIError) -> Checked {
         var rest = object
         let purpose = rest.removeValue(forKey: Self.purposeMember)
         let sealedAt = rest.removeValue(forKey: Self.timeMember)
@@ -39,21 +59,50 @@ struct SealedUse: Sendable {
         switch (purpose, sealedAt) {
         case (nil, nil):
             guard contractForm && !requirePurpose else { throw .sealedParameterRejected }
+            return Checked(members: rest, sealedAt: nil)
         case (let purpose?, let sealedAt?):
             guard purpose.stringValue == self.purpose, let text = sealedAt.scalarText, let milliseconds = Int64(text) else {
                 throw .sealedParameterRejected
             }
-            let window = maximumAge.components.seconds * 1000
-            guard abs(milliseconds - now.millisecondsSinceEpoch) <= window else { throw .sealedParameterRejected }
+            let age = now.millisecondsSinceEpoch - milliseconds
+            guard age <= maximumAge.components.seconds * 1000, age >= -Self.futureSkew else { throw .sealedParameterRejected }
+            return Checked(members: rest, sealedAt: milliseconds)
         default:
             throw .sealedParameterRejected
         }
-        return rest
     }
 
     /// Whether a bare sealed string (the original contract's /unregister and
     /// /updatedevice token) may be used here: it can name neither use nor time.
     func allowsBareText(requirePurpose: Bool) -> Bool { contractForm && !requirePurpose }
+}
+
+/// Marks bound sealed values of single-use uses as used, in the user's shard
+/// (`SealedValuesUsed`), before the operation they carry runs. A value already marked
+/// is a sealed-parameter failure like any other; a database that cannot take the mark
+/// is a 503 (the value stays unused: the device may send it again).
+struct SealedOnce {
+    let recordID: Int64
+    let vault: Vault
+    let register: SealedValuesUsed
+    let logger: Logger
+
+    func claim(_ use: SealedUse, plaintext: [UInt8], sealedAt: Int64, maximumAge: Duration) throws(APIError) {
+        let digest = vault.sealedValueDigest(purpose: use.purpose, recordID: recordID, plaintext: plaintext)
+        // Past this it fails its window anyway (sealedAt + the age allowed).
+        let expiresAt = Timestamp(millisecondsSinceEpoch: sealedAt + maximumAge.components.seconds * 1000 + 1000)
+        let fresh: Bool
+        do {
+            fresh = try register.claim(digest: digest, expiresAt: expiresAt)
+        } catch {
+            logger.error("cannot mark a sealed value used", metadata: ["error": "\(error)"])
+            throw .serviceUnavailable
+        }
+        guard fresh else {
+            logger.warning("sealed value refused: used before", metadata: ["purpose": "\(use.purpose)", "record": "\(recordID)"])
+            throw .sealedParameterRejected
+        }
+    }
 }
 
 /// Opens a sealed parameter with a record's key and parses its plaintext. Every failure
@@ -67,11 +116,15 @@ struct SealedPayload {
     var use: SealedUse?
     var maximumAge: Duration = .seconds(900)
     var requirePurpose = false
+    /// Where a single-use value is marked used; nil only in tests of the opening itself.
+    var once: SealedOnce?
 
-    init(key: RSAPrivateKey, maximumBlocks: Int = SealedParameter.maximumBlocksSmall, use: SealedUse? = nil, settings: DeviceAPISettings? = nil) {
+    init(key: RSAPrivateKey, maximumBlocks: Int = SealedParameter.maximumBlocksSmall, use: SealedUse? = nil, settings: DeviceAPISettings? = nil,
+         once: SealedOnce? = nil) {
         self.key = key
         self.maximumBlocks = maximumBlocks
         self.use = use
+        self.once = once
         if let settings {
             maximumAge = settings.sealedMaximumAge
             requirePurpose = settings.sealedRequirePurpose
@@ -79,18 +132,28 @@ struct SealedPayload {
     }
 
     /// A sealed JSON object, checked against its use.
-    func object(_ sealed: String) throws(APIError) -> [String: JSONValue] {
+    func object(_ sealed: String) throws(APIError) -> [String: JSONValue] { try opened(sealed).members }
+
+    /// A sealed JSON object, checked against its use (and, bound and single-use,
+    /// marked used), with whether it was bound.
+    func opened(_ sealed: String) throws(APIError) -> SealedUse.Checked {
         let (plaintext, valid) = SealedParameter.open(sealed, with: key, maximumBlocks: maximumBlocks)
         // The stand-in plaintext of a failed opening is parsed too, so both paths do
         // the same work; it never parses as an object of the right shape.
         let parsed = try? JSONParser.parse(plaintext)
         guard valid, case .object(let members)? = parsed else { throw .sealedParameterRejected }
-        return try checked(members)
+        return try checked(members, plaintext: plaintext)
     }
 
-    private func checked(_ members: [String: JSONValue]) throws(APIError) -> [String: JSONValue] {
-        guard let use else { return members }
-        return try use.check(members, now: .now(), maximumAge: maximumAge, requirePurpose: requirePurpose)
+    private func checked(_ members: [String: JSONValue], plaintext: [UInt8]) throws(APIError) -> SealedUse.Checked {
+        guard let use else { return SealedUse.Checked(members: members, sealedAt: nil) }
+        let checked = try use.check(members, now: .now(), maximumAge: maximumAge, requirePurpose: requirePurpose)
+        if use.singleUse, let sealedAt = checked.sealedAt {
+            // Every state-changing opening passes here: a use cannot forget its mark.
+            guard let once else { preconditionFailure("a single-use sealed value (\(use.purpose)) opened without a register to mark it in") }
+            try once.claim(use, plaintext: plaintext, sealedAt: sealedAt, maximumAge: maximumAge)
+        }
+        return checked
     }
 
     private func bareTextAllowed() throws(APIError) {
@@ -99,7 +162,7 @@ struct SealedPayload {
 
     /// What a sealed parameter that may be either form holds (/updatedevice's token).
     enum Plaintext {
-        case object([String: JSONValue])
+        case object(SealedUse.Checked)
         case text(String)
     }
 
@@ -109,7 +172,7 @@ struct SealedPayload {
         let (plaintext, valid) = SealedParameter.open(sealed, with: key, maximumBlocks: maximumBlocks)
         let parsed = try? JSONParser.parse(plaintext)
         guard valid else { throw .sealedParameterRejected }
-        if case .object(let members)? = parsed { return .object(try checked(members)) }
+        if case .object(let members)? = parsed { return .object(try checked(members, plaintext: plaintext)) }
         guard let text = String.validatedUTF8(plaintext) else { throw .sealedParameterRejected }
         try bareTextAllowed()
         return .text(text.trimmingCharacters(in: " \t\r\n"))

@@ -1,24 +1,37 @@
 internal import Codecs
 internal import ENSModel
+internal import ENSStore
+internal import ENSVault
+internal import Logging
+internal import OpenSSL
 internal import MailBackends
 
 /// Every sealed parameter of the device API, with the members its object may carry
 /// (docs/api.md, "Sealed values"). One table, so the endpoints and the contract cannot
-/// drift apart member by member.
+/// drift apart member by member. Every use is single-use when bound but the check-in's
+/// `subscriptionPayload` (`SealedUse.singleUse`); every use that changes a device takes
+/// `deviceSecret`, which a device registered with one must present.
 extension SealedUse {
     /// The credential members of a `creds` object, at registration and at a check-in.
     static let credentialMembers: Set<String> = [
         "apnsToken", "fcmToken", "ewsUrl", "oauthAccessToken", "oauthRefresh", "userName", "password", "CBAData", "graphAccessToken",
         "deviceSecret",
     ]
+    /// A registration's privacy mode, inside its sealed `creds` so that no one who saw
+    /// the request can change it (the `blind` certificate, too large to seal, is named
+    /// by its SHA-256).
+    static let privacyMembers: Set<String> = ["privacy", "privacyKey", "privacyCertificateSHA256"]
 
-    static let registrationCreds = SealedUse("registerdevicev2.creds", members: credentialMembers, contractForm: true)
+    static let registrationCreds = SealedUse("registerdevicev2.creds", members: credentialMembers.union(privacyMembers), contractForm: true)
     static let checkInCreds = SealedUse("getsubscriptionstatusv2.creds", members: credentialMembers, contractForm: true)
     static let checkIn = SealedUse("getsubscriptionstatusv2.subscriptionPayload",
-                                   members: ["pushToken", "lastMessageDate", "ignoreLastMessageDate", "lastNotificationTs"], contractForm: true)
-    static let unregister = SealedUse("unregister.token", members: ["apnsToken", "fcmToken"], contractForm: true)
-    static let updateDevice = SealedUse("updatedevice.token", members: ["oldApnsToken", "apnsToken", "oldFcmToken", "fcmToken"], contractForm: true)
-    static let updateSyncKey = SealedUse("updatesynckey.info", members: ["apnsToken", "fcmToken", "backgroundSyncKey", "syncKeyExpirationTime"],
+                                   members: ["pushToken", "lastMessageDate", "ignoreLastMessageDate", "lastNotificationTs"], contractForm: true,
+                                   singleUse: false)
+    static let unregister = SealedUse("unregister.token", members: ["apnsToken", "fcmToken", "deviceSecret"], contractForm: true)
+    static let updateDevice = SealedUse("updatedevice.token", members: ["oldApnsToken", "apnsToken", "oldFcmToken", "fcmToken", "deviceSecret"],
+                                        contractForm: true)
+    static let updateSyncKey = SealedUse("updatesynckey.info", members: ["apnsToken", "fcmToken", "backgroundSyncKey", "syncKeyExpirationTime",
+                                                                         "deviceSecret"],
                                          contractForm: true)
     // ENS's own endpoints: bound always, and proved with the device's secret, never the
     // push token alone (which Apple and Google hold).
@@ -42,5 +55,19 @@ enum DeviceSecret {
             throw .sealedParameterRejected
         }
         return bytes
+    }
+
+    /// Whether a sealed value may change `device`: any value may change a device that
+    /// has no secret (the original contract's clients), and only a bound (so single-
+    /// use) value carrying the device's own secret may change one that has. A wrong or
+    /// missing secret is logged (by device id) and answered as a sealed-parameter
+    /// failure, so the answer says nothing about which it was.
+    static func authorise(_ device: DeviceRecord, by value: SealedUse.Checked?, vault: Vault, logger: Logger, operation: String) throws(APIError) {
+        guard let stored = device.secretHash else { return }
+        guard let value, value.isBound, let secret = try sent(in: value.members),
+              Digest.constantTimeEqual(stored, vault.deviceSecretHash(secret)) else {
+            logger.warning("device change refused: not sealed with the device's secret", metadata: ["device": "\(device.id)", "operation": "\(operation)"])
+            throw .sealedParameterRejected
+        }
     }
 }

@@ -89,6 +89,8 @@ public struct Maintenance {
         public var oldNotifications = 0
         public var abandonedCredentials = 0
         public var expiredProofFailures = 0
+        /// Single-use marks of sealed values whose window has closed.
+        public var expiredSealedValues = 0
         /// Live subscriptions ended because the device that supplied their credentials
         /// was reaped (the credentials erased with it).
         public var subscriptionsEndedWithSupplier = 0
@@ -136,6 +138,9 @@ public struct Maintenance {
         // Failed-proof counts whose window ended (the longest window is a day).
         counts.expiredProofFailures = try inBatches("DELETE FROM ProofFailures WHERE window_started_at < \(ago(.seconds(86400))) LIMIT \(limit)",
                                                     "expired proof failure counts removed")
+        // A sealed value past its window is refused by its time alone.
+        counts.expiredSealedValues = try inBatches("DELETE FROM SealedValuesUsed WHERE expires_at < \(now.databaseString) LIMIT \(limit)",
+                                                   "expired single-use marks removed")
         counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)", "old Graph event ids forgotten")
         // Credentials stored for a registration attempt that never became the live
         // subscription (it failed, or its responder died between Subscribe and commit):

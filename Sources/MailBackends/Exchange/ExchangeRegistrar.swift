@@ -97,18 +97,26 @@ public struct ExchangeRegistrar: MailboxRegistering {
         }
     }
 
-    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, device: [UInt8],
-                                 context: RequestContext) throws -> Bool {
-        let ews: EWSCredentials
-        switch credentials.method {
-        case .basic(let userName, let password): ews = EWSCredentials(method: .basic(userName: userName, password: password), mailbox: nil)
-        case .oauth(let accessToken): ews = EWSCredentials(method: .oauth(accessToken: accessToken), mailbox: nil, refresh: credentials.oauthRefresh)
-        case .graph: return false
-        case .certificate(let pkcs12, let password):
-            guard let identity = try? ClientIdentity(pkcs12: pkcs12, password: password) else { throw APIError.sealedParameterRejected }
-            ews = EWSCredentials(method: .certificate(identity), mailbox: nil)
+    public func offerCredentials(_ request: MailboxRequest, endpoint: String, context: RequestContext) throws -> MailboxOutcome {
+        try withinLimits(context) { client throws in
+            let attempt = Attempt(request: request, context: context, settings: settings)
+            // The live subscription's server, from its authenticated row: where the
+            // offering device proved itself when it registered.
+            guard let state = try attempt.store.subscriptionState(recordID: request.record.id), state.isLive, state.backend == .ews,
+                  let liveURL = state.backendURL, state.endpoint == endpoint else { return .failed }
+            guard try request.proofAllowed(context: context) else { return .throttled(retryAfter: context.settings.exchange.proofWindow) }
+            guard let credentials = try attempt.credentials() else { return .authenticationFailed }
+            let version = state.backendVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
+            switch try attempt.prove(ewsURL: liveURL, credentials: credentials, version: version) {
+            case .proven:
+                guard try offer(credentials, record: request.record, endpoint: endpoint, device: request.presenter.tokenHash, context: context) else {
+                    return .failed
+                }
+                return .proven(endpoint: endpoint)
+            case .refused(let outcome):
+                return outcome
+            }
         }
-        return try offer(ews, record: record, endpoint: endpoint, device: device, context: context)
     }
 
     /// Seals `credentials` to the live subscription's box key (`CredentialBox`) and

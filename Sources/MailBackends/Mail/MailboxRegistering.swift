@@ -23,16 +23,18 @@ public protocol MailboxRegistering: Sendable {
     /// there instead (`subscribe`'s rules), and never proves itself at the stored one.
     func proveAccess(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome
     /// Leaves new credentials for the record's live subscription, for its next callback
-    /// to take (a check-in's `creds`): false when the subscription cannot take them (it
-    /// keeps none, as Graph's, or is not live), or when it is not at `endpoint`, the
-    /// server the offering device proved itself at. `device` is the offering device's
-    /// token hash: the credentials go when it leaves the record.
-    func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, device: [UInt8], context: RequestContext) throws -> Bool
+    /// to take (a check-in's `creds`), once they opened `request.mailbox` at the live
+    /// subscription's own server (the same proof, throttle and registration places as a
+    /// registration's): `.proven` when they were left, `.failed` when the subscription
+    /// cannot take them (it keeps none, as Graph's, is not live, or is not at
+    /// `endpoint`, the server the offering device is bound to). The offering device
+    /// (`request.presenter`) supplied them: they go when it leaves the record.
+    func offerCredentials(_ request: MailboxRequest, endpoint: String, context: RequestContext) throws -> MailboxOutcome
 }
 
 extension MailboxRegistering {
-    public func offerCredentials(_ credentials: MailCredentials, record: UserRecord, endpoint: String, device: [UInt8], context: RequestContext) throws -> Bool {
-        false
+    public func offerCredentials(_ request: MailboxRequest, endpoint: String, context: RequestContext) throws -> MailboxOutcome {
+        .failed
     }
 }
 

@@ -140,6 +140,9 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public static let unsupportedMediaType = APIError(415, .unsupportedMediaType, "Send application/json or application/x-www-form-urlencoded.")
     public static let unsupportedXMLMediaType = APIError(415, .unsupportedMediaType, "Send text/xml.")
 
+    /// The same failure with one more response header (`Retry-After`, say).
+    public func adding(header: (String, String)) -> APIError { APIError(copying: self, header: header) }
+
     private init(copying other: APIError, header: (String, String)) {
         var response = other.response
         response.extraHeaders.append(header)

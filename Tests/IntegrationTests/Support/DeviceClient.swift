@@ -75,6 +75,14 @@ struct TestUser {
         try seal(String(decoding: JSONSerialization.data(withJSONObject: object), as: UTF8.self))
     }
 
+    /// Sealed as a device that registered a secret sends a change to itself: bound to
+    /// `purpose`, with the secret of the device `token` names (`TestSecrets.deviceSecret`).
+    func sealForDevice(_ object: [String: Any], token: String, for purpose: String) throws -> String {
+        var proved = object
+        proved["deviceSecret"] = TestSecrets.deviceSecret(for: token)
+        return try sealJSON(proved, for: purpose)
+    }
+
     /// Sealed for one use (docs/api.md, "Sealed values"): `purpose` ("endpoint.field")
     /// and `sealedAt` (now, or `sealedAt` ms) added to the object.
     func sealJSON(_ object: [String: Any], for purpose: String, sealedAt: Int64? = nil) throws -> String {

@@ -54,15 +54,19 @@ struct RegisteredUser {
         return creds
     }
 
-    /// `extra`: more parameters (a privacy mode, say).
+    /// `extra`: more parameters (a privacy mode, say). The creds are bound, as a client
+    /// of today seals them (`sealedFor`: another purpose, or nil for the contract's
+    /// unbound form). `withSecret: false` registers as the original contract's clients
+    /// do, without a device secret.
     func register(with api: DeviceClient, token: String, creds: [String: Any]? = nil, force: Bool = false,
-                  headers: [(String, String)] = [], extra: [String: String] = [:]) throws -> HTTPResponse {
+                  headers: [(String, String)] = [], extra: [String: String] = [:],
+                  sealedFor purpose: String? = "registerdevicev2.creds", withSecret: Bool = true) throws -> HTTPResponse {
         var creds = creds ?? self.creds(token: token)
-        if creds["deviceSecret"] == nil, let pushToken = (creds["apnsToken"] as? String) ?? (creds["fcmToken"] as? String).map({ "fcm:" + $0 }) {
+        if withSecret, creds["deviceSecret"] == nil, let pushToken = (creds["apnsToken"] as? String) ?? (creds["fcmToken"] as? String).map({ "fcm:" + $0 }) {
             creds["deviceSecret"] = TestSecrets.deviceSecret(for: pushToken)
         }
         return try api.call("/registerdevicev2", [
-            "userid": user.userID, "email": user.email, "creds": try user.sealJSON(creds),
+            "userid": user.userID, "email": user.email, "creds": try purpose.map { try user.sealJSON(creds, for: $0) } ?? user.sealJSON(creds),
             "bundleid": "com.example.mail", "exchVersion": "3", "force": force ? "1" : "0",
         ].merging(extra) { _, new in new }, headers: headers)
     }

@@ -143,10 +143,17 @@ public struct ENSClient: Sendable {
         if let version = registration.exchangeVersion { parameters["exchVersion"] = version }
         if let sound = registration.defaultSound { parameters["defaultSound"] = sound }
         if let deviceID = registration.ewsDeviceID { parameters["ewsDeviceId"] = deviceID }
+        // The mode goes inside the sealed creds, where no one who sees the request can
+        // change it; the blind certificate (too large to seal) travels in clear, named
+        // there by its SHA-256.
         if let privacy = registration.privacy {
-            parameters["privacy"] = privacy.rawValue
-            if privacy == .encrypted { parameters["privacyKey"] = try previewKey(for: userID, creating: true).publicKeyX963.base64EncodedString() }
-            if privacy == .blind { parameters["privacyCertificate"] = try blindKey(for: userID, creating: true).certificateBase64 }
+            creds["privacy"] = privacy.rawValue
+            if privacy == .encrypted { creds["privacyKey"] = try previewKey(for: userID, creating: true).publicKeyX963.base64EncodedString() }
+            if privacy == .blind {
+                let key = try blindKey(for: userID, creating: true)
+                creds["privacyCertificateSHA256"] = key.certificateSHA256
+                parameters["privacyCertificate"] = key.certificateBase64
+            }
         }
         let accepted: Set<String> = ["UserSubscribed", "UserUpdated", "UserAlreadySubscribed"]
         var answer = try await sealedCall("registerdevicev2", user: registration.user, parameters: parameters, sealed: ["creds": creds],
@@ -208,8 +215,16 @@ public struct ENSClient: Sendable {
             payload["ignoreLastMessageDate"] = 1
         }
         var sealed: [String: [String: Any]] = ["subscriptionPayload": payload]
-        if let credentials { sealed["creds"] = try credentials.members() }
-        let answer = try await sealedCall("getsubscriptionstatusv2", user: user, parameters: [:], sealed: sealed,
+        var parameters: [String: Any] = [:]
+        if let credentials {
+            // ENS takes them only from the device that registered a secret, and only
+            // once they open the mailbox (`email`) at the subscription's server.
+            var creds = try credentials.members()
+            creds["deviceSecret"] = try deviceSecret(for: user.userID, creating: false)
+            sealed["creds"] = creds
+            if let email = user.email { parameters["email"] = email }
+        }
+        let answer = try await sealedCall("getsubscriptionstatusv2", user: user, parameters: parameters, sealed: sealed,
                                           maximumBlocks: ENSSealer.maximumCredentialBlocks,
                                           accepting: ["UserSubscribed", "UserRecordPresentNotSubscribed", "UserSubscriptionNotFound"])
         var stored: ENSCheckInResult.Credentials?
@@ -233,7 +248,8 @@ public struct ENSClient: Sendable {
     /// `POST /updatedevice`: the OS gave the device a new push token. The device keeps
     /// its settings, mode, secret, sync key and history.
     public func updateDevice(user: ENSUser, from old: ENSPushToken, to new: ENSPushToken) async throws(ENSError) {
-        let token: [String: Any] = [old.oldMember: old.value, new.member: new.value]
+        var token: [String: Any] = [old.oldMember: old.value, new.member: new.value]
+        token["deviceSecret"] = try deviceSecret(for: user.userID, creating: false)
         let answer = try await sealedCall("updatedevice", user: user, parameters: [:], sealed: ["token": token],
                                           accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"])
         try Self.requireSuccess(answer)
@@ -244,7 +260,9 @@ public struct ENSClient: Sendable {
     /// for the user on this device (secret, keys, tag). If it was the user's last
     /// device, ENS deletes the record and ends the subscription.
     public func unregister(user: ENSUser, token: ENSPushToken) async throws(ENSError) {
-        let answer = try await sealedCall("unregister", user: user, parameters: [:], sealed: ["token": [token.member: token.value]],
+        var object: [String: Any] = [token.member: token.value]
+        object["deviceSecret"] = try deviceSecret(for: user.userID, creating: false)
+        let answer = try await sealedCall("unregister", user: user, parameters: [:], sealed: ["token": object],
                                           accepting: ["DeviceUnregistered", "UserSubscriptionNotFound"])
         _ = answer
         try forget(user: user)
@@ -266,7 +284,8 @@ public struct ENSClient: Sendable {
     /// (sealed in the private modes). At most 512 bytes.
     public func updateSyncKey(user: ENSUser, token: ENSPushToken, key: String, expiration: Date) async throws(ENSError) {
         guard key.utf8.count <= 512, !key.isEmpty else { throw .invalidArgument("a sync key is 1 to 512 bytes") }
-        let info: [String: Any] = [token.member: token.value, "backgroundSyncKey": key, "syncKeyExpirationTime": ENSDate.string(expiration)]
+        var info: [String: Any] = [token.member: token.value, "backgroundSyncKey": key, "syncKeyExpirationTime": ENSDate.string(expiration)]
+        info["deviceSecret"] = try deviceSecret(for: user.userID, creating: false)
         let answer = try await sealedCall("updatesynckey", user: user, parameters: [:], sealed: ["info": info],
                                           accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"])
         try Self.requireSuccess(answer)
@@ -487,16 +506,24 @@ public struct ENSClient: Sendable {
                     maximumBlocks: Int = ENSSealer.maximumBlocks, accepting: Set<String>) async throws(ENSError) -> Answer {
         var sealer = try await pinnedSealer(for: user)
         var refreshed = false
+        // ENS takes a bound value once: every attempt seals a new one, its time at least
+        // a millisecond after the last (a clock that did not move between attempts
+        // would otherwise seal the same plaintext again).
+        var lastSealedAt: Int64?
         while true {
-            var all = parameters
-            all["userid"] = user.userID
-            let time = now()
-            for (name, object) in sealed {
-                let blocks = name == "creds" ? maximumBlocks : ENSSealer.maximumBlocks
-                all[name] = try sealer.seal(object, purpose: "\(endpoint).\(name)", at: time, maximumBlocks: blocks)
-            }
+            let current = sealer
             do {
-                return try await call(endpoint, all, accepting: accepting)
+                return try await call(endpoint, accepting: accepting) { () throws(ENSError) in
+                    var all = parameters
+                    all["userid"] = user.userID
+                    let time = max(ENSSealer.milliseconds(now()), (lastSealedAt ?? .min) + 1)
+                    lastSealedAt = time
+                    for (name, object) in sealed {
+                        let blocks = name == "creds" ? maximumBlocks : ENSSealer.maximumBlocks
+                        all[name] = try current.seal(object, purpose: "\(endpoint).\(name)", atMilliseconds: time, maximumBlocks: blocks)
+                    }
+                    return all
+                }
             } catch .invalidRequest where !refreshed {
                 refreshed = true
                 let fresh = try await getPublicKey(for: user)
@@ -517,13 +544,21 @@ public struct ENSClient: Sendable {
     /// and maps the answer: a documented error status to its ``ENSError``, a 200 with an
     /// accepted code to an ``Answer``, anything else to ``ENSError/unexpectedAnswer(status:responseCode:)``.
     func call(_ endpoint: String, _ parameters: [String: Any], accepting: Set<String>) async throws(ENSError) -> Answer {
+        try await call(endpoint, accepting: accepting) { () throws(ENSError) in parameters }
+    }
+
+    /// `call`, with the parameters made anew for every attempt: a sealed value that
+    /// changes state is spent once ENS opened it, whatever the answer, so a retry after
+    /// 429 or 503 carries a value sealed again.
+    func call(_ endpoint: String, accepting: Set<String>, parameters makeParameters: () throws(ENSError) -> [String: Any]) async throws(ENSError) -> Answer {
         var headers = ["ApiToken": configuration.apiToken, "Content-Type": "application/json", "Accept": "application/json"]
         if let badge = configuration.badge { headers["badge"] = badge ? "1" : "0" }
         if let development = configuration.development { headers["development"] = development ? "1" : "0" }
-        let request = ENSHTTPRequest(method: "POST", url: configuration.baseURL.appendingPathComponent(endpoint), headers: headers,
-                                     body: try JSON.encode(parameters))
         var attempt = 0
         while true {
+            let parameters = try makeParameters()
+            let request = ENSHTTPRequest(method: "POST", url: configuration.baseURL.appendingPathComponent(endpoint), headers: headers,
+                                         body: try JSON.encode(parameters))
             let response: ENSHTTPResponse
             do {
                 response = try await transport.send(request)

@@ -70,11 +70,17 @@ public struct ENSSealer: Sendable {
     /// `sealedAt` (milliseconds since the epoch) are added, so ENS refuses the value
     /// anywhere else and after `sealed.max_age_seconds` (docs/api.md, "Sealed values").
     func seal(_ object: [String: Any], purpose: String, at time: Date, maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
+        try seal(object, purpose: purpose, atMilliseconds: Self.milliseconds(time), maximumBlocks: maximumBlocks)
+    }
+
+    func seal(_ object: [String: Any], purpose: String, atMilliseconds sealedAt: Int64, maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
         var bound = object
         bound["purpose"] = purpose
-        bound["sealedAt"] = Int64((time.timeIntervalSince1970 * 1000).rounded(.down))
+        bound["sealedAt"] = sealedAt
         return try seal(try JSON.encode(bound), maximumBlocks: maximumBlocks)
     }
+
+    static func milliseconds(_ time: Date) -> Int64 { Int64((time.timeIntervalSince1970 * 1000).rounded(.down)) }
 }
 
 enum JSON {

@@ -138,10 +138,11 @@ struct BlindTests {
         #expect(result.privacy == .blind && result.outcome == .updated)
         let first = try #require(try client.blindKey(for: user))
         let parameters = try transport.parameters(1)
-        #expect(parameters["privacy"] as? String == "blind" && parameters["privacyCertificate"] as? String == first.certificateBase64)
+        #expect(parameters["privacy"] == nil && parameters["privacyCertificate"] as? String == first.certificateBase64)
         #expect(parameters["privacyKey"] == nil)
         let creds = try unseal(try #require(parameters["creds"] as? String), with: serverKey)
         #expect(creds["graphAccessToken"] as? String == "eyJ0" && creds["privacyCertificate"] == nil)
+        #expect(creds["privacy"] as? String == "blind" && creds["privacyCertificateSHA256"] as? String == first.certificateSHA256)
 
         // updatePrivacy(.blind) with a key: the same certificate, named by its hash.
         #expect(try await client.updatePrivacy(user: user, token: apns, mode: .blind) == .blind)

@@ -28,17 +28,18 @@ struct ClientTests {
         let parameters = try transport.parameters(1)
         #expect(parameters["userid"] as? String == user.userID && parameters["email"] as? String == "Someone@Example.com")
         #expect(parameters["bundleid"] as? String == "com.example.mail" && parameters["exchVersion"] as? Int == 3 && parameters["force"] as? Int == 0)
-        #expect(parameters["privacy"] as? String == "encrypted")
+        // The mode travels inside the sealed creds, never in clear.
+        #expect(parameters["privacy"] == nil && parameters["privacyKey"] == nil)
         let previewKey = try #require(try client.previewKey(for: user))
-        #expect(parameters["privacyKey"] as? String == previewKey.publicKeyX963.base64EncodedString())
         let creds = try unseal(try #require(parameters["creds"] as? String), with: key)
+        #expect(creds["privacy"] as? String == "encrypted" && creds["privacyKey"] as? String == previewKey.publicKeyX963.base64EncodedString())
         #expect(creds["apnsToken"] as? String == apns.value && creds["oauthAccessToken"] as? String == "at")
         #expect(creds["oauthRefresh"] as? [String: String] == ["refreshToken": "rt", "tokenEndpoint": "https://login.example.test/token", "clientId": "app"])
         #expect(creds["purpose"] as? String == "registerdevicev2.creds" && creds["sealedAt"] as? Int == 1_764_081_234_567)
         let secretText = try #require(creds["deviceSecret"] as? String)
         let secret = try #require(Data(base64Encoded: secretText))
         #expect(secret.count == 32)
-        #expect(Set(creds.keys) == ["apnsToken", "oauthAccessToken", "oauthRefresh", "deviceSecret", "purpose", "sealedAt"])
+        #expect(Set(creds.keys) == ["apnsToken", "oauthAccessToken", "oauthRefresh", "deviceSecret", "privacy", "privacyKey", "purpose", "sealedAt"])
 
         #expect(try client.user(forPushTag: "Ab3dEf6hIj9kLm0n") == ENSUser(userID: user.userID))
         #expect(try client.registeredToken(for: user) == apns)
@@ -168,6 +169,24 @@ struct ClientTests {
         #expect(update["oldApnsToken"] as? String == apns.value && update["apnsToken"] as? String == newToken.value)
         #expect(update["purpose"] as? String == "updatedevice.token")
         #expect(try client.registeredToken(for: user) == newToken)
+    }
+
+    /// A state-changing sealed value is spent once ENS opened it, whatever the answer:
+    /// a retry after 503 carries one sealed anew, with a later `sealedAt` even when the
+    /// clock did not move, so ENS does not refuse it as a replay.
+    @Test func aRetrySealsItsValueAgain() async throws {
+        let (pem, key) = try Vectors.serverKey()
+        let busy = #"{"responseCode":"ServiceUnavailable","message":"Later."}"#
+        let transport = RecordedTransport([(200, [:], try publicKeyAnswer(user, pem)), (503, ["Retry-After": "1"], busy),
+                                           (200, [:], #"{"responseCode":"DeviceUnregistered"}"#)])
+        let client = try makeClient(transport)
+        try await runAsync { try await client.unregister(user: user, token: apns) }
+        #expect(transport.requests.map(\.url.path) == ["/getpublickey", "/unregister", "/unregister"])
+        let first = try unseal(try #require(try transport.parameters(1)["token"] as? String), with: key)
+        let second = try unseal(try #require(try transport.parameters(2)["token"] as? String), with: key)
+        #expect(first["purpose"] as? String == "unregister.token" && second["purpose"] as? String == "unregister.token")
+        let (firstAt, secondAt) = (try #require(first["sealedAt"] as? Int), try #require(second["sealedAt"] as? Int))
+        #expect(secondAt > firstAt)
     }
 
     /// A value sealed under a key ENS no longer has gets a 400; ENSKit fetches the key
