@@ -29,6 +29,10 @@ python3 scripts/check_imports.py || fail=1
 # OpenAPI validator's endpoint list name the same endpoints with the same methods.
 python3 scripts/check_routes.py || fail=1
 
+# 3b. The database inventory: every column a migration leaves names its protection
+# (bound by a MAC, sealed, or inert and why) in Sources/ENSStore/ColumnInventory.swift.
+python3 scripts/check_inventory.py || fail=1
+
 # 4. The systemd units parse, with every directive known to this host's systemd (the
 # binaries themselves need not be installed here).
 if command -v systemd-analyze >/dev/null; then

@@ -30,7 +30,12 @@ public struct KeyPool {
             guard try database.execute("DELETE FROM KeyPool WHERE id = \(id)").affectedRows == 1 else {
                 throw MariaDBError.claimLost("key pool claim")
             }
-            return (publicKeyPEM, try vault.openPoolKey(sealed))
+            // The public half handed out is made from the sealed key, never taken from the
+            // row on trust (a writer's own key there would have devices seal to them).
+            let key = try vault.openPoolKey(sealed)
+            let derived = try key.publicKeyPEM
+            if derived != publicKeyPEM { RowIntegrity.refused("KeyPool.public_key_pem", row: "\(id)") }
+            return (derived, key)
         }
     }
 

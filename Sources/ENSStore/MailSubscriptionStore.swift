@@ -444,8 +444,10 @@ public struct MailSubscriptionStore {
                 ON b.blind_record_id = EnsSubscriptionInfo.id
             """) else { return nil }
         let split = row.values.count - GraphBlindStore.columnCount
-        return (try Self.callbackRecord(Row(values: Array(row.values[..<split]))),
-                try GraphBlindStore.subscription(from: Row(values: Array(row.values[split...]))))
+        guard let blind = try GraphBlindStore(database: database, vault: vault).subscription(from: Row(values: Array(row.values[split...]))) else {
+            return nil
+        }
+        return (try Self.callbackRecord(Row(values: Array(row.values[..<split]))), blind)
     }
 
     private static func callbackRecord(_ row: Row) throws -> CallbackRecord {
@@ -510,12 +512,19 @@ public struct MailSubscriptionStore {
             .split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: " "))" }.joined(separator: ", ")
     }
 
-    /// A row of `notifiableColumns`; nil when its push token no longer opens.
+    /// A row of `notifiableColumns`; nil when its push token no longer opens, or when
+    /// the row fails its MAC or its sealed token is another device's (logged).
     private func notifiableDevice(_ row: Row, now: Timestamp) throws -> NotifiableDevice? {
         let columns = SubscriptionStore.deviceColumnCount
-        let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])))
+        guard let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])), binding: binding) else { return nil }
         let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[columns...])).decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
         guard let token = try vault.openToken(tokenSealed) else { return nil }
+        // The sealed token is bound to its row through the MAC'd hash: a writer who put
+        // their own phone's sealed token in a victim's row gets nothing pushed there.
+        guard Digest.constantTimeEqual(vault.tokenHash(token), device.tokenHash) else {
+            RowIntegrity.refused("Devices", row: "\(device.id)")
+            return nil
+        }
         var syncKey: (key: String, expiresAt: Timestamp)?
         if let sealed = syncKeySealed, let expiry = syncKeyExpiry, expiry > now {
             syncKey = (try vault.openSyncKey(sealed, tokenHash: device.tokenHash), expiry)

@@ -77,7 +77,13 @@ public struct NotificationLog {
                 """) else { return nil }
             let sealed = try row.blob(0)
             try database.execute("UPDATE NotificationLog SET content_sealed = NULL, content_expires_at = NULL WHERE id = \(id)")
-            return try vault.openLogEntry(sealed, part: .content, notificationID: id, deviceID: deviceID)
+            // Sealed to its notification and device: a row moved to another device (or
+            // given another id) does not open, and is no content (logged).
+            guard let content = try? vault.openLogEntry(sealed, part: .content, notificationID: id, deviceID: deviceID) else {
+                RowIntegrity.refused("NotificationLog", row: Hex.encode(id))
+                return nil
+            }
+            return content
         }
     }
 
@@ -96,9 +102,13 @@ public struct NotificationLog {
             SELECT id, created_at, summary_sealed, read_at FROM NotificationLog FORCE INDEX (ix_log_device)
             WHERE device_id = \(deviceID) AND created_at >= \(since.databaseString) AND summary_sealed IS NOT NULL
             ORDER BY created_at DESC, id LIMIT \(limit)
-            """).map { row in
+            """).compactMap { row in
             let (id, createdAt, sealed, readAt) = try row.decode([UInt8].self, Timestamp.self, [UInt8].self, Timestamp?.self)
-            let summary = try vault.openLogEntry(sealed, part: .summary, notificationID: id, deviceID: deviceID)
+            // As with content: an entry moved here from another device is no entry.
+            guard let summary = try? vault.openLogEntry(sealed, part: .summary, notificationID: id, deviceID: deviceID) else {
+                RowIntegrity.refused("NotificationLog", row: Hex.encode(id))
+                return nil
+            }
             return HistoryEntry(notificationID: Hex.encode(id), createdAt: createdAt, summary: summary, readAt: readAt)
         }
     }

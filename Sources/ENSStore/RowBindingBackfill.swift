@@ -1,9 +1,8 @@
 public import MariaDB
 public import ENSVault
 
-/// Gives the rows written before migration 014 their `RowBinding` MACs, once, as
-/// `ens-cron migrate` applies that migration: what they say then is trusted from then
-/// on. Never run at any other time: a MAC filled in later for a row that lost it would
+/// Gives the rows written before migrations 014 and 021 their `RowBinding` MACs, once,
+/// as `ens-cron migrate` applies each: what they say then is trusted from then on. Never run at any other time: a MAC filled in later for a row that lost it would
 /// bless whatever a database writer put there.
 public struct RowBindingBackfill {
     public static let migration = "014_row_bindings.sql"
@@ -47,5 +46,44 @@ public struct RowBindingBackfill {
             boxKeys += 1
         }
         return (subscriptions, boxKeys)
+    }
+
+    /// Migration 021: the devices and blind subscriptions already there.
+    public static let migration021 = "021_row_bindings_everywhere.sql"
+
+    /// The number of device rows and of blind subscriptions bound.
+    @discardableResult
+    public func runDevicesAndBlindSubscriptions() throws -> (devices: Int, blind: Int) {
+        var devices = 0
+        var lastID: Int64 = 0
+        while true {
+            let rows = try database.query("""
+                SELECT id, subscription_row, token_hash, bundle_id, privacy_mode, preview_key, endpoint, secret_hash FROM Devices
+                WHERE id > \(lastID) AND binding_mac IS NULL ORDER BY id LIMIT 1000
+                """)
+            guard !rows.isEmpty else { break }
+            for row in rows {
+                let (id, recordID, tokenHash, bundleID, mode, previewKey, endpoint, secretHash)
+                    = try row.decode(Int64.self, Int64.self, [UInt8].self, String.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
+                let mac = binding.device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: bundleID, privacyMode: Int(mode),
+                                         previewKey: previewKey, endpoint: endpoint, secretHash: secretHash)
+                try database.execute("UPDATE Devices SET binding_mac = \(mac) WHERE id = \(id) AND binding_mac IS NULL")
+                devices += 1
+                lastID = id
+            }
+        }
+        var blind = 0
+        for row in try database.query("""
+            SELECT id, record_id, thumbprint, certificate, certificate_id, previous_thumbprint, previous_certificate_id, resource
+            FROM GraphBlindSubscriptions WHERE binding_mac IS NULL
+            """) {
+            let (id, recordID, thumbprint, certificate, certificateID, previousThumbprint, previousID, resource)
+                = try row.decode(Int64.self, Int64.self, [UInt8].self, [UInt8].self, String.self, [UInt8]?.self, String?.self, String.self)
+            let mac = binding.blindSubscription(id: id, recordID: recordID, thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
+                                                previousThumbprint: previousThumbprint, previousCertificateID: previousID, resource: resource)
+            try database.execute("UPDATE GraphBlindSubscriptions SET binding_mac = \(mac) WHERE id = \(id) AND binding_mac IS NULL")
+            blind += 1
+        }
+        return (devices, blind)
     }
 }

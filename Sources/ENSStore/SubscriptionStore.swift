@@ -70,9 +70,7 @@ public struct SubscriptionStore {
     /// The record and its devices in one round trip (check-ins are the hottest path).
     public func recordWithDevices(userID: String) throws -> (UserRecord, [DeviceRecord])? {
         let rows = try database.query("""
-            SELECT \(unsafe: Self.recordColumns),
-                   d.id, d.token_hash, d.bundle_id, d.default_sound, d.ews_device_id, d.badge, d.development, d.disabled_at, d.last_notified_at,
-                   d.privacy_mode, d.preview_key, d.endpoint, d.secret_hash
+            SELECT \(unsafe: Self.recordColumns), \(unsafe: Self.recordDeviceColumns)
             FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
             WHERE s.userid = \(userID) LIMIT 1000
             """)
@@ -81,10 +79,11 @@ public struct SubscriptionStore {
         let record = try Self.record(from: Row(values: Array(first.values[..<recordColumns])))
         let devices = try rows.compactMap { row -> DeviceRecord? in
             guard try row.optionalInt(recordColumns) != nil else { return nil }
-            return try Self.device(from: Row(values: Array(row.values[recordColumns...])))
+            return try Self.device(from: Row(values: Array(row.values[recordColumns...])), binding: RowBinding(vault: vault))
         }
         return (record, devices)
     }
+    private static let recordDeviceColumns = deviceColumns(of: "d")
 
     /// The record's private key, from the cache or opened from its sealed form. The
     /// cache is keyed by shard and record id: ids are never reused, so they name one key forever.
@@ -99,11 +98,18 @@ public struct SubscriptionStore {
         return try keyCache.key(recordID: record.id, shard: shard, open: open)
     }
 
+    /// The public half of the record's key, made from the sealed private key (which
+    /// only the master key opens, bound to the userid): never the stored
+    /// `public_key_pem` on trust, which a database writer could replace with a key of
+    /// their own so that devices seal credentials to them. A stored value that differs
+    /// is logged.
     public func publicKeyPEM(of record: UserRecord) throws -> String {
+        let derived = try privateKey(of: record).publicKeyPEM
         guard let row = try database.queryOne("SELECT public_key_pem FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
             throw StoreError.recordVanished
         }
-        return try row.decode(String.self)
+        if try row.decode(String.self) != derived { RowIntegrity.refused("EnsSubscriptionInfo.public_key_pem", row: "\(record.id)") }
+        return derived
     }
 
     public func deleteRecord(id: Int64) throws {
@@ -112,26 +118,43 @@ public struct SubscriptionStore {
 
     // MARK: Devices
 
-    static let deviceColumns = "id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key, endpoint, secret_hash"
-    static let deviceColumnCount = 13
+    static let deviceColumns = """
+        id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key, \
+        endpoint, secret_hash, subscription_row, binding_mac
+        """
+    static let deviceColumnCount = 15
+    static func deviceColumns(of table: String) -> String {
+        deviceColumns.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: " \n"))" }.joined(separator: ", ")
+    }
 
     public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws -> DeviceRecord? {
         let hash = vault.tokenHash(token)
         let query: Query = forUpdate
             ? "SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(hash) FOR UPDATE"
             : "SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(hash)"
-        return try database.queryOne(query).map(Self.device(from:))
+        return try database.queryOne(query).flatMap { try Self.device(from: $0, binding: RowBinding(vault: vault)) }
     }
 
     public func devices(recordID: Int64) throws -> [DeviceRecord] {
-        try database.query("SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) ORDER BY id LIMIT 1000").map(Self.device(from:))
+        try database.query("SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) ORDER BY id LIMIT 1000")
+            .compactMap { try Self.device(from: $0, binding: RowBinding(vault: vault)) }
     }
 
-    /// A DeviceRecord from a row of exactly `deviceColumns`.
-    static func device(from row: Row) throws -> DeviceRecord {
+    /// A DeviceRecord from a row of exactly `deviceColumns`; nil (and logged) when the
+    /// row fails its `RowBinding` MAC: a device a database writer made, copied to
+    /// another record, or gave another device's token or secret, another mode, key or
+    /// server, is no device at all.
+    static func device(from row: Row, binding: RowBinding) throws -> DeviceRecord? {
         let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey, endpoint, secretHash)
-            = try row.decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self, Timestamp?.self, Timestamp?.self,
-                             Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
+            = try Row(values: Array(row.values[..<13])).decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self,
+                                                                Timestamp?.self, Timestamp?.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
+        let (recordID, mac) = try Row(values: Array(row.values[13...])).decode(Int64.self, [UInt8]?.self)
+        let expected = binding.device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: bundleID, privacyMode: Int(mode), previewKey: previewKey,
+                                      endpoint: endpoint, secretHash: secretHash)
+        guard RowBinding.matches(mac, expected) else {
+            RowIntegrity.refused("Devices", row: "\(id)")
+            return nil
+        }
         // A mode this binary does not know (a newer one's) is treated as the strictest.
         let privacy = DevicePrivacy(mode: PrivacyMode(rawValue: Int(mode)) ?? .secure, previewKey: previewKey)
         return DeviceRecord(id: id, tokenHash: tokenHash, bundleID: bundleID, defaultSound: defaultSound, ewsDeviceID: ewsDeviceID,
@@ -174,15 +197,32 @@ public struct SubscriptionStore {
                 VALUES (\(recordID), \(vault.tokenHash(token)), \(tokenSealed), \(settings.bundleID),
                         \(settings.defaultSound), \(settings.ewsDeviceID), \(badge), \(development),
                         \(privacy.mode.rawValue), \(privacy.previewKey), \(endpoint), \(secretHash), \(now.databaseString), NULL, \(now.databaseString))
-                ON DUPLICATE KEY UPDATE bundle_id = VALUES(bundle_id), default_sound = VALUES(default_sound),
+                ON DUPLICATE KEY UPDATE token_sealed = VALUES(token_sealed), bundle_id = VALUES(bundle_id), default_sound = VALUES(default_sound),
                     ews_device_id = VALUES(ews_device_id), badge = VALUES(badge), development = VALUES(development),
                     privacy_mode = VALUES(privacy_mode), preview_key = VALUES(preview_key), endpoint = VALUES(endpoint),
                     secret_hash = VALUES(secret_hash),
                     registered_at = VALUES(registered_at), disabled_at = NULL, last_checkin_at = VALUES(last_checkin_at)
                 """)
-            try evictBeyondDeviceLimit(recordID: recordID, keeping: vault.tokenHash(token))
+            // The row's id is known only now (a new row's, or the one the key matched).
+            let tokenHash = vault.tokenHash(token)
+            guard let id = try database.queryOne("SELECT id FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(tokenHash)")?
+                .decode(Int64.self) else { throw StoreError.recordVanished }
+            let mac = RowBinding(vault: vault).device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: settings.bundleID,
+                                                      privacyMode: privacy.mode.rawValue, previewKey: privacy.previewKey, endpoint: endpoint,
+                                                      secretHash: secretHash)
+            try database.execute("UPDATE Devices SET binding_mac = \(mac) WHERE id = \(id)")
+            try evictBeyondDeviceLimit(recordID: recordID, keeping: tokenHash)
         }
         return .addedOrUpdated
+    }
+
+    /// The `RowBinding` MAC of `device`'s row on `recordID` with a new token hash or
+    /// privacy, as a statement that changes them writes it.
+    func bindingMAC(of device: DeviceRecord, recordID: Int64, tokenHash: [UInt8]? = nil, privacy: DevicePrivacy? = nil) -> [UInt8] {
+        let privacy = privacy ?? device.privacy
+        return RowBinding(vault: vault).device(id: device.id, recordID: recordID, tokenHash: tokenHash ?? device.tokenHash, bundleID: device.bundleID,
+                                               privacyMode: privacy.mode.rawValue, previewKey: privacy.previewKey, endpoint: device.endpoint,
+                                               secretHash: device.secretHash)
     }
 
     /// Keeps a record at `maximumDevices`: beyond it, devices whose token APNs rejected
@@ -258,6 +298,7 @@ public struct SubscriptionStore {
             }
             try database.execute("""
                 UPDATE Devices SET token_hash = \(newHash), token_sealed = \(try vault.sealToken(new)),
+                    binding_mac = \(bindingMAC(of: oldDevice, recordID: recordID, tokenHash: newHash)),
                     registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString),
                     sync_key_sealed = \(syncKey?.sealed), sync_key_expires_at = \(syncKey?.expiresAt)
                 WHERE id = \(oldDevice.id)
@@ -324,9 +365,13 @@ public struct SubscriptionStore {
         try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(deviceID)")
     }
 
-    /// Changes the device's privacy mode (/updateprivacy).
-    public func setPrivacy(deviceID: Int64, _ privacy: DevicePrivacy) throws {
-        try database.execute("UPDATE Devices SET privacy_mode = \(privacy.mode.rawValue), preview_key = \(privacy.previewKey) WHERE id = \(deviceID)")
+    /// Changes the device's privacy mode (/updateprivacy), with its row's MAC.
+    public func setPrivacy(_ device: DeviceRecord, recordID: Int64, _ privacy: DevicePrivacy) throws {
+        try database.execute("""
+            UPDATE Devices SET privacy_mode = \(privacy.mode.rawValue), preview_key = \(privacy.previewKey),
+                binding_mac = \(bindingMAC(of: device, recordID: recordID, privacy: privacy))
+            WHERE id = \(device.id)
+            """)
     }
 
     public func storeSyncKey(deviceID: Int64, tokenHash: [UInt8], syncKey: String, expiresAt: Timestamp) throws {

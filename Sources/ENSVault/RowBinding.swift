@@ -29,15 +29,44 @@ public struct RowBinding: Sendable {
         mac("box-key", [String(recordID), String(generation)], tail: publicKey)
     }
 
+    /// What a device row says about whose it is and what it may receive: its row and
+    /// record, its push token's and secret's hashes, its app, privacy mode and key, and
+    /// the server it proved itself at. A row copied to another record or id, or given
+    /// another device's token or secret, or another mode, key or server, fails.
+    public func device(id: Int64, recordID: Int64, tokenHash: [UInt8], bundleID: String, privacyMode: Int, previewKey: [UInt8]?,
+                       endpoint: String?, secretHash: [UInt8]?) -> [UInt8] {
+        mac("device", [String(id), String(recordID), bundleID, String(privacyMode), endpoint],
+            binary: [tokenHash, previewKey, secretHash])
+    }
+
+    /// An Autodiscover answer kept for a domain: the EWS URL its mailboxes' credentials
+    /// are sent to, and until when.
+    public func urlCache(domain: String, ewsURL: String, expiresAt: String) -> [UInt8] {
+        mac("ews-url-cache", [domain, ewsURL, expiresAt])
+    }
+
+    /// A blind-mode rich subscription: the certificates Graph encrypts to (current and
+    /// previous) and their ids, for this row, record and Graph resource.
+    public func blindSubscription(id: Int64, recordID: Int64, thumbprint: [UInt8], certificate: [UInt8], certificateID: String,
+                                  previousThumbprint: [UInt8]?, previousCertificateID: String?, resource: String) -> [UInt8] {
+        mac("blind-subscription", [String(id), String(recordID), certificateID, previousCertificateID, resource],
+            binary: [thumbprint, certificate, previousThumbprint])
+    }
+
+    /// A signing key of the Microsoft identity platform, as ENS fetched it.
+    public func signingKey(kid: String, modulus: [UInt8], exponent: [UInt8]) -> [UInt8] {
+        mac("graph-signing-key", [kid], binary: [modulus, exponent])
+    }
+
     /// Whether `stored` is the MAC `expected`; a missing MAC never matches.
     public static func matches(_ stored: [UInt8]?, _ expected: [UInt8]) -> Bool {
         guard let stored, stored.count == size else { return false }
         return Digest.constantTimeEqual(stored, expected)
     }
 
-    /// Each field length-prefixed (absent: 0xFFFFFFFF), so no two field lists share
-    /// an encoding.
-    private func mac(_ purpose: String, _ fields: [String?], tail: [UInt8] = []) -> [UInt8] {
+    /// Each field length-prefixed (absent: 0xFFFFFFFF), text first and then bytes, so
+    /// no two field lists share an encoding.
+    private func mac(_ purpose: String, _ fields: [String?], binary: [[UInt8]?]) -> [UInt8] {
         var message = Array("ens-row-binding/1/\(purpose)".utf8)
         func append(_ bytes: [UInt8]?) {
             let length = bytes.map { UInt32($0.count) } ?? UInt32.max
@@ -45,7 +74,11 @@ public struct RowBinding: Sendable {
             message += bytes ?? []
         }
         for field in fields { append(field.map { Array($0.utf8) }) }
-        append(tail)
+        for field in binary { append(field) }
         return Array(Digest.hmacSHA256(key: key, message: message).prefix(Self.size))
+    }
+
+    private func mac(_ purpose: String, _ fields: [String?], tail: [UInt8] = []) -> [UInt8] {
+        mac(purpose, fields, binary: [tail])
     }
 }

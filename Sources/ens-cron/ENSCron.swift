@@ -89,6 +89,10 @@ struct Migrate: ParsableCommand {
                         let bound = try RowBindingBackfill(database: database, vault: vault).run()
                         print("bound \(bound.subscriptions) subscription rows and \(bound.boxKeys) box keys to the master key")
                     },
+                    RowBindingBackfill.migration021: { database in
+                        let bound = try RowBindingBackfill(database: database, vault: vault).runDevicesAndBlindSubscriptions()
+                        print("bound \(bound.devices) devices and \(bound.blind) blind subscriptions to the master key")
+                    },
                 ])
                 let named = shard == 0 ? "" : "shard \(shard): "
                 print(named + (applied.isEmpty ? "schema is up to date" : "applied: \(applied.joined(separator: ", "))"))

@@ -143,23 +143,32 @@ struct DeviceAPIHandlerTests {
         #expect(answer.status == 400 && answer.responseCode == "InvalidRequest")
     }
 
-    /// A check-in's `creds` (a client certificate costs key derivations to open) take a
-    /// registration place like a registration: none free, 503, and nothing is opened.
+    /// A check-in's `creds` (a client certificate costs key derivations to open, and
+    /// they are proven at the server) take a registration place like a registration:
+    /// none free, 503, and nothing reaches the backend.
     @Test func aCheckInsCredentialsNeedARegistrationPlace() throws {
         let user = try newUser()
         let token = Self.token()
-        #expect(try register(user, token: token).responseCode == "UserSubscribed")
+        let secret = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        let registered = try call("/registerdevicev2", [
+            "userid": user.userID, "email": user.email, "bundleid": "com.example.mail",
+            "creds": try user.seal(["apnsToken": token, "userName": user.email, "password": "secret", "deviceSecret": secret]),
+        ])
+        #expect(registered.responseCode == "UserSubscribed")
         let held = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let gate = context.services.registrationGate
         Thread.detachNewThread { _ = gate.ifAvailable { held.signal(); release.wait() } }
         held.wait()
         defer { release.signal() }
+        let sealedAt = Int64(Date().timeIntervalSince1970 * 1000)
         let answer = try call("/getsubscriptionstatusv2", [
-            "userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": token, "ignoreLastMessageDate": 1]),
-            "creds": try user.seal(["userName": user.email, "password": "secret"]),
+            "userid": user.userID, "email": user.email, "subscriptionPayload": try user.seal(["pushToken": token, "ignoreLastMessageDate": 1]),
+            "creds": try user.seal(["userName": user.email, "password": "secret", "deviceSecret": secret,
+                                    "purpose": "getsubscriptionstatusv2.creds", "sealedAt": sealedAt]),
         ])
         #expect(answer.status == 503 && answer.responseCode == "ServiceUnavailable")
+        #expect(!registrar.calls.withLock { $0.contains { $0.operation == "offer" } })
         // Without creds a check-in needs no place.
         let plain = try call("/getsubscriptionstatusv2", ["userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": token, "ignoreLastMessageDate": 1])])
         #expect(plain.responseCode == "UserSubscribed")

@@ -87,6 +87,16 @@ final class ScriptedRegistrar: MailboxRegistering, @unchecked Sendable {
         return outcome
     }
 
+    /// As a real backend: within one of the process's registration places (none free:
+    /// `.busy`), then the scripted answer's proof.
+    func offerCredentials(_ request: MailboxRequest, endpoint: String, context: RequestContext) throws -> MailboxOutcome {
+        let outcome = try context.services.registrationGate.ifAvailable { () throws -> MailboxOutcome in
+            self.calls.withLock { $0.append(("offer", request.mailbox)) }
+            return try self.proveAccess(request, context: context)
+        }
+        return outcome ?? .busy
+    }
+
     func proveAccess(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome {
         calls.withLock { $0.append(("prove", request.mailbox)) }
         // A backend that would subscribe this mailbox proves it.

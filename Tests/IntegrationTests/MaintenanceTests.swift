@@ -121,6 +121,7 @@ struct MaintenanceTests {
         let (previewUser, _) = try subscribedUserWithDevice(previewToken)
         let (genericUser, genericRow, genericTag) = try subscribedUserWithTaggedDevice(genericToken)
         try database.execute("UPDATE Devices SET privacy_mode = 1 WHERE id = \(genericRow)")
+        try TestStack.rebindDevice(id: genericRow, database: database)
         for user in [previewUser, genericUser] {
             try database.execute("UPDATE EnsSubscriptionInfo SET last_callback_at = NOW(3) - INTERVAL 36 MINUTE WHERE userid = \(user.userID)")
         }

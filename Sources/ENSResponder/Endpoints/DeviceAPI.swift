@@ -276,6 +276,11 @@ enum DeviceAPI {
             new = try payload.members.sealedToken("apnsToken")
             guard let device = try operation.device(old) else { return .ok(.updateFail) }
             try DeviceSecret.authorise(device, by: payload, vault: context.services.vault, logger: context.logger, operation: "updatedevice")
+            // A row the new token has already (the same phone, registered on its own) is
+            // merged away: it too must be this secret's.
+            if old != new, let merged = try operation.device(new) {
+                try DeviceSecret.authorise(merged, by: payload, vault: context.services.vault, logger: context.logger, operation: "updatedevice")
+            }
             guard try store.replaceToken(recordID: record.id, old: old, new: new, now: .now()) else { return .ok(.updateFail) }
         case .text(let bare):
             // The original contract's form: the device's current token alone. There is no

@@ -161,7 +161,7 @@ enum PrivateNotifications {
                                                            context: context) {
             return refusal
         }
-        try operation.store.setPrivacy(deviceID: device.id, privacy)
+        try operation.store.setPrivacy(device, recordID: operation.record.id, privacy)
         context.logger.info("device privacy mode changed", metadata: ["device": "\(device.id)", "privacy": "\(privacy.mode.name)"])
         return .ok(.updateSuccess, [("privacy", effective(privacy, context: context).name)])
     }

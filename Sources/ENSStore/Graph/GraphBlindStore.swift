@@ -1,16 +1,22 @@
 public import MariaDB
 public import ENSModel
+public import ENSVault
 
 /// The SQL of Graph's `blind` mode (migration 019): one rich subscription per record
 /// and device certificate (`GraphBlindSubscriptions`), and the identity platform's
 /// signing keys the notifications' validation tokens are checked against
 /// (`GraphSigningKeys`). Everything here is public material: certificates, their
-/// thumbprints, ids Graph knows, public keys.
+/// thumbprints, ids Graph knows, public keys. Public, but not free to change: Graph
+/// encrypts each new mail to the certificate a row names, and a validation token is
+/// trusted if a cached key signed it, so both tables' rows carry `RowBinding` MACs
+/// (migration 021) and a row that fails its MAC is no row (logged).
 public struct GraphBlindStore {
     public let database: any SQLDatabase
+    let binding: RowBinding
 
-    public init(database: any SQLDatabase) {
+    public init(database: any SQLDatabase, vault: Vault) {
         self.database = database
+        binding = RowBinding(vault: vault)
     }
 
     /// One rich subscription: the certificate Graph encrypts to (and, until the next
@@ -40,22 +46,36 @@ public struct GraphBlindStore {
 
     private static let columns = """
         id, record_id, thumbprint, certificate, certificate_id, previous_thumbprint, previous_certificate_id, resource,
-        subscription_id, expires_at, renewed_at
+        subscription_id, expires_at, renewed_at, binding_mac
         """
 
-    static let columnCount = 11
+    static let columnCount = 12
     /// `columns` renamed (blind_*), for a join beside another table's.
     static let aliasedColumns = """
         id AS blind_id, record_id AS blind_record_id, thumbprint AS blind_thumbprint, certificate AS blind_certificate,
         certificate_id AS blind_certificate_id, previous_thumbprint AS blind_previous_thumbprint,
         previous_certificate_id AS blind_previous_certificate_id, resource AS blind_resource, subscription_id AS blind_subscription_id,
-        expires_at AS blind_expires_at, renewed_at AS blind_renewed_at
+        expires_at AS blind_expires_at, renewed_at AS blind_renewed_at, binding_mac AS blind_binding_mac
         """
 
-    static func subscription(from row: Row) throws -> BlindSubscription {
+    /// The MAC of a row with these certificates.
+    func mac(id: Int64, recordID: Int64, thumbprint: [UInt8], certificate: [UInt8], certificateID: String, previousThumbprint: [UInt8]?,
+             previousCertificateID: String?, resource: String) -> [UInt8] {
+        binding.blindSubscription(id: id, recordID: recordID, thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
+                                  previousThumbprint: previousThumbprint, previousCertificateID: previousCertificateID, resource: resource)
+    }
+
+    /// A row of `columns`; nil (logged) when it fails its MAC.
+    func subscription(from row: Row) throws -> BlindSubscription? {
         let (id, record, thumbprint, certificate, certificateID, previousThumbprint, previousID, resource, subscription, expires, renewed)
-            = try row.decode(Int64.self, Int64.self, [UInt8].self, [UInt8].self, String.self, [UInt8]?.self, String?.self, String.self,
-                             String?.self, Timestamp?.self, Timestamp?.self)
+            = try Row(values: Array(row.values[..<11])).decode(Int64.self, Int64.self, [UInt8].self, [UInt8].self, String.self, [UInt8]?.self,
+                                                                String?.self, String.self, String?.self, Timestamp?.self, Timestamp?.self)
+        let stored = try Row(values: [row.values[11]]).decode([UInt8]?.self)
+        guard RowBinding.matches(stored, mac(id: id, recordID: record, thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
+                                             previousThumbprint: previousThumbprint, previousCertificateID: previousID, resource: resource)) else {
+            RowIntegrity.refused("GraphBlindSubscriptions", row: "\(id)")
+            return nil
+        }
         return BlindSubscription(id: id, recordID: record, thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
                                  previousThumbprint: previousThumbprint, previousCertificateID: previousID, resource: resource,
                                  subscriptionID: subscription, expiresAt: expires, renewedAt: renewed)
@@ -64,20 +84,20 @@ public struct GraphBlindStore {
     public func subscription(recordID: Int64, thumbprint: [UInt8]) throws -> BlindSubscription? {
         try database.queryOne("""
             SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE record_id = \(recordID) AND thumbprint = \(thumbprint)
-            """).map(Self.subscription(from:))
+            """).flatMap(subscription(from:))
     }
 
     /// The rich subscription a notification names (Graph's subscription id).
     public func subscription(subscriptionID: String) throws -> BlindSubscription? {
         try database.queryOne("""
             SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE subscription_id = \(subscriptionID)
-            """).map(Self.subscription(from:))
+            """).flatMap(subscription(from:))
     }
 
     public func subscriptions(recordID: Int64) throws -> [BlindSubscription] {
         try database.query("""
             SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE record_id = \(recordID) ORDER BY id LIMIT 100
-            """).map(Self.subscription(from:))
+            """).compactMap(subscription(from:))
     }
 
     /// Reserves the row of a subscription about to be created at Graph (no subscription
@@ -88,7 +108,12 @@ public struct GraphBlindStore {
             INSERT IGNORE INTO GraphBlindSubscriptions (record_id, thumbprint, certificate, certificate_id, resource, created_at)
             VALUES (\(recordID), \(thumbprint), \(certificate), \(certificateID), \(resource), \(now.databaseString))
             """)
-        return result.affectedRows > 0 ? result.lastInsertID : nil
+        guard result.affectedRows > 0 else { return nil }
+        let id = result.lastInsertID
+        let mac = mac(id: id, recordID: recordID, thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
+                      previousThumbprint: nil, previousCertificateID: nil, resource: resource)
+        try database.execute("UPDATE GraphBlindSubscriptions SET binding_mac = \(mac) WHERE id = \(id)")
+        return id
     }
 
     /// Graph created (or renewed, or re-created) the subscription: renewed at about
@@ -96,21 +121,34 @@ public struct GraphBlindStore {
     /// notification Graph made before the PATCH has had the time since to arrive.
     public func subscribed(id: Int64, subscriptionID: String, expiresAt: Timestamp, now: Timestamp, keepPrevious: Bool = false) throws {
         let renewAfter = GraphSubscriptionStore.renewAfter(now: now, expiresAt: expiresAt)
-        try database.execute("""
-            UPDATE GraphBlindSubscriptions SET subscription_id = \(subscriptionID), expires_at = \(expiresAt.databaseString),
-                renewed_at = \(now.databaseString), renew_after = \(renewAfter.databaseString),
-                previous_thumbprint = IF(\(keepPrevious), previous_thumbprint, NULL),
-                previous_certificate_id = IF(\(keepPrevious), previous_certificate_id, NULL)
-            WHERE id = \(id)
-            """)
+        try database.transaction {
+            // Forgetting the previous certificate changes what the MAC covers: the row is
+            // read (and its MAC checked) under its lock, and written with its new MAC.
+            guard let row = try database.queryOne("SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE id = \(id) FOR UPDATE"),
+                  let current = try subscription(from: row) else { return }
+            let previous = keepPrevious ? (current.previousThumbprint, current.previousCertificateID) : (nil, nil)
+            let mac = mac(id: id, recordID: current.recordID, thumbprint: current.thumbprint, certificate: current.certificate,
+                          certificateID: current.certificateID, previousThumbprint: previous.0, previousCertificateID: previous.1,
+                          resource: current.resource)
+            try database.execute("""
+                UPDATE GraphBlindSubscriptions SET subscription_id = \(subscriptionID), expires_at = \(expiresAt.databaseString),
+                    renewed_at = \(now.databaseString), renew_after = \(renewAfter.databaseString),
+                    previous_thumbprint = \(previous.0), previous_certificate_id = \(previous.1), binding_mac = \(mac)
+                WHERE id = \(id)
+                """)
+        }
     }
 
     /// A rotation PATCHed at Graph: the new certificate is current, the old one stays
     /// accepted until the next renewal.
-    public func rotated(id: Int64, to thumbprint: [UInt8], certificate: [UInt8], certificateID: String, expiresAt: Timestamp, now: Timestamp) throws {
+    public func rotated(_ old: BlindSubscription, to thumbprint: [UInt8], certificate: [UInt8], certificateID: String, expiresAt: Timestamp,
+                        now: Timestamp) throws {
+        let id = old.id
+        let mac = mac(id: id, recordID: old.recordID, thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
+                      previousThumbprint: old.thumbprint, previousCertificateID: old.certificateID, resource: old.resource)
         try database.execute("""
-            UPDATE GraphBlindSubscriptions SET previous_thumbprint = thumbprint, previous_certificate_id = certificate_id,
-                thumbprint = \(thumbprint), certificate = \(certificate), certificate_id = \(certificateID),
+            UPDATE GraphBlindSubscriptions SET previous_thumbprint = \(old.thumbprint), previous_certificate_id = \(old.certificateID),
+                thumbprint = \(thumbprint), certificate = \(certificate), certificate_id = \(certificateID), binding_mac = \(mac),
                 expires_at = \(expiresAt.databaseString), renewed_at = \(now.databaseString),
                 renew_after = \(GraphSubscriptionStore.renewAfter(now: now, expiresAt: expiresAt).databaseString)
             WHERE id = \(id)
@@ -134,7 +172,7 @@ public struct GraphBlindStore {
         try database.query("""
             SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions
             WHERE (renew_after <= \(now.databaseString) OR subscription_id IS NULL) AND id > \(lastID) ORDER BY id LIMIT \(limit)
-            """).map(Self.subscription(from:))
+            """).compactMap(subscription(from:))
     }
 
     /// Claims a rich subscription's due renewal for the caller alone (as
@@ -144,7 +182,7 @@ public struct GraphBlindStore {
             UPDATE GraphBlindSubscriptions SET renew_after = \(now.adding(hold).databaseString)
             WHERE id = \(id) AND renew_after <= \(now.databaseString)
             """).affectedRows > 0 else { return nil }
-        return try database.queryOne("SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE id = \(id)").map(Self.subscription(from:))
+        return try database.queryOne("SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE id = \(id)").flatMap(subscription(from:))
     }
 
     /// A subscription Graph removed (`subscriptionRemoved`): due at once.
@@ -182,9 +220,15 @@ public struct GraphBlindStore {
     }
 
     /// The cached keys (the bookkeeping row, kid '', excluded).
+    /// A key a database writer put there (to sign validation tokens of their own, and so
+    /// forge blind notifications) fails its MAC and is left out (logged).
     public func signingKeys() throws -> [SigningKey] {
-        try database.query("SELECT kid, modulus, exponent FROM GraphSigningKeys WHERE kid <> '' ORDER BY kid LIMIT 200").map { row in
-            let (kid, modulus, exponent) = try row.decode(String.self, [UInt8].self, [UInt8].self)
+        try database.query("SELECT kid, modulus, exponent, binding_mac FROM GraphSigningKeys WHERE kid <> '' ORDER BY kid LIMIT 200").compactMap { row in
+            let (kid, modulus, exponent, mac) = try row.decode(String.self, [UInt8].self, [UInt8].self, [UInt8]?.self)
+            guard RowBinding.matches(mac, binding.signingKey(kid: kid, modulus: modulus, exponent: exponent)) else {
+                RowIntegrity.refused("GraphSigningKeys", row: kid)
+                return nil
+            }
             return SigningKey(kid: kid, modulus: modulus, exponent: exponent)
         }
     }
@@ -212,8 +256,9 @@ public struct GraphBlindStore {
             try database.execute("DELETE FROM GraphSigningKeys WHERE kid <> ''")
             for key in keys {
                 try database.execute("""
-                    INSERT INTO GraphSigningKeys (kid, modulus, exponent, fetched_at)
-                    VALUES (\(key.kid), \(key.modulus), \(key.exponent), \(now.databaseString))
+                    INSERT INTO GraphSigningKeys (kid, modulus, exponent, fetched_at, binding_mac)
+                    VALUES (\(key.kid), \(key.modulus), \(key.exponent), \(now.databaseString),
+                            \(binding.signingKey(kid: key.kid, modulus: key.modulus, exponent: key.exponent)))
                     """)
             }
         }

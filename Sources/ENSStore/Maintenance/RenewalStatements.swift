@@ -1,6 +1,8 @@
 internal import POSIX
 public import ENSModel
+public import ENSVault
 internal import MariaDB
+internal import OpenSSL
 
 // The statements `ens-cron renew` runs: ending subscriptions whose heartbeats stopped,
 // and finding the devices of unsubscribed records to wake (MailBackends' keepers and
@@ -46,7 +48,7 @@ extension Maintenance {
     /// A device of a record that is not subscribed, due a wake-up push.
     public struct WakeupCandidate: Sendable {
         public let deviceID: Int64
-        public let tokenSealed: [UInt8]
+        public let token: DeviceToken
         public let bundleID: String
         public let development: Bool
         public let userID: String
@@ -57,23 +59,33 @@ extension Maintenance {
     }
 
     /// The next batch of devices (ids above `lastDevice`) of unsubscribed records not
-    /// woken since `cutoff`, enabled ones only.
-    public func devicesToWake(after lastDevice: Int64, notWokenSince cutoff: Timestamp) throws -> [WakeupCandidate] {
-        try database.query("""
-            SELECT d.id, d.token_sealed, d.bundle_id, d.development, s.userid, d.privacy_mode, d.preview_key IS NOT NULL
+    /// woken since `cutoff`, enabled ones only. Read as every device is read
+    /// (`SubscriptionStore.device(from:binding:)`): a row that fails its MAC, or whose
+    /// sealed token is not its own, is left out (logged); `lastDevice` moves past it.
+    public func devicesToWake(after lastDevice: Int64, notWokenSince cutoff: Timestamp, vault: Vault) throws -> (candidates: [WakeupCandidate], lastID: Int64?) {
+        let rows = try database.query("""
+            SELECT \(unsafe: Self.wakeupColumns), d.token_sealed, s.userid
             FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
             WHERE d.id > \(lastDevice) AND s.registered = 0 AND d.disabled_at IS NULL
               AND (d.last_wakeup_at IS NULL OR d.last_wakeup_at < \(cutoff.databaseString))
             ORDER BY d.id LIMIT \(Self.batchSize)
-            """).map { row in
-            let (deviceID, tokenSealed, bundleID, development, userID, mode, hasKey) =
-                try row.decode(Int64.self, [UInt8].self, String.self, Bool.self, String.self, Int.self, Bool.self)
-            // A mode this build does not know (a newer host wrote it) is read as the
-            // strictest, as SubscriptionStore reads it: the push then says less, not more.
-            return WakeupCandidate(deviceID: deviceID, tokenSealed: tokenSealed, bundleID: bundleID, development: development,
-                                   userID: userID, privacy: PrivacyMode(rawValue: mode) ?? .secure, hasPreviewKey: hasKey)
+            """)
+        let binding = RowBinding(vault: vault)
+        let columns = SubscriptionStore.deviceColumnCount
+        let candidates = try rows.compactMap { row -> WakeupCandidate? in
+            guard let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])), binding: binding) else { return nil }
+            let (tokenSealed, userID) = try Row(values: Array(row.values[columns...])).decode([UInt8].self, String.self)
+            guard let token = try vault.openToken(tokenSealed), Digest.constantTimeEqual(vault.tokenHash(token), device.tokenHash) else {
+                RowIntegrity.refused("Devices", row: "\(device.id)")
+                return nil
+            }
+            return WakeupCandidate(deviceID: device.id, token: token, bundleID: device.bundleID, development: device.development,
+                                   userID: userID, privacy: device.privacy.mode, hasPreviewKey: device.privacy.previewKey != nil)
         }
+        return (candidates, try rows.last.map { try $0.int(0) })
     }
+
+    private static let wakeupColumns = SubscriptionStore.deviceColumns(of: "d")
 
     /// The wake-up push for `deviceID` was handed to the sender now.
     public func recordWakeup(deviceID: Int64) throws {

@@ -271,7 +271,7 @@ private struct Attempt {
         self.context = context
         self.settings = settings
         store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
-        autodiscoverCache = AutodiscoverCache(database: context.database)
+        autodiscoverCache = AutodiscoverCache(database: context.database, vault: context.services.vault)
     }
 
     let settings: ExchangeSettings

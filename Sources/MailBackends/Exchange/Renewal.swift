@@ -61,10 +61,10 @@ extension Maintenance {
         let wakeCutoff = now.subtracting(policy.wakeupInterval)
         var lastDevice: Int64 = 0
         while true {
-            let devices = try devicesToWake(after: lastDevice, notWokenSince: wakeCutoff)
+            let (devices, last) = try devicesToWake(after: lastDevice, notWokenSince: wakeCutoff, vault: vault)
+            if let last { lastDevice = last }
             for device in devices {
-                lastDevice = device.deviceID
-                guard let token = try vault.openToken(device.tokenSealed) else { continue }
+                let token = device.token
                 var payload = JSONObjectWriter()
                 var aps = JSONObjectWriter()
                 aps.add("content-available", 1)
@@ -95,7 +95,8 @@ extension Maintenance {
                     logger.warning("sender refused a wake-up push", metadata: ["reason": "\(reason)"])
                 }
             }
-            if devices.count < Self.batchSize { break }
+            // Rows refused for their MAC leave a batch short: the end is an empty one.
+            if last == nil { break }
         }
         return counts
     }

@@ -27,7 +27,7 @@ struct BlindKeeper {
     }
 
     func keep(_ run: GraphKeeper.Run, client: GraphClient) throws {
-        let store = GraphBlindStore(database: run.database)
+        let store = GraphBlindStore(database: run.database, vault: plan.vault)
         let now = run.now
         do {
             if try store.claimKeyFetch(now: now, spacing: Self.keyRefresh) {
@@ -58,7 +58,7 @@ struct BlindKeeper {
     /// One rich subscription, kept at once (after a lifecycle event).
     func keep(_ blind: GraphBlindStore.BlindSubscription, client: GraphClient, run: GraphKeeper.Run) throws {
         var counts = Counts()
-        try keep(blind, store: GraphBlindStore(database: run.database), client: client, run: run, counts: &counts)
+        try keep(blind, store: GraphBlindStore(database: run.database, vault: plan.vault), client: client, run: run, counts: &counts)
         run.logger.info("graph blind subscription kept at once after a lifecycle event", metadata: [
             "record": "\(blind.recordID)", "blind": "\(blind.id)", "renewed": "\(counts.renewed)", "recreated": "\(counts.recreated)",
         ])
@@ -130,7 +130,7 @@ struct BlindLifecycle {
                 now: Timestamp) throws {
         switch event {
         case .reauthorizationRequired, .subscriptionRemoved:
-            let store = GraphBlindStore(database: context.database)
+            let store = GraphBlindStore(database: context.database, vault: context.services.vault)
             if event == .subscriptionRemoved { try store.removed(id: blind.id, now: now) } else { try store.renewNow(id: blind.id, now: now) }
             context.keepBlindSubscriptionAfterTheAnswer(blindID: blind.id)
             context.logger.info("graph lifecycle event on a blind subscription: renewal scheduled", metadata: [

@@ -82,7 +82,7 @@ struct BlindNotifications {
             return .valid
         } catch .unknownKey {
             // Another process or ens-cron may have fetched it; else fetch it ourselves.
-            let store = GraphBlindStore(database: context.database)
+            let store = GraphBlindStore(database: context.database, vault: context.services.vault)
             try services.signingKeys.load(store)
             if (try? check()) != nil { return .valid }
             do {

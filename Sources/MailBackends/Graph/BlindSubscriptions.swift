@@ -74,11 +74,17 @@ public enum BlindSubscriptions {
         guard let services = context.services.graph, let mailbox = try GraphSubscriptionStore(database: context.database).mailbox(recordID: recordID),
               let record = try MailSubscriptionStore(database: context.database, vault: context.services.vault).callbackRecord(id: recordID),
               record.backend == .graph else { return .notGraph }
+        // The tenant and user path the rich subscription is made for come from this row:
+        // one a database writer edited gets no subscription (logged).
+        guard record.isAuthentic(RowBinding(vault: context.services.vault)) else {
+            context.logger.error("blind subscription refused: the record's row fails its integrity check", metadata: ["record": "\(recordID)"])
+            return .failed
+        }
         guard let application = services.applications.application(tenantID: mailbox.tenantID), !settings.callbackURL.isEmpty else {
             context.logger.error("blind subscription impossible: the record's tenant is not configured or graph.callback_url is unset", metadata: ["record": "\(recordID)"])
             return .failed
         }
-        let store = GraphBlindStore(database: context.database)
+        let store = GraphBlindStore(database: context.database, vault: context.services.vault)
         let now = Timestamp.now()
         let thumbprint = certificate.thumbprint.sha256
         if let existing = try store.subscription(recordID: recordID, thumbprint: thumbprint), existing.subscriptionID != nil,
@@ -94,7 +100,7 @@ public enum BlindSubscriptions {
             let rich = RichNotifications(selected: selection(of: old.resource), certificate: certificate.der, certificateID: certificateID)
             do {
                 let patched = try client.rotateCertificate(id: id, to: rich, until: now.adding(lifetime), application: application, deadline: context.graphDeadline)
-                try store.rotated(id: old.id, to: thumbprint, certificate: certificate.der, certificateID: certificateID, expiresAt: patched.expiresAt, now: now)
+                try store.rotated(old, to: thumbprint, certificate: certificate.der, certificateID: certificateID, expiresAt: patched.expiresAt, now: now)
                 context.logger.info("blind subscription moved to a new certificate", metadata: ["record": "\(recordID)", "blind": "\(old.id)"])
                 return .ready
             } catch {

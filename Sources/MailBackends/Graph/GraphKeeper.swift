@@ -128,7 +128,7 @@ public struct GraphKeeper: SubscriptionKeeping {
     /// The same for one rich (`blind`) subscription.
     public func keepBlindPromptly(blindID: Int64, database: Database, logger: Logger) throws {
         let now = Timestamp.now()
-        let store = GraphBlindStore(database: database)
+        let store = GraphBlindStore(database: database, vault: plan.vault)
         guard let blind = try store.claimDue(id: blindID, now: now, hold: Self.promptHold) else { return }
         let client = try GraphClient(configuration: client, tokens: tokens)
         try BlindKeeper(applications: applications, plan: plan).keep(blind, client: client, run: Run(database: database, now: now, logger: logger))

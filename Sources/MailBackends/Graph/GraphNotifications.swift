@@ -102,7 +102,7 @@ public enum GraphNotifications {
                 let group = items[subscription] ?? []
                 let found = try store.callbackRecord(subscriptionID: subscription, backend: .graph)
                 // A rich subscription on a URL of the record's form (none are made so now).
-                if found == nil, let blind = try GraphBlindStore(database: context.database).subscription(subscriptionID: subscription) {
+                if found == nil, let blind = try GraphBlindStore(database: context.database, vault: context.services.vault).subscription(subscriptionID: subscription) {
                     guard let row = try store.callbackRecord(id: blind.recordID) else {
                         count("dropped_unknown_subscription", group.count)
                         continue

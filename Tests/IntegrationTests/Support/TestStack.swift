@@ -168,4 +168,18 @@ extension TestStack {
         let mac = binding.subscription(recordID: id, generation: generation, backend: backend, backendURL: url, tenant: tenant, endpoint: endpoint)
         try database.execute("UPDATE EnsSubscriptionInfo SET binding_mac = \(mac) WHERE id = \(id)")
     }
+
+    /// Gives a device row a test edited directly its MAC again, as ENS would have
+    /// written it (the test holds the master key; a database writer does not).
+    static func rebindDevice(id: Int64, database: Connection) throws {
+        let binding = RowBinding(vault: Vault(masterKey: try masterKey()))
+        guard let row = try database.queryOne("""
+            SELECT subscription_row, token_hash, bundle_id, privacy_mode, preview_key, endpoint, secret_hash FROM Devices WHERE id = \(id)
+            """) else { return }
+        let (recordID, tokenHash, bundleID, mode, previewKey, endpoint, secretHash)
+            = try row.decode(Int64.self, [UInt8].self, String.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
+        let mac = binding.device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: bundleID, privacyMode: Int(mode), previewKey: previewKey,
+                                 endpoint: endpoint, secretHash: secretHash)
+        try database.execute("UPDATE Devices SET binding_mac = \(mac) WHERE id = \(id)")
+    }
 }

@@ -64,7 +64,9 @@ public final class MemoryKeyStore: ENSKeyStore, @unchecked Sendable {
 
 /// Items as files in one directory (created 0700; each file 0600, written atomically),
 /// named by the hex of the item's name. For Linux hosts and tests; on Apple platforms
-/// use ``KeychainKeyStore``.
+/// use ``KeychainKeyStore``. A directory that is already there must be a directory of
+/// this user's that no one else may enter (mode 0700 or stricter): device secrets and
+/// keys are never written where another local user could read them.
 public struct FileKeyStore: ENSKeyStore {
     public let directory: URL
 
@@ -74,6 +76,12 @@ public struct FileKeyStore: ENSKeyStore {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw ENSKeyStoreError("cannot create the key store directory")
+        }
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: directory.path),
+              attributes[.type] as? FileAttributeType == .typeDirectory,
+              let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue, mode & 0o077 == 0,
+              (attributes[.ownerAccountID] as? NSNumber)?.uint32Value == getuid() else {
+            throw ENSKeyStoreError("the key store directory must be this user's own, mode 0700")
         }
     }
 

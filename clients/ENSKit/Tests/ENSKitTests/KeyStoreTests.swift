@@ -20,4 +20,14 @@ struct KeyStoreTests {
         try store.set(nil, for: item)
         #expect(try store.data(for: item) == nil)
     }
+
+    /// A directory that was there already and others may enter is refused, not used.
+    @Test func aDirectoryOthersMayEnterIsRefused() throws {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("enskit-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        #expect(throws: ENSKeyStoreError.self) { try FileKeyStore(directory: directory) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
+        _ = try FileKeyStore(directory: directory)
+    }
 }
