@@ -191,11 +191,14 @@ struct PrivateNotificationTests {
         let secureID = try #require(apnsPush(to: secureToken).flatMap { ens($0)["id"] as? String })
 
         // Both devices get new tokens; each new token was already registered on its own
-        // (in `preview`), the case whose merge lost everything.
+        // (in `preview`, by the same phone: with the same secret), the case whose merge
+        // lost everything.
         let newEncrypted = TestSecrets.apnsToken()
         let newSecure = TestSecrets.apnsToken()
         for (old, new) in [(oldToken, newEncrypted), (secureToken, newSecure)] {
-            #expect(try user.register(with: api, token: new).json["responseCode"] == "UserUpdated")
+            var creds = user.creds(token: new)
+            creds["deviceSecret"] = TestSecrets.deviceSecret(for: old)
+            #expect(try user.register(with: api, token: new, creds: creds).json["responseCode"] == "UserUpdated")
             let sealed = try user.user.sealForDevice(["oldApnsToken": old, "apnsToken": new], token: old, for: "updatedevice.token")
             #expect(try api.call("/updatedevice", ["userid": user.user.userID, "token": sealed]).json["responseCode"] == "UpdateSuccess")
         }

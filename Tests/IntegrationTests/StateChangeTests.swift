@@ -69,8 +69,16 @@ struct StateChangeTests {
         expectRefused(try user.register(with: api, token: token, extra: ["privacy": "preview"]))
         // The same mode in clear only confirms it.
         #expect(try user.register(with: api, token: token, extra: ["privacy": "secure"]).json["responseCode"] == "UserAlreadySubscribed")
-        // In clear with unbound creds (which anyone who saw them could resend): refused.
-        expectRefused(try user.register(with: api, token: TestSecrets.apnsToken(), extra: ["privacy": "generic"], sealedFor: nil))
+        // With unbound creds (a client without a secret; anyone who saw them could resend
+        // them): no key in clear, and never a lower mode.
+        let legacy = TestSecrets.apnsToken()
+        let key = try PrivateNotificationTests.DeviceKey.make().pointBase64
+        expectRefused(try user.register(with: api, token: legacy, extra: ["privacy": "encrypted", "privacyKey": key], sealedFor: nil, withSecret: false))
+        #expect(try user.register(with: api, token: legacy, extra: ["privacy": "secure"], sealedFor: nil, withSecret: false).json["privacy"] == "secure")
+        expectRefused(try user.register(with: api, token: legacy, extra: ["privacy": "preview"], sealedFor: nil, withSecret: false))
+        try database.execute("""
+            DELETE d FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.user.userID) AND d.secret_hash IS NULL
+            """)
         // Clear and sealed must agree.
         var creds = user.creds(token: token)
         creds["privacy"] = "generic"
@@ -129,6 +137,18 @@ struct StateChangeTests {
         let history = try user.user.sealJSON(["pushToken": user.token, "deviceSecret": secret], for: "getnotificationhistory.info")
         let answer = try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": history])
         #expect(answer.bodyText.hasSuffix(#""responseCode":"NotificationHistory"}"#), "\(answer.bodyText)")
+    }
+
+    /// /updatedevice merges away a row the new token already has only when that row is
+    /// the same phone's (the same secret): one device's owner cannot rename it onto
+    /// another device's token and so delete that device.
+    @Test func aTokenChangeMergesAwayNoOtherOwnersDevice() throws {
+        let user = try RegisteredUser.register(with: api)
+        let other = TestSecrets.apnsToken()
+        #expect(try user.register(with: api, token: other).json["responseCode"] == "UserUpdated")
+        let onto = try user.user.sealForDevice(["oldApnsToken": user.token, "apnsToken": other], token: user.token, for: "updatedevice.token")
+        expectRefused(try api.call("/updatedevice", ["userid": user.user.userID, "token": onto]))
+        #expect(try devices(user).count == 2)
     }
 
     /// What the push service can send with the token it delivers to: the contract's

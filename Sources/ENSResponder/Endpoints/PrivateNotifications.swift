@@ -83,9 +83,12 @@ enum PrivateNotifications {
     /// `privacyCertificate`), where no one who saw or holds the request can change it;
     /// clear `privacy` and `privacyKey` parameters must then be absent or the same. The
     /// clear parameters alone (the form before 2026-11-29) still choose the mode of a
-    /// new device, with bound (so single-use) `creds` only, and confirm an existing
-    /// device's mode; they never change it (a request log's body with `privacy=preview`
-    /// swapped in). Everything else is the uniform 400, the cause in the debug log.
+    /// new device and confirm an existing device's mode; they never change it (a
+    /// request log's body with `privacy=preview` swapped in). With unbound `creds`
+    /// (clients without a device secret, whose values anyone who saw them can resend),
+    /// they carry no key material (no `privacyKey`, no certificate: a resent body
+    /// must not re-key a device to someone else's key) and may only raise an existing
+    /// device's mode. Everything else is the uniform 400, the cause in the debug log.
     static func registrationPrivacy(_ parameters: Parameters, creds: SealedUse.Checked, existing: DeviceRecord?,
                                     logger: Logger) throws(APIError) -> (DevicePrivacy, X509Certificate?)? {
         let clearMode = DeviceAPI.nonEmpty(parameters["privacy"])
@@ -108,10 +111,18 @@ enum PrivateNotifications {
         }
         guard creds.members["privacyKey"] == nil, creds.members["privacyCertificateSHA256"] == nil else { throw .sealedParameterRejected }
         guard let requested = try requestedPrivacy(mode: clearMode, key: clearKey, certificate: certificate) else { return nil }
-        guard creds.isBound else {
-            throw .invalidRequest("a privacy mode in clear needs bound creds")
+        let confirms = existing.map { $0.privacy == requested.0 } ?? false
+        if !creds.isBound && !confirms {
+            guard requested.0.previewKey == nil, requested.1 == nil else {
+                throw .invalidRequest("a privacy key or certificate in clear needs bound creds")
+            }
+            if let existing, requested.0.mode.rawValue < existing.privacy.mode.rawValue || existing.privacy.mode == .blind {
+                logger.warning("registration refused: an unbound registration would lower a device's mode", metadata: ["device": "\(existing.id)"])
+                throw .invalidRequest("an unbound registration cannot lower a device's mode")
+            }
+            return requested
         }
-        if let existing, existing.privacy != requested.0 {
+        if let existing, !confirms {
             logger.warning("registration refused: a clear privacy parameter would change an existing device's mode", metadata: ["device": "\(existing.id)"])
             throw .invalidRequest("a clear privacy parameter cannot change an existing device's mode")
         }
