@@ -54,7 +54,10 @@ struct DeviceLifecycleTests {
         let key = "kek-\(UUID().uuidString)"
         #expect(try updateSyncKey(registered, token: registered.token, key: key) == "UpdateSuccess")
         let newToken = TestSecrets.apnsToken()
-        #expect(try registered.register(with: api, token: newToken).json["responseCode"] == "UserUpdated")
+        // Registered under the new token by the same phone: with the same secret.
+        var creds = registered.creds(token: newToken)
+        creds["deviceSecret"] = TestSecrets.deviceSecret(for: registered.token)
+        #expect(try registered.register(with: api, token: newToken, creds: creds).json["responseCode"] == "UserUpdated")
         #expect(try updateDevice(registered, old: registered.token, new: newToken) == "UpdateSuccess")
         #expect(try registered.mailReaches(newToken, subject: "After a merge"))
         let push = try #require(registered.pushes(to: newToken, subject: "After a merge").first)
