@@ -260,7 +260,7 @@ public final class HTTPClient {
     }
 
     /// No C0 control character but horizontal tab, and no DEL.
-    static func isHeaderSafe(_ text: String) -> Bool {
+    public static func isHeaderSafe(_ text: String) -> Bool {
         text.utf8.allSatisfy { ($0 >= 0x20 && $0 != 0x7F) || $0 == 0x09 }
     }
 

@@ -195,6 +195,12 @@ public enum ColumnInventory {
             ("failures", .inert("as throttle_key")),
             ("window_started_at", .inert(time)),
         ]),
+        // Failed logins per account name, across records (keyed hash).
+        ("AccountFailures", [
+            ("throttle_key", .inert("a writer who clears counts lets more wrong passwords reach an account's server; one who adds them holds that account's registrations (denial)")),
+            ("failures", .inert("as throttle_key")),
+            ("window_started_at", .inert(time)),
+        ]),
         // New records per ApiToken per hour.
         ("RecordQuota", [
             ("token_hash", .inert("a writer can lift or exhaust the quota of new records: no mail, credentials or privacy")),

@@ -13,10 +13,15 @@ public struct ProofPresenter: Sendable, Equatable {
     /// a /64, so each address in it is no new source); nil when the web server sent no
     /// address ENS can read. Never logged, never stored: only inside a keyed hash.
     public let source: [UInt8]?
+    /// The account the credentials log in as, when a wrong password counts towards its
+    /// lockout at the directory: a Basic user name, trimmed and lowercased. Never
+    /// logged, never stored: only inside a keyed hash.
+    public let identity: [UInt8]?
 
-    public init(tokenHash: [UInt8], remoteAddress: String?) {
+    public init(tokenHash: [UInt8], remoteAddress: String?, userName: String? = nil) {
         self.tokenHash = tokenHash
         source = remoteAddress.flatMap(Self.network(of:))
+        identity = userName.map { Array($0.trimmingCharacters(in: " \t").lowercased().utf8) }.flatMap { $0.isEmpty ? nil : $0 }
     }
 
     static func network(of text: String) -> [UInt8]? {
@@ -39,9 +44,18 @@ public struct ProofPresenter: Sendable, Equatable {
 /// before: the owner's, or a delegate's) is held only by its own count and does not
 /// feed its network's, so a stale password on an old phone cannot lock the owner's new
 /// phone out of the same Wi-Fi.
+///
+/// And per account: every failed credentialed request for one user name counts against
+/// `identityFailureLimit` per window, whatever record, device or address presented it,
+/// so that ENS cannot be used to lock a directory account, however many records someone
+/// makes for it. The owner's success clears that count.
 public struct ProofThrottle {
     public let database: any SQLDatabase
     private let key: [UInt8]
+
+    /// Failed logins one account name may cost at its server per window: below the
+    /// lockout thresholds directories use (Active Directory's are commonly 10 or more).
+    public static let identityFailureLimit = 5
 
     public init(database: any SQLDatabase, vault: Vault) {
         self.database = database
@@ -54,6 +68,8 @@ public struct ProofThrottle {
         case deviceHeld
         /// Failures from this network for the record reached the limit.
         case sourceHeld
+        /// Failures for this account name, on any record, reached `identityFailureLimit`.
+        case identityHeld
     }
 
     /// Whether a proof presented by `presenter` may be tried now, in one round trip.
@@ -62,11 +78,13 @@ public struct ProofThrottle {
         guard let row = try database.queryOne("""
             SELECT (SELECT IF(window_started_at > \(cutoff), failures, 0) FROM ProofFailures WHERE throttle_key = \(deviceKey(recordID, presenter))),
                    (SELECT IF(window_started_at > \(cutoff), failures, 0) FROM ProofFailures WHERE throttle_key = \(sourceKey(recordID, presenter))),
-                   EXISTS (SELECT 1 FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(presenter.tokenHash))
+                   EXISTS (SELECT 1 FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(presenter.tokenHash)),
+                   (SELECT IF(window_started_at > \(cutoff), failures, 0) FROM AccountFailures WHERE throttle_key = \(identityKey(presenter)))
             """) else { return .allowed }
-        let (deviceFailures, sourceFailures, registered) = try row.decode(Int64?.self, Int64?.self, Bool.self)
+        let (deviceFailures, sourceFailures, registered, identityFailures) = try row.decode(Int64?.self, Int64?.self, Bool.self, Int64?.self)
         if (deviceFailures ?? 0) >= limit { return .deviceHeld }
         if !registered && (sourceFailures ?? 0) >= limit { return .sourceHeld }
+        if (identityFailures ?? 0) >= min(limit, Self.identityFailureLimit) { return .identityHeld }
         return .allowed
     }
 
@@ -89,6 +107,13 @@ public struct ProofThrottle {
             ON DUPLICATE KEY UPDATE failures = IF(window_started_at > \(cutoff), failures + 1, 1),
                 window_started_at = IF(window_started_at > \(cutoff), window_started_at, \(time))
             """)
+        // The account's count belongs to no record: deleting one resets nothing.
+        guard presenter.identity != nil else { return }
+        try database.execute("""
+            INSERT INTO AccountFailures (throttle_key, failures, window_started_at) VALUES (\(identityKey(presenter)), 1, \(time))
+            ON DUPLICATE KEY UPDATE failures = IF(window_started_at > \(cutoff), failures + 1, 1),
+                window_started_at = IF(window_started_at > \(cutoff), window_started_at, \(time))
+            """)
     }
 
     /// A proof succeeded: the device's earlier failures (a mistyped password) no longer
@@ -96,6 +121,16 @@ public struct ProofThrottle {
     /// must not give someone else behind the same address a new round of guesses.
     public func recordSuccess(recordID: Int64, presenter: ProofPresenter) throws {
         try database.execute("DELETE FROM ProofFailures WHERE throttle_key = \(deviceKey(recordID, presenter))")
+        // The password was right: the directory's own count is back to zero too.
+        if presenter.identity != nil {
+            try database.execute("DELETE FROM AccountFailures WHERE throttle_key = \(identityKey(presenter))")
+        }
+    }
+
+    /// One row per account name, for every record (record 0 in the MAC). A presenter
+    /// without an identity names a key no row has.
+    private func identityKey(_ presenter: ProofPresenter) -> [UInt8] {
+        mac("identity", 0, presenter.identity ?? Array("-".utf8))
     }
 
     private func deviceKey(_ recordID: Int64, _ presenter: ProofPresenter) -> [UInt8] {

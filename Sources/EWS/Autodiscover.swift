@@ -17,6 +17,14 @@ public enum AutodiscoverResult: Sendable, Equatable {
 /// unauthenticated plain-HTTP redirect; follows redirectAddr / redirectUrl / HTTP
 /// redirects to https targets only, at most 10 of them, never the same one twice.
 /// The SCP (Active Directory) and DNS SRV steps are not implemented.
+///
+/// Credentials go only where they are asked for: each candidate is asked without them
+/// first, and gets them only after a 401 that challenges for their scheme; a candidate
+/// learned over plain HTTP gets no password or token (unless its host is on
+/// `exchange.allowed_hosts`; a client certificate, which hands over no secret, may go);
+/// and the first candidate that refuses them ends the search (`.unauthorized`), so a
+/// wrong password costs its account one failed login per registration, not one per
+/// candidate.
 public struct Autodiscover {
     public static let maximumRedirects = 10
 
@@ -42,7 +50,6 @@ public struct Autodiscover {
         var redirects = 0
         var seenAddresses: Set<String> = [email.lowercased()]
         var seenURLs: Set<String> = []
-        var refused = false
         // Whether every step so far was https: the plain-HTTP redirect can be forged by
         // anyone on the path, so what it leads to is used once, never cached or trusted.
         var overHTTPSOnly = true
@@ -55,6 +62,13 @@ public struct Autodiscover {
                 ("https://autodiscover.\(domain)/autodiscover/autodiscover.svc", .soap),
                 ("https://\(domain)/autodiscover/autodiscover.svc", .soap),
             ]
+            // What the plain-HTTP step named, and where it redirects: anyone on the path
+            // could have chosen it, so no password or token goes there unless the operator
+            // lists it. (A client certificate hands over no secret: TLS proves it.)
+            func mayPresent(_ url: String) -> Bool {
+                overHTTPSOnly || credentials.scheme == nil
+                    || (URLParts(url).map { client.configuration.destinationPolicy.lists(host: $0.host) } ?? false)
+            }
             var triedHTTPRedirect = false
             while true {
                 if candidates.isEmpty {
@@ -71,7 +85,7 @@ public struct Autodiscover {
                 }
                 let (url, kind) = candidates.removeFirst()
                 seenURLs.insert(url)
-                switch ask(url, kind, address: address, credentials: credentials, redirects: &redirects, seenURLs: &seenURLs) {
+                switch ask(url, kind, address: address, credentials: mayPresent(url) ? credentials : nil, redirects: &redirects, seenURLs: &seenURLs) {
                 case .settings(let ewsURL):
                     let listed = URLParts(ewsURL).map { client.configuration.destinationPolicy.lists(host: $0.host) } ?? false
                     return .found(ewsURL: ewsURL, trusted: overHTTPSOnly || listed)
@@ -85,27 +99,32 @@ public struct Autodiscover {
                     redirects += 1
                     candidates.insert((next, kind), at: 0)
                 case .unauthorized:
-                    refused = true
+                    // A server that challenged for the credentials refused them: asking
+                    // the next would only cost the account another failed login.
+                    return .unauthorized
                 case .nothing:
                     continue
                 }
             }
         }
-        return refused ? .unauthorized : .notFound
+        return .notFound
     }
 
     /// Asks one endpoint, following HTTP 301/302 to https targets not seen before.
-    private func ask(_ url: String, _ kind: Kind, address: String, credentials: EWSCredentials,
+    private func ask(_ url: String, _ kind: Kind, address: String, credentials: EWSCredentials?,
                      redirects: inout Int, seenURLs: inout Set<String>) -> Answer {
         var url = url
         while true {
             let response: HTTPResponseSummary
             do {
                 let raw = try client.post(url, body: kind == .pox ? Self.poxRequest(address) : Self.soapRequest(address, url: url),
-                                          credentials: credentials, extraHeaders: kind == .soap ? [("SOAPAction", Self.soapAction)] : [])
+                                          credentials: credentials, extraHeaders: kind == .soap ? [("SOAPAction", Self.soapAction)] : [],
+                                          challengeFirst: true)
                 response = HTTPResponseSummary(status: raw.status, location: raw.header("Location"), body: raw.body)
             } catch .unauthorized {
-                return .unauthorized
+                // Only a refusal of credentials presented is one; without them it is a
+                // server that would not answer us.
+                return credentials == nil ? .nothing : .unauthorized
             } catch {
                 return .nothing
             }

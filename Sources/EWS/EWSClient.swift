@@ -131,8 +131,42 @@ public final class EWSClient {
     // MARK: Transport
 
     /// POSTs an XML document with the credentials; 401/403 become `.unauthorized`.
+    ///
+    /// `challengeFirst`: a password or token goes only to a server that asks for it
+    /// (docs/security.md, "Credentials go only where a challenge asks"). The document
+    /// is sent without them first; only a 401 whose `WWW-Authenticate` offers the
+    /// credentials' scheme (Basic, Bearer) gets them, in a second request. Any other
+    /// answer to the first (a 200, a redirect, a 401 for another scheme) is returned
+    /// as it is, no credentials sent, and never `.unauthorized`. Used wherever ENS
+    /// speaks to a server the credentials were not yet proven at (Autodiscover, the
+    /// proof of possession); a client certificate is asked for by TLS itself.
     func post(_ url: String, body: [UInt8], credentials: EWSCredentials?, timeout: Duration? = nil,
-              extraHeaders: [(String, String)] = []) throws(EWSError) -> HTTPResponse {
+              extraHeaders: [(String, String)] = [], challengeFirst: Bool = false) throws(EWSError) -> HTTPResponse {
+        if challengeFirst, let credentials, let scheme = credentials.scheme {
+            // Credentials that could never be sent send nothing at all, not even the
+            // uncredentialed first request.
+            guard credentials.headers.allSatisfy({ HTTPClient.isHeaderSafe($0.1) }) else {
+                throw .refused("a header name or value contains control characters")
+            }
+            let first = try post(url, body: body, credentials: nil, timeout: timeout, extraHeaders: extraHeaders, refusalsAnswered: true)
+            guard first.status == 401, Self.challenges(first.header("WWW-Authenticate"), for: scheme) else { return first }
+        }
+        return try post(url, body: body, credentials: credentials, timeout: timeout, extraHeaders: extraHeaders, refusalsAnswered: false)
+    }
+
+    /// Whether a `WWW-Authenticate` value offers `scheme` (RFC 9110: a list of
+    /// challenges, each a case-insensitive scheme name and its parameters).
+    static func challenges(_ header: String?, for scheme: String) -> Bool {
+        guard let header else { return false }
+        return header.split(separator: ",").contains { part in
+            part.trimmingCharacters(in: " \t").split(separator: " ", maxSplits: 1).first.map { $0.lowercased() == scheme.lowercased() } ?? false
+        }
+    }
+
+    /// `refusalsAnswered`: a 401/403 is returned rather than thrown (the uncredentialed
+    /// first request of `challengeFirst`).
+    private func post(_ url: String, body: [UInt8], credentials: EWSCredentials?, timeout: Duration?, extraHeaders: [(String, String)],
+                      refusalsAnswered: Bool) throws(EWSError) -> HTTPResponse {
         var headers = [("Content-Type", "text/xml; charset=utf-8"), ("Accept", "text/xml"), ("User-Agent", "ENS/1")] + extraHeaders
         var certificate: ClientCertificate?
         if let credentials {
@@ -149,7 +183,7 @@ public final class EWSClient {
         } catch {
             throw Self.error(error)
         }
-        if response.status == 401 || response.status == 403 { throw .unauthorized(status: response.status) }
+        if !refusalsAnswered && (response.status == 401 || response.status == 403) { throw .unauthorized(status: response.status) }
         return response
     }
 
@@ -174,8 +208,9 @@ public final class EWSClient {
     /// Sends one EWS operation and returns the operation's response element
     /// (`<m:XResponse>`), or the SOAP fault / HTTP failure as an error.
     private func call(_ url: String, _ credentials: EWSCredentials, _ version: EWSVersion, operation: String, body: String,
-                      timeout: Duration? = nil) throws(EWSError) -> XMLTreeElement {
-        let response = try post(url, body: SOAP.ewsEnvelope(version: version, body: body), credentials: credentials, timeout: timeout)
+                      timeout: Duration? = nil, challengeFirst: Bool = false) throws(EWSError) -> XMLTreeElement {
+        let response = try post(url, body: SOAP.ewsEnvelope(version: version, body: body), credentials: credentials, timeout: timeout,
+                                challengeFirst: challengeFirst)
         let envelope: XMLTreeElement
         do {
             envelope = try XMLTree.parse(response.body)
@@ -272,8 +307,10 @@ public final class EWSClient {
     /// that address: Exchange answers only if the credentials may open that mailbox
     /// (ErrorAccessDenied or ErrorNonExistentMailbox otherwise), which is how a
     /// registration proves its credentials belong to the mailbox it names.
+    /// `challengeFirst`: the proof of possession, the first request with these
+    /// credentials at this server (see `post`).
     public func inboxUnreadCount(ewsURL: String, credentials: EWSCredentials, version: EWSVersion, mailbox: String? = nil,
-                                 timeout: Duration) throws(EWSError) -> Int {
+                                 timeout: Duration, challengeFirst: Bool = false) throws(EWSError) -> Int {
         let folder = mailbox.map {
             "<t:DistinguishedFolderId Id=\"inbox\"><t:Mailbox><t:EmailAddress>\(SOAP.escape($0))</t:EmailAddress></t:Mailbox></t:DistinguishedFolderId>"
         } ?? "<t:DistinguishedFolderId Id=\"inbox\"/>"
@@ -282,7 +319,7 @@ public final class EWSClient {
             <t:FieldURI FieldURI="folder:UnreadCount"/></t:AdditionalProperties></m:FolderShape>\
             <m:FolderIds>\(folder)</m:FolderIds></m:GetFolder>
             """
-        let response = try call(ewsURL, credentials, version, operation: "GetFolder", body: body, timeout: timeout)
+        let response = try call(ewsURL, credentials, version, operation: "GetFolder", body: body, timeout: timeout, challengeFirst: challengeFirst)
         guard let first = Self.messages(response, "GetFolderResponseMessage").first else { throw .malformed("no GetFolderResponseMessage") }
         guard let count = try first.get().path(Namespace.messages, "Folders")?.children.first?.child(Namespace.types, "UnreadCount").flatMap({ Int($0.trimmedText) }) else {
             throw .malformed("GetFolder answer without UnreadCount")

@@ -42,6 +42,16 @@ public struct EWSCredentials: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The HTTP authentication scheme the credentials answer (`WWW-Authenticate`); nil
+    /// for a client certificate, which TLS asks for.
+    var scheme: String? {
+        switch method {
+        case .basic: "Basic"
+        case .oauth: "Bearer"
+        case .certificate: nil
+        }
+    }
+
     /// HTTP headers that carry these credentials (none for a client certificate).
     var headers: [(String, String)] {
         switch method {

@@ -106,4 +106,30 @@ final class ProofThrottleStoreTests {
         #expect(try verdict(ProofThrottleTests.presenter(36, nil)) == .sourceHeld)
         #expect(try verdict(ProofThrottleTests.presenter(36, "192.0.2.30")) == .allowed)
     }
+
+    /// One account name, wrong passwords from many devices and addresses and on many
+    /// records: the account is held after `identityFailureLimit`, on every record, and
+    /// the name is compared trimmed and case-blind. A right password clears it.
+    @Test func anAccountIsHeldAcrossRecordsDevicesAndAddresses() throws {
+        let name = "Victim-\(UUID().uuidString.prefix(6))@Example.TEST"
+        let other = try database.execute("""
+            INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered)
+            VALUES (\(Hex.encode(try Digest.randomBytes(32))), 'pem', x'00', 0)
+            """).lastInsertID
+        defer { _ = try? database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(other)") }
+        for attempt in 0..<ProofThrottle.identityFailureLimit {
+            let presenter = ProofPresenter(tokenHash: Array(repeating: UInt8(attempt), count: 32), remoteAddress: "192.0.2.\(attempt + 1)",
+                                           userName: attempt.isMultiple(of: 2) ? name : " \(name.lowercased()) ")
+            #expect(try verdict(presenter) == .allowed)
+            try throttle.recordFailure(recordID: attempt.isMultiple(of: 2) ? recordID : other, presenter: presenter, window: window, now: now)
+        }
+        let fresh = ProofPresenter(tokenHash: Array(repeating: 99, count: 32), remoteAddress: "198.51.100.7", userName: name.uppercased())
+        #expect(try verdict(fresh) == .identityHeld)
+        #expect(try throttle.verdict(recordID: other, presenter: fresh, limit: 5, window: window, now: now) == .identityHeld)
+        // Another account, and the same one once the window is over, are not held.
+        #expect(try verdict(ProofPresenter(tokenHash: fresh.tokenHash, remoteAddress: "198.51.100.7", userName: "someone-else")) == .allowed)
+        #expect(try verdict(fresh, at: now.adding(seconds: 901)) == .allowed)
+        try throttle.recordSuccess(recordID: recordID, presenter: fresh)
+        #expect(try verdict(fresh) == .allowed)
+    }
 }

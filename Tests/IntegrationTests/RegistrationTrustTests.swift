@@ -188,8 +188,10 @@ struct RegistrationTrustTests {
 
     /// Requests the simulator refused for wrong credentials so far (401): each one a
     /// wrong password the mailbox's directory counts towards locking the account.
+    /// Credentials Exchange refused (a 401 to a request that carried some; the 401
+    /// that challenges an uncredentialed first request is no refusal).
     func refusedCredentials() throws -> Int {
-        try ExchangeSimulator.requests().filter { ($0["status"] as? Int) == 401 }.count
+        try ExchangeSimulator.requests().filter { ($0["status"] as? Int) == 401 && ($0["auth"] as? String ?? "none") != "none" }.count
     }
 
     /// An attacker with the app's ApiToken hammers a subscribed user's record with
@@ -201,22 +203,26 @@ struct RegistrationTrustTests {
     /// from the attacker's address.
     @Test func badProofsAreHeldAtTheAttackersDeviceAndAddressWhileTheOwnerStillRegisters() throws {
         let victim = try subscribedVictim()
+        // Another account name than the owner's: guesses at the owner's own account hold
+        // that account's registrations everywhere (CredentialChallengeTests); this shows
+        // the per-device and per-address holds, which leave the owner free.
+        let guessed = "guess-\(UUID().uuidString.prefix(6).lowercased())@pox.test"
         let refusedBefore = try refusedCredentials()
         let attackerDevice = TestSecrets.apnsToken()
         for attempt in 0..<5 {
-            let answer = try register(victim, creds: victim.creds(token: attackerDevice, password: "guess-\(attempt)"))
+            let answer = try register(victim, creds: victim.creds(token: attackerDevice, userName: guessed, password: "guess-\(attempt)"))
             #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
         }
         let reachedExchange = try refusedCredentials() - refusedBefore
         #expect(reachedExchange >= 5)
         let asked = try ExchangeSimulator.requests().count
-        let throttled = try register(victim, creds: victim.creds(token: attackerDevice, password: "guess-5"))
+        let throttled = try register(victim, creds: victim.creds(token: attackerDevice, userName: guessed, password: "guess-5"))
         #expect(throttled.status == 429)
         #expect(throttled.json["responseCode"] == "TooManyRequests")
         #expect(throttled.retryAfter != nil)
         // A new device token per try changes nothing: the address has had its five.
         for attempt in 0..<5 {
-            let answer = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), password: "fresh-device-\(attempt)"))
+            let answer = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), userName: guessed, password: "fresh-device-\(attempt)"))
             #expect(answer.status == 429)
         }
         #expect(try ExchangeSimulator.requests().count == asked)
@@ -232,7 +238,7 @@ struct RegistrationTrustTests {
         let again = try register(victim, creds: victim.creds(token: victim.token))
         #expect(again.json["responseCode"] == "UserAlreadySubscribed", "\(again.status)")
         // The attacker's device stays held, from any address.
-        let moved = try victim.register(with: ownerElsewhere, token: attackerDevice, creds: victim.creds(token: attackerDevice, password: "guess-6"))
+        let moved = try victim.register(with: ownerElsewhere, token: attackerDevice, creds: victim.creds(token: attackerDevice, userName: guessed, password: "guess-6"))
         #expect(moved.status == 429)
         #expect(try refusedCredentials() - refusedBefore == reachedExchange)
         try expectMailStillDelivered(victim, subject: "Still the owner's")

@@ -140,7 +140,8 @@ enum DeviceAPI {
         guard let mailbox = mailboxAddress(parameters["email"], credentials: credentials, userID: userID) else {
             throw APIError.invalidRequest("Parameter 'email' is required: the mailbox the credentials must open.")
         }
-        let presenter = ProofPresenter(tokenHash: context.services.vault.tokenHash(token), remoteAddress: request.clientAddress)
+        let presenter = ProofPresenter(tokenHash: context.services.vault.tokenHash(token), remoteAddress: request.clientAddress,
+                                       userName: credentials.userName)
         let request = MailboxRequest(record: record, mailbox: mailbox, credentials: credentials, protocolVersion: exchangeVersion, presenter: presenter)
         // A device joins a subscribed record only by proving, at that record's mail
         // server, that its credentials open the mailbox; `force` subscribes anew, and
@@ -389,7 +390,7 @@ enum DeviceAPI {
               let mailbox = mailboxAddress(request.parameters["email"], credentials: credentials, userID: operation.record.userID) else {
             return unused
         }
-        let presenter = ProofPresenter(tokenHash: device.tokenHash, remoteAddress: request.clientAddress)
+        let presenter = ProofPresenter(tokenHash: device.tokenHash, remoteAddress: request.clientAddress, userName: credentials.userName)
         let offer = MailboxRequest(record: operation.record, mailbox: mailbox, credentials: credentials, protocolVersion: nil, presenter: presenter)
         switch try registrar.offerCredentials(offer, endpoint: endpoint, context: context) {
         case .proven:

@@ -138,6 +138,8 @@ public struct Maintenance {
         // Failed-proof counts whose window ended (the longest window is a day).
         counts.expiredProofFailures = try inBatches("DELETE FROM ProofFailures WHERE window_started_at < \(ago(.seconds(86400))) LIMIT \(limit)",
                                                     "expired proof failure counts removed")
+        counts.expiredProofFailures += try inBatches("DELETE FROM AccountFailures WHERE window_started_at < \(ago(.seconds(86400))) LIMIT \(limit)",
+                                                     "expired account failure counts removed")
         // A sealed value past its window is refused by its time alone.
         counts.expiredSealedValues = try inBatches("DELETE FROM SealedValuesUsed WHERE expires_at < \(now.databaseString) LIMIT \(limit)",
                                                    "expired single-use marks removed")

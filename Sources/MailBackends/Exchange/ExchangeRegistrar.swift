@@ -341,8 +341,9 @@ private struct Attempt {
         var version = start
         while true {
             do {
+                // Challenge first: the credentials go to this server only if it asks.
                 _ = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, mailbox: request.mailbox,
-                                                timeout: settings.requestTimeout)
+                                                timeout: settings.requestTimeout, challengeFirst: true)
             } catch where error.isInvalidServerVersion {
                 guard let older = version.older else { return .refused(.failed) }
                 version = older

@@ -68,7 +68,7 @@ public struct MailboxRequest: Sendable {
             .verdict(recordID: record.id, presenter: presenter, limit: limits.proofFailureLimit, window: limits.proofWindow, now: .now())
         guard verdict == .allowed else {
             context.logger.warning("registration throttled: too many failed proofs", metadata: [
-                "record": "\(record.id)", "held": verdict == .deviceHeld ? "device" : "address",
+                "record": "\(record.id)", "held": verdict == .deviceHeld ? "device" : verdict == .identityHeld ? "account" : "address",
             ])
             return false
         }
@@ -109,6 +109,13 @@ public struct MailCredentials: Sendable {
         self.method = method
         self.serverURL = serverURL
         self.oauthRefresh = oauthRefresh
+    }
+
+    /// The account a password logs in as (Basic): what a directory locks after too many
+    /// wrong passwords. Nil for tokens and certificates, which lock nothing.
+    public var userName: String? {
+        if case .basic(let userName, _) = method { return userName }
+        return nil
     }
 }
 
