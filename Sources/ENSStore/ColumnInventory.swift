@@ -31,7 +31,11 @@ public enum ColumnInventory {
         columns.map { Column(table: table, name: $0.0, protection: $0.1) }
     }
 
-    private static let time = "a time that orders or expires work: a change delays, repeats or drops that work, and moves no mail, credentials or privacy"
+    /// What a change of a timestamp can do.
+    private static let time = """
+        a time that orders or expires work: a change delays, repeats or drops that work, and moves no mail, \
+        credentials or privacy
+        """
 
     private static let tables: [(String, [(String, Protection)])] = [
         // The app's ApiTokens, by keyed hash.
@@ -54,7 +58,10 @@ public enum ColumnInventory {
             ("id", .bound(by: "binding_mac")),
             ("subscription_row", .bound(by: "binding_mac")),
             ("token_hash", .bound(by: "binding_mac")),
-            ("token_sealed", .sealed("the push token, AES-GCM under the device-token key; where it is opened its keyed hash must equal the bound token_hash, so a sealed token copied from another row pushes nothing")),
+            ("token_sealed", .sealed("""
+                the push token, AES-GCM under the device-token key; where it is opened its keyed hash must equal the \
+                bound token_hash, so a sealed token copied from another row pushes nothing
+                """)),
             ("bundle_id", .bound(by: "binding_mac")),
             ("default_sound", .inert("the name of the alert sound a preview push asks for")),
             ("ews_device_id", .inert("the id the client names itself by; shown to no one and used for nothing that opens mail")),
@@ -63,7 +70,10 @@ public enum ColumnInventory {
             ("privacy_mode", .bound(by: "binding_mac")),
             ("preview_key", .bound(by: "binding_mac")),
             ("registered_at", .inert(time)),
-            ("disabled_at", .inert("set, the device gets no pushes (denial); cleared, a token the push service rejected is tried again and rejected")),
+            ("disabled_at", .inert("""
+                set, the device gets no pushes (denial); cleared, a token the push service rejected is tried again \
+                and rejected
+                """)),
             ("last_checkin_at", .inert("when the device is reaped: a writer can have it reaped early (denial) or kept")),
             ("last_notified_at", .inert("what the v1 check-in compares: a wrong answer asks the device to register again")),
             ("sync_key_sealed", .sealed("AES-GCM under the sync-key key, bound to the device's token hash")),
@@ -77,20 +87,32 @@ public enum ColumnInventory {
         ("EnsSubscriptionInfo", [
             ("id", .bound(by: "binding_mac")),
             ("userid", .bound(by: "private_key_sealed")),
-            ("public_key_pem", .inert("never trusted: the public key ENS hands out is made from private_key_sealed (SubscriptionStore.publicKeyPEM); a differing value is logged")),
+            ("public_key_pem", .inert("""
+                never trusted: the public key ENS hands out is made from private_key_sealed \
+                (SubscriptionStore.publicKeyPEM); a differing value is logged
+                """)),
             ("private_key_sealed", .sealed("the record's RSA key, AES-GCM under the private-key key with 'user:' + userid as associated data")),
-            ("registered", .inert("whether the subscription the bound columns describe is live; set without them it gets nothing (a live subscription needs binding_mac), cleared it ends delivery (denial)")),
+            ("registered", .inert("""
+                whether the subscription the bound columns describe is live; set without them it gets nothing (a \
+                live subscription needs binding_mac), cleared it ends delivery (denial)
+                """)),
             ("generation", .bound(by: "binding_mac")),
             ("mail_backend", .bound(by: "binding_mac")),
             ("pending_generation", .inert("a registration under way: callbacks of that attempt, whose URLs ENS sealed, are held until it ends")),
             ("pending_started_at", .inert(time)),
             ("backend_url", .bound(by: "binding_mac")),
             ("backend_tenant", .bound(by: "binding_mac")),
-            ("subscription_id", .inert("Exchange's or Graph's id, compared with what they send; which record a callback is for comes from its sealed URL and, for Graph, the record's clientState")),
+            ("subscription_id", .inert("""
+                Exchange's or Graph's id, compared with what they send; which record a callback is for comes from \
+                its sealed URL and, for Graph, the record's clientState
+                """)),
             ("subscription_expires_at", .inert(time)),
             ("renew_after", .inert(time)),
             ("renewed_at", .inert(time)),
-            ("watermark", .inert("EWS's position in the event stream: a change repeats or skips events, each fetched with the record's own credentials from its own server")),
+            ("watermark", .inert("""
+                EWS's position in the event stream: a change repeats or skips events, each fetched with the record's \
+                own credentials from its own server
+                """)),
             ("backend_version", .inert("the EWS schema version to speak: a wrong one is refused by Exchange and stepped down")),
             ("heartbeat_minutes", .inert("when a silent subscription counts as lapsed: a change ends it early (denial) or late")),
             ("last_callback_at", .inert(time)),
@@ -139,23 +161,38 @@ public enum ColumnInventory {
         // RSA keys made ahead for new records.
         ("KeyPool", [
             ("id", .inert("the row's number")),
-            ("public_key_pem", .inert("never trusted: the public key a new record gets is made from private_key_sealed (KeyPool.take); a differing value is logged")),
-            ("private_key_sealed", .sealed("AES-GCM under the private-key key with 'pool' as associated data; sealed anew to its userid when a record takes it")),
+            ("public_key_pem", .inert("""
+                never trusted: the public key a new record gets is made from private_key_sealed (KeyPool.take); a \
+                differing value is logged
+                """)),
+            ("private_key_sealed", .sealed("""
+                AES-GCM under the private-key key with 'pool' as associated data; sealed anew to its userid when a \
+                record takes it
+                """)),
             ("created_at", .inert(time)),
         ]),
         // A subscription's credentials, sealed for its callbacks.
         ("MailCredentials", [
             ("record_id", .bound(by: "sealed")),
             ("generation", .bound(by: "sealed")),
-            ("sealed", .sealed("the credentials, AES-GCM under a key made of a master-key share and the callback URL's share, record and generation as associated data")),
+            ("sealed", .sealed("""
+                the credentials, AES-GCM under a key made of a master-key share and the callback URL's share, record \
+                and generation as associated data
+                """)),
             ("box_public_key", .bound(by: "box_key_mac")),
             ("created_at", .inert(time)),
             ("refresh_claim", .inert("which responder refreshes an OAuth token now: a change makes two refresh or none (denial)")),
             ("refresh_claim_until", .inert(time)),
-            ("refused_at", .inert("whether the token endpoint refused the refresh token: a change makes check-ins ask for new credentials or not; previews need working credentials either way")),
+            ("refused_at", .inert("""
+                whether the token endpoint refused the refresh token: a change makes check-ins ask for new \
+                credentials or not; previews need working credentials either way
+                """)),
             ("refresh_fence", .inert("orders refreshes, as refresh_claim")),
             ("box_key_mac", .mac),
-            ("supplied_by", .gap("which device supplied the credentials: a writer who clears it keeps them after that device leaves, until the subscription lapses or is replaced")),
+            ("supplied_by", .gap("""
+                which device supplied the credentials: a writer who clears it keeps them after that device leaves, \
+                until the subscription lapses or is replaced
+                """)),
         ]),
         // Credentials a device left for the next callback, sealed to the box key.
         ("MailCredentialsFresh", [
@@ -190,14 +227,20 @@ public enum ColumnInventory {
         ]),
         // Failed proofs of possession, by keyed hash of record and device or network.
         ("ProofFailures", [
-            ("throttle_key", .inert("a writer who clears counts lets more password guesses reach a mailbox's server; one who adds them holds registrations (denial)")),
+            ("throttle_key", .inert("""
+                a writer who clears counts lets more password guesses reach a mailbox's server; one who adds them \
+                holds registrations (denial)
+                """)),
             ("record_id", .inert("as throttle_key")),
             ("failures", .inert("as throttle_key")),
             ("window_started_at", .inert(time)),
         ]),
         // Failed logins per account name, across records (keyed hash).
         ("AccountFailures", [
-            ("throttle_key", .inert("a writer who clears counts lets more wrong passwords reach an account's server; one who adds them holds that account's registrations (denial)")),
+            ("throttle_key", .inert("""
+                a writer who clears counts lets more wrong passwords reach an account's server; one who adds them \
+                holds that account's registrations (denial)
+                """)),
             ("failures", .inert("as throttle_key")),
             ("window_started_at", .inert(time)),
         ]),
@@ -215,7 +258,10 @@ public enum ColumnInventory {
         ]),
         // Bound sealed values already used.
         ("SealedValuesUsed", [
-            ("digest", .inert("deleting a mark lets that logged value be used again within its window: a writer who also reads request logs can repeat a device's own last change, never make a new one")),
+            ("digest", .inert("""
+                deleting a mark lets that logged value be used again within its window: a writer who also reads \
+                request logs can repeat a device's own last change, never make a new one
+                """)),
             ("expires_at", .inert(time)),
         ]),
         // The senders of a cluster and their spools.
