@@ -18,8 +18,13 @@ extension Spool {
             Files.remove(queue + "/" + name)
             imported += 1
         }
-        for name in (try? Files.list(directory + "/tmp")) ?? [] { Files.remove(directory + "/tmp/" + name) }
-        Files.removeDirectory(directory + "/tmp")
+        // Versions that wrote `tmp/` may have left it, or not; one that is there but
+        // cannot be listed is an error of the host's, said as the spool opens.
+        let tmp = directory + "/tmp"
+        if Files.exists(tmp) {
+            for name in try Files.list(tmp) { Files.remove(tmp + "/" + name) }
+            Files.removeDirectory(tmp)
+        }
         Files.removeDirectory(queue)  // stays if an unreadable file is left in it
         return imported
     }
