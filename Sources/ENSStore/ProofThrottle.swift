@@ -128,9 +128,10 @@ public struct ProofThrottle {
     }
 
     /// One row per account name, for every record (record 0 in the MAC). A presenter
-    /// without an identity names a key no row has.
+    /// without an identity names a key no account's row has (its own marker byte, where
+    /// a name's key starts with another).
     private func identityKey(_ presenter: ProofPresenter) -> [UInt8] {
-        mac("identity", 0, presenter.identity ?? Array("-".utf8))
+        mac("identity", 0, presenter.identity.map { [1] + $0 } ?? [0])
     }
 
     private func deviceKey(_ recordID: Int64, _ presenter: ProofPresenter) -> [UInt8] {
