@@ -88,8 +88,8 @@ public enum ColumnInventory {
             ("id", .bound(by: "binding_mac")),
             ("userid", .bound(by: "private_key_sealed")),
             ("public_key_pem", .inert("""
-                never trusted: the public key ENS hands out is made from private_key_sealed \
-                (SubscriptionStore.publicKeyPEM); a differing value is logged
+                never read: the public key ENS hands out is made from private_key_sealed \
+                (SubscriptionStore.publicKeyPEM); written for older binaries
                 """)),
             ("private_key_sealed", .sealed("the record's RSA key, AES-GCM under the private-key key with 'user:' + userid as associated data")),
             ("registered", .inert("""
@@ -162,8 +162,8 @@ public enum ColumnInventory {
         ("KeyPool", [
             ("id", .inert("the row's number")),
             ("public_key_pem", .inert("""
-                never trusted: the public key a new record gets is made from private_key_sealed (KeyPool.take); a \
-                differing value is logged
+                never read: the public key a new record gets is made from private_key_sealed (KeyPool.take); written \
+                for older binaries
                 """)),
             ("private_key_sealed", .sealed("""
                 AES-GCM under the private-key key with 'pool' as associated data; sealed anew to its userid when a \

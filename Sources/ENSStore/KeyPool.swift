@@ -23,19 +23,17 @@ public struct KeyPool {
     /// certification, runs again for another key.
     public func take() throws -> (publicKeyPEM: String, key: RSAPrivateKey)? {
         try database.transaction {
-            guard let row = try database.queryOne("SELECT id, public_key_pem, private_key_sealed FROM KeyPool ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED") else {
+            guard let row = try database.queryOne("SELECT id, private_key_sealed FROM KeyPool ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED") else {
                 return nil
             }
-            let (id, publicKeyPEM, sealed) = try row.decode(Int64.self, String.self, [UInt8].self)
+            let (id, sealed) = try row.decode(Int64.self, [UInt8].self)
             guard try database.execute("DELETE FROM KeyPool WHERE id = \(id)").affectedRows == 1 else {
                 throw MariaDBError.claimLost("key pool claim")
             }
-            // The public half handed out is made from the sealed key, never taken from the
-            // row on trust (a writer's own key there would have devices seal to them).
+            // The public half handed out is made from the sealed key, never read from the
+            // row (a writer's own key there would have devices seal to them).
             let key = try vault.openPoolKey(sealed)
-            let derived = try key.publicKeyPEM
-            if derived != publicKeyPEM { RowIntegrity.refused("KeyPool.public_key_pem", row: "\(id)") }
-            return (derived, key)
+            return (try key.publicKeyPEM, key)
         }
     }
 

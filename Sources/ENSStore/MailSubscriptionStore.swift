@@ -518,13 +518,7 @@ public struct MailSubscriptionStore {
         let columns = SubscriptionStore.deviceColumnCount
         guard let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])), binding: binding) else { return nil }
         let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[columns...])).decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
-        guard let token = try vault.openToken(tokenSealed) else { return nil }
-        // The sealed token is bound to its row through the MAC'd hash: a writer who put
-        // their own phone's sealed token in a victim's row gets nothing pushed there.
-        guard Digest.constantTimeEqual(vault.tokenHash(token), device.tokenHash) else {
-            RowIntegrity.refused("Devices", row: "\(device.id)")
-            return nil
-        }
+        guard let token = try SubscriptionStore.token(sealed: tokenSealed, of: device, vault: vault) else { return nil }
         var syncKey: (key: String, expiresAt: Timestamp)?
         if let sealed = syncKeySealed, let expiry = syncKeyExpiry, expiry > now {
             syncKey = (try vault.openSyncKey(sealed, tokenHash: device.tokenHash), expiry)

@@ -77,9 +77,10 @@ public struct SubscriptionStore {
         guard let first = rows.first else { return nil }
         let recordColumns = Self.recordColumnCount
         let record = try Self.record(from: Row(values: Array(first.values[..<recordColumns])))
+        let binding = RowBinding(vault: vault)
         let devices = try rows.compactMap { row -> DeviceRecord? in
             guard try row.optionalInt(recordColumns) != nil else { return nil }
-            return try Self.device(from: Row(values: Array(row.values[recordColumns...])), binding: RowBinding(vault: vault))
+            return try Self.device(from: Row(values: Array(row.values[recordColumns...])), binding: binding)
         }
         return (record, devices)
     }
@@ -99,17 +100,11 @@ public struct SubscriptionStore {
     }
 
     /// The public half of the record's key, made from the sealed private key (which
-    /// only the master key opens, bound to the userid): never the stored
-    /// `public_key_pem` on trust, which a database writer could replace with a key of
-    /// their own so that devices seal credentials to them. A stored value that differs
-    /// is logged.
+    /// only the master key opens, bound to the userid). The stored `public_key_pem` is
+    /// not read: a database writer could replace it with a key of their own so that
+    /// devices seal credentials to them. (It is still written, for older binaries.)
     public func publicKeyPEM(of record: UserRecord) throws -> String {
-        let derived = try privateKey(of: record).publicKeyPEM
-        guard let row = try database.queryOne("SELECT public_key_pem FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
-            throw StoreError.recordVanished
-        }
-        if try row.decode(String.self) != derived { RowIntegrity.refused("EnsSubscriptionInfo.public_key_pem", row: "\(record.id)") }
-        return derived
+        try privateKey(of: record).publicKeyPEM
     }
 
     public func deleteRecord(id: Int64) throws {
@@ -136,8 +131,9 @@ public struct SubscriptionStore {
     }
 
     public func devices(recordID: Int64) throws -> [DeviceRecord] {
-        try database.query("SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) ORDER BY id LIMIT 1000")
-            .compactMap { try Self.device(from: $0, binding: RowBinding(vault: vault)) }
+        let binding = RowBinding(vault: vault)
+        return try database.query("SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) ORDER BY id LIMIT 1000")
+            .compactMap { try Self.device(from: $0, binding: binding) }
     }
 
     /// A DeviceRecord from a row of exactly `deviceColumns`; nil (and logged) when the
@@ -160,6 +156,19 @@ public struct SubscriptionStore {
         return DeviceRecord(id: id, tokenHash: tokenHash, bundleID: bundleID, defaultSound: defaultSound, ewsDeviceID: ewsDeviceID,
                             badge: badge, development: development, disabledAt: disabledAt, lastNotifiedAt: lastNotifiedAt, privacy: privacy,
                             endpoint: endpoint, secretHash: secretHash)
+    }
+
+    /// A device row's sealed push token, opened, if it is that row's own: its keyed
+    /// hash must be the row's (MAC-bound) token hash, so a sealed token a database
+    /// writer copied in from another row pushes nothing (logged). Nil when it does not
+    /// open or is not the row's.
+    static func token(sealed: [UInt8], of device: DeviceRecord, vault: Vault) throws -> DeviceToken? {
+        guard let token = try vault.openToken(sealed) else { return nil }
+        guard Digest.constantTimeEqual(vault.tokenHash(token), device.tokenHash) else {
+            RowIntegrity.refused("Devices", row: "\(device.id)")
+            return nil
+        }
+        return token
     }
 
     public enum RegistrationOutcome: Sendable, Equatable {

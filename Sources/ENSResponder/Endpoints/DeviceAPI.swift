@@ -112,7 +112,7 @@ enum DeviceAPI {
         // inside this (bound, so single-use) creds, when it registered one.
         let existing = try store.device(recordID: record.id, token: token)
         if let existing {
-            try DeviceSecret.authorise(existing, by: opened, vault: context.services.vault, logger: context.logger, operation: "registerdevicev2")
+            try DeviceSecret.authorise(existing, by: opened, operation: "registerdevicev2", context: context)
         }
         let requested = try PrivateNotifications.registrationPrivacy(parameters, creds: opened, existing: existing, logger: context.logger)
         let privacy = requested?.0
@@ -259,7 +259,7 @@ enum DeviceAPI {
             (token, value) = (sent, nil)
         }
         guard let device = try operation.device(token) else { return .ok(.deviceUnregistered) }
-        try DeviceSecret.authorise(device, by: value, vault: context.services.vault, logger: context.logger, operation: "unregister")
+        try DeviceSecret.authorise(device, by: value, operation: "unregister", context: context)
         if try operation.store.unregister(recordID: operation.record.id, token: token) {
             context.logger.info("last device unregistered; user record deleted")
         }
@@ -276,11 +276,11 @@ enum DeviceAPI {
             let old = try payload.members.sealedToken("oldApnsToken")
             new = try payload.members.sealedToken("apnsToken")
             guard let device = try operation.device(old) else { return .ok(.updateFail) }
-            try DeviceSecret.authorise(device, by: payload, vault: context.services.vault, logger: context.logger, operation: "updatedevice")
+            try DeviceSecret.authorise(device, by: payload, operation: "updatedevice", context: context)
             // A row the new token has already (the same phone, registered on its own) is
             // merged away: it too must be this secret's.
             if old != new, let merged = try operation.device(new) {
-                try DeviceSecret.authorise(merged, by: payload, vault: context.services.vault, logger: context.logger, operation: "updatedevice")
+                try DeviceSecret.authorise(merged, by: payload, operation: "updatedevice", context: context)
             }
             guard try store.replaceToken(recordID: record.id, old: old, new: new, now: .now()) else { return .ok(.updateFail) }
         case .text(let bare):
@@ -290,7 +290,7 @@ enum DeviceAPI {
             guard let token = DeviceToken(sent: bare) else { throw APIError.sealedParameterRejected }
             new = token
             guard let device = try store.device(recordID: record.id, token: token) else { return .ok(.updateFail) }
-            try DeviceSecret.authorise(device, by: nil, vault: context.services.vault, logger: context.logger, operation: "updatedevice")
+            try DeviceSecret.authorise(device, by: nil, operation: "updatedevice", context: context)
             try store.checkIn(deviceID: device.id, now: .now())
         }
         if let device = try store.device(recordID: record.id, token: new) {
@@ -384,7 +384,7 @@ enum DeviceAPI {
             context.logger.info("check-in credentials unused: the device has no secret", metadata: ["device": "\(device.id)"])
             return unused
         }
-        try DeviceSecret.authorise(device, by: opened, vault: context.services.vault, logger: context.logger, operation: "getsubscriptionstatusv2.creds")
+        try DeviceSecret.authorise(device, by: opened, operation: "getsubscriptionstatusv2.creds", context: context)
         let credentials = try exchangeCredentials(opened.members)
         guard let endpoint = device.endpoint, let registrar = context.services.mailBackends.registrar(of: operation.record.backend),
               let mailbox = mailboxAddress(request.parameters["email"], credentials: credentials, userID: operation.record.userID) else {
@@ -433,7 +433,7 @@ enum DeviceAPI {
         guard syncKey.utf8.count <= 512, let device = try operation.device(token), expiry > .now() else {
             return .ok(.updateFail)
         }
-        try DeviceSecret.authorise(device, by: value, vault: context.services.vault, logger: context.logger, operation: "updatesynckey")
+        try DeviceSecret.authorise(device, by: value, operation: "updatesynckey", context: context)
         try store.storeSyncKey(deviceID: device.id, tokenHash: device.tokenHash, syncKey: syncKey, expiresAt: expiry)
         try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
         return .ok(.updateSuccess)

@@ -62,11 +62,11 @@ enum DeviceSecret {
     /// use) value carrying the device's own secret may change one that has. A wrong or
     /// missing secret is logged (by device id) and answered as a sealed-parameter
     /// failure, so the answer says nothing about which it was.
-    static func authorise(_ device: DeviceRecord, by value: SealedUse.Checked?, vault: Vault, logger: Logger, operation: String) throws(APIError) {
+    static func authorise(_ device: DeviceRecord, by value: SealedUse.Checked?, operation: String, context: RequestContext) throws(APIError) {
         guard let stored = device.secretHash else { return }
         guard let value, value.isBound, let secret = try sent(in: value.members),
-              Digest.constantTimeEqual(stored, vault.deviceSecretHash(secret)) else {
-            logger.warning("device change refused: not sealed with the device's secret", metadata: ["device": "\(device.id)", "operation": "\(operation)"])
+              Digest.constantTimeEqual(stored, context.services.vault.deviceSecretHash(secret)) else {
+            context.logger.warning("device change refused: not sealed with the device's secret", metadata: ["device": "\(device.id)", "operation": "\(operation)"])
             throw .sealedParameterRejected
         }
     }

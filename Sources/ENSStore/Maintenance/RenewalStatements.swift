@@ -2,7 +2,6 @@ internal import POSIX
 public import ENSModel
 public import ENSVault
 internal import MariaDB
-internal import OpenSSL
 
 // The statements `ens-cron renew` runs: ending subscriptions whose heartbeats stopped,
 // and finding the devices of unsubscribed records to wake (MailBackends' keepers and
@@ -75,10 +74,7 @@ extension Maintenance {
         let candidates = try rows.compactMap { row -> WakeupCandidate? in
             guard let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])), binding: binding) else { return nil }
             let (tokenSealed, userID) = try Row(values: Array(row.values[columns...])).decode([UInt8].self, String.self)
-            guard let token = try vault.openToken(tokenSealed), Digest.constantTimeEqual(vault.tokenHash(token), device.tokenHash) else {
-                RowIntegrity.refused("Devices", row: "\(device.id)")
-                return nil
-            }
+            guard let token = try SubscriptionStore.token(sealed: tokenSealed, of: device, vault: vault) else { return nil }
             return WakeupCandidate(deviceID: device.id, token: token, bundleID: device.bundleID, development: device.development,
                                    userID: userID, privacy: device.privacy.mode, hasPreviewKey: device.privacy.previewKey != nil)
         }
