@@ -145,6 +145,8 @@ public enum MetricsText {
         var sources = 0
         var staleSources = 0
         let staleBefore = now.millisecondsSinceEpoch - Int64(staleAfter.wholeMilliseconds)
+        // No directory yet (no process has written its file) is no sources, which the
+        // answer says (`ens_metrics_sources` 0); /metrics answers rather than failing.
         for name in ((try? Files.list(directory)) ?? []) where name.hasSuffix(".prom") {
             let path = directory + "/" + name
             guard let modified = Files.signature(path)?.modified,

@@ -214,8 +214,10 @@ public final class FCMProvider: PushProvider {
         guard response.status == 200 else {
             // 4xx: the account or its key is refused (revoked, a wrong clock); 5xx:
             // Google's trouble. OAuth's error code is a short word; nothing else is kept.
+            // A body that is not OAuth's JSON (a proxy's page, nothing) is a real answer
+            // of a peer's, not an impossible state: it is named "other".
             let code = (try? JSONParser.parse(response.body))?["error"]?.stringValue ?? ""
-            let word = code.utf8.count <= 40 && code.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F }) ? code : "other"
+            let word = !code.isEmpty && code.utf8.count <= 40 && code.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F }) ? code : "other"
             throw .temporarilyUnavailable("FCM token endpoint answered \(response.status) \(word)")
         }
         guard case .object(let members)? = try? JSONParser.parse(response.body),
