@@ -333,7 +333,10 @@ private final class ClaimRacingDatabase: SQLDatabase {
         guard selects == 1 else { return try inner.queryOne(query) }
         let row = try thief.queryOne(query)
         if let row {
-            let (id, publicKey, _) = try row.decode(Int64.self, String.self, [UInt8].self)
+            // The claim reads the sealed key alone (its public half is derived from it);
+            // the stolen row's public half is read here to compare with.
+            let id = try row.decode(Int64.self, [UInt8].self).0
+            let publicKey = try thief.queryOne("SELECT public_key_pem FROM KeyPool WHERE id = \(id)")?.decode(String.self)
             try thief.execute("DELETE FROM KeyPool WHERE id = \(id)")
             stolenPublicKey = publicKey
         }
