@@ -74,7 +74,7 @@ public struct Jobs {
     }
 
     private func reapNow(_ maintenance: Maintenance) throws {
-        let counts = try maintenance.reap()
+        let counts = try maintenance.reap(binding: RowBinding(vault: Vault(masterKey: try settings.masterKey())))
         logger.info("reap done", metadata: [
             "shard": "\(maintenance.shard)",
             "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",

@@ -125,6 +125,11 @@ public enum ColumnInventory {
             ("notify_window_started_at", .inert(time)),
             ("endpoint", .bound(by: "binding_mac")),
             ("binding_mac", .mac),
+            ("device_epoch", .inert("""
+                the freshness counter every device MAC of the record covers (Devices.binding_mac): changed alone, every \
+                device of the record is refused (denial); set back together with device rows from the same older \
+                backup, it restores that older state, as restoring the whole record does (docs/security.md)
+                """)),
         ]),
         // Autodiscover's answers per domain.
         ("EWSUrlCache", [
@@ -189,10 +194,8 @@ public enum ColumnInventory {
                 """)),
             ("refresh_fence", .inert("orders refreshes, as refresh_claim")),
             ("box_key_mac", .mac),
-            ("supplied_by", .gap("""
-                which device supplied the credentials: a writer who clears it keeps them after that device leaves, \
-                until the subscription lapses or is replaced
-                """)),
+            ("supplied_by", .bound(by: "supplier_mac")),
+            ("supplier_mac", .mac),
         ]),
         // Credentials a device left for the next callback, sealed to the box key.
         ("MailCredentialsFresh", [
@@ -201,7 +204,8 @@ public enum ColumnInventory {
             ("generation", .bound(by: "box")),
             ("box", .sealed("P-256 ECIES to the subscription's box key (box_key_mac), record and generation as associated data")),
             ("created_at", .inert(time)),
-            ("supplied_by", .gap("as MailCredentials.supplied_by")),
+            ("supplied_by", .bound(by: "supplier_mac")),
+            ("supplier_mac", .mac),
         ]),
         // Graph events already delivered.
         ("MailItemsSeen", [

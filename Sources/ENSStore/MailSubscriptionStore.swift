@@ -177,11 +177,12 @@ public struct MailSubscriptionStore {
     public func storeCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], boxPublicKey: [UInt8], suppliedBy: [UInt8],
                                  now: Timestamp) throws {
         let mac = binding.boxKey(recordID: recordID, generation: generation, publicKey: boxPublicKey)
+        let supplierMAC = binding.credentialSupplier(recordID: recordID, generation: generation, suppliedBy: suppliedBy)
         try database.execute("""
-            INSERT INTO MailCredentials (record_id, generation, sealed, box_public_key, box_key_mac, supplied_by, created_at)
-            VALUES (\(recordID), \(generation), \(sealed), \(boxPublicKey), \(mac), \(suppliedBy), \(now.databaseString))
+            INSERT INTO MailCredentials (record_id, generation, sealed, box_public_key, box_key_mac, supplied_by, supplier_mac, created_at)
+            VALUES (\(recordID), \(generation), \(sealed), \(boxPublicKey), \(mac), \(suppliedBy), \(supplierMAC), \(now.databaseString))
             ON DUPLICATE KEY UPDATE sealed = VALUES(sealed), box_public_key = VALUES(box_public_key), box_key_mac = VALUES(box_key_mac),
-                supplied_by = VALUES(supplied_by), created_at = VALUES(created_at)
+                supplied_by = VALUES(supplied_by), supplier_mac = VALUES(supplier_mac), created_at = VALUES(created_at)
             """)
     }
 
@@ -191,16 +192,38 @@ public struct MailSubscriptionStore {
     /// device that offered them is registered on the record: a registration that proved
     /// itself but was never recorded leaves nothing that gets used (`ens-cron reap`
     /// erases such rows).
-    public func storedCredentials(recordID: Int64, generation: Int64) throws -> (sealed: [UInt8], fresh: (id: Int64, box: [UInt8])?)? {
+    ///
+    /// A fresh row whose supplier fails its MAC (`supplier_mac`: a writer cleared or
+    /// swapped it) is not handed out (refused, logged): the current credentials stay.
+    public func storedCredentials(recordID: Int64, generation: Int64) throws -> (sealed: [UInt8], fresh: FreshCredentials?)? {
         guard let row = try database.queryOne("""
-            SELECT c.sealed, f.id, f.box FROM MailCredentials c
+            SELECT c.sealed, f.id, f.box, f.supplied_by, f.supplier_mac FROM MailCredentials c
             LEFT JOIN MailCredentialsFresh f ON f.record_id = c.record_id AND f.generation = c.generation
               AND (f.supplied_by IS NULL OR EXISTS (SELECT 1 FROM Devices d WHERE d.subscription_row = f.record_id AND d.token_hash = f.supplied_by))
             WHERE c.record_id = \(recordID) AND c.generation = \(generation)
             ORDER BY f.id DESC LIMIT 1
             """) else { return nil }
-        let (sealed, freshID, box) = try row.decode([UInt8].self, Int64?.self, [UInt8]?.self)
-        return (sealed, freshID.flatMap { id in box.map { (id, $0) } })
+        let (sealed, freshID, box, suppliedBy, supplierMAC) = try row.decode([UInt8].self, Int64?.self, [UInt8]?.self, [UInt8]?.self, [UInt8]?.self)
+        guard let freshID, let box else { return (sealed, nil) }
+        guard RowBinding.matches(supplierMAC, binding.freshSupplier(recordID: recordID, generation: generation, suppliedBy: suppliedBy, box: box)) else {
+            RowIntegrity.refused("MailCredentialsFresh", row: "\(freshID)")
+            return (sealed, nil)
+        }
+        return (sealed, FreshCredentials(id: freshID, box: box, suppliedBy: suppliedBy))
+    }
+
+    /// Credentials a device left for a subscription's next callback, and which device.
+    public struct FreshCredentials: Sendable {
+        public let id: Int64
+        public let box: [UInt8]
+        /// The offering device's token hash; nil for rows from before migration 016.
+        public let suppliedBy: [UInt8]?
+
+        public init(id: Int64, box: [UInt8], suppliedBy: [UInt8]?) {
+            self.id = id
+            self.box = box
+            self.suppliedBy = suppliedBy
+        }
     }
 
     /// The live subscription's box key (its public half), for sealing fresh credentials;
@@ -234,9 +257,10 @@ public struct MailSubscriptionStore {
     /// is the offering device's token hash (`CredentialErasure`).
     public func offerFreshCredentials(recordID: Int64, generation: Int64, box: [UInt8], suppliedBy: [UInt8], now: Timestamp) throws {
         try database.transaction {
+            let supplierMAC = binding.freshSupplier(recordID: recordID, generation: generation, suppliedBy: suppliedBy, box: box)
             try database.execute("""
-                INSERT INTO MailCredentialsFresh (record_id, generation, box, supplied_by, created_at)
-                VALUES (\(recordID), \(generation), \(box), \(suppliedBy), \(now.databaseString))
+                INSERT INTO MailCredentialsFresh (record_id, generation, box, supplied_by, supplier_mac, created_at)
+                VALUES (\(recordID), \(generation), \(box), \(suppliedBy), \(supplierMAC), \(now.databaseString))
                 """)
             try database.execute("""
                 UPDATE MailCredentials SET refused_at = NULL WHERE record_id = \(recordID) AND generation = \(generation) AND refused_at IS NOT NULL
@@ -248,16 +272,23 @@ public struct MailSubscriptionStore {
     /// fresh row up to the one taken erased, in one transaction. A refresh under way
     /// loses its claim and its fence (its answer is for the old credentials, and its
     /// late write must not replace these), and a refusal is forgotten. The credentials
-    /// now in use are the offering device's: they go when it leaves. (A concurrent
-    /// callback that took the same row first erased it: the supplier it set stays.)
-    public func adoptFreshCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], throughFreshID: Int64) throws {
+    /// now in use are `fresh`'s supplier's (when it names one, as every row since
+    /// migration 016 does): they go when it leaves. (A concurrent callback that took
+    /// the same row first erased it: the supplier that one set stays.)
+    public func adoptFreshCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], fresh: FreshCredentials) throws {
+        let throughFreshID = fresh.id
         try database.transaction {
+            if let supplier = fresh.suppliedBy {
+                let supplierMAC = binding.credentialSupplier(recordID: recordID, generation: generation, suppliedBy: supplier)
+                try database.execute("""
+                    UPDATE MailCredentials SET supplied_by = \(supplier), supplier_mac = \(supplierMAC)
+                    WHERE record_id = \(recordID) AND generation = \(generation)
+                      AND EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.id = \(throughFreshID) AND f.record_id = \(recordID))
+                    """)
+            }
             try database.execute("""
                 UPDATE MailCredentials SET sealed = \(sealed), refresh_claim = NULL, refresh_claim_until = NULL, refused_at = NULL,
-                  refresh_fence = refresh_fence + 1,
-                  supplied_by = COALESCE((SELECT f.supplied_by FROM MailCredentialsFresh f
-                                          WHERE f.id = \(throughFreshID) AND f.record_id = \(recordID) AND f.generation = \(generation)),
-                                         supplied_by)
+                  refresh_fence = refresh_fence + 1
                 WHERE record_id = \(recordID) AND generation = \(generation)
                 """)
             try database.execute("""
@@ -421,7 +452,7 @@ public struct MailSubscriptionStore {
 
     /// Constants, so `unsafe:` splices no input into the SQL.
     private static let callbackColumns = callbackColumns(of: "EnsSubscriptionInfo")
-    private static let recordAndDeviceColumns = callbackColumns(of: "r") + ", " + notifiableColumns(of: "d")
+    private static let recordAndDeviceColumns = callbackColumns(of: "r") + ", " + notifiableColumns(of: "d", epoch: "r.device_epoch")
     private static let callbackColumnCount = 17
     private static func callbackColumns(of table: String) -> String {
         let columns = """
@@ -507,9 +538,8 @@ public struct MailSubscriptionStore {
 
     /// A device's columns and the sealed ones a push needs (constants: see `callbackColumns`).
     private static let notifiableColumns = notifiableColumns(of: "Devices")
-    private static func notifiableColumns(of table: String) -> String {
-        (SubscriptionStore.deviceColumns + ", token_sealed, sync_key_sealed, sync_key_expires_at")
-            .split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: " "))" }.joined(separator: ", ")
+    private static func notifiableColumns(of table: String, epoch: String? = nil) -> String {
+        SubscriptionStore.deviceColumns(of: table, epoch: epoch) + ", \(table).token_sealed, \(table).sync_key_sealed, \(table).sync_key_expires_at"
     }
 
     /// A row of `notifiableColumns`; nil when its push token no longer opens, or when

@@ -1,8 +1,9 @@
 public import MariaDB
 public import ENSVault
 
-/// Gives the rows written before migrations 014 and 021 their `RowBinding` MACs, once,
-/// as `ens-cron migrate` applies each: what they say then is trusted from then on. Never run at any other time: a MAC filled in later for a row that lost it would
+/// Gives the rows written before migrations 014, 021 and 023 their `RowBinding` MACs,
+/// once, as `ens-cron migrate` applies each: what they say then is trusted from then on.
+/// Never run at any other time: a MAC filled in later for a row that lost it would
 /// bless whatever a database writer put there.
 public struct RowBindingBackfill {
     public static let migration = "014_row_bindings.sql"
@@ -65,8 +66,9 @@ public struct RowBindingBackfill {
             for row in rows {
                 let (id, recordID, tokenHash, bundleID, mode, previewKey, endpoint, secretHash)
                     = try row.decode(Int64.self, Int64.self, [UInt8].self, String.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
+                // Epoch 0: migration 023's epoch column comes later (and 0 keeps this MAC valid).
                 let mac = binding.device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: bundleID, privacyMode: Int(mode),
-                                         previewKey: previewKey, endpoint: endpoint, secretHash: secretHash)
+                                         previewKey: previewKey, endpoint: endpoint, secretHash: secretHash, epoch: 0)
                 try database.execute("UPDATE Devices SET binding_mac = \(mac) WHERE id = \(id) AND binding_mac IS NULL")
                 devices += 1
                 lastID = id
@@ -85,5 +87,30 @@ public struct RowBindingBackfill {
             blind += 1
         }
         return (devices, blind)
+    }
+
+    /// Migration 023: the suppliers of the credentials already there.
+    public static let migration023 = "023_suppliers_and_device_epochs.sql"
+
+    /// The number of stored and of fresh credential rows bound.
+    @discardableResult
+    public func runCredentialSuppliers() throws -> (stored: Int, fresh: Int) {
+        var stored = 0
+        for row in try database.query("SELECT record_id, generation, supplied_by FROM MailCredentials WHERE supplier_mac IS NULL") {
+            let (recordID, generation, suppliedBy) = try row.decode(Int64.self, Int64.self, [UInt8]?.self)
+            let mac = binding.credentialSupplier(recordID: recordID, generation: generation, suppliedBy: suppliedBy)
+            try database.execute("""
+                UPDATE MailCredentials SET supplier_mac = \(mac) WHERE record_id = \(recordID) AND generation = \(generation) AND supplier_mac IS NULL
+                """)
+            stored += 1
+        }
+        var fresh = 0
+        for row in try database.query("SELECT id, record_id, generation, supplied_by, box FROM MailCredentialsFresh WHERE supplier_mac IS NULL") {
+            let (id, recordID, generation, suppliedBy, box) = try row.decode(Int64.self, Int64.self, Int64.self, [UInt8]?.self, [UInt8].self)
+            let mac = binding.freshSupplier(recordID: recordID, generation: generation, suppliedBy: suppliedBy, box: box)
+            try database.execute("UPDATE MailCredentialsFresh SET supplier_mac = \(mac) WHERE id = \(id) AND supplier_mac IS NULL")
+            fresh += 1
+        }
+        return (stored, fresh)
     }
 }

@@ -84,7 +84,7 @@ public struct SubscriptionStore {
         }
         return (record, devices)
     }
-    private static let recordDeviceColumns = deviceColumns(of: "d")
+    private static let recordDeviceColumns = deviceColumns(of: "d", epoch: "s.device_epoch")
 
     /// The record's private key, from the cache or opened from its sealed form. The
     /// cache is keyed by shard and record id: ids are never reused, so they name one key forever.
@@ -113,14 +113,19 @@ public struct SubscriptionStore {
 
     // MARK: Devices
 
-    static let deviceColumns = """
-        id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key, \
-        endpoint, secret_hash, subscription_row, binding_mac
-        """
-    static let deviceColumnCount = 15
-    static func deviceColumns(of table: String) -> String {
-        deviceColumns.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: " \n"))" }.joined(separator: ", ")
+    /// A device's columns, then its record's device epoch (the freshness counter its MAC
+    /// covers): `epoch` names it where the record's row is joined, else a subquery reads it.
+    static func deviceColumns(of table: String, epoch: String? = nil) -> String {
+        let columns = """
+            id, token_hash, bundle_id, default_sound, ews_device_id, badge, development, disabled_at, last_notified_at, privacy_mode, preview_key, \
+            endpoint, secret_hash, subscription_row, binding_mac
+            """.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: " \n"))" }
+        precondition(columns.count + 1 == deviceColumnCount, "deviceColumnCount counts every column device(from:binding:) decodes")
+        let epoch = epoch ?? "(SELECT e.device_epoch FROM EnsSubscriptionInfo e WHERE e.id = \(table).subscription_row)"
+        return (columns + [epoch]).joined(separator: ", ")
     }
+    static let deviceColumns = deviceColumns(of: "Devices")
+    static let deviceColumnCount = 16
 
     public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws -> DeviceRecord? {
         let hash = vault.tokenHash(token)
@@ -144,9 +149,11 @@ public struct SubscriptionStore {
         let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey, endpoint, secretHash)
             = try Row(values: Array(row.values[..<13])).decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self,
                                                                 Timestamp?.self, Timestamp?.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
-        let (recordID, mac) = try Row(values: Array(row.values[13...])).decode(Int64.self, [UInt8]?.self)
+        let (recordID, mac, epoch) = try Row(values: Array(row.values[13...])).decode(Int64.self, [UInt8]?.self, Int64?.self)
+        // No epoch: the record is gone (a row of a deleted record is no device either).
+        guard let epoch else { return nil }
         let expected = binding.device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: bundleID, privacyMode: Int(mode), previewKey: previewKey,
-                                      endpoint: endpoint, secretHash: secretHash)
+                                      endpoint: endpoint, secretHash: secretHash, epoch: epoch)
         guard RowBinding.matches(mac, expected) else {
             RowIntegrity.refused("Devices", row: "\(id)")
             return nil
@@ -156,6 +163,26 @@ public struct SubscriptionStore {
         return DeviceRecord(id: id, tokenHash: tokenHash, bundleID: bundleID, defaultSound: defaultSound, ewsDeviceID: ewsDeviceID,
                             badge: badge, development: development, disabledAt: disabledAt, lastNotifiedAt: lastNotifiedAt, privacy: privacy,
                             endpoint: endpoint, secretHash: secretHash)
+    }
+
+    /// Runs a change to the record's devices (a row added, changed or removed) inside
+    /// the caller's transaction, as the freshness counter asks: `body` gets the record's
+    /// device epoch to bind the row it writes with; then the epoch advances and every
+    /// device of the record that holds under the old one is bound anew under the next.
+    /// A row that failed its MAC stays failing (it is not bound anew: that would bless a
+    /// writer's edit), and an older copy of any row, restored alone, now fails too.
+    func changingDevices<T>(recordID: Int64, _ body: (_ epoch: Int64) throws -> T) throws -> T {
+        try database.transaction {
+            guard let epoch = try database.queryOne("SELECT device_epoch FROM EnsSubscriptionInfo WHERE id = \(recordID) FOR UPDATE")?
+                .decode(Int64.self) else { throw StoreError.recordVanished }
+            let result = try body(epoch)
+            let next = epoch + 1
+            for device in try devices(recordID: recordID) {
+                try database.execute("UPDATE Devices SET binding_mac = \(bindingMAC(of: device, recordID: recordID, epoch: next)) WHERE id = \(device.id)")
+            }
+            try database.execute("UPDATE EnsSubscriptionInfo SET device_epoch = \(next) WHERE id = \(recordID)")
+            return result
+        }
     }
 
     /// A device row's sealed push token, opened, if it is that row's own: its keyed
@@ -199,7 +226,7 @@ public struct SubscriptionStore {
         let tokenSealed = try vault.sealToken(token)
         // One transaction: the device and the eviction it may cause are applied together
         // or not at all, and a conflict with another host's write (Galera) reruns both.
-        try database.transaction {
+        try changingDevices(recordID: recordID) { epoch in
             try database.execute("""
                 INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
                                      badge, development, privacy_mode, preview_key, endpoint, secret_hash, registered_at, disabled_at, last_checkin_at)
@@ -218,20 +245,20 @@ public struct SubscriptionStore {
                 .decode(Int64.self) else { throw StoreError.recordVanished }
             let mac = RowBinding(vault: vault).device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: settings.bundleID,
                                                       privacyMode: privacy.mode.rawValue, previewKey: privacy.previewKey, endpoint: endpoint,
-                                                      secretHash: secretHash)
+                                                      secretHash: secretHash, epoch: epoch)
             try database.execute("UPDATE Devices SET binding_mac = \(mac) WHERE id = \(id)")
             try evictBeyondDeviceLimit(recordID: recordID, keeping: tokenHash)
         }
         return .addedOrUpdated
     }
 
-    /// The `RowBinding` MAC of `device`'s row on `recordID` with a new token hash or
-    /// privacy, as a statement that changes them writes it.
-    func bindingMAC(of device: DeviceRecord, recordID: Int64, tokenHash: [UInt8]? = nil, privacy: DevicePrivacy? = nil) -> [UInt8] {
+    /// The `RowBinding` MAC of `device`'s row on `recordID` at the record's device
+    /// `epoch`, with a new token hash or privacy, as a statement that changes them writes it.
+    func bindingMAC(of device: DeviceRecord, recordID: Int64, tokenHash: [UInt8]? = nil, privacy: DevicePrivacy? = nil, epoch: Int64) -> [UInt8] {
         let privacy = privacy ?? device.privacy
         return RowBinding(vault: vault).device(id: device.id, recordID: recordID, tokenHash: tokenHash ?? device.tokenHash, bundleID: device.bundleID,
                                                privacyMode: privacy.mode.rawValue, previewKey: privacy.previewKey, endpoint: device.endpoint,
-                                               secretHash: device.secretHash)
+                                               secretHash: device.secretHash, epoch: epoch)
     }
 
     /// Keeps a record at `maximumDevices`: beyond it, devices whose token APNs rejected
@@ -248,7 +275,7 @@ public struct SubscriptionStore {
         let others = try devices.map { try $0.decode(Int64.self, [UInt8].self) }.filter { !Digest.constantTimeEqual($0.1, tokenHash) }
         for (id, evicted) in others.dropFirst(maximumDevices - 1) {
             try database.execute("DELETE FROM Devices WHERE id = \(id)")
-            try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: evicted)
+            try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: evicted, binding: RowBinding(vault: vault))
         }
     }
 
@@ -265,14 +292,14 @@ public struct SubscriptionStore {
     @discardableResult
     public func unregister(recordID: Int64, token: DeviceToken) throws -> Bool {
         let tokenHash = vault.tokenHash(token)
-        return try database.transaction {
+        return try changingDevices(recordID: recordID) { _ in
             try database.execute("DELETE FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(tokenHash)")
             let remaining = try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID)")?.decode(Int.self) ?? 0
             if remaining == 0 {
                 try database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(recordID)")
                 return true
             }
-            try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: tokenHash)
+            try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: tokenHash, binding: RowBinding(vault: vault))
             return false
         }
     }
@@ -285,7 +312,7 @@ public struct SubscriptionStore {
     /// dropped with its notifications; what it supplied is the same device's and stays.
     /// False when `old` is unknown.
     public func replaceToken(recordID: Int64, old: DeviceToken, new: DeviceToken, now: Timestamp) throws -> Bool {
-        try database.transaction {
+        try changingDevices(recordID: recordID) { epoch in
             guard let oldDevice = try device(recordID: recordID, token: old, forUpdate: true) else { return false }
             if old == new { return true }
             // The sync key is sealed bound to the token's hash: it moves with the device,
@@ -307,13 +334,38 @@ public struct SubscriptionStore {
             }
             try database.execute("""
                 UPDATE Devices SET token_hash = \(newHash), token_sealed = \(try vault.sealToken(new)),
-                    binding_mac = \(bindingMAC(of: oldDevice, recordID: recordID, tokenHash: newHash)),
+                    binding_mac = \(bindingMAC(of: oldDevice, recordID: recordID, tokenHash: newHash, epoch: epoch)),
                     registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString),
                     sync_key_sealed = \(syncKey?.sealed), sync_key_expires_at = \(syncKey?.expiresAt)
                 WHERE id = \(oldDevice.id)
                 """)
-            try database.execute("UPDATE MailCredentials SET supplied_by = \(newHash) WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)")
-            try database.execute("UPDATE MailCredentialsFresh SET supplied_by = \(newHash) WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)")
+            // What it supplied follows it, each with its supplier's MAC anew (a row whose
+            // MAC failed stays failing, and goes when a device of the record leaves).
+            let binding = RowBinding(vault: vault)
+            for row in try database.query("""
+                SELECT generation, supplier_mac FROM MailCredentials WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)
+                """) {
+                let (generation, mac) = try row.decode(Int64.self, [UInt8]?.self)
+                guard RowBinding.matches(mac, binding.credentialSupplier(recordID: recordID, generation: generation, suppliedBy: oldDevice.tokenHash))
+                else { continue }
+                try database.execute("""
+                    UPDATE MailCredentials SET supplied_by = \(newHash),
+                        supplier_mac = \(binding.credentialSupplier(recordID: recordID, generation: generation, suppliedBy: newHash))
+                    WHERE record_id = \(recordID) AND generation = \(generation)
+                    """)
+            }
+            for row in try database.query("""
+                SELECT id, generation, box, supplier_mac FROM MailCredentialsFresh WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)
+                """) {
+                let (id, generation, box, mac) = try row.decode(Int64.self, Int64.self, [UInt8].self, [UInt8]?.self)
+                guard RowBinding.matches(mac, binding.freshSupplier(recordID: recordID, generation: generation, suppliedBy: oldDevice.tokenHash, box: box))
+                else { continue }
+                try database.execute("""
+                    UPDATE MailCredentialsFresh SET supplied_by = \(newHash),
+                        supplier_mac = \(binding.freshSupplier(recordID: recordID, generation: generation, suppliedBy: newHash, box: box))
+                    WHERE id = \(id)
+                    """)
+            }
             return true
         }
     }
@@ -376,11 +428,13 @@ public struct SubscriptionStore {
 
     /// Changes the device's privacy mode (/updateprivacy), with its row's MAC.
     public func setPrivacy(_ device: DeviceRecord, recordID: Int64, _ privacy: DevicePrivacy) throws {
-        try database.execute("""
-            UPDATE Devices SET privacy_mode = \(privacy.mode.rawValue), preview_key = \(privacy.previewKey),
-                binding_mac = \(bindingMAC(of: device, recordID: recordID, privacy: privacy))
-            WHERE id = \(device.id)
-            """)
+        try changingDevices(recordID: recordID) { epoch in
+            try database.execute("""
+                UPDATE Devices SET privacy_mode = \(privacy.mode.rawValue), preview_key = \(privacy.previewKey),
+                    binding_mac = \(bindingMAC(of: device, recordID: recordID, privacy: privacy, epoch: epoch))
+                WHERE id = \(device.id)
+                """)
+        }
     }
 
     public func storeSyncKey(deviceID: Int64, tokenHash: [UInt8], syncKey: String, expiresAt: Timestamp) throws {

@@ -33,10 +33,30 @@ public struct RowBinding: Sendable {
     /// record, its push token's and secret's hashes, its app, privacy mode and key, and
     /// the server it proved itself at. A row copied to another record or id, or given
     /// another device's token or secret, or another mode, key or server, fails.
+    ///
+    /// `epoch` is the record's device epoch (`EnsSubscriptionInfo.device_epoch`), the
+    /// freshness counter every change to one of the record's devices advances, rebinding
+    /// all of them: a device row restored from an older backup carries an older epoch
+    /// and fails, unless the record's row is restored with it. Epoch 0 (no change since
+    /// migration 023) gives the MAC of before it, so rows written earlier stay valid.
     public func device(id: Int64, recordID: Int64, tokenHash: [UInt8], bundleID: String, privacyMode: Int, previewKey: [UInt8]?,
-                       endpoint: String?, secretHash: [UInt8]?) -> [UInt8] {
-        mac("device", [String(id), String(recordID), bundleID, String(privacyMode), endpoint],
-            binary: [tokenHash, previewKey, secretHash])
+                       endpoint: String?, secretHash: [UInt8]?, epoch: Int64) -> [UInt8] {
+        let fields = [String(id), String(recordID), bundleID, String(privacyMode), endpoint]
+        guard epoch != 0 else { return mac("device", fields, binary: [tokenHash, previewKey, secretHash]) }
+        return mac("device-at-epoch", fields + [String(epoch)], binary: [tokenHash, previewKey, secretHash])
+    }
+
+    /// Which device supplied a subscription's stored credentials (`MailCredentials`,
+    /// migration 023): they are erased when it leaves the record, so a supplier
+    /// cleared or swapped by a writer must not pass for the real one.
+    public func credentialSupplier(recordID: Int64, generation: Int64, suppliedBy: [UInt8]?) -> [UInt8] {
+        mac("credential-supplier", [String(recordID), String(generation)], binary: [suppliedBy])
+    }
+
+    /// Which device offered one box of fresh credentials (`MailCredentialsFresh`), bound
+    /// to the box itself, so suppliers cannot be swapped between two boxes.
+    public func freshSupplier(recordID: Int64, generation: Int64, suppliedBy: [UInt8]?, box: [UInt8]) -> [UInt8] {
+        mac("fresh-credential-supplier", [String(recordID), String(generation)], binary: [suppliedBy, Digest.sha256(box)])
     }
 
     /// An Autodiscover answer kept for a domain: the EWS URL its mailboxes' credentials

@@ -93,6 +93,10 @@ struct Migrate: ParsableCommand {
                         let bound = try RowBindingBackfill(database: database, vault: vault).runDevicesAndBlindSubscriptions()
                         print("bound \(bound.devices) devices and \(bound.blind) blind subscriptions to the master key")
                     },
+                    RowBindingBackfill.migration023: { database in
+                        let bound = try RowBindingBackfill(database: database, vault: vault).runCredentialSuppliers()
+                        print("bound the suppliers of \(bound.stored) stored and \(bound.fresh) fresh credentials to the master key")
+                    },
                 ])
                 let named = shard == 0 ? "" : "shard \(shard): "
                 print(named + (applied.isEmpty ? "schema is up to date" : "applied: \(applied.joined(separator: ", "))"))

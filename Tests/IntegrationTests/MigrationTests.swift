@@ -152,4 +152,60 @@ struct MigrationTests {
         #expect(try store.subscriptionState(recordID: recordID)?.isLive == false)
         #expect(try store.liveBoxKey(recordID: recordID, endpoint: "https://mail.example.test:443") == .tampered)
     }
+
+    /// Migration 023 binds the suppliers of the credentials already there (including a
+    /// row from before 016, whose supplier is NULL) as `ens-cron migrate` applies it;
+    /// from then on a supplier cleared or swapped fails, and a device leaving takes the
+    /// credentials it supplied even when a writer relabelled them. Device rows keep
+    /// their MACs (epoch 0 is the MAC of before).
+    @Test func suppliersFromBeforeTwentyThreeAreBoundOnceAndEditsFailAfter() throws {
+        let (database, name) = try scratchDatabase()
+        defer { dropScratch(name) }
+        _ = try migrate(database, through: 22)
+        let vault = Vault(masterKey: try AESGCMKey(bytes: Digest.randomBytes(32)))
+        let binding = RowBinding(vault: vault)
+        try database.execute("""
+            INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered, generation, mail_backend, endpoint)
+            VALUES ('u', 'pem', x'00', 1, 3, 'ews', 'https://mail.example.test:443')
+            """)
+        let recordID = try #require(try database.queryOne("SELECT id FROM EnsSubscriptionInfo WHERE userid = 'u'")?.int(0))
+        let owner = Digest.sha256("owner"), other = Digest.sha256("other")
+        try database.execute("""
+            INSERT INTO MailCredentials (record_id, generation, sealed, box_public_key, supplied_by, created_at)
+            VALUES (\(recordID), 3, x'00', x'04', \(owner), NOW(3) - INTERVAL 1 DAY), (\(recordID), 2, x'00', x'04', NULL, NOW(3) - INTERVAL 1 DAY)
+            """)
+        try database.execute("""
+            INSERT INTO MailCredentialsFresh (record_id, generation, box, supplied_by, created_at) VALUES (\(recordID), 3, x'0102', \(other), NOW(3))
+            """)
+        let deviceMAC = binding.device(id: 1, recordID: recordID, tokenHash: owner, bundleID: "b", privacyMode: 0, previewKey: nil,
+                                       endpoint: "https://mail.example.test:443", secretHash: nil, epoch: 0)
+        try database.execute("""
+            INSERT INTO Devices (id, subscription_row, token_hash, token_sealed, bundle_id, privacy_mode, endpoint, registered_at, last_checkin_at, binding_mac)
+            VALUES (1, \(recordID), \(owner), x'00', 'b', 0, 'https://mail.example.test:443', NOW(3), NOW(3), \(deviceMAC))
+            """)
+        let step: [String: (Connection) throws -> Void] = [
+            RowBindingBackfill.migration023: { connection in try RowBindingBackfill(database: connection, vault: vault).runCredentialSuppliers() },
+        ]
+        #expect(try migrate(database, through: 23, then: step).contains(RowBindingBackfill.migration023))
+        for row in try database.query("SELECT generation, supplied_by, supplier_mac FROM MailCredentials WHERE record_id = \(recordID)") {
+            let (generation, supplier, mac) = try row.decode(Int64.self, [UInt8]?.self, [UInt8]?.self)
+            #expect(RowBinding.matches(mac, binding.credentialSupplier(recordID: recordID, generation: generation, suppliedBy: supplier)))
+        }
+        let fresh = try #require(try database.queryOne("SELECT supplier_mac FROM MailCredentialsFresh WHERE record_id = \(recordID)"))
+        #expect(RowBinding.matches(try fresh.decode([UInt8]?.self), binding.freshSupplier(recordID: recordID, generation: 3, suppliedBy: other,
+                                                                                            box: [1, 2])))
+        let devices = SubscriptionStore(database: database, vault: vault)
+        #expect(try devices.devices(recordID: recordID).map(\.id) == [1])
+
+        // Nothing left to bind once it is applied; an edit after it fails. The owner's
+        // credentials, relabelled as the other device's, go when the owner leaves, and
+        // the NULL-supplier row of before 016 stays (it is what it was).
+        try database.execute("UPDATE MailCredentials SET supplied_by = \(other) WHERE record_id = \(recordID) AND generation = 3")
+        #expect(try migrate(database, through: 23, then: step).isEmpty)
+        try database.execute("DELETE FROM Devices WHERE id = 1")
+        _ = try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: owner, binding: binding)
+        let left = try database.query("SELECT generation FROM MailCredentials WHERE record_id = \(recordID)").map { try $0.decode(Int64.self) }
+        #expect(left == [2])
+        #expect(try database.queryOne("SELECT registered FROM EnsSubscriptionInfo WHERE id = \(recordID)")?.int(0) == 0)
+    }
 }

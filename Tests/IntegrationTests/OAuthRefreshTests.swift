@@ -403,7 +403,8 @@ struct OAuthRefreshTests {
             Issue.record("a free claim was not taken")
             return
         }
-        try host().adoptFreshCredentials(recordID: record, generation: generation, sealed: Array("fresh".utf8), throughFreshID: 0)
+        try host().adoptFreshCredentials(recordID: record, generation: generation, sealed: Array("fresh".utf8),
+                                          fresh: .init(id: 0, box: [], suppliedBy: nil))
         #expect(try hostA.credentialRefreshClaim(recordID: record, generation: generation, fence: fence) == nil)
         #expect(try !hostA.finishCredentialRefresh(recordID: record, generation: generation, fence: fence, sealed: Array("stale".utf8)))
         #expect(try storedSealed(record, generation) == Array("fresh".utf8))

@@ -1,4 +1,7 @@
+import Codecs
 import Curl
+@testable import ENSModel
+@testable import ENSVault
 import ENSStore
 import Foundation
 import MariaDB
@@ -184,6 +187,72 @@ struct RowTamperingTests {
         #expect(try refusalsLogged("NotificationLog") > before, "\(column): not logged")
     }
 
+    func recordID(_ user: RegisteredUser) throws -> Int64 {
+        try #require(try database.queryOne("SELECT id FROM EnsSubscriptionInfo WHERE userid = \(user.user.userID)")?.decode(Int64.self))
+    }
+
+    func tokenHash(_ token: String) throws -> [UInt8] {
+        Vault(masterKey: try TestStack.masterKey()).tokenHash(try #require(DeviceToken(sent: token)))
+    }
+
+    func unregister(_ user: RegisteredUser, _ token: String) throws -> String? {
+        try api.call("/unregister", ["userid": user.user.userID,
+                                     "token": try user.user.sealForDevice(["apnsToken": token], token: token, for: "unregister.token")]).json["responseCode"]
+    }
+
+    /// A credential row's supplier edited, so that the credentials would outlive the
+    /// device that gave them: the owner's phone registered the subscription, a second
+    /// phone joined (its proven credentials wait as a fresh row). The writer relabels
+    /// one row's supplier (`edit`, given both token hashes); then the row's real
+    /// supplier leaves. Its credentials go anyway (refused, logged), and what the
+    /// other phone supplied stays in use.
+    func supplierEdited(_ table: String, leaving: (_ owner: String, _ second: String) -> String,
+                        edit: (_ owner: [UInt8], _ second: [UInt8]) -> String) throws {
+        let user = try RegisteredUser.register(with: api)
+        let record = try recordID(user)
+        let second = TestSecrets.apnsToken()
+        #expect(try user.register(with: api, token: second).json["responseCode"] == "UserUpdated")
+        let before = try refusalsLogged(table)
+        try database.execute("""
+            UPDATE \(unsafe: table) SET supplied_by = \(unsafe: edit(try tokenHash(user.token), try tokenHash(second))) WHERE record_id = \(record)
+            """)
+        let gone = leaving(user.token, second)
+        #expect(try unregister(user, gone) == "DeviceUnregistered")
+        let left = try database.query("SELECT supplied_by FROM \(unsafe: table) WHERE record_id = \(record)").map { try $0.decode([UInt8]?.self) }
+        #expect(left.isEmpty, "\(table): a row the departed device supplied is still there")
+        #expect(try refusalsLogged(table) > before, "\(table): not logged")
+        if table == "MailCredentialsFresh" {
+            // The owner's own credentials still deliver, with sender and subject.
+            #expect(try user.mailReaches(user.token, subject: "Still the owner's \(UUID().uuidString.prefix(6))"))
+        } else {
+            let state = try #require(try database.queryOne("SELECT registered FROM EnsSubscriptionInfo WHERE id = \(record)")).decode(Bool.self)
+            #expect(!state, "the subscription runs on without its supplier")
+        }
+    }
+
+    /// The freshness counter (`EnsSubscriptionInfo.device_epoch`): a device row saved
+    /// while its mode was `preview`, restored alone with its MAC after the device moved
+    /// to `secure`, is no device: new mail pushes no sender or subject to it.
+    @Test func anOlderDeviceRowRestoredAloneIsRefused() throws {
+        let user = try RegisteredUser.register(with: api)
+        let record = try recordID(user)
+        let saved = try #require(try database.queryOne("""
+            SELECT id, privacy_mode, preview_key, binding_mac FROM Devices WHERE subscription_row = \(record)
+            """))
+        let (id, mode, key, mac) = try saved.decode(Int64.self, Int64.self, [UInt8]?.self, [UInt8].self)
+        let info: [String: Any] = ["pushToken": user.token, "privacy": "secure", "deviceSecret": TestSecrets.deviceSecret(for: user.token)]
+        let changed = try api.call("/updateprivacy", ["userid": user.user.userID, "info": try user.user.sealJSON(info, for: "updateprivacy.info")])
+        try #require(changed.json["privacy"] == "secure", "\(changed.bodyText)")
+        #expect(try database.queryOne("SELECT device_epoch FROM EnsSubscriptionInfo WHERE id = \(record)")?.decode(Int64.self) ?? 0 > 0)
+        let before = try refusalsLogged("Devices")
+        try database.execute("UPDATE Devices SET privacy_mode = \(mode), preview_key = \(key), binding_mac = \(mac) WHERE id = \(id)")
+        let subject = "Restored row \(UUID().uuidString.prefix(6))"
+        _ = try ExchangeSimulator.newMail(user.user.email, subject: subject, fromName: "Ann Example")
+        Thread.sleep(forTimeInterval: 1.5)
+        #expect(user.pushes(to: user.token, subject: subject).isEmpty, "the restored preview row was pushed the subject")
+        #expect(try refusalsLogged("Devices") > before, "not logged")
+    }
+
     static let evilURL = "'https://mail.evil.test/EWS/Exchange.asmx'"
 
     static let scenarios: [String: Scenario] = [
@@ -234,6 +303,15 @@ struct RowTamperingTests {
         // NotificationLog (sealed to notification and device).
         "NotificationLog.device_id": Scenario { try $0.logEntryEdited("device_id") { "\($0)" } },
         "NotificationLog.id": Scenario { try $0.logEntryEdited("id") { _ in "UNHEX(MD5(RAND()))" } },
+        // The suppliers (supplier_mac): cleared, or swapped for the other phone's.
+        "MailCredentials.supplied_by": Scenario {
+            try $0.supplierEdited("MailCredentials", leaving: { owner, _ in owner }) { _, _ in "NULL" }
+            try $0.supplierEdited("MailCredentials", leaving: { owner, _ in owner }) { _, second in "X'\(Hex.encode(second))'" }
+        },
+        "MailCredentialsFresh.supplied_by": Scenario {
+            try $0.supplierEdited("MailCredentialsFresh", leaving: { _, second in second }) { _, _ in "NULL" }
+            try $0.supplierEdited("MailCredentialsFresh", leaving: { _, second in second }) { owner, _ in "X'\(Hex.encode(owner))'" }
+        },
     ]
 
     @Test func everyBoundColumnEditedIsRefused() throws {

@@ -1,6 +1,7 @@
 public import Logging
 public import MariaDB
 public import ENSModel
+public import ENSVault
 
 /// The cron jobs' work, each in bounded batches (never a whole table at once) and
 /// idempotent: a second run with the same clock changes nothing.
@@ -100,11 +101,12 @@ public struct Maintenance {
     /// redelivery: Graph retries a notification for up to four hours.
     public static let deliveredEventMemory: Duration = .seconds(6 * 3600)
 
-    public func reap() throws -> ReapCounts {
+    /// `binding` checks the suppliers of stored credentials (`CredentialErasure`).
+    public func reap(binding: RowBinding) throws -> ReapCounts {
         var counts = ReapCounts()
         let devices = Self.deviceBatchSize
-        let stale = try reapSuppliers(disabled: false, cutoff: ago(policy.deviceRetention))
-        let disabled = try reapSuppliers(disabled: true, cutoff: ago(policy.disabledRetention))
+        let stale = try reapSuppliers(disabled: false, cutoff: ago(policy.deviceRetention), binding: binding)
+        let disabled = try reapSuppliers(disabled: true, cutoff: ago(policy.disabledRetention), binding: binding)
         counts.subscriptionsEndedWithSupplier = stale.ended + disabled.ended
         counts.staleDevices = stale.devices
         counts.disabledDevices = disabled.devices
@@ -166,6 +168,20 @@ public struct Maintenance {
             WHERE supplied_by IS NOT NULL AND created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
               AND NOT EXISTS (SELECT 1 FROM Devices d WHERE d.subscription_row = MailCredentialsFresh.record_id AND d.token_hash = MailCredentialsFresh.supplied_by)
             """).affectedRows
+        // Live credentials whose supplier is gone without them (a device row deleted
+        // outside ENS) or NULL (before migration 016, or a writer's edit): each record's
+        // checked as a device leaving checks it (`CredentialErasure.orphansErased`).
+        let settled = ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds))
+        for row in try database.query("""
+            SELECT DISTINCT c.record_id FROM MailCredentials c
+            WHERE c.created_at < \(settled) AND (c.supplied_by IS NULL OR c.supplier_mac IS NULL
+              OR NOT EXISTS (SELECT 1 FROM Devices d WHERE d.subscription_row = c.record_id AND d.token_hash = c.supplied_by))
+            LIMIT \(limit)
+            """) {
+            let recordID = try row.decode(Int64.self)
+            let ended = try database.transaction { try CredentialErasure(database: database).orphansErased(recordID: recordID, binding: binding, now: now) }
+            if ended { counts.subscriptionsEndedWithSupplier += 1 }
+        }
         try reapNotificationLog(&counts)
         return counts
     }
@@ -176,7 +192,7 @@ public struct Maintenance {
     /// the device that gave it. Few (at most one current supplier per subscription), found
     /// through the devices' own index; the batch DELETEs after take every other device.
     /// Each is re-checked under its row lock: one that checked in meanwhile stays.
-    private func reapSuppliers(disabled: Bool, cutoff: String) throws -> (devices: Int, ended: Int) {
+    private func reapSuppliers(disabled: Bool, cutoff: String, binding: RowBinding) throws -> (devices: Int, ended: Int) {
         let supplies = """
             (EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = d.subscription_row AND c.supplied_by = d.token_hash) \
             OR EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = d.subscription_row AND f.supplied_by = d.token_hash))
@@ -199,7 +215,7 @@ public struct Maintenance {
                 guard let row else { return (false, false) }
                 let (recordID, tokenHash) = try row.decode(Int64.self, [UInt8].self)
                 try database.execute("DELETE FROM Devices WHERE id = \(id)")
-                return (true, try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: tokenHash))
+                return (true, try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: tokenHash, binding: binding))
             }
             if gone { removed.devices += 1 }
             if ended { removed.ended += 1 }

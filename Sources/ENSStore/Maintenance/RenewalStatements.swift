@@ -81,7 +81,7 @@ extension Maintenance {
         return (candidates, try rows.last.map { try $0.int(0) })
     }
 
-    private static let wakeupColumns = SubscriptionStore.deviceColumns(of: "d")
+    private static let wakeupColumns = SubscriptionStore.deviceColumns(of: "d", epoch: "s.device_epoch")
 
     /// The wake-up push for `deviceID` was handed to the sender now.
     public func recordWakeup(deviceID: Int64) throws {

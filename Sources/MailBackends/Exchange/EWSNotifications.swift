@@ -101,7 +101,7 @@ extension EWSNotifications {
         }
         let adopted = stored.replacingCredentials(with: current)
         try store.adoptFreshCredentials(recordID: address.recordID, generation: address.generation,
-                                        sealed: seal.seal(adopted.encoded), throughFreshID: fresh.id)
+                                        sealed: seal.seal(adopted.encoded), fresh: fresh)
         return adopted
     }
 }

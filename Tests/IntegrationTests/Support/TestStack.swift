@@ -174,12 +174,13 @@ extension TestStack {
     static func rebindDevice(id: Int64, database: Connection) throws {
         let binding = RowBinding(vault: Vault(masterKey: try masterKey()))
         guard let row = try database.queryOne("""
-            SELECT subscription_row, token_hash, bundle_id, privacy_mode, preview_key, endpoint, secret_hash FROM Devices WHERE id = \(id)
+            SELECT d.subscription_row, d.token_hash, d.bundle_id, d.privacy_mode, d.preview_key, d.endpoint, d.secret_hash, s.device_epoch
+            FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE d.id = \(id)
             """) else { return }
-        let (recordID, tokenHash, bundleID, mode, previewKey, endpoint, secretHash)
-            = try row.decode(Int64.self, [UInt8].self, String.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
+        let (recordID, tokenHash, bundleID, mode, previewKey, endpoint, secretHash, epoch)
+            = try row.decode(Int64.self, [UInt8].self, String.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self, Int64.self)
         let mac = binding.device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: bundleID, privacyMode: Int(mode), previewKey: previewKey,
-                                 endpoint: endpoint, secretHash: secretHash)
+                                 endpoint: endpoint, secretHash: secretHash, epoch: epoch)
         try database.execute("UPDATE Devices SET binding_mac = \(mac) WHERE id = \(id)")
     }
 }
