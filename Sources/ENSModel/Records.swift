@@ -16,9 +16,14 @@ public struct UserRecord: Sendable {
     public let credentialsRefused: Bool
     /// The server the subscription is at (`Devices.endpoint`).
     public let endpoint: String?
+    /// A claim (migration 024): a subscription of this user at a server some of its
+    /// devices proved themselves at, beside the user's own record, while Autodiscover
+    /// confirmed neither server. `userID` is the user's all the same.
+    public let isClaim: Bool
 
     public init(id: Int64, userID: String, registered: Bool, generation: Int64, backend: MailBackend, subscriptionID: String?,
-                heartbeatMinutes: Int64, lastCallbackAt: Timestamp?, endpoint: String? = nil, credentialsRefused: Bool = false) {
+                heartbeatMinutes: Int64, lastCallbackAt: Timestamp?, endpoint: String? = nil, credentialsRefused: Bool = false,
+                isClaim: Bool = false) {
         self.id = id
         self.userID = userID
         self.registered = registered
@@ -29,6 +34,7 @@ public struct UserRecord: Sendable {
         self.lastCallbackAt = lastCallbackAt
         self.credentialsRefused = credentialsRefused
         self.endpoint = endpoint
+        self.isClaim = isClaim
     }
 
     /// Whether a subscription for this record exists at its backend.

@@ -125,6 +125,9 @@ public enum ColumnInventory {
             ("notify_window_started_at", .inert(time)),
             ("endpoint", .bound(by: "binding_mac")),
             ("binding_mac", .mac),
+            ("claim_of", .bound(by: "claim_mac")),
+            ("claim_endpoint", .bound(by: "claim_mac")),
+            ("claim_mac", .mac),
             ("device_epoch", .inert("""
                 the freshness counter every device MAC of the record covers (Devices.binding_mac): changed alone, every \
                 device of the record is refused (denial); set back together with device rows from the same older \

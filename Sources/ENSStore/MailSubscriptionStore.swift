@@ -48,6 +48,9 @@ public struct MailSubscriptionStore {
         public let liveCredentials: [UInt8]?
         /// The row's `RowBinding` MAC over backend, URL, tenant and endpoint.
         let bindingMAC: [UInt8]?
+        /// For a claim (migration 024): its placeholder userid, its server and its MAC
+        /// (`userID` is then the user's, `claim_of`).
+        let claim: (placeholder: String, endpoint: String?, mac: [UInt8]?)?
         /// The per-minute push count and when its minute began, as the row was read.
         let notifyCount: Int64
         let notifyWindowStartedAt: Timestamp?
@@ -62,9 +65,17 @@ public struct MailSubscriptionStore {
 
         /// Whether backend, URL, tenant and endpoint are as ENS wrote them: false for a
         /// row edited without the master key, whose URL or tenant must not be used.
+        /// A claim's row must also be the claim ENS made for this user and server, so
+        /// its pushes name the user (`userID`) they are for.
         public func isAuthentic(_ binding: RowBinding) -> Bool {
-            RowBinding.matches(bindingMAC, binding.subscription(recordID: id, generation: generation, backend: backend.rawValue,
-                                                                backendURL: backendURL, tenant: backendTenant, endpoint: endpoint))
+            if let claim {
+                guard let claimEndpoint = claim.endpoint,
+                      RowBinding.matches(claim.mac, binding.claim(userID: claim.placeholder, claimOf: userID, endpoint: claimEndpoint)) else {
+                    return false
+                }
+            }
+            return RowBinding.matches(bindingMAC, binding.subscription(recordID: id, generation: generation, backend: backend.rawValue,
+                                                                       backendURL: backendURL, tenant: backendTenant, endpoint: endpoint))
         }
 
         /// How long a registration attempt may sit between subscribing and its commit
@@ -453,11 +464,12 @@ public struct MailSubscriptionStore {
     /// Constants, so `unsafe:` splices no input into the SQL.
     private static let callbackColumns = callbackColumns(of: "EnsSubscriptionInfo")
     private static let recordAndDeviceColumns = callbackColumns(of: "r") + ", " + notifiableColumns(of: "d", epoch: "r.device_epoch")
-    private static let callbackColumnCount = 17
+    private static let callbackColumnCount = 20
     private static func callbackColumns(of table: String) -> String {
         let columns = """
             id, userid, generation, pending_generation, pending_started_at, mail_backend, subscription_id, watermark, backend_url, \
-            backend_version, backend_tenant, endpoint, binding_mac, private_key_sealed, notify_count, notify_window_started_at
+            backend_version, backend_tenant, endpoint, binding_mac, private_key_sealed, notify_count, notify_window_started_at, \
+            claim_of, claim_endpoint, claim_mac
             """.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: " \n"))" }
         precondition(columns.count + 1 == callbackColumnCount, "callbackColumnCount counts every column callbackRecord decodes")
         return columns.joined(separator: ", ") + """
@@ -482,15 +494,18 @@ public struct MailSubscriptionStore {
     }
 
     private static func callbackRecord(_ row: Row) throws -> CallbackRecord {
-        let (recordID, userID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion,
-             backendTenant, endpoint, bindingMAC, keyMaterial, notifyCount, notifyWindowStartedAt, liveCredentials)
-            = try row.decode(Int64.self, String.self, Int64.self, Int64.self, Timestamp?.self, MailBackend.self, String?.self, String?.self,
-                             String?.self, String?.self, String?.self, String?.self, [UInt8]?.self, [UInt8].self, Int64.self, Timestamp?.self,
-                             [UInt8]?.self)
+        let (recordID, storedUserID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion,
+             backendTenant, endpoint, bindingMAC, keyMaterial, notifyCount, notifyWindowStartedAt)
+            = try Row(values: Array(row.values[..<16])).decode(
+                Int64.self, String.self, Int64.self, Int64.self, Timestamp?.self, MailBackend.self, String?.self, String?.self,
+                String?.self, String?.self, String?.self, String?.self, [UInt8]?.self, [UInt8].self, Int64.self, Timestamp?.self)
+        let (claimOf, claimEndpoint, claimMAC, liveCredentials)
+            = try Row(values: Array(row.values[16..<20])).decode(String?.self, String?.self, [UInt8]?.self, [UInt8]?.self)
         return CallbackRecord(
-            id: recordID, userID: userID, generation: generation, pendingGeneration: pendingGeneration, pendingStartedAt: pendingStartedAt,
-            backend: backend, subscriptionID: subscriptionID, watermark: watermark, backendURL: backendURL, backendVersion: backendVersion,
-            backendTenant: backendTenant, endpoint: endpoint, keyMaterial: keyMaterial, liveCredentials: liveCredentials, bindingMAC: bindingMAC,
+            id: recordID, userID: claimOf ?? storedUserID, generation: generation, pendingGeneration: pendingGeneration,
+            pendingStartedAt: pendingStartedAt, backend: backend, subscriptionID: subscriptionID, watermark: watermark, backendURL: backendURL,
+            backendVersion: backendVersion, backendTenant: backendTenant, endpoint: endpoint, keyMaterial: keyMaterial,
+            liveCredentials: liveCredentials, bindingMAC: bindingMAC, claim: claimOf.map { _ in (storedUserID, claimEndpoint, claimMAC) },
             notifyCount: notifyCount, notifyWindowStartedAt: notifyWindowStartedAt
         )
     }

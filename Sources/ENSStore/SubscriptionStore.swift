@@ -1,3 +1,4 @@
+internal import Codecs
 public import MariaDB
 public import OpenSSL
 public import ENSModel
@@ -27,28 +28,42 @@ public struct SubscriptionStore {
     }
 
     // The key columns are left out: they are read only when a key is not in the cache.
-    // The last is whether the live subscription's refresh token was refused (a primary
-    // key lookup, in the same round trip).
+    // Then whether the live subscription's refresh token was refused (a primary key
+    // lookup, in the same round trip), and what names a claim (migration 024).
     private static let recordColumns = """
-        s.id, s.userid, s.registered, s.generation, s.mail_backend, s.subscription_id, s.heartbeat_minutes, s.last_callback_at, s.endpoint,
-        EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = s.id AND c.generation = s.generation AND c.refused_at IS NOT NULL)
+        s.id, COALESCE(s.claim_of, s.userid), s.registered, s.generation, s.mail_backend, s.subscription_id, s.heartbeat_minutes, s.last_callback_at, \
+        s.endpoint, EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = s.id AND c.generation = s.generation AND c.refused_at IS NOT NULL), \
+        s.userid, s.claim_of, s.claim_endpoint, s.claim_mac
         """
-    private static let recordColumnCount = 10
+    private static let recordColumnCount = 14
 
+    /// The user's own record (not one of its claims).
     public func record(userID: String) throws -> UserRecord? {
-        guard let row = try database.queryOne("SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s WHERE s.userid = \(userID)") else {
-            return nil
-        }
-        return try Self.record(from: row)
+        guard let row = try database.queryOne("""
+            SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s WHERE s.userid = \(userID) AND s.claim_of IS NULL
+            """) else { return nil }
+        return try record(from: row)
     }
 
-    private static func record(from row: Row) throws -> UserRecord {
+    /// A UserRecord from a row of `recordColumns`; nil (and logged) for a claim whose
+    /// `claim_mac` fails: a row a database writer made, or relabelled for another user
+    /// or server, is no claim.
+    private func record(from row: Row) throws -> UserRecord? {
         let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt, endpoint, credentialsRefused)
-            = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self,
-                             String?.self, Bool.self)
+            = try Row(values: Array(row.values[..<10])).decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self,
+                                                               Int64.self, Timestamp?.self, String?.self, Bool.self)
+        let (placeholder, claimOf, claimEndpoint, claimMAC) = try Row(values: Array(row.values[10...])).decode(String.self, String?.self, String?.self,
+                                                                                                                [UInt8]?.self)
+        if let claimOf {
+            guard let claimEndpoint,
+                  RowBinding.matches(claimMAC, RowBinding(vault: vault).claim(userID: placeholder, claimOf: claimOf, endpoint: claimEndpoint)) else {
+                RowIntegrity.refused("EnsSubscriptionInfo", row: "\(id)")
+                return nil
+            }
+        }
         return UserRecord(id: id, userID: userID, registered: registered, generation: generation, backend: backend,
                           subscriptionID: subscriptionID, heartbeatMinutes: heartbeatMinutes, lastCallbackAt: lastCallbackAt,
-                          endpoint: endpoint, credentialsRefused: credentialsRefused)
+                          endpoint: endpoint, credentialsRefused: credentialsRefused, isClaim: claimOf != nil)
     }
 
     /// Creates a record with `key`; if another request created it first, returns theirs.
@@ -67,24 +82,83 @@ public struct SubscriptionStore {
         return record
     }
 
-    /// The record and its devices in one round trip (check-ins are the hottest path).
-    public func recordWithDevices(userID: String) throws -> (UserRecord, [DeviceRecord])? {
+    /// The user's own record and its claims, each with its devices, in one round trip
+    /// (check-ins are the hottest path): the user's own record first.
+    public func recordsWithDevices(userID: String) throws -> [(UserRecord, [DeviceRecord])] {
         let rows = try database.query("""
             SELECT \(unsafe: Self.recordColumns), \(unsafe: Self.recordDeviceColumns)
             FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
-            WHERE s.userid = \(userID) LIMIT 1000
+            WHERE (s.userid = \(userID) AND s.claim_of IS NULL) OR s.claim_of = \(userID) LIMIT 1000
             """)
-        guard let first = rows.first else { return nil }
         let recordColumns = Self.recordColumnCount
-        let record = try Self.record(from: Row(values: Array(first.values[..<recordColumns])))
         let binding = RowBinding(vault: vault)
-        let devices = try rows.compactMap { row -> DeviceRecord? in
-            guard try row.optionalInt(recordColumns) != nil else { return nil }
-            return try Self.device(from: Row(values: Array(row.values[recordColumns...])), binding: binding)
+        var records: [UserRecord] = []
+        var devices: [Int64: [DeviceRecord]] = [:]
+        var refused: Set<Int64> = []
+        for row in rows {
+            let id = try row.int(0)
+            if refused.contains(id) { continue }
+            if devices[id] == nil {
+                guard let record = try record(from: Row(values: Array(row.values[..<recordColumns]))) else {
+                    refused.insert(id)
+                    continue
+                }
+                records.append(record)
+                devices[id] = []
+            }
+            if try row.optionalInt(recordColumns) != nil,
+               let device = try Self.device(from: Row(values: Array(row.values[recordColumns...])), binding: binding) {
+                devices[id, default: []].append(device)
+            }
         }
-        return (record, devices)
+        // The user's own record first (a claim exists only beside it).
+        let ordered = records.filter { !$0.isClaim } + records.filter(\.isClaim)
+        return ordered.map { ($0, devices[$0.id] ?? []) }
     }
     private static let recordDeviceColumns = deviceColumns(of: "d", epoch: "s.device_epoch")
+
+    /// The user's record that holds the device with `token`: its own, or one of its
+    /// claims; nil when none does.
+    public func record(userID: String, holding token: DeviceToken) throws -> UserRecord? {
+        let rows = try database.query("""
+            SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s JOIN Devices d ON d.subscription_row = s.id
+            WHERE ((s.userid = \(userID) AND s.claim_of IS NULL) OR s.claim_of = \(userID)) AND d.token_hash = \(vault.tokenHash(token))
+            """)
+        for row in rows {
+            if let record = try record(from: row) { return record }
+        }
+        return nil
+    }
+
+    /// The user's claim at `endpoint` (migration 024), made now if it has none: a record
+    /// row beside `own`, the user's own record, that shares its key. (Two registrations
+    /// making the same claim at once make one: the unique key on claim_of and
+    /// claim_endpoint keeps the first.)
+    public func claim(of own: UserRecord, endpoint: String) throws -> UserRecord {
+        precondition(!own.isClaim, "a claim is made beside the user's own record, never beside another claim")
+        if let existing = try claimRow(of: own.userID, endpoint: endpoint) { return existing }
+        guard let sealedKey = try database.queryOne("SELECT private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(own.id)")?.decode([UInt8].self)
+        else { throw StoreError.recordVanished }
+        let placeholder = Hex.encode(try Digest.randomBytes(32))
+        let mac = RowBinding(vault: vault).claim(userID: placeholder, claimOf: own.userID, endpoint: endpoint)
+        do {
+            try database.execute("""
+                INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered, claim_of, claim_endpoint, claim_mac)
+                VALUES (\(placeholder), '', \(sealedKey), 0, \(own.userID), \(endpoint), \(mac))
+                """)
+        } catch {
+            // A concurrent registration made it first: use theirs.
+            guard error.kind == .duplicateKey else { throw error }
+        }
+        guard let made = try claimRow(of: own.userID, endpoint: endpoint) else { throw StoreError.recordVanished }
+        return made
+    }
+
+    private func claimRow(of userID: String, endpoint: String) throws -> UserRecord? {
+        try database.queryOne("""
+            SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s WHERE s.claim_of = \(userID) AND s.claim_endpoint = \(endpoint)
+            """).flatMap { try record(from: $0) }
+    }
 
     /// The record's private key, from the cache or opened from its sealed form. The
     /// cache is keyed by shard and record id: ids are never reused, so they name one key forever.
@@ -294,7 +368,13 @@ public struct SubscriptionStore {
         let tokenHash = vault.tokenHash(token)
         return try changingDevices(recordID: recordID) { _ in
             try database.execute("DELETE FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(tokenHash)")
-            let remaining = try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID)")?.decode(Int.self) ?? 0
+            // The user's own record stays while a claim beside it has devices: the claims
+            // share its key, which the user's devices seal with.
+            let remaining = try database.queryOne("""
+                SELECT (SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID))
+                     + (SELECT COUNT(*) FROM EnsSubscriptionInfo s JOIN EnsSubscriptionInfo c ON c.claim_of = s.userid AND s.claim_of IS NULL
+                        WHERE s.id = \(recordID))
+                """)?.decode(Int.self) ?? 0
             if remaining == 0 {
                 try database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(recordID)")
                 return true

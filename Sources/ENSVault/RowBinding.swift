@@ -59,6 +59,14 @@ public struct RowBinding: Sendable {
         mac("fresh-credential-supplier", [String(recordID), String(generation)], binary: [suppliedBy, Digest.sha256(box)])
     }
 
+    /// A claim (migration 024): the record row, named by its placeholder `userID`, that
+    /// holds a subscription of the user `claimOf` at `endpoint`, the server its devices
+    /// proved themselves at while Autodiscover confirmed neither that server nor the
+    /// user's live one.
+    public func claim(userID: String, claimOf: String, endpoint: String) -> [UInt8] {
+        mac("claim", [userID, claimOf, endpoint])
+    }
+
     /// An Autodiscover answer kept for a domain: the EWS URL its mailboxes' credentials
     /// are sent to, and until when.
     public func urlCache(domain: String, ewsURL: String, expiresAt: String) -> [UInt8] {

@@ -230,6 +230,25 @@ struct RowTamperingTests {
         }
     }
 
+    /// A claim edited (migration 024): relabelled for another user or server, it is no
+    /// claim. Its callbacks push nothing (its pushes would name the user it is for) and
+    /// the owner's check-in finds no subscription of theirs in it.
+    func claimEdited(_ column: String, to value: String) throws {
+        try ExchangeSimulator.domain("nowhere.test", mode: "none")
+        let (owner, squatter) = try SquattingTests.squattedOwner(api: api, domain: "nowhere.test")
+        let email = owner.user.email
+        try #require(try owner.register(with: api, token: owner.token, creds: owner.creds(
+            token: owner.token, ewsURL: "https://mail.nowhere.test/EWS/Exchange.asmx")).json["responseCode"] == "UserSubscribed")
+        let failures = try log().components(separatedBy: "fails its integrity check").count
+        try database.execute("UPDATE EnsSubscriptionInfo SET \(unsafe: column) = \(unsafe: value) WHERE claim_of = \(owner.user.userID)")
+        let subject = "Tampered claim \(column) \(UUID().uuidString.prefix(6))"
+        _ = try ExchangeSimulator.newMail(email, subject: subject, fromName: "Ann Example")
+        Thread.sleep(forTimeInterval: 1.5)
+        #expect(owner.pushes(to: owner.token, subject: subject).isEmpty, "\(column): pushed")
+        #expect(owner.pushes(to: squatter, subject: subject).isEmpty, "\(column): pushed to the squatter")
+        #expect(try log().components(separatedBy: "fails its integrity check").count > failures, "\(column): not logged")
+    }
+
     /// The freshness counter (`EnsSubscriptionInfo.device_epoch`): a device row saved
     /// while its mode was `preview`, restored alone with its MAC after the device moved
     /// to `secure`, is no device: new mail pushes no sender or subject to it.
@@ -303,6 +322,9 @@ struct RowTamperingTests {
         // NotificationLog (sealed to notification and device).
         "NotificationLog.device_id": Scenario { try $0.logEntryEdited("device_id") { "\($0)" } },
         "NotificationLog.id": Scenario { try $0.logEntryEdited("id") { _ in "UNHEX(MD5(RAND()))" } },
+        // A claim (claim_mac): moved to another user, or to another server.
+        "EnsSubscriptionInfo.claim_of": Scenario { try $0.claimEdited("claim_of", to: "SHA2('someone-else@nowhere.test', 256)") },
+        "EnsSubscriptionInfo.claim_endpoint": Scenario { try $0.claimEdited("claim_endpoint", to: "'https://mail.evil.test:443'") },
         // The suppliers (supplier_mac): cleared, or swapped for the other phone's.
         "MailCredentials.supplied_by": Scenario {
             try $0.supplierEdited("MailCredentials", leaving: { owner, _ in owner }) { _, _ in "NULL" }

@@ -29,7 +29,12 @@ struct SquattingTests {
     /// An owner with a mailbox at the real Exchange (pox.test) who has not registered yet,
     /// and a record the squatter subscribed at their own server first.
     func squattedOwner() throws -> (owner: RegisteredUser, squatterToken: String) {
-        let email = "o\(UUID().uuidString.prefix(8).lowercased())@pox.test"
+        try Self.squattedOwner(api: api, domain: "pox.test")
+    }
+
+    /// As `squattedOwner()`, for an address at `domain`.
+    static func squattedOwner(api: DeviceClient, domain: String) throws -> (owner: RegisteredUser, squatterToken: String) {
+        let email = "o\(UUID().uuidString.prefix(8).lowercased())@\(domain)"
         let password = "Own-\(UUID().uuidString.prefix(8))"
         TestSecrets.remember(password)
         try ExchangeSimulator.mailbox(email, userName: email, password: password)
@@ -128,6 +133,62 @@ struct SquattingTests {
         #expect(try ExchangeSimulator.subscriptions(of: owner.user.email).count == subscriptions)
         #expect(try owner.mailReaches(second, subject: "To both of the owner's phones"))
         #expect(!owner.pushes(to: owner.token, subject: "To both of the owner's phones").isEmpty)
+    }
+
+    /// No Autodiscover confirms either server (nowhere.test publishes none, and neither
+    /// host is on exchange.allowed_hosts): the squatter named their own server first, the
+    /// owner names theirs. The owner proves the password at their own server and gets a
+    /// subscription of their own there (a claim): the owner's phones hear the owner's
+    /// mail, the squatter's phone hears nothing of it, nothing of the owner's reaches the
+    /// squatter's server, and the squatter cannot join the owner's claim.
+    @Test func anOwnerWhoseServerNothingConfirmsGetsTheirOwnMail() throws {
+        try ExchangeSimulator.domain("nowhere.test", mode: "none")
+        let (owner, squatterToken) = try Self.squattedOwner(api: api, domain: "nowhere.test")
+        let email = owner.user.email
+        let seenBefore = try requests(to: "mail.evil.test").count
+
+        let ownEWS = "https://mail.nowhere.test/EWS/Exchange.asmx"
+        let registered = try owner.register(with: api, token: owner.token, creds: owner.creds(token: owner.token, ewsURL: ownEWS))
+        #expect(registered.json["responseCode"] == "UserSubscribed", "\(registered.bodyText)")
+        #expect(try requests(to: "mail.evil.test").count == seenBefore, "the owner's registration reached the squatter's server")
+        // The user's record keeps the squatter's subscription; the owner's is a claim beside it.
+        let rows = try database.query("""
+            SELECT backend_url, claim_of IS NOT NULL FROM EnsSubscriptionInfo WHERE userid = \(owner.user.userID) OR claim_of = \(owner.user.userID)
+            ORDER BY id
+            """).map { try $0.decode(String?.self, Bool.self) }
+        #expect(rows.count == 2 && rows[0].0 == Self.squattersEWS && !rows[0].1 && rows[1].0 == ownEWS && rows[1].1, "\(rows)")
+        #expect(try owner.mailReaches(owner.token, subject: "From the owner's own server"))
+        #expect(owner.pushes(to: squatterToken, subject: "From the owner's own server").isEmpty)
+        #expect(!APNsSimulator.accepted().contains { $0.token == squatterToken })
+
+        // The owner's phone checks in as subscribed; a second phone joins the claim
+        // without a second Subscribe.
+        let payload = try owner.user.sealJSON(["pushToken": owner.token, "ignoreLastMessageDate": 1], for: "getsubscriptionstatusv2.subscriptionPayload")
+        let status = try api.call("/getsubscriptionstatusv2", ["userid": owner.user.userID, "subscriptionPayload": payload])
+        #expect(status.json["responseCode"] == "UserSubscribed", "\(status.bodyText)")
+        let subscriptions = try ExchangeSimulator.subscriptions(of: email).count
+        let second = TestSecrets.apnsToken()
+        #expect(try owner.register(with: api, token: second, creds: owner.creds(token: second, ewsURL: ownEWS)).json["responseCode"] == "UserUpdated")
+        #expect(try ExchangeSimulator.subscriptions(of: email).count == subscriptions)
+        #expect(try owner.mailReaches(second, subject: "To both of the owner's phones"))
+
+        // The squatter cannot join the claim without the owner's password.
+        let other = TestSecrets.apnsToken()
+        let joined = try owner.register(with: api, token: other,
+                                        creds: owner.creds(token: other, userName: email, password: "a-guess", ewsURL: ownEWS))
+        #expect(joined.json["responseCode"] == "ExchangeAuthFailed", "\(joined.bodyText)")
+        #expect(try owner.mailReaches(owner.token, subject: "Still only the owner's"))
+        #expect(owner.pushes(to: other, subject: "Still only the owner's").isEmpty)
+
+        // The owner's phones leave: the claim goes with them; the squatter's record stays.
+        for token in [owner.token, second] {
+            let sealed = try owner.user.sealForDevice(["apnsToken": token], token: token, for: "unregister.token")
+            #expect(try api.call("/unregister", ["userid": owner.user.userID, "token": sealed]).json["responseCode"] == "DeviceUnregistered")
+        }
+        let left = try database.query("""
+            SELECT claim_of IS NOT NULL FROM EnsSubscriptionInfo WHERE userid = \(owner.user.userID) OR claim_of = \(owner.user.userID)
+            """).map { try $0.decode(Bool.self) }
+        #expect(left == [false], "\(left)")
     }
 
     /// A SendNotification with one NewMailEvent, as the squatter's server would post it.

@@ -101,13 +101,17 @@ enum DeviceAPI {
         let force = try parameters.integer("force") == 1
         let exchangeVersion = try parameters.integer("exchVersion")
         let store = store(context)
-        guard let record = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
+        guard let own = try store.record(userID: userID) else { return .ok(.userSubscriptionNotFound) }
 
-        let opened = try opener(store, record: record, use: .registrationCreds, maximumBlocks: SealedParameter.maximumBlocks, context: context)
+        let opened = try opener(store, record: own, use: .registrationCreds, maximumBlocks: SealedParameter.maximumBlocks, context: context)
             .opened(sealedCreds)
         let creds = opened.members
         let token = try creds.sealedToken("apnsToken")
         let credentials = try exchangeCredentials(creds)
+        // The user's record that has this device already: its own, or a claim (a
+        // subscription at a server the device proved itself at, beside the record).
+        let holder = try store.record(userID: userID, holding: token) ?? own
+        var record = holder
         // A device that is there already changes only as its owner says: with its secret
         // inside this (bound, so single-use) creds, when it registered one.
         let existing = try store.device(recordID: record.id, token: token)
@@ -126,8 +130,8 @@ enum DeviceAPI {
         let secret = try DeviceSecret.sent(in: creds)
         let settings = DeviceSettings(
             bundleID: bundleID, defaultSound: nonEmpty(parameters["defaultSound"]), ewsDeviceID: nonEmpty(parameters["ewsDeviceId"]),
-            badge: request.badge, development: request.development, privacy: privacy,
-            secretHash: secret.map(context.services.vault.deviceSecretHash)
+            badge: request.badge, development: request.development, privacy: privacy ?? existing?.privacy,
+            secretHash: secret.map(context.services.vault.deviceSecretHash) ?? existing?.secretHash
         )
         // A registration that chose a mode hears the one its pushes will use.
         let privacyAnswer = privacy.map { [("privacy", PrivateNotifications.effective($0, context: context).name)] } ?? []
@@ -147,11 +151,24 @@ enum DeviceAPI {
         // server, that its credentials open the mailbox; `force` subscribes anew, and
         // the live subscription stays until the new one exists.
         let backends = context.services.mailBackends
-        let outcome: MailboxOutcome
-        if record.isSubscribed && !force, let registrar = backends.registrar(of: record.backend) {
-            outcome = try registrar.proveAccess(request, context: context)
-        } else {
-            outcome = try backends.registrar(serving: request, context: context).subscribe(request, context: context)
+        func register(_ request: MailboxRequest) throws -> MailboxOutcome {
+            if request.record.isSubscribed && !force, let registrar = backends.registrar(of: request.record.backend) {
+                return try registrar.proveAccess(request, context: context)
+            }
+            return try backends.registrar(serving: request, context: context).subscribe(request, context: context)
+        }
+        var outcome = try register(request)
+        if case .ownServer(let endpoint) = outcome {
+            // Proven at its own server, which nothing confirms: a claim there, the device's
+            // own subscription (one per server and user), which it joins or subscribes.
+            record = try store.claim(of: own, endpoint: endpoint)
+            outcome = try register(MailboxRequest(record: record, mailbox: mailbox, credentials: credentials, protocolVersion: exchangeVersion,
+                                                  presenter: presenter))
+            precondition(outcome != .ownServer(endpoint: endpoint), "a claim's own server is its live subscription's, or it has none")
+            // Registered there, it leaves the record it was on.
+            if outcome.isSuccess, holder.id != record.id, try store.device(recordID: holder.id, token: token) != nil {
+                try store.unregister(recordID: holder.id, token: token)
+            }
         }
         if let blindCertificate, outcome.isSuccess {
             let previous = existing?.privacy.blindThumbprint
@@ -172,6 +189,8 @@ enum DeviceAPI {
             return .ok(.exchangeAuthFailed, [("message", "Exchange refused the credentials for this mailbox.")])
         case .endpointNotTrusted:
             return .ok(.exchangeAuthFailed, [("message", "ewsUrl is not this mailbox's Exchange server.")])
+        case .ownServer:
+            preconditionFailure("a registration at the device's own server ends at its claim")
         case .throttled(let retryAfter):
             var throttled = APIResponse.error(429, .tooManyRequests, "Too many failed attempts from this device or address; retry later.")
             throttled.extraHeaders = [("Retry-After", "\(retryAfter.wholeSeconds)")]
@@ -269,7 +288,7 @@ enum DeviceAPI {
     // MARK: /updatedevice
 
     static let updateDevice = sealedOperation(parameter: "token", use: .updateDevice) { operation, request, context in
-        let (store, record) = (operation.store, operation.record)
+        let store = operation.store
         let new: DeviceToken
         switch try operation.objectOrText() {
         case .object(let payload):
@@ -282,18 +301,18 @@ enum DeviceAPI {
             if old != new, let merged = try operation.device(new) {
                 try DeviceSecret.authorise(merged, by: payload, operation: "updatedevice", context: context)
             }
-            guard try store.replaceToken(recordID: record.id, old: old, new: new, now: .now()) else { return .ok(.updateFail) }
+            guard try store.replaceToken(recordID: operation.record.id, old: old, new: new, now: .now()) else { return .ok(.updateFail) }
         case .text(let bare):
             // The original contract's form: the device's current token alone. There is no
             // old token to replace, so it confirms the device: flags refreshed, a
             // check-in; UpdateFail when the token is not registered (register it).
             guard let token = DeviceToken(sent: bare) else { throw APIError.sealedParameterRejected }
             new = token
-            guard let device = try store.device(recordID: record.id, token: token) else { return .ok(.updateFail) }
+            guard let device = try operation.device(token) else { return .ok(.updateFail) }
             try DeviceSecret.authorise(device, by: nil, operation: "updatedevice", context: context)
             try store.checkIn(deviceID: device.id, now: .now())
         }
-        if let device = try store.device(recordID: record.id, token: new) {
+        if let device = try store.device(recordID: operation.record.id, token: new) {
             try store.refreshFlags(deviceID: device.id, badge: request.badge, development: request.development)
         }
         return .ok(.updateSuccess)
@@ -337,8 +356,7 @@ enum DeviceAPI {
             return Timestamp(millisecondsSinceEpoch: milliseconds)
         }
         let lastMessageDate = ignoreLastMessageDate || lastNotificationTs != nil ? nil : try payload.sealedTimestamp("lastMessageDate")
-        let tokenHash = context.services.vault.tokenHash(token)
-        guard let device = operation.devices.first(where: { Digest.constantTimeEqual($0.tokenHash, tokenHash) }) else {
+        guard let device = operation.device(tokenHash: context.services.vault.tokenHash(token)) else {
             return .ok(.userSubscriptionNotFound)
         }
         // APNs said this token is dead: the device must register again (with the token
@@ -401,7 +419,7 @@ enum DeviceAPI {
         case .throttled(let retryAfter):
             throw APIError(429, .tooManyRequests, "Too many failed attempts from this device or address; retry later.")
                 .adding(header: ("Retry-After", "\(retryAfter.wholeSeconds)"))
-        case .subscribed, .autodiscoverFailed, .authenticationFailed, .endpointNotTrusted, .failed:
+        case .subscribed, .autodiscoverFailed, .authenticationFailed, .endpointNotTrusted, .ownServer, .failed:
             return unused
         }
     }
@@ -443,15 +461,25 @@ enum DeviceAPI {
 
     /// A device operation that carries one sealed parameter, after the start every such
     /// operation shares: the user from `userid`, the parameter present, the user's
-    /// record (and its devices, when asked), and the record's key to open it with.
-    struct SealedOperation {
+    /// record (and its claims' and their devices, when asked), and the user's key to
+    /// open it with.
+    final class SealedOperation {
         let store: SubscriptionStore
-        let record: UserRecord
-        /// The record's devices; empty unless the route asked for them.
-        let devices: [DeviceRecord]
-        /// The sealed parameter, and the record's key that opens it.
+        /// The record the operation is about: the user's own, until `device(_:)` or
+        /// `device(tokenHash:)` finds the device in one of the user's claims (migration
+        /// 024), which is then this.
+        private(set) var record: UserRecord
+        /// The user's records (its own first) with their devices; empty unless the route
+        /// asked for them.
+        let holdings: [(record: UserRecord, devices: [DeviceRecord])]
+        /// The sealed parameter, and the user's key that opens it.
         let sealed: String
         let opener: SealedPayload
+
+        init(store: SubscriptionStore, record: UserRecord, holdings: [(record: UserRecord, devices: [DeviceRecord])], sealed: String,
+             opener: SealedPayload) {
+            (self.store, self.record, self.holdings, self.sealed, self.opener) = (store, record, holdings, sealed, opener)
+        }
 
         /// The sealed parameter as a JSON object.
         func object() throws(APIError) -> [String: JSONValue] { try opener.object(sealed) }
@@ -459,8 +487,25 @@ enum DeviceAPI {
         func opened() throws(APIError) -> SealedUse.Checked { try opener.opened(sealed) }
         /// The sealed parameter as a bare string.
         func text() throws(APIError) -> String { try opener.text(sealed) }
-        /// The record's device with this push token, if it has one.
-        func device(_ token: DeviceToken) throws -> DeviceRecord? { try store.device(recordID: record.id, token: token) }
+        /// The user's device with this push token, on its own record or a claim (which
+        /// becomes `record`); nil when it has none.
+        func device(_ token: DeviceToken) throws -> DeviceRecord? {
+            if let device = try store.device(recordID: record.id, token: token) { return device }
+            guard !record.isClaim, let claim = try store.record(userID: record.userID, holding: token), claim.isClaim else { return nil }
+            record = claim
+            return try store.device(recordID: claim.id, token: token)
+        }
+
+        /// As `device(_:)`, among the devices read with the records (`withDevices`).
+        func device(tokenHash: [UInt8]) -> DeviceRecord? {
+            for (holder, devices) in holdings {
+                if let device = devices.first(where: { Digest.constantTimeEqual($0.tokenHash, tokenHash) }) {
+                    record = holder
+                    return device
+                }
+            }
+            return nil
+        }
         /// The sealed parameter as whichever of the two it is.
         func objectOrText() throws(APIError) -> SealedPayload.Plaintext { try opener.objectOrText(sealed) }
     }
@@ -473,15 +518,15 @@ enum DeviceAPI {
             let userID = try Identity.userID(request.parameters)
             let sealed = try request.parameters.required(parameter)
             let store = store(context)
-            let found: (record: UserRecord, devices: [DeviceRecord])?
+            let holdings: [(record: UserRecord, devices: [DeviceRecord])]
             if withDevices {
-                found = try store.recordWithDevices(userID: userID)
+                holdings = try store.recordsWithDevices(userID: userID).map { (record: $0.0, devices: $0.1) }
             } else {
-                found = try store.record(userID: userID).map { ($0, []) }
+                holdings = try store.record(userID: userID).map { [(record: $0, devices: [])] } ?? []
             }
-            guard let (record, devices) = found else { return .ok(.userSubscriptionNotFound) }
-            let opener = try opener(store, record: record, use: use, context: context)
-            return try body(SealedOperation(store: store, record: record, devices: devices, sealed: sealed, opener: opener), request, context)
+            guard let own = holdings.first?.record, !own.isClaim else { return .ok(.userSubscriptionNotFound) }
+            let opener = try opener(store, record: own, use: use, context: context)
+            return try body(SealedOperation(store: store, record: own, holdings: holdings, sealed: sealed, opener: opener), request, context)
         }
     }
 
@@ -497,7 +542,7 @@ extension MailboxOutcome {
     fileprivate var isSuccess: Bool {
         switch self {
         case .subscribed, .proven: true
-        case .autodiscoverFailed, .authenticationFailed, .endpointNotTrusted, .throttled, .busy, .failed: false
+        case .autodiscoverFailed, .authenticationFailed, .endpointNotTrusted, .ownServer, .throttled, .busy, .failed: false
         }
     }
 }

@@ -122,6 +122,7 @@ public struct Maintenance {
             let rows = try database.query("""
                 SELECT s.id FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
                 WHERE s.id > \(lastID) AND d.id IS NULL AND COALESCE(s.last_checkin_at, s.created_at) < \(cutoff)
+                  AND NOT EXISTS (SELECT 1 FROM EnsSubscriptionInfo c WHERE c.claim_of = s.userid AND s.claim_of IS NULL)
                 ORDER BY s.id LIMIT \(limit)
                 """)
             let ids = try rows.map { try $0.decode(Int64.self) }

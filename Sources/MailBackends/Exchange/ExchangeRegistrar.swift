@@ -173,12 +173,25 @@ public struct ExchangeRegistrar: MailboxRegistering {
         // 2. A live subscription is replaced by a server the device named itself only if
         // it is the mailbox's own Exchange: otherwise anyone with the app and an address
         // could point the record at an EWS of their own. (What discovery finds for the
-        // address is the mailbox's own by definition.)
-        if endpoint.named, state.isLive, let current = state.backendURL, !Self.sameServer(ewsURL, current) {
-            guard try attempt.isMailboxExchange(ewsURL, credentials: credentials, client: client, now: now) else {
+        // address is the mailbox's own by definition.) When nothing confirms either
+        // server, ENS cannot tell the owner from whoever named a server first: a device
+        // whose credentials open the mailbox at the server it named gets a subscription
+        // of its own there (a claim, made by the device API), and each hears only its own.
+        if endpoint.named, state.isLive, let current = state.backendURL, !Self.sameServer(ewsURL, current),
+           try !attempt.isMailboxExchange(ewsURL, credentials: credentials, client: client, now: now) {
+            // The live server is the confirmed one: the named one is not the mailbox's.
+            if try attempt.isConfirmed(current, client: client, now: now) {
                 context.logger.warning("registration refused: ewsUrl is not this mailbox's Exchange", metadata: ["record": "\(request.record.id)"])
                 try attempt.recordProofFailure()
                 return .endpointNotTrusted
+            }
+            switch try attempt.prove(ewsURL: ewsURL, credentials: credentials, version: EWSVersion(exchVersion: request.protocolVersion)) {
+            case .proven:
+                context.logger.info("ewsUrl is not confirmed as this mailbox's Exchange: subscribing there as a claim of its own",
+                                    metadata: ["record": "\(request.record.id)"])
+                return .ownServer(endpoint: origin)
+            case .refused(let outcome):
+                return outcome
             }
         }
 
@@ -369,13 +382,21 @@ private struct Attempt {
     /// What Exchange answers when the credentials are good but not for the mailbox named.
     static let mailboxRefusals: Set<String> = ["ErrorAccessDenied", "ErrorNonExistentMailbox", "ErrorMailboxNotFound", "ErrorFolderNotFound"]
 
+    /// Whether `candidate` is confirmed without asking anyone: a host the operator lists
+    /// (exchange.allowed_hosts), or the address's cached Autodiscover answer.
+    func isConfirmed(_ candidate: String, client: EWSClient, now: Timestamp) throws -> Bool {
+        if let host = URLParts(candidate)?.host, client.configuration.destinationPolicy.lists(host: host) { return true }
+        guard let domain = Autodiscover.domain(of: request.mailbox) else { return false }
+        guard let cached = try autodiscoverCache.ewsURL(domain: domain, now: now) else { return false }
+        return ExchangeRegistrar.sameServer(cached, candidate)
+    }
+
     /// Whether `candidate` may replace a live subscription's endpoint: a host the
     /// operator lists (exchange.allowed_hosts), or the host Autodiscover finds for the
     /// address over https (from the cache, else asked now).
     func isMailboxExchange(_ candidate: String, credentials: EWSCredentials, client: EWSClient, now: Timestamp) throws -> Bool {
-        if let host = URLParts(candidate)?.host, client.configuration.destinationPolicy.lists(host: host) { return true }
-        guard let domain = Autodiscover.domain(of: request.mailbox) else { return false }
-        if let cached = try autodiscoverCache.ewsURL(domain: domain, now: now), ExchangeRegistrar.sameServer(cached, candidate) { return true }
+        if try isConfirmed(candidate, client: client, now: now) { return true }
+        guard Autodiscover.domain(of: request.mailbox) != nil else { return false }
         guard case .found(let discovered, trusted: true) = Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) else {
             return false
         }

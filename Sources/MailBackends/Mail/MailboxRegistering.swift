@@ -130,9 +130,15 @@ public enum MailboxOutcome: Sendable, Equatable {
     /// Where the mailbox lives could not be found.
     case autodiscoverFailed
     case authenticationFailed
-    /// A forced registration named a server that is neither the live subscription's,
-    /// nor what discovery finds for the address, nor on the operator's list.
+    /// A registration named a server that is neither the live subscription's nor what
+    /// discovery finds for the address nor on the operator's list, while the live one
+    /// is confirmed (discovery's cached answer, or the list).
     case endpointNotTrusted
+    /// The credentials open the mailbox at `endpoint`, the server the device named,
+    /// which is not the live subscription's, and neither is confirmed (by discovery for
+    /// the address, or the operator's list): the device gets a claim, a subscription of
+    /// its own there beside the record (`SubscriptionStore.claim(of:endpoint:)`).
+    case ownServer(endpoint: String)
     /// Too many failed proofs lately from this device or this client address for the
     /// record; the server was not contacted.
     /// Registrations may be tried again after `retryAfter`.
