@@ -49,11 +49,10 @@ public struct SubscriptionStore {
     /// `claim_mac` fails: a row a database writer made, or relabelled for another user
     /// or server, is no claim.
     private func record(from row: Row) throws -> UserRecord? {
-        let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt, endpoint, credentialsRefused)
-            = try Row(values: Array(row.values[..<10])).decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self,
-                                                               Int64.self, Timestamp?.self, String?.self, Bool.self)
-        let (placeholder, claimOf, claimEndpoint, claimMAC) = try Row(values: Array(row.values[10...])).decode(String.self, String?.self, String?.self,
-                                                                                                                [UInt8]?.self)
+        let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt, endpoint, credentialsRefused,
+             placeholder, claimOf, claimEndpoint, claimMAC)
+            = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self,
+                             String?.self, Bool.self, String.self, String?.self, String?.self, [UInt8]?.self)
         if let claimOf {
             guard let claimEndpoint,
                   RowBinding.matches(claimMAC, RowBinding(vault: vault).claim(userID: placeholder, claimOf: claimOf, endpoint: claimEndpoint)) else {
