@@ -7,8 +7,10 @@
 //   -> ENSModel (values) -> ENSConfig, ENSMetrics, ENSVault, SenderWire, ENSStore
 //   -> protocol clients EWS, Graph -> MailBackends (one folder per backend)
 //   -> ENSResponder, ENSSender -> three thin executables (ens-fcgi, ens-apns, ens-cron).
-// `make lint` holds every source file to its module's row of that graph
-// (scripts/check_imports.py). ENS_FUZZ=1 adds the libFuzzer targets (make fuzz).
+// This manifest is the module graph: each target lists exactly the modules its files
+// import (`make lint`: scripts/check_manifest.py), and docs/architecture.md's module
+// table is generated from it. scripts/check_imports.py holds the few rules a manifest
+// cannot say. ENS_FUZZ=1 adds the libFuzzer targets (make fuzz).
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -68,8 +70,7 @@ let package = Package(
         .target(name: "Codecs", swiftSettings: swiftSettings),
         .systemLibrary(name: "CLinux"),
         .target(name: "POSIX", dependencies: ["CLinux"], swiftSettings: swiftSettings),
-        // MARK: ENS's own layers, lowest first. Each may import only what it lists here;
-        // scripts/lint.sh holds the same graph and fails on an import outside it.
+        // MARK: ENS's own layers, lowest first. Each imports exactly what it lists here.
 
         // Values: timestamps, JSON, form bodies, records, privacy modes. No I/O.
         .target(name: "ENSModel", dependencies: ["Codecs", "POSIX"], swiftSettings: swiftSettings),
@@ -90,7 +91,7 @@ let package = Package(
         // credential boxes, callback and routing tokens, row bindings.
         .target(
             name: "ENSVault",
-            dependencies: ["Codecs", "ENSModel", "OpenSSL", "POSIX"],
+            dependencies: ["Codecs", "ENSModel", "OpenSSL"],
             swiftSettings: swiftSettings
         ),
         // Every SQL statement: the stores, the migrator, maintenance statements. The only
@@ -98,7 +99,7 @@ let package = Package(
         .target(
             name: "ENSStore",
             dependencies: [
-                "Codecs", "ENSConfig", "ENSModel", "ENSVault", "MariaDB", "OpenSSL", "POSIX",
+                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSVault", "MariaDB", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -117,14 +118,14 @@ let package = Package(
         // libcurl; XML parsed by the XML module).
         .target(
             name: "EWS",
-            dependencies: ["Codecs", "ENSModel", "Curl", "OpenSSL", "POSIX", "XML", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Codecs", "ENSModel", "Curl", "OpenSSL", "POSIX", "XML"],
             swiftSettings: swiftSettings
         ),
         // Microsoft Graph: application tokens (certificate client assertions),
         // subscriptions, change notifications, mail lookups (JSON over libcurl).
         .target(
             name: "Graph",
-            dependencies: ["Codecs", "ENSModel", "Curl", "OpenSSL", "POSIX", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Codecs", "ENSModel", "Curl", "OpenSSL", "POSIX"],
             swiftSettings: swiftSettings
         ),
 
@@ -165,7 +166,7 @@ let package = Package(
         .target(
             name: "ENSSender",
             dependencies: [
-                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSStore", "SenderWire", "Curl", "OpenSSL", "POSIX",
+                "Codecs", "ENSMetrics", "ENSModel", "ENSStore", "SenderWire", "Curl", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -176,13 +177,13 @@ let package = Package(
             name: "ens-fcgi",
             // No swift-argument-parser here: it links FoundationEssentials into every
             // worker process (ResponderOptions parses the five options).
-            dependencies: ["ENSConfig", "ENSMetrics", "ENSModel", "ENSResponder", "SenderWire", "POSIX", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["ENSConfig", "ENSResponder", "ENSStore", "MailBackends", "POSIX", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "ens-apns",
             dependencies: [
-                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "SenderWire", "OpenSSL", "POSIX",
+                "ENSConfig", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "SenderWire", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -191,8 +192,7 @@ let package = Package(
         .executableTarget(
             name: "ens-cron",
             dependencies: [
-                "Codecs", "ENSConfig", "ENSMaintenance", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "ENSVault", "SenderWire",
-                "MailBackends", "Graph", "OpenSSL", "POSIX",
+                "ENSConfig", "ENSMaintenance", "ENSModel", "ENSSender", "ENSStore", "ENSVault", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -234,8 +234,8 @@ if Context.environment["ENS_FUZZ"] == "1" {
         // libFuzzer's driver entry, for the targets' main (see FuzzSupport.swift).
         .systemLibrary(name: "CLibFuzzer", path: "Fuzz/Support/CLibFuzzer"),
         .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], path: "Fuzz/Support/FuzzSupport", swiftSettings: swiftSettings),
-        fuzzTarget("form", ["ENSModel", "ENSResponder"]),
-        fuzzTarget("json", ["ENSModel", "ENSResponder"]),
+        fuzzTarget("form", ["ENSModel", "ENSResponder", "MailBackends"]),
+        fuzzTarget("json", ["ENSModel", "ENSResponder", "SenderWire"]),
         fuzzTarget("base64", ["Codecs"]),
         fuzzTarget("sealed", ["ENSVault", "ENSResponder", "OpenSSL"]),
         fuzzTarget("callback", ["ENSModel", "ENSVault", "EWS", "OpenSSL"]),

@@ -85,6 +85,13 @@ if [ -z "${ENS_TEST_FILTER:-}" ]; then
     if [ "$(id -u)" -eq 0 ]; then  # scripts/deb-test.sh runs as root only
       swift build -c release --static-swift-stdlib --scratch-path "$ENS_DEB_SCRATCH" || echo "prebuild: release failed"
     fi
+    # The libFuzzer targets are built (not run) so that they cannot rot unseen (make
+    # fuzz runs them); checked below.
+    if FUZZ_BUILD_ONLY=1 FUZZ_SANITIZE=none scripts/fuzz.sh > var/prebuild-fuzz.log 2>&1; then
+      echo ok > var/prebuild-fuzz.status
+    else
+      echo failed > var/prebuild-fuzz.status
+    fi
   ) > var/prebuild.log 2>&1 &
   prebuild_pid=$!
 fi
@@ -149,6 +156,13 @@ fi
 # stack tests against a private stack of its own (var/enskit, port 58443). Its build and
 # the .deb's have been running beside the tests (prebuild, above): they finish first.
 [ -z "$prebuild_pid" ] || wait "$prebuild_pid" || true
+if [ -n "$prebuild_pid" ]; then
+  if [ "$(cat var/prebuild-fuzz.status 2>/dev/null)" = ok ]; then
+    echo "fuzz targets: built (make fuzz runs them)"
+  else
+    echo "fuzz targets: FAILED to build, see var/prebuild-fuzz.log"; tail -20 var/prebuild-fuzz.log; status=1
+  fi
+fi
 scripts/enskit-test.sh || status=1
 # The Debian package: built (make deb), linted, installed, configured as docs/deployment.md says,
 # the contract run against the installed binaries (var/deb, port 28443), then purged.

@@ -73,7 +73,8 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
               let sealedReopened = try sealed.credentialSeal(vault: vault) else {
             preconditionFailure("a sealed token made here is refused")
         }
-        precondition(try sealedReopened.open(sealedSeal.seal(encoded)) == encoded, "stored credentials changed (sealed URL)")
+        let sealedStored = try sealedReopened.open(sealedSeal.seal(encoded))
+        precondition(sealedStored == encoded, "stored credentials changed (sealed URL)")
     } catch {
         preconditionFailure("sealing a callback payload failed: \(error)")
     }

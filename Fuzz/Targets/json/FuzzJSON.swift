@@ -6,6 +6,7 @@
 import ENSModel
 @testable import ENSResponder
 import FuzzSupport
+import SenderWire
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
