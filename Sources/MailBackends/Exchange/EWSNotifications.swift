@@ -41,7 +41,8 @@ public struct EWSNotifications: MailNotificationSource {
 
     /// The credentials come from the database, opened with the URL's key (a keyed URL),
     /// or from the URL itself (one made before credentials moved to the database). None
-    /// (a superseded attempt's, or damaged): nil, and the notification goes out generic.
+    /// (a superseded attempt's, erased, or damaged): nil, logged with the reason, and the
+    /// callback answers Unsubscribe (`MailCallback`): nothing can read this mailbox.
     /// Keyed OAuth credentials that carry a refresh token come with an `OAuthRenewal`.
     public func reader(_ address: CallbackToken, record: MailSubscriptionStore.CallbackRecord, context: RequestContext) throws -> (any MailboxReader)? {
         let credentials: EWSCredentials
@@ -60,12 +61,18 @@ public struct EWSNotifications: MailNotificationSource {
                     renewal = OAuthRenewal(credentials: credentials, address: address, seal: seal, stored: stored, context: context)
                 }
             } else {
-                guard let payload = try address.openCarried(recordKeyMaterial: record.keyMaterial, vault: context.services.vault) else { return nil }
+                guard let payload = try address.openCarried(recordKeyMaterial: record.keyMaterial, vault: context.services.vault) else {
+                    context.logger.warning("callback credentials: the URL carries none that open", metadata: ["record": "\(record.id)"])
+                    return nil
+                }
                 credentials = try CallbackPayload(encoded: payload).credentials
             }
         } catch let error as DatabaseError {
             throw error  // the database is away: the callback is answered 503 and retried
         } catch {
+            // Which failure it was (a seal that does not open, a payload that does not
+            // decode) goes to the log; never a value.
+            context.logger.error("callback credentials do not open", metadata: ["record": "\(record.id)", "error": "\(error)"])
             return nil
         }
         return EWSMailboxReader(client: try context.ewsClient(), credentials: credentials, renewal: renewal, ewsURL: record.backendURL,

@@ -94,8 +94,17 @@ struct BlindKeeper {
             if alive, let id = blind.subscriptionID {
                 do throws(GraphError) {
                     let renewed = try client.renewSubscription(id: id, until: now.adding(lifetime), application: application)
-                    try? store.subscribed(id: blind.id, subscriptionID: renewed.id, expiresAt: renewed.expiresAt, now: now)
-                    counts.renewed += 1
+                    do {
+                        try store.subscribed(id: blind.id, subscriptionID: renewed.id, expiresAt: renewed.expiresAt, now: now)
+                        counts.renewed += 1
+                    } catch {
+                        // Renewed at Graph, not recorded: the row keeps its older expiry and is
+                        // renewed again at the next run, which Graph allows.
+                        run.logger.error("graph blind subscription renewed but not recorded; renewing again next run", metadata: [
+                            "record": "\(blind.recordID)", "error": "\(error)",
+                        ])
+                        counts.postponed += 1
+                    }
                     return
                 } catch .notFound {
                     run.logger.info("graph blind subscription gone: creating a new one", metadata: ["record": "\(blind.recordID)"])
@@ -109,8 +118,25 @@ struct BlindKeeper {
                                               certificateID: blind.certificateID)
             )
             let created = try client.createSubscription(request, application: application)
-            try? store.subscribed(id: blind.id, subscriptionID: created.id, expiresAt: created.expiresAt, now: now)
-            counts.recreated += 1
+            do {
+                try store.subscribed(id: blind.id, subscriptionID: created.id, expiresAt: created.expiresAt, now: now)
+                counts.recreated += 1
+            } catch {
+                // Created at Graph, not recorded: the row does not name it, so what Graph
+                // posts for it would be dropped while it lives. Deleted at Graph again; the
+                // row stays due and is created anew at the next run.
+                run.logger.error("graph blind subscription created but not recorded; deleting it at Graph", metadata: [
+                    "record": "\(blind.recordID)", "error": "\(error)",
+                ])
+                do throws(GraphError) {
+                    try client.deleteSubscription(id: created.id, application: application)
+                } catch {
+                    run.logger.warning("graph blind subscription not deleted; it lapses at its expiry", metadata: [
+                        "record": "\(blind.recordID)", "error": "\(error)",
+                    ])
+                }
+                counts.postponed += 1
+            }
         } catch {
             let retry: Duration = if case .throttled(let after) = error { max(after, .seconds(60)) } else { .minutes(5) }
             run.logger.warning("graph blind subscription renewal failed; retrying later", metadata: ["record": "\(blind.recordID)", "error": "\(error)"])
