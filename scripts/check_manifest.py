@@ -9,7 +9,7 @@ once with ENS_FUZZ=1 for the fuzz targets) and holds every target to it:
 - each direct dependency of a target in Sources/ or Fuzz/ is imported by at least one
   of its files, so the manifest never lists an edge the code does not have.
 
-Test targets are held to the first rule only.
+Test targets are held to both, like the others.
 
 With --table, prints the module table docs/architecture.md carries instead; with
 --check-doc FILE, fails when FILE's table (between the `modules:begin` and
@@ -114,13 +114,10 @@ def main() -> int:
         used = imports(source_dir(target))
         for module in sorted(used - declared):
             problems.append(f"{target['name']} imports {module}, which Package.swift does not list as its dependency")
-        exact = target["type"] != "test" and target["name"] != "ENSTestSupport"
-        if exact:
-            # A system library is imported by name too; a fuzz target's FuzzSupport is
-            # linked for its entry point.
-            for module in sorted(declared - used - {"FuzzSupport"}):
-                kind = "system library" if module in system else "module"
-                problems.append(f"{target['name']} lists the {kind} {module} in Package.swift and imports it nowhere")
+        # A fuzz target's FuzzSupport is linked for its entry point.
+        for module in sorted(declared - used - {"FuzzSupport"}):
+            kind = "system library" if module in system else "module"
+            problems.append(f"{target['name']} lists the {kind} {module} in Package.swift and imports it nowhere")
     if problems:
         print("lint: Package.swift is not the module graph the code has:")
         print("\n".join(problems))
