@@ -2,7 +2,7 @@
 # What one request costs ENS in instructions, counted by callgrind instead of timed.
 # CPU time on a shared 2-core host moves ±15% from run to run; instruction counts move
 # about 1%, so a change of a few percent in the responder or the sender shows here when
-# it cannot in bench/ab-callbacks.sh.
+# it cannot in bench/ab-callbacks.sh. An experiment kept in bench/lab/ (not maintained).
 #
 # Stops the bench stack's ens-fcgi and ens-apns, runs them under callgrind (one worker,
 # one thread), sends the workload at a low rate, zeroes the counters after a warm-up,
@@ -14,8 +14,10 @@
 #   BENCH_SECONDS (default 20)   the counted window
 #   INSTRUCTIONS_TOP (default 25)   how many functions to list per process
 #   INSTRUCTIONS_OUT (default $ENS_VAR/instructions)   where the callgrind files stay
+#
+#   BENCHES=lab/instructions make bench     (bench/run.sh runs bench/$BENCHES.sh)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source bench/lib.sh
 command -v valgrind >/dev/null || { echo "instructions: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 USERS=${INSTRUCTIONS_USERS:-50}

@@ -14,7 +14,7 @@ callback for each (3 rounds, alternating):
   fewer-keys  without the time and content-expiry indexes (the reaper's)
   no-row      the read and the reservation alone: what the row costs in all
 
-Usage: b6-log-shapes.py ITERATIONS [RATE]   (ENS_VAR names the stack; run after
+Usage: bench/lab/b6-log-shapes.py ITERATIONS [RATE]   (ENS_VAR names the stack; run after
 bench/b6-callbacks.sh set it up). The copies are dropped afterwards; nothing of ENS's
 tables changes but the reservation's counters, as in b6-floor.py.
 """
@@ -23,7 +23,7 @@ import os
 import random
 import sys
 
-spec = importlib.util.spec_from_file_location("b6_floor", os.path.join(os.path.dirname(os.path.abspath(__file__)), "b6-floor.py"))
+spec = importlib.util.spec_from_file_location("b6_floor", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "b6-floor.py"))
 floor = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(floor)  # exits with its message when the connector is missing
 
