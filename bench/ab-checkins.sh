@@ -2,8 +2,8 @@
 # B2 for two builds of ens-fcgi on the bench stack, alternating: each round stops the
 # pool, starts the other build's, and runs bench/b2-status.sh (which alternates
 # `openssl speed` with the check-ins in slices and holds each against the one before it). Prints ens-fcgi's CPU per
-# check-in and its ratio to the RSA operation for each, and the medians; the target of
-# issue 32 is a ratio of at most 1.25.
+# check-in and its ratio to the RSA operation for each, and the medians; the target
+# is a ratio of at most 1.25.
 #
 #   AB_BIN_A=/work/old/.build/release AB_BIN_B=.build/release BENCH_ROUNDS=3 bench/ab-checkins.sh
 set -euo pipefail

@@ -76,7 +76,7 @@ b1_apache() {
   B1_NGINX=$(median "${nginx[@]}")
 }
 
-# The most B2 through Apache can reach, from Apache's own cost (issue 32). In each
+# The most B2 through Apache can reach, from Apache's own cost (target 0.90). In each
 # round: B2 through nginx, with every process's CPU per check-in; then Apache's floor,
 # B2's bodies and headers POSTed to /alive (ENS answers 405 at once) at the pace nginx
 # carried B2, with Apache's CPU per request. On 2 busy cores the ratio of throughputs is

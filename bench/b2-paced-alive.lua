@@ -2,7 +2,7 @@
 -- headers, POSTed to /alive, which ENS answers at once (405): what the front itself
 -- spends on a check-in-shaped request. Each connection waits GAP ms before each
 -- request, so the requests arrive at B2's pace (a front's cost per request depends on
--- its pace: issue 32's fifth round).
+-- its pace, as the capacity work's fifth round found).
 --   wrk ... -s bench/b2-paced-alive.lua URL/alive -- BODIES GAP
 local bodies = {}
 local index = 0

@@ -4,7 +4,7 @@
 # operations/s measured in the same run. Target: ratio >= 0.70.
 # Also prints the CPU each part of the stack spent per request (process CPU time over
 # the run), which shows how much of the machine is left for the RSA operation.
-# And ens-fcgi's CPU per check-in over one RSA operation (issue 32: at most 1.25).
+# And ens-fcgi's CPU per check-in over one RSA operation (target: at most 1.25).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -19,7 +19,7 @@ python3 bench/devices.py b2-setup "$USERS" "$bodies"
 
 # The RSA reference and the check-ins alternate in slices of the run, and each slice's
 # check-ins are held against the RSA speed measured just before them: this host's speed
-# drifts by more than the few percent the ratio is read for (issue 32), so one
+# drifts by more than the few percent the ratio is read for, so one
 # `openssl speed` for the whole run cannot settle it.
 SLICES=${B2_SLICES:-5}
 slice_seconds=$(( SECONDS_PER_RUN / SLICES > 2 ? SECONDS_PER_RUN / SLICES : 2 ))

@@ -179,7 +179,8 @@ def main():
     # reservation did (ENS would write it only when the reservation held).
     # The time goes in as DATETIME(3), as ENS writes it: a DATETIME (whole seconds) left
     # most reservations within a second unchanged, which InnoDB commits for almost
-    # nothing, and made `one-trip` look 0.17 ms cheaper than it is (issue 32's fifth round).
+    # nothing, and made `one-trip` look 0.17 ms cheaper than it is (the capacity work's
+    # fifth round).
     ddl = db.cursor()
     writes = (f"{with_names(RESERVE, ('t', 'n', 't', 't', 't', 'NULL', 'rec', 't', 'n', 'cap'))}; "
               f"{with_names(LOG, ('log_id', 'dev', 't', 'summary', 'NULL', 'NULL'))};")

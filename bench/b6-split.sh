@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# B6 with credentials in split form (issue 17) against the older form, in the same run:
+# B6 with credentials in split form against the older form, in the same run:
 # the same users' real Exchange new-mail callbacks through nginx, once to their keyed
 # URLs (the credentials read from MailCredentials and opened with the URL's key) and once
 # to URLs that carry the credentials themselves (made by Tests/tools/callback_url.py for

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# B8-blind: Graph notifications in `blind` mode (issue 31) against B8's lookup mode, in
+# B8-blind: Graph notifications in `blind` mode against B8's lookup mode, in
 # the same run. Lookup: a change notification that ENS routes, checks, claims, looks up
 # in Graph ($select of sender and subject) and hands to ens-apns. Blind: a rich
 # notification (the simulator's real encryption to each device's certificate and its
