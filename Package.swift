@@ -190,7 +190,7 @@ let package = Package(
             name: "ens-fcgi",
             // No swift-argument-parser here: it links FoundationEssentials into every
             // worker process (ResponderOptions parses the five options).
-            dependencies: ["ENSConfig", "ENSResponder", "ENSStore", "MailBackends", "POSIX", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["ENSConfig", "ENSModel", "ENSResponder", "ENSStore", "MailBackends", "POSIX", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

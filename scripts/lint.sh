@@ -28,6 +28,13 @@ python3 scripts/check_manifest.py || fail=1
 python3 scripts/check_manifest.py --check-doc docs/architecture.md || fail=1
 python3 scripts/check_imports.py || fail=1
 
+# 2c. One place for the release: debian/changelog's newest entry is Release.version.
+changelog_version=$(sed -n '1s/^ens (\([^)]*\)).*/\1/p' debian/changelog)
+release_version=$(sed -n 's/^ *public static let version = "\(.*\)"$/\1/p' Sources/ENSModel/Release.swift)
+if [ -z "$changelog_version" ] || [ "$changelog_version" != "$release_version" ]; then
+  echo "lint: debian/changelog's newest entry ($changelog_version) is not Release.version ($release_version)"; fail=1
+fi
+
 # 3. One route table: the router, nginx's locations, the OpenAPI document and the
 # OpenAPI validator's endpoint list name the same endpoints with the same methods.
 python3 scripts/check_routes.py || fail=1

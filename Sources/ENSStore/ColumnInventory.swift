@@ -277,6 +277,7 @@ public enum ColumnInventory {
             ("spool_entries", .inert("what ens-cron status reports")),
             ("oldest_entry_at", .inert(time)),
             ("heartbeat_at", .inert(time)),
+            ("release_version", .inert("which release a host's sender runs: what ens-cron status shows")),
         ]),
     ]
 }

@@ -6,6 +6,7 @@ import OpenSSL
 import POSIX
 internal import ENSConfig
 internal import ENSMetrics
+internal import ENSModel
 
 /// ens-apns: the push sender (named for its first provider, APNs); `drain` hands a lost
 /// host's spool to it. A command of its own, so that each has its own --config.
@@ -13,6 +14,7 @@ struct ENSAPNsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ens-apns",
         abstract: "ENS push sender (serve, the default) and its drain command.",
+        version: "ens-apns \(Release.version)",
         subcommands: [ENSAPNs.self, Drain.self],
         defaultSubcommand: ENSAPNs.self
     )

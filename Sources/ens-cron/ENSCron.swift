@@ -23,6 +23,7 @@ struct ENSCron: ParsableCommand {
             Exit status: 0 on success (or a clean skip), 1 on a configuration or database error, \
             2 on bad usage.
             """,
+        version: "ens-cron \(Release.version)",
         subcommands: [All.self, APIKeys.self, Reap.self, Renew.self, SyncKeys.self, Keys.self, Gauges.self, Migrate.self, Token.self, Status.self,
                       ConfigReferenceCommand.self]
     )

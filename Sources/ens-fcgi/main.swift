@@ -4,6 +4,7 @@ import ENSResponder
 import Logging
 import POSIX
 internal import MailBackends
+internal import ENSModel
 
 /// ens-fcgi: the FastCGI responder pool behind nginx (`ResponderOptions.usage`).
 func runPool(_ options: ResponderOptions) -> Int32 {
@@ -70,6 +71,9 @@ do {
     switch try ResponderOptions.parse(Array(CommandLine.arguments.dropFirst())) {
     case .help:
         print(ResponderOptions.usage, terminator: "")
+        ProcessInfoLite.exit(0)
+    case .version:
+        print("ens-fcgi \(Release.version)")
         ProcessInfoLite.exit(0)
     case .run(let options):
         ProcessInfoLite.exit(runPool(options))

@@ -62,6 +62,10 @@ struct SenderHostsTests {
         let host = ProcessInfoLite.hostName
         let database = try TestStack.serviceConnection()
         #expect(TestStack.eventually(within: 10) { (try? Self.row(host, database)).flatMap { $0 }.map { !$0.isSilent(now: .now()) } == true })
+        // The row names the release this host's sender runs, and `ens-cron status` lists it.
+        #expect(try Self.row(host, database)?.release == Release.version)
+        let status = try Self.run("ens-cron", ["status"])
+        #expect(status.output.contains("release \(Release.version)") && status.output.contains(host), "\(status.output)")
         // APNs away: what is accepted waits in the spool, and the row says so.
         try TestStack.stack("sim-stop")
         defer { _ = try? TestStack.stack("sim-start") }

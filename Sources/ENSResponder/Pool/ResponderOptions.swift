@@ -17,6 +17,7 @@ public struct ResponderOptions: Equatable, Sendable {
     public enum Parsed: Equatable, Sendable {
         case run(ResponderOptions)
         case help
+        case version
     }
 
     /// A command line ens-fcgi does not take: the message names the argument (an
@@ -35,6 +36,7 @@ public struct ResponderOptions: Equatable, Sendable {
             let argument = arguments[index]
             index += 1
             if argument == "-h" || argument == "--help" { return .help }
+            if argument == "--version" { return .version }
             guard argument.hasPrefix("--") else { throw UsageError(description: "unexpected argument '\(argument.prefix(64))'") }
             let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(parts[0])
@@ -68,7 +70,7 @@ public struct ResponderOptions: Equatable, Sendable {
     }
 
     public static let usage = """
-        USAGE: ens-fcgi [--config <config>] [--check] [--inherit-socket]
+        USAGE: ens-fcgi [--config <config>] [--check] [--inherit-socket] [--version]
 
         ENS FastCGI responder pool (run behind nginx).
 
@@ -91,6 +93,7 @@ public struct ResponderOptions: Equatable, Sendable {
                               'configuration OK' and exit.
           --inherit-socket    Use the socket on descriptor 0 (as spawn-fcgi passes it)
                               instead of binding fcgi.socket.
+          --version           Print the release (ens-fcgi <version>) and exit.
           -h, --help          Show this help.
 
         """

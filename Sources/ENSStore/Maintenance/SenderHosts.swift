@@ -12,16 +12,19 @@ public struct SenderHost: Sendable, Equatable {
     /// When the oldest segment still holding a notification was last written.
     public var oldestEntryAt: Timestamp?
     public var heartbeatAt: Timestamp
+    /// The release its sender runs (`Release.version`); nil for a release before 0.2.0.
+    public var release: String?
 
     /// A running sender writes every `SenderHeartbeat` interval (5 s); twelve missed
     /// beats leave no doubt.
     public static let lostAfter: Duration = .seconds(60)
 
-    public init(host: String, spoolEntries: Int, oldestEntryAt: Timestamp?, heartbeatAt: Timestamp) {
+    public init(host: String, spoolEntries: Int, oldestEntryAt: Timestamp?, heartbeatAt: Timestamp, release: String? = Release.version) {
         self.host = host
         self.spoolEntries = spoolEntries
         self.oldestEntryAt = oldestEntryAt
         self.heartbeatAt = heartbeatAt
+        self.release = release
     }
 
     /// Stopped writing while notifications wait in its spool.
@@ -43,19 +46,19 @@ public struct SenderHost: Sendable, Equatable {
 
     /// Every host's row, by name.
     public static func all(database: any SQLDatabase) throws -> [SenderHost] {
-        try database.query("SELECT host, spool_entries, oldest_entry_at, heartbeat_at FROM SenderHosts ORDER BY host").map { row in
-            let (host, entries, oldest, heartbeat) = try row.decode(String.self, Int.self, Timestamp?.self, Timestamp.self)
-            return SenderHost(host: host, spoolEntries: entries, oldestEntryAt: oldest, heartbeatAt: heartbeat)
+        try database.query("SELECT host, spool_entries, oldest_entry_at, heartbeat_at, release_version FROM SenderHosts ORDER BY host").map { row in
+            let (host, entries, oldest, heartbeat, release) = try row.decode(String.self, Int.self, Timestamp?.self, Timestamp.self, String?.self)
+            return SenderHost(host: host, spoolEntries: entries, oldestEntryAt: oldest, heartbeatAt: heartbeat, release: release)
         }
     }
 
     /// Writes this host's row (a heartbeat).
     public func write(database: any SQLDatabase) throws {
         try database.execute("""
-            INSERT INTO SenderHosts (host, spool_entries, oldest_entry_at, heartbeat_at)
-            VALUES (\(host), \(spoolEntries), \(oldestEntryAt?.databaseString), \(heartbeatAt.databaseString))
+            INSERT INTO SenderHosts (host, spool_entries, oldest_entry_at, heartbeat_at, release_version)
+            VALUES (\(host), \(spoolEntries), \(oldestEntryAt?.databaseString), \(heartbeatAt.databaseString), \(release))
             ON DUPLICATE KEY UPDATE spool_entries = VALUES(spool_entries), oldest_entry_at = VALUES(oldest_entry_at),
-              heartbeat_at = VALUES(heartbeat_at)
+              heartbeat_at = VALUES(heartbeat_at), release_version = VALUES(release_version)
             """)
     }
 

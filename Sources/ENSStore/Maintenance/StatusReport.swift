@@ -109,7 +109,7 @@ public struct StatusReport: Sendable {
 
     /// For a person: one section each, aligned columns, times in UTC with their age.
     public func text() -> String {
-        var lines = ["ENS status at \(generatedAt.databaseString.prefix(19)) UTC", ""]
+        var lines = ["ENS status at \(generatedAt.databaseString.prefix(19)) UTC (this ens-cron: release \(Release.version))", ""]
         lines.append("Subscriptions")
         lines += table(["backend", "healthy", "stale", "unregistered", "last heard from", "oldest overdue since"], subscriptions.map {
             [$0.backend, "\($0.healthy)", "\($0.stale)", "\($0.unregistered)", when($0.lastHeardFrom), when($0.oldestOverdueSince)]
@@ -128,8 +128,8 @@ public struct StatusReport: Sendable {
         }
         lines.append("")
         lines.append("Sender hosts (heartbeats in SenderHosts)")
-        lines += senderHosts.isEmpty ? ["  none"] : table(["host", "heartbeat", "spool entries", "oldest entry"], senderHosts.map {
-            [$0.host, when($0.heartbeatAt), "\($0.spoolEntries)", when($0.oldestEntryAt)]
+        lines += senderHosts.isEmpty ? ["  none"] : table(["host", "release", "heartbeat", "spool entries", "oldest entry"], senderHosts.map {
+            [$0.host, $0.release ?? "before 0.2.0", when($0.heartbeatAt), "\($0.spoolEntries)", when($0.oldestEntryAt)]
         })
         for host in senderHosts where host.isLost(now: generatedAt) {
             lines.append("  \(host.host): lost with \(host.spoolEntries) queued notifications: drain its spool with `\(host.drainCommand)`")
@@ -159,6 +159,7 @@ public struct StatusReport: Sendable {
         }
         var root = JSONObjectWriter()
         root.add("generatedAt", rawJSON: time(generatedAt))
+        root.add("release", Release.version)
         root.add("subscriptions", rawJSON: array(subscriptions.map { entry in
             var object = JSONObjectWriter()
             object.add("backend", entry.backend)
@@ -190,6 +191,7 @@ public struct StatusReport: Sendable {
             var object = JSONObjectWriter()
             object.add("host", entry.host)
             object.add("heartbeatAt", rawJSON: time(entry.heartbeatAt))
+            if let release = entry.release { object.add("release", release) } else { object.add("release", rawJSON: Array("null".utf8)) }
             object.add("heartbeatAgeSeconds", Int(max(0, (generatedAt.millisecondsSinceEpoch - entry.heartbeatAt.millisecondsSinceEpoch) / 1000)))
             object.add("spoolEntries", entry.spoolEntries)
             object.add("oldestEntryAt", rawJSON: time(entry.oldestEntryAt))
