@@ -43,6 +43,9 @@ python3 scripts/check_routes.py || fail=1
 # (bound by a MAC, sealed, or inert and why) in Sources/ENSStore/ColumnInventory.swift.
 python3 scripts/check_inventory.py || fail=1
 
+# 3c. Every repository path in backticks and every relative link in docs/ and README.md exists.
+python3 scripts/check_doc_paths.py || fail=1
+
 # 4. The systemd units parse, with every directive known to this host's systemd (the
 # binaries themselves need not be installed here).
 if command -v systemd-analyze >/dev/null; then
