@@ -29,11 +29,7 @@ GENERATED = ("var/", ".build/")
 PLACEHOLDER = re.compile(r"[<>{}$…]|\.\.\.")
 
 # (file, path) pairs that may name a path that does not exist, each with its reason.
-ALLOWED = {
-    # docs/architecture.md is another change's to edit; the file is
-    # Tests/ENSResponderTests/InProcess.swift.
-    ("docs/architecture.md", "Tests/ENSTestSupport/InProcess.swift"): "owned by the concurrent change",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
