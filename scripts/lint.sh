@@ -28,6 +28,10 @@ python3 scripts/check_manifest.py || fail=1
 python3 scripts/check_manifest.py --check-doc docs/architecture.md || fail=1
 python3 scripts/check_imports.py || fail=1
 
+# 2b'. Migrations only expand; what would break the previous release is a contract
+# step that names the release every host must run first.
+python3 scripts/check_migrations.py || fail=1
+
 # 2c. One place for the release: debian/changelog's newest entry is Release.version.
 changelog_version=$(sed -n '1s/^ens (\([^)]*\)).*/\1/p' debian/changelog)
 release_version=$(sed -n 's/^ *public static let version = "\(.*\)"$/\1/p' Sources/ENSModel/Release.swift)

@@ -65,7 +65,9 @@ public struct Migrator {
             } catch {
                 throw Failure(problem: "cannot read \(name): \(error)")
             }
-            for statement in Self.statements(in: String(decoding: bytes, as: UTF8.self)) {
+            let text = String(decoding: bytes, as: UTF8.self)
+            try contractGate(name: name, text: text)
+            for statement in Self.statements(in: text) {
                 do {
                     try database.executeScript(unsafeSQL: statement)
                 } catch {
@@ -83,6 +85,45 @@ public struct Migrator {
             done.append(name)
         }
         return done
+    }
+
+    // MARK: Contract steps
+
+    /// The release a contract step needs every host to run first: its header's
+    /// `-- contract: requires release X.Y.Z` (scripts/check_migrations.py requires one
+    /// in every `NNN_contract_*.sql`); nil for an expand migration.
+    static func requiredRelease(name: String, text: String) throws -> [Int]? {
+        guard name.contains("_contract_") else { return nil }
+        let marker = "-- contract: requires release "
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(marker) }),
+              let release = Self.release(String(line.dropFirst(marker.count)).trimmingCharacters(in: " \r")) else {
+            throw Failure(problem: "contract step \(name) does not say which release every host must run first ('\(marker)X.Y.Z')")
+        }
+        return release
+    }
+
+    /// "0.2.0" as [0, 2, 0]; nil for anything else.
+    static func release(_ text: String) -> [Int]? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false).compactMap { Int($0) }.filter { $0 >= 0 }
+        guard parts.count == 3, text.split(separator: ".", omittingEmptySubsequences: false).count == 3 else { return nil }
+        return parts
+    }
+
+    /// A contract step removes what an older release needs: it runs only when no host in
+    /// SenderHosts runs one (a host with no recorded release runs one from before
+    /// 0.2.0). A host that stopped for good must be drained and removed first
+    /// (`ens-apns drain --host`). Names each host that holds it back.
+    func contractGate(name: String, text: String) throws {
+        guard let required = try Self.requiredRelease(name: name, text: text) else { return }
+        let hosts = try database.query("SELECT host, release_version FROM SenderHosts ORDER BY host").map { try $0.decode(String.self, String?.self) }
+        let behind = hosts.filter { _, release in release.flatMap(Self.release).map { $0.lexicographicallyPrecedes(required) } ?? true }
+        guard behind.isEmpty else {
+            let named = behind.map { host, release in "\(host) runs \(release ?? "a release before 0.2.0")" }.joined(separator: "; ")
+            throw Failure(problem: """
+                contract step \(name) needs every host at release \(required.map(String.init).joined(separator: ".")) or later: \(named). \
+                Upgrade those hosts first (or drain and remove one that is gone: ens-apns drain --host)
+                """)
+        }
     }
 
     /// Splits a migration file into statements: a statement ends with `;` at the end of

@@ -208,4 +208,38 @@ struct MigrationTests {
         #expect(left == [2])
         #expect(try database.queryOne("SELECT registered FROM EnsSubscriptionInfo WHERE id = \(recordID)")?.int(0) == 0)
     }
+
+    /// A contract step (NNN_contract_*.sql) runs only when no host runs an older release
+    /// than its header names: refused while one does, naming it, and applied once every
+    /// host is at that release.
+    @Test func aContractStepWaitsForEveryHostsRelease() throws {
+        let (database, name) = try scratchDatabase()
+        defer { dropScratch(name) }
+        _ = try migrate(database, through: 25)
+        let scratch = NSTemporaryDirectory() + "ens-contract-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        for file in try FileManager.default.contentsOfDirectory(atPath: TestStack.root + "/sql/migrations") where file.hasSuffix(".sql") {
+            try FileManager.default.copyItem(atPath: TestStack.root + "/sql/migrations/" + file, toPath: scratch + "/" + file)
+        }
+        try """
+            -- contract: requires release 9.1.0
+            ALTER TABLE EnsSubscriptionInfo DROP COLUMN IF EXISTS proof_failures;
+            """.write(toFile: scratch + "/900_contract_unused_counters.sql", atomically: true, encoding: .utf8)
+        try database.execute("""
+            INSERT INTO SenderHosts (host, spool_entries, heartbeat_at, release_version)
+            VALUES ('host-a', 0, NOW(3), '9.1.0'), ('host-b', 0, NOW(3), '9.0.7'), ('host-c', 0, NOW(3), NULL)
+            """)
+        let migrator = Migrator(directory: scratch, database: database)
+        #expect {
+            try migrator.migrate()
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("host-b runs 9.0.7") && text.contains("host-c runs a release before 0.2.0") && !text.contains("host-a")
+        }
+        #expect(try database.queryOne("SELECT COUNT(*) FROM schema_migrations WHERE version = 900")?.int(0) == 0)
+        try database.execute("UPDATE SenderHosts SET release_version = '9.10.0' WHERE host = 'host-b'")
+        try database.execute("DELETE FROM SenderHosts WHERE host = 'host-c'")
+        #expect(try migrator.migrate() == ["900_contract_unused_counters.sql"])
+    }
 }
