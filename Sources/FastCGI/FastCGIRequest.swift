@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// libfcgi's process-wide state.
-public enum FastCGI {
+public enum FastCGILibrary {
     /// Initialises libfcgi once per process, before any request object is made.
     ///
     /// libfcgi installs its own SIGTERM/SIGUSR1/SIGPIPE handlers here; callers block those

@@ -43,7 +43,7 @@ public struct Worker {
     public func run() -> Int32 {
         Signals.ignoreBrokenPipe()
         do {
-            try FastCGI.initialize()
+            try FastCGILibrary.initialize()
         } catch {
             logger.critical("cannot initialise libfcgi", metadata: ["error": "\(error)"])
             return 1

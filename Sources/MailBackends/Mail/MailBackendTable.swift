@@ -28,12 +28,12 @@ public enum MailBackendTable {
     }
 
     /// The registrars of a responder process, in the table's order.
-    public static func registrars(_ configuration: ENSConfiguration, settings: ResponderSettings, graph: GraphServices?) -> MailBackends {
+    public static func registrars(_ configuration: ENSConfiguration, settings: ResponderSettings, graph: GraphServices?) -> MailRegistrars {
         let registrars = all.compactMap { $0.registrar(configuration, settings: settings, graph: graph) }
         guard let fallback = registrars.last else {
             preconditionFailure("MailBackendTable: the last backend (the fallback) must always have a registrar")
         }
-        return MailBackends(fallback: fallback, preferring: Array(registrars.dropLast()))
+        return MailRegistrars(fallback: fallback, preferring: Array(registrars.dropLast()))
     }
 
     /// Every backend's callback locations.

@@ -9,7 +9,7 @@ internal import Logging
 public protocol MailboxRegistering: Sendable {
     var backend: MailBackend { get }
     /// Whether this backend is the one for a new subscription of this mailbox. Asked in
-    /// order (`MailBackends.preferred`); the fallback backend is never asked.
+    /// order (`MailRegistrars.preferred`); the fallback backend is never asked.
     func serves(_ request: MailboxRequest, context: RequestContext) throws -> Bool
     /// Finds where the mailbox lives (EWS: Autodiscover), proves the credentials there,
     /// and subscribes to new mail in its Inbox; the record's live subscription (if any)
@@ -150,7 +150,7 @@ public enum MailboxOutcome: Sendable, Equatable {
 }
 
 /// The mail backends this process registers mailboxes with.
-public struct MailBackends: Sendable {
+public struct MailRegistrars: Sendable {
     /// Asked in order whether they serve a new subscription of a mailbox.
     public let preferred: [any MailboxRegistering]
     /// Takes every new subscription the preferred ones do not.

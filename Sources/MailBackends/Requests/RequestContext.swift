@@ -209,7 +209,7 @@ public final class SharedServices: Sendable {
     public let apiTokens: APITokenSet
     public let privateKeys: PrivateKeyCache
     public let checkIns: CheckInRecorder
-    public let mailBackends: MailBackends
+    public let mailBackends: MailRegistrars
     /// The Graph tenants' applications, tokens and per-mailbox limits; nil when no
     /// tenant is configured.
     public let graph: GraphServices?
@@ -223,7 +223,7 @@ public final class SharedServices: Sendable {
     /// The connections to ens-apns this process keeps between callbacks' hand-offs.
     public let senderConnections: SenderConnections
 
-    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, mailBackends: MailBackends,
+    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, mailBackends: MailRegistrars,
                 graph: GraphServices? = nil, registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
                 callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000)), metricsToken: String? = nil,
                 senderConnections: SenderConnections = SenderConnections()) {
