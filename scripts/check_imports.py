@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make lint: the import rules Package.swift cannot say.
+"""make lint: the import rules Package.swift cannot say (and no type named like its module).
 
 Package.swift is the module graph (scripts/check_manifest.py holds every target to it,
 exactly). What a manifest cannot say is which edges it must never grow, and which
@@ -70,6 +70,14 @@ for stale in sorted(SHARED_EXCEPTIONS):
     path = root / stale
     if not path.exists() or not (set(IMPORT.findall(path.read_text())) & BACKEND_CLIENTS):
         problems.append(f"scripts/check_imports.py: {stale} no longer imports a backend client; drop it from SHARED_EXCEPTIONS")
+# No type named like its module: `Module.Name` must always mean the module's member.
+for directory in sorted((root / "Sources").iterdir()):
+    if not directory.is_dir():
+        continue
+    named = re.compile(rf"^\s*(?:public |internal |package |fileprivate |private )?(?:final )?(?:struct|class|enum|protocol|actor) {re.escape(directory.name)}\b", re.M)
+    for path in sorted(directory.rglob("*.swift")):
+        if named.search(path.read_text()):
+            problems.append(f"{path.relative_to(root)}: a type named like its module {directory.name}")
 if problems:
     print("lint: imports against the layer rules (scripts/check_imports.py):")
     print("\n".join(problems))
