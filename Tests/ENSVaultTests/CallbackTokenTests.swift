@@ -307,12 +307,6 @@ import XML
         #expect(Autodiscover.readSOAP(try XMLTree.parse(Array(redirect.utf8))) == .redirectAddress("c@elsewhere.test"))
     }
 
-    /// No policy service answering means "unreachable" (policy.on_error decides).
-    @Test func anUnreachablePolicyServiceIsReported() throws {
-        let client = try DevicePolicyClient(url: "http://127.0.0.1:9/policy", caBundlePath: nil, timeout: .milliseconds(500))
-        #expect(client.decision(deviceID: "ABC") == .unreachable)
-    }
-
     @Test func domainsAreValidated() {
         #expect(Autodiscover.domain(of: "A@Example.Test") == "example.test")
         #expect(Autodiscover.domain(of: "a@b@c.test") == "c.test")
