@@ -7,7 +7,7 @@
 #   make test    install what is missing, build, run every test (unit + integration)
 #                against a private stack under var/test, then tear it down (what CI runs)
 #   make check   the inner loop: build, lint, the unit and in-process endpoint tests
-#                (and ENSKit's unit tests, clients/ENSKit)
+#                (ENSKit, clients/ENSKit, is built and tested by make test)
 #   make test-stack / make suite SUITE=ExchangeTests / make test-stack-stop
 #                one integration suite (a regex) against a test stack left running
 #   make bench   benchmarks through nginx on loopback (bounded in time), B1 and B2 also
@@ -71,7 +71,6 @@ test: build-debug lint
 # The inner loop: build, lint, the unit and in-process endpoint tests (no stack).
 check: build-debug lint
 	@scripts/test.sh unit
-	@scripts/enskit-test.sh unit
 
 # One integration suite against a test stack that stays up between runs.
 test-stack: build-debug
