@@ -81,38 +81,42 @@ public struct SubscriptionStore {
         return record
     }
 
-    /// The user's own record and its claims, each with its devices, in one round trip
-    /// (check-ins are the hottest path): the user's own record first.
-    public func recordsWithDevices(userID: String) throws -> [(UserRecord, [DeviceRecord])] {
+    /// The user's own record and its devices, in one round trip (check-ins are the
+    /// hottest path). A device on one of the user's claims is found by
+    /// `claimHolding(userID:tokenHash:)`.
+    public func recordWithDevices(userID: String) throws -> (UserRecord, [DeviceRecord])? {
         let rows = try database.query("""
             SELECT \(unsafe: Self.recordColumns), \(unsafe: Self.recordDeviceColumns)
             FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
-            WHERE (s.userid = \(userID) AND s.claim_of IS NULL) OR s.claim_of = \(userID) LIMIT 1000
+            WHERE s.userid = \(userID) AND s.claim_of IS NULL LIMIT 1000
+            """)
+        guard let first = rows.first else { return nil }
+        let recordColumns = Self.recordColumnCount
+        guard let record = try record(from: Row(values: Array(first.values[..<recordColumns]))) else { return nil }
+        let binding = RowBinding(vault: vault)
+        let devices = try rows.compactMap { row -> DeviceRecord? in
+            guard try row.optionalInt(recordColumns) != nil else { return nil }
+            return try Self.device(from: Row(values: Array(row.values[recordColumns...])), binding: binding)
+        }
+        return (record, devices)
+    }
+
+    /// The claim of `userID` (migration 024) that holds the device with `tokenHash`, with
+    /// that device; nil when none does.
+    public func claimHolding(userID: String, tokenHash: [UInt8]) throws -> (UserRecord, DeviceRecord)? {
+        let rows = try database.query("""
+            SELECT \(unsafe: Self.recordColumns), \(unsafe: Self.recordDeviceColumns)
+            FROM EnsSubscriptionInfo s JOIN Devices d ON d.subscription_row = s.id
+            WHERE s.claim_of = \(userID) AND d.token_hash = \(tokenHash)
             """)
         let recordColumns = Self.recordColumnCount
         let binding = RowBinding(vault: vault)
-        var records: [UserRecord] = []
-        var devices: [Int64: [DeviceRecord]] = [:]
-        var refused: Set<Int64> = []
         for row in rows {
-            let id = try row.int(0)
-            if refused.contains(id) { continue }
-            if devices[id] == nil {
-                guard let record = try record(from: Row(values: Array(row.values[..<recordColumns]))) else {
-                    refused.insert(id)
-                    continue
-                }
-                records.append(record)
-                devices[id] = []
-            }
-            if try row.optionalInt(recordColumns) != nil,
-               let device = try Self.device(from: Row(values: Array(row.values[recordColumns...])), binding: binding) {
-                devices[id, default: []].append(device)
-            }
+            guard let record = try record(from: Row(values: Array(row.values[..<recordColumns]))),
+                  let device = try Self.device(from: Row(values: Array(row.values[recordColumns...])), binding: binding) else { continue }
+            return (record, device)
         }
-        // The user's own record first (a claim exists only beside it).
-        let ordered = records.filter { !$0.isClaim } + records.filter(\.isClaim)
-        return ordered.map { ($0, devices[$0.id] ?? []) }
+        return nil
     }
     private static let recordDeviceColumns = deviceColumns(of: "d", epoch: "s.device_epoch")
 

@@ -356,7 +356,7 @@ enum DeviceAPI {
             return Timestamp(millisecondsSinceEpoch: milliseconds)
         }
         let lastMessageDate = ignoreLastMessageDate || lastNotificationTs != nil ? nil : try payload.sealedTimestamp("lastMessageDate")
-        guard let device = operation.device(tokenHash: context.services.vault.tokenHash(token)) else {
+        guard let device = try operation.device(tokenHash: context.services.vault.tokenHash(token)) else {
             return .ok(.userSubscriptionNotFound)
         }
         // APNs said this token is dead: the device must register again (with the token
@@ -469,16 +469,14 @@ enum DeviceAPI {
         /// `device(tokenHash:)` finds the device in one of the user's claims (migration
         /// 024), which is then this.
         private(set) var record: UserRecord
-        /// The user's records (its own first) with their devices; empty unless the route
-        /// asked for them.
-        let holdings: [(record: UserRecord, devices: [DeviceRecord])]
+        /// The user's own record's devices; empty unless the route asked for them.
+        let devices: [DeviceRecord]
         /// The sealed parameter, and the user's key that opens it.
         let sealed: String
         let opener: SealedPayload
 
-        init(store: SubscriptionStore, record: UserRecord, holdings: [(record: UserRecord, devices: [DeviceRecord])], sealed: String,
-             opener: SealedPayload) {
-            (self.store, self.record, self.holdings, self.sealed, self.opener) = (store, record, holdings, sealed, opener)
+        init(store: SubscriptionStore, record: UserRecord, devices: [DeviceRecord], sealed: String, opener: SealedPayload) {
+            (self.store, self.record, self.devices, self.sealed, self.opener) = (store, record, devices, sealed, opener)
         }
 
         /// The sealed parameter as a JSON object.
@@ -496,15 +494,12 @@ enum DeviceAPI {
             return try store.device(recordID: claim.id, token: token)
         }
 
-        /// As `device(_:)`, among the devices read with the records (`withDevices`).
-        func device(tokenHash: [UInt8]) -> DeviceRecord? {
-            for (holder, devices) in holdings {
-                if let device = devices.first(where: { Digest.constantTimeEqual($0.tokenHash, tokenHash) }) {
-                    record = holder
-                    return device
-                }
-            }
-            return nil
+        /// As `device(_:)`, first among the devices read with the record (`withDevices`).
+        func device(tokenHash: [UInt8]) throws -> DeviceRecord? {
+            if let device = devices.first(where: { Digest.constantTimeEqual($0.tokenHash, tokenHash) }) { return device }
+            guard !record.isClaim, let (claim, device) = try store.claimHolding(userID: record.userID, tokenHash: tokenHash) else { return nil }
+            record = claim
+            return device
         }
         /// The sealed parameter as whichever of the two it is.
         func objectOrText() throws(APIError) -> SealedPayload.Plaintext { try opener.objectOrText(sealed) }
@@ -518,15 +513,15 @@ enum DeviceAPI {
             let userID = try Identity.userID(request.parameters)
             let sealed = try request.parameters.required(parameter)
             let store = store(context)
-            let holdings: [(record: UserRecord, devices: [DeviceRecord])]
+            let found: (record: UserRecord, devices: [DeviceRecord])?
             if withDevices {
-                holdings = try store.recordsWithDevices(userID: userID).map { (record: $0.0, devices: $0.1) }
+                found = try store.recordWithDevices(userID: userID)
             } else {
-                holdings = try store.record(userID: userID).map { [(record: $0, devices: [])] } ?? []
+                found = try store.record(userID: userID).map { ($0, []) }
             }
-            guard let own = holdings.first?.record, !own.isClaim else { return .ok(.userSubscriptionNotFound) }
+            guard let (own, devices) = found else { return .ok(.userSubscriptionNotFound) }
             let opener = try opener(store, record: own, use: use, context: context)
-            return try body(SealedOperation(store: store, record: own, holdings: holdings, sealed: sealed, opener: opener), request, context)
+            return try body(SealedOperation(store: store, record: own, devices: devices, sealed: sealed, opener: opener), request, context)
         }
     }
 
