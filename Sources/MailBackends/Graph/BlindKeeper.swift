@@ -87,6 +87,19 @@ struct BlindKeeper {
             try store.postpone(id: blind.id, until: renewed.adding(GraphSubscriptionStore.renewalSpacing))
             return
         }
+        /// Records what Graph made or renewed on the row and counts it under `counter`;
+        /// a store that fails is logged with `failure` and counted as postponed (false).
+        func recorded(_ subscription: GraphSubscription, as counter: WritableKeyPath<Counts, Int>, or failure: Logger.Message) -> Bool {
+            do {
+                try store.subscribed(id: blind.id, subscriptionID: subscription.id, expiresAt: subscription.expiresAt, now: now)
+                counts[keyPath: counter] += 1
+                return true
+            } catch {
+                run.logger.error(failure, metadata: ["record": "\(blind.recordID)", "error": "\(error)"])
+                counts.postponed += 1
+                return false
+            }
+        }
         let lifetime = min(plan.lifetime, BlindSubscriptions.richLifetime)
         let notificationURL = plan.callbackURL + (try RoutingToken(recordID: blind.recordID, blindID: blind.id, bucket: plan.urlBucket(userID: record.userID))
             .blindPath(vault: plan.vault))
@@ -94,17 +107,9 @@ struct BlindKeeper {
             if alive, let id = blind.subscriptionID {
                 do throws(GraphError) {
                     let renewed = try client.renewSubscription(id: id, until: now.adding(lifetime), application: application)
-                    do {
-                        try store.subscribed(id: blind.id, subscriptionID: renewed.id, expiresAt: renewed.expiresAt, now: now)
-                        counts.renewed += 1
-                    } catch {
-                        // Renewed at Graph, not recorded: the row keeps its older expiry and is
-                        // renewed again at the next run, which Graph allows.
-                        run.logger.error("graph blind subscription renewed but not recorded; renewing again next run", metadata: [
-                            "record": "\(blind.recordID)", "error": "\(error)",
-                        ])
-                        counts.postponed += 1
-                    }
+                    // Not recorded, the row keeps its older expiry and is renewed again at
+                    // the next run, which Graph allows.
+                    _ = recorded(renewed, as: \.renewed, or: "graph blind subscription renewed but not recorded; renewing again next run")
                     return
                 } catch .notFound {
                     run.logger.info("graph blind subscription gone: creating a new one", metadata: ["record": "\(blind.recordID)"])
@@ -118,16 +123,10 @@ struct BlindKeeper {
                                               certificateID: blind.certificateID)
             )
             let created = try client.createSubscription(request, application: application)
-            do {
-                try store.subscribed(id: blind.id, subscriptionID: created.id, expiresAt: created.expiresAt, now: now)
-                counts.recreated += 1
-            } catch {
-                // Created at Graph, not recorded: the row does not name it, so what Graph
-                // posts for it would be dropped while it lives. Deleted at Graph again; the
-                // row stays due and is created anew at the next run.
-                run.logger.error("graph blind subscription created but not recorded; deleting it at Graph", metadata: [
-                    "record": "\(blind.recordID)", "error": "\(error)",
-                ])
+            // Not recorded, the row does not name it, so what Graph posts for it would be
+            // dropped while it lives: deleted at Graph again; the row stays due and is
+            // created anew at the next run.
+            if !recorded(created, as: \.recreated, or: "graph blind subscription created but not recorded; deleting it at Graph") {
                 do throws(GraphError) {
                     try client.deleteSubscription(id: created.id, application: application)
                 } catch {
@@ -135,7 +134,6 @@ struct BlindKeeper {
                         "record": "\(blind.recordID)", "error": "\(error)",
                     ])
                 }
-                counts.postponed += 1
             }
         } catch {
             let retry: Duration = if case .throttled(let after) = error { max(after, .seconds(60)) } else { .minutes(5) }
