@@ -120,19 +120,6 @@ public struct SubscriptionStore {
     }
     private static let recordDeviceColumns = deviceColumns(of: "d", epoch: "s.device_epoch")
 
-    /// The user's record that holds the device with `token`: its own, or one of its
-    /// claims; nil when none does.
-    public func record(userID: String, holding token: DeviceToken) throws -> UserRecord? {
-        let rows = try database.query("""
-            SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s JOIN Devices d ON d.subscription_row = s.id
-            WHERE ((s.userid = \(userID) AND s.claim_of IS NULL) OR s.claim_of = \(userID)) AND d.token_hash = \(vault.tokenHash(token))
-            """)
-        for row in rows {
-            if let record = try record(from: row) { return record }
-        }
-        return nil
-    }
-
     /// The user's claim at `endpoint` (migration 024), made now if it has none: a record
     /// row beside `own`, the user's own record, that shares its key. (Two registrations
     /// making the same claim at once make one: the unique key on claim_of and

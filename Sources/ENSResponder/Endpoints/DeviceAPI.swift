@@ -108,13 +108,20 @@ enum DeviceAPI {
         let creds = opened.members
         let token = try creds.sealedToken("apnsToken")
         let credentials = try exchangeCredentials(creds)
-        // The user's record that has this device already: its own, or a claim (a
-        // subscription at a server the device proved itself at, beside the record).
-        let holder = try store.record(userID: userID, holding: token) ?? own
+        // The device as the user's records know it already: on its own record, or on a
+        // claim (a subscription at a server the device proved itself at, beside the record).
+        let tokenHash = context.services.vault.tokenHash(token)
+        let (holder, existing): (UserRecord, DeviceRecord?)
+        if let onOwn = try store.device(recordID: own.id, token: token) {
+            (holder, existing) = (own, onOwn)
+        } else if let (claim, onClaim) = try store.claimHolding(userID: userID, tokenHash: tokenHash) {
+            (holder, existing) = (claim, onClaim)
+        } else {
+            (holder, existing) = (own, nil)
+        }
         var record = holder
         // A device that is there already changes only as its owner says: with its secret
         // inside this (bound, so single-use) creds, when it registered one.
-        let existing = try store.device(recordID: record.id, token: token)
         if let existing {
             try DeviceSecret.authorise(existing, by: opened, operation: "registerdevicev2", context: context)
         }
@@ -144,7 +151,7 @@ enum DeviceAPI {
         guard let mailbox = mailboxAddress(parameters["email"], credentials: credentials, userID: userID) else {
             throw APIError.invalidRequest("Parameter 'email' is required: the mailbox the credentials must open.")
         }
-        let presenter = ProofPresenter(tokenHash: context.services.vault.tokenHash(token), remoteAddress: request.clientAddress,
+        let presenter = ProofPresenter(tokenHash: tokenHash, remoteAddress: request.clientAddress,
                                        userName: credentials.userName)
         let request = MailboxRequest(record: record, mailbox: mailbox, credentials: credentials, protocolVersion: exchangeVersion, presenter: presenter)
         // A device joins a subscribed record only by proving, at that record's mail
@@ -489,9 +496,11 @@ enum DeviceAPI {
         /// becomes `record`); nil when it has none.
         func device(_ token: DeviceToken) throws -> DeviceRecord? {
             if let device = try store.device(recordID: record.id, token: token) { return device }
-            guard !record.isClaim, let claim = try store.record(userID: record.userID, holding: token), claim.isClaim else { return nil }
+            guard !record.isClaim, let (claim, device) = try store.claimHolding(userID: record.userID, tokenHash: store.vault.tokenHash(token)) else {
+                return nil
+            }
             record = claim
-            return try store.device(recordID: claim.id, token: token)
+            return device
         }
 
         /// As `device(_:)`, first among the devices read with the record (`withDevices`).
