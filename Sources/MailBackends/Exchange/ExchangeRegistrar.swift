@@ -178,9 +178,10 @@ public struct ExchangeRegistrar: MailboxRegistering {
         // whose credentials open the mailbox at the server it named gets a subscription
         // of its own there (a claim, made by the device API), and each hears only its own.
         if endpoint.named, state.isLive, let current = state.backendURL, !Self.sameServer(ewsURL, current),
-           try !attempt.isMailboxExchange(ewsURL, credentials: credentials, client: client, now: now) {
+           case let cached = try attempt.cachedAnswer(now: now),
+           !attempt.isMailboxExchange(ewsURL, cachedAnswer: cached, credentials: credentials, client: client) {
             // The live server is the confirmed one: the named one is not the mailbox's.
-            if try attempt.isConfirmed(current, client: client, now: now) {
+            if attempt.isConfirmed(current, cachedAnswer: cached, client: client) {
                 context.logger.warning("registration refused: ewsUrl is not this mailbox's Exchange", metadata: ["record": "\(request.record.id)"])
                 try attempt.recordProofFailure()
                 return .endpointNotTrusted
@@ -382,20 +383,24 @@ private struct Attempt {
     /// What Exchange answers when the credentials are good but not for the mailbox named.
     static let mailboxRefusals: Set<String> = ["ErrorAccessDenied", "ErrorNonExistentMailbox", "ErrorMailboxNotFound", "ErrorFolderNotFound"]
 
+    /// The address's cached Autodiscover answer, if one is kept (read once per decision).
+    func cachedAnswer(now: Timestamp) throws -> String? {
+        guard let domain = Autodiscover.domain(of: request.mailbox) else { return nil }
+        return try autodiscoverCache.ewsURL(domain: domain, now: now)
+    }
+
     /// Whether `candidate` is confirmed without asking anyone: a host the operator lists
     /// (exchange.allowed_hosts), or the address's cached Autodiscover answer.
-    func isConfirmed(_ candidate: String, client: EWSClient, now: Timestamp) throws -> Bool {
+    func isConfirmed(_ candidate: String, cachedAnswer: String?, client: EWSClient) -> Bool {
         if let host = URLParts(candidate)?.host, client.configuration.destinationPolicy.lists(host: host) { return true }
-        guard let domain = Autodiscover.domain(of: request.mailbox) else { return false }
-        guard let cached = try autodiscoverCache.ewsURL(domain: domain, now: now) else { return false }
-        return ExchangeRegistrar.sameServer(cached, candidate)
+        return cachedAnswer.map { ExchangeRegistrar.sameServer($0, candidate) } ?? false
     }
 
     /// Whether `candidate` may replace a live subscription's endpoint: a host the
     /// operator lists (exchange.allowed_hosts), or the host Autodiscover finds for the
     /// address over https (from the cache, else asked now).
-    func isMailboxExchange(_ candidate: String, credentials: EWSCredentials, client: EWSClient, now: Timestamp) throws -> Bool {
-        if try isConfirmed(candidate, client: client, now: now) { return true }
+    func isMailboxExchange(_ candidate: String, cachedAnswer: String?, credentials: EWSCredentials, client: EWSClient) -> Bool {
+        if isConfirmed(candidate, cachedAnswer: cachedAnswer, client: client) { return true }
         guard Autodiscover.domain(of: request.mailbox) != nil else { return false }
         guard case .found(let discovered, trusted: true) = Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) else {
             return false
