@@ -145,8 +145,10 @@ public enum MetricsText {
         var sources = 0
         var staleSources = 0
         let staleBefore = now.millisecondsSinceEpoch - Int64(staleAfter.wholeMilliseconds)
-        // No directory yet (no process has written its file) is no sources, which the
-        // answer says (`ens_metrics_sources` 0); /metrics answers rather than failing.
+        // No directory yet (no process has written its file), or one this process cannot
+        // read, is no sources: a state of the host, not of the code. The answer says it
+        // (`ens_metrics_sources` 0) rather than failing, and `ens-cron status` shows the
+        // processes themselves.
         for name in ((try? Files.list(directory)) ?? []) where name.hasSuffix(".prom") {
             let path = directory + "/" + name
             guard let modified = Files.signature(path)?.modified,

@@ -104,9 +104,9 @@ public struct Migrator {
 
     /// "0.2.0" as [0, 2, 0]; nil for anything else.
     static func release(_ text: String) -> [Int]? {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false).compactMap { Int($0) }.filter { $0 >= 0 }
-        guard parts.count == 3, text.split(separator: ".", omittingEmptySubsequences: false).count == 3 else { return nil }
-        return parts
+        let numbers = text.split(separator: ".", omittingEmptySubsequences: false).map { Int($0).flatMap { $0 >= 0 ? $0 : nil } }
+        guard numbers.count == 3, numbers.allSatisfy({ $0 != nil }) else { return nil }
+        return numbers.compactMap { $0 }
     }
 
     /// A contract step removes what an older release needs: it runs only when no host in
