@@ -26,7 +26,7 @@
 #   make lint    C-module containment, shellcheck, no fatalError/try! in Sources, and
 #                config/ens.conf.example and ens.conf(5) as the key declarations generate them
 #   make config-docs  rewrite config/ens.conf.example and debian/man/ens.conf.5 from the key
-#                declarations (Sources/ENSConfig/Keys)
+#                declarations (Sources/ENSConfig/Components)
 #   make build   release build of ens-fcgi, ens-apns, ens-cron
 #   make install install the binaries, SQL, nginx and Apache snippets, deployment files
 #                and the example config under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local)

@@ -45,7 +45,6 @@ SHARED_EXCEPTIONS = {
     "Sources/MailBackends/Mail/MailCallback.swift",
     "Sources/MailBackends/Mail/NewMailDelivery.swift",
     "Sources/MailBackends/Requests/RequestContext.swift",
-    "Sources/MailBackends/Requests/ResponderSettings.swift",
 }
 BACKEND_CLIENTS = {"EWS", "Graph"}
 

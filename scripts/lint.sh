@@ -58,7 +58,7 @@ if command -v systemd-analyze >/dev/null; then
 fi
 
 # 5. The example config and ens.conf(5) are what the key declarations generate
-# (Sources/ENSConfig/Keys). The debug ens-cron prints them; it is built first when
+# (Sources/ENSConfig/Components). The debug ens-cron prints them; it is built first when
 # missing or older than the declarations (make test has just built it).
 cron=.build/debug/ens-cron
 if [ ! -x "$cron" ] || [ -n "$(find Sources/ENSConfig Sources/ens-cron -newer "$cron" -name '*.swift' 2>/dev/null | head -1)" ]; then

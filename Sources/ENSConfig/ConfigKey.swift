@@ -1,9 +1,11 @@
-/// One configuration key, declared once, in the file of the component that owns it
-/// (Config/Keys/*.swift): its name, what its value may be, its default as written in
-/// ens.conf, when a change takes effect, and its documentation. Parsing
-/// (`ENSConfiguration(file:)`), the reload rules (`ConfigReload`), config/ens.conf.example
-/// and ens.conf(5) (`ConfigReference`) all read these declarations; `make lint` fails
-/// when the committed example or man page differ from what they generate.
+/// One configuration key, declared once, beside the property it sets, in the file of the
+/// component that owns it (`SettingsComponent`, Sources/ENSConfig/Components): its name,
+/// what its value may be, its default (the property's own, written as the file would
+/// write it), when a change takes effect, and its documentation. Parsing
+/// (`ENSConfiguration(file:)`), reloads (`ConfigReload`, `ENSConfiguration.reloading`),
+/// config/ens.conf.example and ens.conf(5) (`ConfigReference`) all read these
+/// declarations; `make lint` fails when the committed example or man page differ from
+/// what they generate.
 public struct ConfigKey: Sendable {
     /// When a changed value takes effect in a running process.
     public enum Reload: Sendable, Equatable {
@@ -30,9 +32,8 @@ public struct ConfigKey: Sendable {
     public let summary: String
     /// The numbers allowed, for a number or a duration (in the unit its name says).
     public let range: ClosedRange<Int>?
-    /// The default as written in the file (empty: none); parsing it gives the built-in
-    /// default of the `ENSConfiguration` property (ConfigDeclarationTests checks each).
-    /// nil: the key is unset by default and has no empty form (apns.key_id).
+    /// The default as the file writes it (empty: none), formatted from the component's
+    /// typed default. nil: the key is unset by default and has no empty form (apns.key_id).
     public let defaultValue: String?
     public let reload: Reload
     /// One line: what the key is.
@@ -48,21 +49,29 @@ public struct ConfigKey: Sendable {
     let apply: @Sendable (_ config: inout ENSConfiguration, _ key: String, _ value: String) throws(ConfigError) -> Void
     /// Whether two configurations hold the same value for this key.
     let sameValue: @Sendable (ENSConfiguration, ENSConfiguration) -> Bool
+    /// Sets this key's value in `config` to the one in `source` (a reload).
+    let copy: @Sendable (_ config: inout ENSConfiguration, _ source: ENSConfiguration) -> Void
+    /// Whether the default, written out, parses back to itself.
+    let defaultRoundTrips: @Sendable () -> Bool
 
-    init<Value>(
-        _ name: String, _ property: any WritableKeyPath<ENSConfiguration, Value> & Sendable, _ value: ConfigValue<Value>,
-        default defaultValue: String?, reload: Reload = .restart, example: Example = .defaultValue, doc: String, details: String = ""
+    init<Component: SettingsComponent, Value>(
+        _ name: String, _ property: any WritableKeyPath<Component, Value> & Sendable, _ value: ConfigValue<Value>,
+        hasDefault: Bool, reload: Reload, example: Example, doc: String, details: String
     ) {
+        let component = Component.configuration
+        let builtIn = Component()[keyPath: property]
         self.name = name
         self.summary = value.summary
         self.range = value.range
-        self.defaultValue = defaultValue
+        self.defaultValue = hasDefault ? value.format(builtIn) : nil
         self.reload = reload
         self.example = example
         self.doc = doc
         self.details = details
-        apply = { config, key, text throws(ConfigError) in config[keyPath: property] = try value.parse(key, text) }
-        sameValue = { $0[keyPath: property] == $1[keyPath: property] }
+        apply = { config, key, text throws(ConfigError) in config[keyPath: component][keyPath: property] = try value.parse(key, text) }
+        sameValue = { $0[keyPath: component][keyPath: property] == $1[keyPath: component][keyPath: property] }
+        copy = { config, source in config[keyPath: component][keyPath: property] = source[keyPath: component][keyPath: property] }
+        defaultRoundTrips = { !hasDefault || (try? value.parse(name, value.format(builtIn))) == builtIn }
     }
 
     /// This key, also accepted under an old name; `note` says why it changed and what to do.
@@ -109,11 +118,12 @@ public struct ConfigPattern: Sendable {
     let instance: Instance
     let apply: @Sendable (_ config: inout ENSConfiguration, _ instance: String, _ key: String, _ value: String) throws(ConfigError) -> Void
 
-    init<Value>(
+    init<Component: SettingsComponent, Value>(
         _ prefix: String, _ instance: Instance, field: String? = nil, _ value: ConfigValue<Value>,
         doc: String, details: String = "", examples: [String] = [],
-        apply: @escaping @Sendable (_ config: inout ENSConfiguration, _ instance: String, _ value: Value) -> Void
+        apply: @escaping @Sendable (_ settings: inout Component, _ instance: String, _ value: Value) -> Void
     ) {
+        let component = Component.configuration
         self.prefix = prefix
         self.instance = instance
         self.field = field
@@ -121,7 +131,7 @@ public struct ConfigPattern: Sendable {
         self.doc = doc
         self.details = details
         self.examples = examples
-        self.apply = { config, name, key, text throws(ConfigError) in apply(&config, name, try value.parse(key, text)) }
+        self.apply = { config, name, key, text throws(ConfigError) in apply(&config[keyPath: component], name, try value.parse(key, text)) }
     }
 }
 
@@ -133,7 +143,7 @@ public struct ConfigSection: Sendable {
     public let keys: [ConfigKey]
     public let patterns: [ConfigPattern]
 
-    init(_ title: String, intro: String = "", keys: [ConfigKey], patterns: [ConfigPattern] = []) {
+    public init(_ title: String, intro: String = "", keys: [ConfigKey], patterns: [ConfigPattern] = []) {
         self.title = title
         self.intro = intro
         self.keys = keys
@@ -144,10 +154,7 @@ public struct ConfigSection: Sendable {
 /// Every declaration, and the look-ups parsing needs.
 public enum ConfigSchema {
     /// The components' sections, in the order of the example file and the man page.
-    public static let sections: [ConfigSection] = [
-        .responder, .limits, .database, .secrets, .sealed, .push, .apns, .fcm, .maintenance, .exchange, .privacy, .graph, .policy,
-        .metrics, .logging,
-    ]
+    public static let sections: [ConfigSection] = ENSConfiguration.components.map { $0.section }
 
     public static let keys: [ConfigKey] = sections.flatMap(\.keys)
     public static let patterns: [ConfigPattern] = sections.flatMap(\.patterns)

@@ -43,7 +43,7 @@ public enum ConfigReference {
         Every setting ENS accepts is listed below with its built-in default, so this file
         can be copied as it is and then edited. A key left out of the file keeps the default
         shown here (the two callback URLs show the form: set them to this host's). This file
-        is generated from the declarations in Sources/ENSConfig/Keys (`make
+        is generated from the declarations in Sources/ENSConfig/Components (`make
         config-docs`); ens.conf(5) says the same.
 
         Format:
@@ -96,7 +96,7 @@ public enum ConfigReference {
 
     public static func manPage() -> String {
         var out = [
-            ".\\\" Generated from Sources/ENSConfig/Keys by `ens-cron config-reference --man`",
+            ".\\\" Generated from Sources/ENSConfig/Components by `ens-cron config-reference --man`",
             ".\\\" (make config-docs); edit the declarations, not this file.",
             ".TH ENS.CONF 5 \"\(revised)\" \"ens\" \"ENS\"",
             ".SH NAME",

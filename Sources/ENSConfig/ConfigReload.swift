@@ -12,7 +12,7 @@ public struct ConfigReload: Sendable, Equatable {
     public static let appliedKeys: Set<String> = ConfigSchema.names(reloading: .everyProcess)
 
     /// Keys the responders (ens-fcgi) also take over (declared `reload: .responders`;
-    /// `ResponderSettings.reloadingLimits(from:)` applies them).
+    /// `ENSConfiguration.reloading(_:from:)` applies them).
     public static let responderKeys: Set<String> = ConfigSchema.names(reloading: .responders)
 
     /// Changed keys the reload applied.
@@ -42,7 +42,7 @@ public struct ConfigReload: Sendable, Equatable {
             logger.error("configuration not reloaded: the file has an error; the running configuration is kept", metadata: ["error": "\(error)"])
             return nil
         }
-        LogfmtLogHandler.setLevel(Logger.Level(rawValue: fresh.logLevel) ?? .info)
+        LogfmtLogHandler.setLevel(Logger.Level(rawValue: fresh.logging.level) ?? .info)
         let reload = ConfigReload(running: running, reloaded: fresh.file, alsoApplied: alsoApplied)
         if reload.needRestart.isEmpty {
             logger.notice("configuration reloaded", metadata: ["applied": "\(reload.applied.joined(separator: ","))"])

@@ -1,23 +1,28 @@
 internal import ENSModel
 internal import POSIX
 
-/// What a key's value may be: its parser, and the same in words for the documentation.
-/// Every error names the key the file used.
-struct ConfigValue<Value: Sendable & Equatable>: Sendable {
+/// What a key's value may be: its parser, the reverse (how a value is written in the
+/// file, which gives each key's documented default from the component's typed one), and
+/// the same in words for the documentation. Every error names the key the file used.
+public struct ConfigValue<Value: Sendable & Equatable>: Sendable {
     let summary: String
     /// The numbers allowed, for a number or a duration.
     var range: ClosedRange<Int>?
     let parse: @Sendable (_ key: String, _ value: String) throws(ConfigError) -> Value
+    /// The text that parses back to `value` (ConfigDeclarationTests checks each default).
+    let format: @Sendable (_ value: Value) -> String
 
-    init(_ summary: String, range: ClosedRange<Int>? = nil, parse: @escaping @Sendable (_ key: String, _ value: String) throws(ConfigError) -> Value) {
+    init(_ summary: String, range: ClosedRange<Int>? = nil, format: @escaping @Sendable (Value) -> String,
+         parse: @escaping @Sendable (_ key: String, _ value: String) throws(ConfigError) -> Value) {
         self.summary = summary
         self.range = range
+        self.format = format
         self.parse = parse
     }
 
     /// Empty means none (nil); anything else must be a `wrapped`.
     static func optional<Wrapped>(_ wrapped: ConfigValue<Wrapped>) -> ConfigValue where Value == Wrapped? {
-        ConfigValue("\(wrapped.summary), or empty for none") { key, value throws(ConfigError) in
+        ConfigValue("\(wrapped.summary), or empty for none", format: { $0.map(wrapped.format) ?? "" }) { key, value throws(ConfigError) in
             value.isEmpty ? nil : try wrapped.parse(key, value)
         }
     }
@@ -26,10 +31,21 @@ struct ConfigValue<Value: Sendable & Equatable>: Sendable {
     static func oneOf(_ choices: [(word: String, value: Value)]) -> ConfigValue {
         let words = choices.map(\.word)
         let phrase = words.count == 2 ? "\(words[0]) or \(words[1])" : "one of \(words.joined(separator: ", "))"
-        return ConfigValue(phrase) { key, value throws(ConfigError) in
+        let wordOf: @Sendable (Value) -> String = { value in
+            guard let choice = choices.first(where: { $0.value == value }) else { preconditionFailure("\(value) is none of \(phrase)") }
+            return choice.word
+        }
+        return ConfigValue(phrase, format: wordOf) { key, value throws(ConfigError) in
             guard let choice = choices.first(where: { $0.word == value }) else { throw ConfigError(key: key, problem: "must be \(phrase)") }
             return choice.value
         }
+    }
+}
+
+extension ConfigValue where Value == String {
+    /// A text value, written as it is.
+    init(_ summary: String, parse: @escaping @Sendable (_ key: String, _ value: String) throws(ConfigError) -> Value) {
+        self.init(summary, format: { $0 }, parse: parse)
     }
 }
 
@@ -46,11 +62,19 @@ enum DurationUnit: String, Sendable {
         case .days: .days(count)
         }
     }
+
+    /// How many whole units `duration` is (it is one: the defaults are whole units).
+    func count(_ duration: Duration) -> Int {
+        let unit = self.duration(1)
+        let count = Int(duration / unit)
+        precondition(self.duration(count) == duration, "\(duration) is not a whole number of \(rawValue)")
+        return count
+    }
 }
 
 extension ConfigValue where Value == Int {
     static func integer(_ range: ClosedRange<Int>) -> ConfigValue {
-        ConfigValue("an integer from \(range.lowerBound) to \(range.upperBound)", range: range) { key, value throws(ConfigError) in
+        ConfigValue("an integer from \(range.lowerBound) to \(range.upperBound)", range: range, format: { String($0) }) { key, value throws(ConfigError) in
             try integer(key, value, range)
         }
     }
@@ -66,7 +90,7 @@ extension ConfigValue where Value == Int {
 extension ConfigValue where Value == Int32 {
     static func int32(_ range: ClosedRange<Int32>) -> ConfigValue {
         let wide = Int(range.lowerBound)...Int(range.upperBound)
-        return ConfigValue("an integer from \(range.lowerBound) to \(range.upperBound)", range: wide) { key, value throws(ConfigError) in
+        return ConfigValue("an integer from \(range.lowerBound) to \(range.upperBound)", range: wide, format: { String($0) }) { key, value throws(ConfigError) in
             Int32(try ConfigValue<Int>.integer(key, value, wide))
         }
     }
@@ -74,14 +98,14 @@ extension ConfigValue where Value == Int32 {
 
 extension ConfigValue where Value == Duration {
     static func duration(_ range: ClosedRange<Int>, _ unit: DurationUnit) -> ConfigValue {
-        ConfigValue("\(unit.rawValue), from \(range.lowerBound) to \(range.upperBound)", range: range) { key, value throws(ConfigError) in
+        ConfigValue("\(unit.rawValue), from \(range.lowerBound) to \(range.upperBound)", range: range, format: { String(unit.count($0)) }) { key, value throws(ConfigError) in
             unit.duration(try ConfigValue<Int>.integer(key, value, range))
         }
     }
 }
 
 extension ConfigValue where Value == UInt32 {
-    static let octalMode = ConfigValue("an octal file mode such as 0660") { key, value throws(ConfigError) in
+    static let octalMode = ConfigValue("an octal file mode such as 0660", format: { "0" + String($0, radix: 8) }) { key, value throws(ConfigError) in
         guard let mode = UInt32(value, radix: 8), mode <= 0o777 else {
             throw ConfigError(key: key, problem: "must be an octal file mode such as 0660")
         }
@@ -90,7 +114,7 @@ extension ConfigValue where Value == UInt32 {
 }
 
 extension ConfigValue where Value == Bool {
-    static let boolean = ConfigValue("yes or no (also true/false, on/off, 1/0)") { key, value throws(ConfigError) in
+    static let boolean = ConfigValue("yes or no (also true/false, on/off, 1/0)", format: { $0 ? "yes" : "no" }) { key, value throws(ConfigError) in
         switch value.lowercased() {
         case "yes", "true", "on", "1": return true
         case "no", "false", "off", "0": return false
@@ -199,11 +223,11 @@ extension ConfigValue where Value == [String] {
         value.split(separator: ",").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
     }
 
-    static let list = ConfigValue("a comma-separated list") { _, value in list(value) }
+    static let list = ConfigValue("a comma-separated list", format: { $0.joined(separator: ", ") }) { _, value in list(value) }
 
     /// Host names, lowercased; `what` says which in an error ("host names", "mail domains").
     static func hostNames(_ what: String, example: String) -> ConfigValue {
-        ConfigValue("\(what), comma-separated") { key, value throws(ConfigError) in
+        ConfigValue("\(what), comma-separated", format: { $0.joined(separator: ", ") }) { key, value throws(ConfigError) in
             try list(value).map { text throws(ConfigError) in
                 let host = text.lowercased()
                 guard host.utf8.count <= 253, !host.hasPrefix("."), !host.hasSuffix("."), host.contains("."),
@@ -217,7 +241,7 @@ extension ConfigValue where Value == [String] {
 }
 
 extension ConfigValue where Value == [IPNetwork] {
-    static let networks = ConfigValue("networks in CIDR form, comma-separated") { key, value throws(ConfigError) in
+    static let networks = ConfigValue("networks in CIDR form, comma-separated", format: { $0.map(\.description).joined(separator: ", ") }) { key, value throws(ConfigError) in
         try ConfigValue<[String]>.list(value).map { text throws(ConfigError) in
             guard let network = IPNetwork(text) else {
                 throw ConfigError(key: key, problem: "must list networks in CIDR form (e.g. 10.1.0.0/16, fd00::/8), got '\(text)'")
@@ -234,7 +258,7 @@ extension ConfigValue where Value == PrivacyMode {
 extension ConfigValue where Value == [DatabaseEndpoint] {
     /// `host:port` entries, comma-separated: an IPv6 address in brackets, 3306 when the
     /// port is left out. Empty: none (db.host and db.port apply).
-    static let endpoints = ConfigValue("host:port entries, comma-separated (at most 16; an IPv6 address in brackets)") { key, value throws(ConfigError) in
+    static let endpoints = ConfigValue("host:port entries, comma-separated (at most 16; an IPv6 address in brackets)", format: { $0.map(\.description).joined(separator: ", ") }) { key, value throws(ConfigError) in
         let entries = ConfigValue<[String]>.list(value)
         guard entries.count <= 16 else { throw ConfigError(key: key, problem: "lists \(entries.count) servers; at most 16") }
         var parsed: [DatabaseEndpoint] = []

@@ -19,12 +19,15 @@ extension ENSConfiguration {
         return value
     }
 
+}
+
+extension PushSettings {
     /// The name this host's sender writes its heartbeat under: push.host_name, else the
     /// system's host name, which must then pass the same check (set push.host_name if not).
     public func senderHostName() throws(ConfigError) -> String {
-        if let pushHostName { return pushHostName }
+        if let hostName { return hostName }
         let system = ProcessInfoLite.hostName
-        guard Self.isValidSenderHostName(system) else {
+        guard ENSConfiguration.isValidSenderHostName(system) else {
             throw ConfigError(key: "push.host_name", problem: "is not set and the system host name '\(system.prefix(80))' does not fit (1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'): set it")
         }
         return system

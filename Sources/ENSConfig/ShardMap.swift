@@ -182,10 +182,10 @@ public struct ShardMap: Sendable, Equatable {
     }
 }
 
-extension ENSConfiguration {
+extension DatabaseSettings {
     /// The shard map `db.shard_map` names, read and checked; without one, shard 0 alone.
     public func shardMap() throws(ConfigError) -> ShardMap {
-        guard let dbShardMap else { return .unsharded }
-        return try ShardMap.load(path: dbShardMap)
+        guard let shardMapFile else { return .unsharded }
+        return try ShardMap.load(path: shardMapFile)
     }
 }

@@ -48,7 +48,7 @@ public struct Jobs {
             TerminalProgress.shared.finish()
             let took = Duration.milliseconds(Int64(MonotonicClock.milliseconds() - started))
             do {
-                try CronJobLog(path: settings.cronStatusFile).record(.init(job: job, outcome: outcome, finishedAt: .now(), took: took))
+                try CronJobLog(path: settings.maintenance.cronStatusFile).record(.init(job: job, outcome: outcome, finishedAt: .now(), took: took))
             } catch {
                 logger.warning("cannot record the job's outcome for ens-cron status", metadata: ["job": "\(job)", "error": "\(error)"])
             }
@@ -59,7 +59,7 @@ public struct Jobs {
 
     public func apiKeys() throws {
         try recorded("api-keys") {
-            let count = try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
+            let count = try APITokens.writeCache(path: settings.secrets.apiTokenCacheFile, database: database)
             logger.info("api-keys done", metadata: ["tokens": "\(count)"])
         }
     }
@@ -74,7 +74,7 @@ public struct Jobs {
     }
 
     private func reapNow(_ maintenance: Maintenance) throws {
-        let counts = try maintenance.reap(binding: RowBinding(vault: Vault(masterKey: try settings.masterKey())))
+        let counts = try maintenance.reap(binding: RowBinding(vault: Vault(masterKey: try settings.secrets.masterKey())))
         logger.info("reap done", metadata: [
             "shard": "\(maintenance.shard)",
             "devices.stale": "\(counts.staleDevices)", "devices.disabled": "\(counts.disabledDevices)",
@@ -92,10 +92,10 @@ public struct Jobs {
     }
 
     private func renewNow() throws {
-        let vault = Vault(masterKey: try settings.masterKey())
+        let vault = Vault(masterKey: try settings.secrets.masterKey())
         let keepers = try MailBackendTable.keepers(settings, vault: vault)
         for maintenance in maintenances {
-            let counts = try maintenance.renew(vault: vault, sender: SenderClient(socketPath: settings.pushSocket), privacyFloor: settings.privacyMinimumMode,
+            let counts = try maintenance.renew(vault: vault, sender: SenderClient(socketPath: settings.push.socket), privacyFloor: settings.privacy.minimumMode,
                                                keepers: keepers)
             logger.info("renew done", metadata: [
                 "shard": "\(maintenance.shard)",
@@ -119,14 +119,14 @@ public struct Jobs {
     /// scrape (`MetricGauges`).
     public func gauges() throws {
         try recorded("gauges") {
-            let values = try MetricGauges.refresh(counting: maintenances.map(\.database), into: database, grace: settings.subscriptionGrace, now: .now())
+            let values = try MetricGauges.refresh(counting: maintenances.map(\.database), into: database, grace: settings.deviceAPI.subscriptionGrace, now: .now())
             logger.info("gauges done", metadata: ["series": "\(values.count)"])
         }
     }
 
     public func keys(target: Int, threads: Int) throws {
         try recorded("keys") {
-            let pool = KeyPool(database: database, vault: Vault(masterKey: try settings.masterKey()))
+            let pool = KeyPool(database: database, vault: Vault(masterKey: try settings.secrets.masterKey()))
             let added = try pool.refill(to: target, threads: threads, logger: logger) { TerminalProgress.shared.report("keys generated", $0) }
             let size = try pool.count()
             logger.info("keys done", metadata: ["keys.added": "\(added)", "keys.pool": "\(size)"])

@@ -55,12 +55,12 @@ public struct ShardDatabases: Sendable {
 extension ENSConfiguration {
     /// The service account's settings for every shard (`db.shard_map`).
     public func serviceShards() throws(ConfigError) -> ShardDatabases {
-        ShardDatabases(map: try shardMap(), base: try serviceDatabase())
+        ShardDatabases(map: try database.shardMap(), base: try serviceDatabase())
     }
 
     /// The migration account's settings for every shard.
     public func migrationShards() throws(ConfigError) -> ShardDatabases {
-        ShardDatabases(map: try shardMap(), base: try migrationDatabase())
+        ShardDatabases(map: try database.shardMap(), base: try migrationDatabase())
     }
 }
 

@@ -41,12 +41,12 @@ struct Drain: ParsableCommand {
         do {
             try CoreDumps.forbid()  // before the master key is read
             settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
-            masterKey = try settings.masterKey()
+            masterKey = try settings.secrets.masterKey()
             try refuseLiveSpools(settings)
         } catch {
             fail("\(error)")
         }
-        LogfmtLogHandler.bootstrap(label: "ens-apns", level: settings.logLevel)
+        LogfmtLogHandler.bootstrap(label: "ens-apns", level: settings.logging.level)
         let lock: Int32?
         do {
             lock = try Files.tryLock(from + "/drain.lock")
@@ -56,7 +56,7 @@ struct Drain: ParsableCommand {
         guard let lock else { fail("another ens-apns drain is working on \(from)") }
         defer { FileDescriptor.close(lock) }
 
-        let client = SenderClient(socketPath: settings.pushSocket, timeoutMilliseconds: 30_000)
+        let client = SenderClient(socketPath: settings.push.socket, timeoutMilliseconds: 30_000)
         let progress = TerminalProgress.shared
         let drain = SpoolDrain(directory: from, masterKey: masterKey, submit: client.submit(batch:),
                                report: { progress.finish(); printError("ens-apns drain: \($0)") },
@@ -86,12 +86,12 @@ struct Drain: ParsableCommand {
     /// its spool.
     private func refuseLiveSpools(_ settings: ENSConfiguration) throws {
         guard let source = Files.identity(from) else { throw ConfigError(key: nil, problem: "\(from) does not exist") }
-        if let own = Files.identity(settings.pushSpoolDirectory), own == source {
+        if let own = Files.identity(settings.push.spoolDirectory), own == source {
             throw ConfigError(key: nil, problem: "\(from) is this host's own spool (push.spool_dir), which its ens-apns delivers; drain only a lost host's spool")
         }
         guard let host else { return }
         guard ENSConfiguration.isValidSenderHostName(host) else { throw ConfigError(key: nil, problem: "--host '\(host.prefix(80))' is not a host name") }
-        if host == (try? settings.senderHostName()) {
+        if host == (try? settings.push.senderHostName()) {
             throw ConfigError(key: nil, problem: "--host \(host) is this host; drain only a lost host's spool")
         }
         let database = Databases.connection(try settings.serviceDatabase())

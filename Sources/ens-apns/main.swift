@@ -50,11 +50,11 @@ struct ENSAPNs: ParsableCommand {
         do {
             try CoreDumps.forbid()  // before any secret is read
             settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
-            masterKey = try settings.masterKey()
+            masterKey = try settings.secrets.masterKey()
             _ = try settings.serviceShards()  // db.* and the shard map, if any
             credentials = try Self.credentials(settings)
             fcmAccounts = try Self.fcmAccounts(settings)
-            hostName = try settings.senderHostName()
+            hostName = try settings.push.senderHostName()
         } catch {
             printError("ens-apns: \(error)")
             throw ExitCode(1)
@@ -63,7 +63,7 @@ struct ENSAPNs: ParsableCommand {
             print("configuration OK")
             return
         }
-        LogfmtLogHandler.bootstrap(label: "ens-apns", level: settings.logLevel)
+        LogfmtLogHandler.bootstrap(label: "ens-apns", level: settings.logging.level)
         let logger = Logger(label: "ens-apns")
         settings.logDeprecatedKeys(logger)
         Signals.ignoreBrokenPipe()
@@ -73,32 +73,32 @@ struct ENSAPNs: ParsableCommand {
         let ingest: Ingest
         let heartbeat: SenderHeartbeat
         let listener: (fd: Int32, inode: UInt64)
-        let metrics = MetricsRecorder(file: settings.metricsFile("apns"))
+        let metrics = MetricsRecorder(file: settings.metrics.file("apns"))
         do {
             // Refuses to start over a live sender (UnixSocket.listen connects first);
             // taken before the spool is opened, since opening it tidies up segments.
-            listener = try UnixSocket.listen(path: settings.pushSocket, mode: 0o660, backlog: 512)
+            listener = try UnixSocket.listen(path: settings.push.socket, mode: 0o660, backlog: 512)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
         do {
-            let spool = try Spool(directory: settings.pushSpoolDirectory, masterKey: masterKey, capacity: settings.pushSpoolCapacity)
+            let spool = try Spool(directory: settings.push.spoolDirectory, masterKey: masterKey, capacity: settings.push.spoolCapacity)
             let recovery = spool.recovery
             if recovery.tornSegments > 0 || recovery.imported > 0 {
                 logger.notice("spool recovered", metadata: [
                     "spool.size": "\(recovery.pending)", "spool.torn_segments": "\(recovery.tornSegments)", "spool.imported": "\(recovery.imported)",
                 ])
             }
-            var providers: [any PushProvider] = [APNsProvider(credentials: credentials, productionURL: settings.apnsProductionURL, sandboxURL: settings.apnsSandboxURL)]
+            var providers: [any PushProvider] = [APNsProvider(credentials: credentials, productionURL: settings.apns.productionURL, sandboxURL: settings.apns.sandboxURL)]
             if !fcmAccounts.isEmpty {
-                providers.append(try FCMProvider(accounts: fcmAccounts, url: settings.fcmURL, caBundlePath: settings.pushCAFile))
+                providers.append(try FCMProvider(accounts: fcmAccounts, url: settings.fcm.url, caBundlePath: settings.push.caFile))
             }
             sender = Sender(
                 spool: spool,
                 providers: providers,
-                settings: .init(caBundlePath: settings.pushCAFile, maximumInFlight: settings.pushMaximumInFlight,
-                                connectionsPerHost: settings.pushConnectionsPerHost, credentialPause: settings.pushCredentialPause),
+                settings: .init(caBundlePath: settings.push.caFile, maximumInFlight: settings.push.maximumInFlight,
+                                connectionsPerHost: settings.push.connectionsPerHost, credentialPause: settings.push.credentialPause),
                 databases: try settings.serviceShards(),
                 metrics: metrics,
                 logger: logger
@@ -107,11 +107,11 @@ struct ENSAPNs: ParsableCommand {
             heartbeat = SenderHeartbeat(host: hostName, spool: spool, database: try settings.serviceDatabase(), logger: logger)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
-            UnixSocket.unlinkIfOurs(path: settings.pushSocket, inode: listener.inode)
+            UnixSocket.unlinkIfOurs(path: settings.push.socket, inode: listener.inode)
             throw ExitCode(1)
         }
         logger.info("sender started", metadata: [
-            "socket": "\(settings.pushSocket)", "spool.dir": "\(settings.pushSpoolDirectory)", "host": "\(hostName)",
+            "socket": "\(settings.push.socket)", "spool.dir": "\(settings.push.spoolDirectory)", "host": "\(hostName)",
             "auth.token": "\(credentials.token != nil)", "auth.certificates": "\(credentials.certificates.keys.sorted().joined(separator: ","))",
             "fcm.packages": "\(fcmAccounts.keys.sorted().joined(separator: ","))",
         ])
@@ -140,7 +140,7 @@ struct ENSAPNs: ParsableCommand {
         SystemdNotifier.notify("STOPPING=1")
         ingest.stop()
         intake.join()
-        UnixSocket.unlinkIfOurs(path: settings.pushSocket, inode: listener.inode)
+        UnixSocket.unlinkIfOurs(path: settings.push.socket, inode: listener.inode)
         sender.stop()
         delivery.join()
         heartbeat.stop()  // its last row: what delivery left in the spool
@@ -155,16 +155,16 @@ extension ENSAPNs {
     /// Token auth (if apns.key_id is set) and a certificate per configured bundle id.
     static func credentials(_ settings: ENSConfiguration) throws -> APNsCredentials {
         var token: ProviderToken?
-        if let pem = try settings.apnsSigningKeyPEM() {
+        if let pem = try settings.apns.signingKeyPEM() {
             do {
-                token = ProviderToken(key: try ECSigningKey(pem: pem), keyID: settings.apnsKeyID, teamID: settings.apnsTeamID)
+                token = ProviderToken(key: try ECSigningKey(pem: pem), keyID: settings.apns.keyID, teamID: settings.apns.teamID)
             } catch {
                 throw ConfigError(key: "apns.key_file", problem: "does not hold a P-256 private key (.p8): \(error)")
             }
         }
         var certificates: [String: ClientIdentity] = [:]
-        for bundleID in settings.apnsCertificates.keys.sorted() {
-            let file = try settings.apnsCertificate(bundleID: bundleID)
+        for bundleID in settings.apns.certificates.keys.sorted() {
+            let file = try settings.apns.certificate(bundleID: bundleID)
             let problem = "does not hold a certificate and its key (\(file.isPKCS12 ? "PKCS#12" : "PEM"))"
             if file.isPKCS12 {
                 do {
@@ -186,7 +186,7 @@ extension ENSAPNs {
     /// The FCM service account configured per Android package name.
     static func fcmAccounts(_ settings: ENSConfiguration) throws -> [String: FCMServiceAccount] {
         var accounts: [String: FCMServiceAccount] = [:]
-        for (package, path) in settings.fcmServiceAccountFiles {
+        for (package, path) in settings.fcm.serviceAccountFiles {
             let key = "fcm.service_account.\(package)"
             let bytes: [UInt8]
             do {

@@ -3,7 +3,7 @@ import ArgumentParser
 import ENSConfig
 
 /// Prints the configuration reference generated from the key declarations
-/// (Sources/ENSConfig/Keys): `make config-docs` writes config/ens.conf.example and
+/// (Sources/ENSConfig/Components): `make config-docs` writes config/ens.conf.example and
 /// debian/man/ens.conf.5 with it, and `make lint` compares them. Reads no config file.
 struct ConfigReferenceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -47,8 +47,8 @@ struct CommonOptions: ParsableArguments {
             try CoreDumps.forbid()  // before any secret is read
             let settings = try ENSConfiguration.load(path: ENSConfiguration.resolvePath(flag: config))
             // A malformed shard map stops every command, as it stops the services.
-            _ = try settings.shardMap()
-            LogfmtLogHandler.bootstrap(label: "ens-cron", level: settings.logLevel)
+            _ = try settings.database.shardMap()
+            LogfmtLogHandler.bootstrap(label: "ens-cron", level: settings.logging.level)
             settings.logDeprecatedKeys(Logger(label: "ens-cron"))
             return settings
         } catch {
@@ -79,12 +79,12 @@ struct Migrate: ParsableCommand {
         try reportingFailures("migrate") {
             // Read before anything is applied: migration 014 needs it to bind the rows
             // already there, and must not be half done for want of it.
-            let vault = Vault(masterKey: try settings.masterKey())
+            let vault = Vault(masterKey: try settings.secrets.masterKey())
             let shards = try settings.migrationShards()
             // Every shard has the whole schema, shard 0 first; a failure stops before
             // the next shard (run it again once fixed: applied migrations are skipped).
             for shard in shards.shardNumbers {
-                let migrator = Migrator(directory: settings.migrationsDirectory, settings: shards.settings(shard: shard))
+                let migrator = Migrator(directory: settings.database.migrationsDirectory, settings: shards.settings(shard: shard))
                 let applied = try migrator.migrate(then: [
                     RowBindingBackfill.migration: { database in
                         let bound = try RowBindingBackfill(database: database, vault: vault).run()
@@ -124,7 +124,7 @@ struct Token: ParsableCommand {
             try reportingFailures("token create") {
                 let database = Databases.connection(try settings.serviceDatabase())
                 let token = try APITokens.create(label: label, database: database)
-                try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
+                try APITokens.writeCache(path: settings.secrets.apiTokenCacheFile, database: database)
                 print(token)
             }
         }
@@ -140,7 +140,7 @@ struct Token: ParsableCommand {
             try reportingFailures("token revoke") {
                 let database = Databases.connection(try settings.serviceDatabase())
                 let count = try APITokens.revoke(labelOrID: labelOrID, database: database)
-                try APITokens.writeCache(path: settings.apiTokenCacheFile, database: database)
+                try APITokens.writeCache(path: settings.secrets.apiTokenCacheFile, database: database)
                 print("revoked \(count) token(s)")
             }
         }
@@ -185,7 +185,7 @@ struct Keys: ParsableCommand {
     func run() throws {
         let settings = try options.load("keys")
         try reportingFailures("keys") {
-            try Jobs(settings: settings, now: options.clock).keys(target: target ?? settings.keyPoolSize, threads: threads)
+            try Jobs(settings: settings, now: options.clock).keys(target: target ?? settings.secrets.keyPoolSize, threads: threads)
         }
     }
 }
@@ -195,9 +195,9 @@ struct Keys: ParsableCommand {
 func withHostLock(_ settings: ENSConfiguration, _ job: String, _ body: () throws -> Void) throws {
     let fd: Int32?
     do {
-        fd = try Files.tryLock(settings.lockFile)
+        fd = try Files.tryLock(settings.maintenance.lockFile)
     } catch {
-        printError("ens-cron \(job): cannot open the lock file \(settings.lockFile): \(error)")
+        printError("ens-cron \(job): cannot open the lock file \(settings.maintenance.lockFile): \(error)")
         throw ExitCode(1)
     }
     guard let fd else {
@@ -219,10 +219,10 @@ func withClusterLease(_ settings: ENSConfiguration, _ job: String, jobs: [String
     let outcome: CronLease.Outcome
     do {
         outcome = try CronLease.claim("maintenance", holder: "\(ProcessInfoLite.hostName) pid \(ProcessInfoLite.pid)",
-                                      duration: settings.cronLease, database: connection)
+                                      duration: settings.maintenance.cronLease, database: connection)
     } catch {
         for name in jobs {
-            try? CronJobLog(path: settings.cronStatusFile).record(.init(job: name, outcome: "failed", finishedAt: .now(), took: .zero))
+            try? CronJobLog(path: settings.maintenance.cronStatusFile).record(.init(job: name, outcome: "failed", finishedAt: .now(), took: .zero))
         }
         throw error
     }
@@ -311,7 +311,7 @@ struct All: ParsableCommand {
                     try jobs.reap()
                     try jobs.renew()
                     try jobs.syncKeys()
-                    try jobs.keys(target: settings.keyPoolSize, threads: 2)
+                    try jobs.keys(target: settings.secrets.keyPoolSize, threads: 2)
                     try jobs.gauges()
                 }
             }

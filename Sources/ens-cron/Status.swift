@@ -21,12 +21,12 @@ struct Status: ParsableCommand {
             let database = Databases.connection(try settings.serviceDatabase())
             var report = try StatusReport.gather(database: database, configuration: settings, now: options.clock)
             do {
-                report.spool = try Spool.inspect(directory: settings.pushSpoolDirectory)
+                report.spool = try Spool.inspect(directory: settings.push.spoolDirectory)
             } catch {
                 // ens-cron may not be allowed to read the spool (it is ens-apns's): say so, go on.
-                report.spoolProblem = "\(settings.pushSpoolDirectory): \(error)"
+                report.spoolProblem = "\(settings.push.spoolDirectory): \(error)"
             }
-            report.cronJobs = CronJobLog(path: settings.cronStatusFile).read().values.sorted { $0.job < $1.job }
+            report.cronJobs = CronJobLog(path: settings.maintenance.cronStatusFile).read().values.sorted { $0.job < $1.job }
             if json {
                 try FileDescriptor.writeAll(1, report.json())
             } else {

@@ -13,8 +13,8 @@ func runPool(_ options: ResponderOptions) -> Int32 {
     do {
         configuration = try ENSConfiguration.load(path: path)
         _ = try configuration.serviceShards()  // db.* and the shard map, if any
-        _ = try configuration.masterKey()
-        _ = try configuration.metricsToken()
+        _ = try configuration.secrets.masterKey()
+        _ = try configuration.metrics.token()
         // Graph tenants: complete, and each key matching its certificate. Checked by
         // the supervisor (and --check); a worker builds them once, in its services.
         if !options.worker { _ = try GraphServices.responder(configuration) }
@@ -26,11 +26,10 @@ func runPool(_ options: ResponderOptions) -> Int32 {
         print("configuration OK")
         return 0
     }
-    LogfmtLogHandler.bootstrap(label: options.worker ? "ens-fcgi-worker" : "ens-fcgi", level: configuration.logLevel)
+    LogfmtLogHandler.bootstrap(label: options.worker ? "ens-fcgi-worker" : "ens-fcgi", level: configuration.logging.level)
     let logger = Logger(label: "ens-fcgi")
     if options.worker {
-        // Each component gets its own part of the configuration, built here once.
-        return Worker(configuration: configuration, settings: ResponderSettings(configuration), listenFD: 0, slot: options.slot, logger: logger,
+        return Worker(configuration: configuration, listenFD: 0, slot: options.slot, logger: logger,
                       configPath: path, limitsFD: options.limitsFD).run()
     }
     configuration.logDeprecatedKeys(logger)
@@ -63,7 +62,7 @@ if CGIResponder.isCGIRequest {
         printError("ens-fcgi: \(error)")
         ProcessInfoLite.exit(1)
     }
-    LogfmtLogHandler.bootstrap(label: "ens-fcgi-cgi", level: configuration.logLevel)
+    LogfmtLogHandler.bootstrap(label: "ens-fcgi-cgi", level: configuration.logging.level)
     ProcessInfoLite.exit(CGIResponder.run(configuration: configuration, logger: Logger(label: "ens-fcgi")))
 }
 

@@ -1,19 +1,19 @@
 import ENSTestSupport
-@testable import MailBackends
 @testable import ENSConfig
 import ENSModel
 import Testing
-import ENSResponder
 
-/// The key declarations (Sources/ENSConfig/Keys) are the configuration's one
-/// source: these tests hold them to the struct's defaults, to the parser's ranges and
-/// errors, and to the reload rules ENS had before they were declared.
+/// The key declarations (beside each component's properties, Sources/ENSConfig/
+/// Components) are the configuration's one source: these tests hold their formatters to
+/// their parsers, and the parser to its ranges, errors and reload rules.
 @Suite struct ConfigDeclarationTests {
-    /// Each key's declared default, as written in the file, parses to the property's
-    /// built-in default; a key without one shows a commented example that parses.
-    @Test func everyKeyParsesItsDeclaredDefault() throws {
+    /// Each key's default, written out as the example file writes it, parses back to
+    /// the component's typed default; a key without one shows a commented example that
+    /// parses.
+    @Test func everyDefaultWrittenOutParsesBack() throws {
         let defaults = ENSConfiguration()
         for key in ConfigSchema.keys {
+            #expect(key.defaultRoundTrips(), "\(key.name)")
             var config = ENSConfiguration()
             guard let text = key.defaultValue else {
                 guard case .commented(let example) = key.example else {
@@ -24,7 +24,7 @@ import ENSResponder
                 continue
             }
             try key.apply(&config, key.name, text)
-            #expect(key.sameValue(config, defaults), "\(key.name) = \(text) is not the built-in default")
+            #expect(key.sameValue(config, defaults), "\(key.name) = \(text) does not parse back to the built-in default")
         }
         // All of them at once, through the file parser and its cross-key checks.
         let file = ConfigSchema.keys.compactMap { key in key.defaultValue.map { "\(key.name) = \($0)" } }.joined(separator: "\n")
@@ -98,11 +98,33 @@ import ENSResponder
     /// process applies log.level, the responders their limits. (No change.)
     @Test func reloadableKeysAreAsBefore() {
         #expect(ConfigReload.appliedKeys == ["log.level"])
-        #expect(ResponderSettings.reloadableKeys == [
+        #expect(ConfigReload.responderKeys == [
             "exchange.max_items_per_callback", "exchange.max_notifications_per_minute", "exchange.proof_failure_limit",
             "exchange.proof_window_seconds", "quota.records_per_token_per_hour", "devices.max_per_record",
             "privacy.minimum_mode", "history.count", "sealed.max_age_seconds", "sealed.require_purpose",
         ])
+    }
+
+    /// A responder's reload takes over its keys and the log level, and keeps every
+    /// other value it started with, changed in the file or not.
+    @Test func aResponderReloadTakesOverOnlyItsKeys() throws {
+        let running = try ENSConfiguration(file: ConfigFile(parsing: "exchange.max_items_per_callback = 50\nfcgi.threads = 4\nlog.level = info\n"))
+        let fresh = try ENSConfiguration(file: ConfigFile(parsing: """
+            exchange.max_items_per_callback = 2
+            fcgi.threads = 8
+            log.level = debug
+            history.count = 3
+            exchange.timeout_ms = 900
+            devices.max_per_record = 7
+            """))
+        let next = running.reloading(.responders, from: fresh)
+        #expect(next.exchange.maximumItemsPerCallback == 2 && next.privacy.historyCount == 3 && next.deviceAPI.maximumDevicesPerRecord == 7)
+        #expect(next.logging.level == "debug")
+        #expect(next.pool.threads == 4 && next.exchange.timeout == .milliseconds(10000))
+        // Every key copies its own value and no other: a reload of every key is the fresh file.
+        var all = running
+        for key in ConfigSchema.keys { key.copy(&all, fresh) }
+        for key in ConfigSchema.keys { #expect(key.sameValue(all, fresh), "\(key.name)") }
     }
 
     /// The renamed sender keys, each with its new name and a migration note.
@@ -152,8 +174,8 @@ import ENSResponder
         }
         #expect(uncommented.count == 10)
         let full = try ENSConfiguration(file: ConfigFile(parsing: text + uncommented.joined(separator: "\n")))
-        #expect(try full.completeGraphTenants().map(\.name) == ["contoso"])
-        #expect(full.apnsCertificates["com.example.mail"]?.passwordFile != nil && full.fcmServiceAccountFiles.count == 1)
-        #expect(!full.apnsKeyID.isEmpty && !full.apnsTeamID.isEmpty)
+        #expect(try full.graph.completeTenants().map(\.name) == ["contoso"])
+        #expect(full.apns.certificates["com.example.mail"]?.passwordFile != nil && full.fcm.serviceAccountFiles.count == 1)
+        #expect(!full.apns.keyID.isEmpty && !full.apns.teamID.isEmpty)
     }
 }

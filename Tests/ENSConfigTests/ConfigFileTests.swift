@@ -11,8 +11,8 @@ import Testing
         let file = try ConfigFile(parsing: "# comment\n\nfcgi.threads = 8\n  db.name=ens_test  \n")
         #expect(file.values == ["fcgi.threads": "8", "db.name": "ens_test"])
         let config = try ENSConfiguration(file: file)
-        #expect(config.fcgiThreads == 8)
-        #expect(config.dbName == "ens_test")
+        #expect(config.pool.threads == 8)
+        #expect(config.database.name == "ens_test")
     }
 
     @Test func unknownKeyIsNamedWithItsLine() throws {
@@ -38,8 +38,8 @@ import Testing
     /// 3306 where the port is left out; refused beside a socket, and garbage named.
     @Test func databaseServersAreListedInOrder() throws {
         let config = try ENSConfiguration(file: ConfigFile(parsing: "db.socket =\ndb.hosts = 10.0.0.11:3307, db2.example.test ,[fd00::13]:3308, [fd00::14]\n"))
-        #expect(config.dbHosts.map(\.description) == ["10.0.0.11:3307", "db2.example.test:3306", "[fd00::13]:3308", "[fd00::14]:3306"])
-        #expect(try ENSConfiguration(file: ConfigFile(parsing: "db.socket =\ndb.hosts =\n")).dbHosts.isEmpty)
+        #expect(config.database.hosts.map(\.description) == ["10.0.0.11:3307", "db2.example.test:3306", "[fd00::13]:3308", "[fd00::14]:3306"])
+        #expect(try ENSConfiguration(file: ConfigFile(parsing: "db.socket =\ndb.hosts =\n")).database.hosts.isEmpty)
 
         #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "db.hosts = 10.0.0.11:3306\n")) }
         for garbage in ["fd00::13", "10.0.0.1:0", "10.0.0.1:99999", "[fd00::1", "[fd00::1]3306", "a:b", ":3306", "host/x:1",
@@ -64,17 +64,17 @@ import Testing
             apns.connections = 3
             apns.ca_file = /etc/ens/push-ca.pem
             """))
-        #expect(old.pushSocket == "/run/ens/old.sock")
-        #expect(old.pushSpoolDirectory == "/var/lib/ens/old-spool")
-        #expect(old.pushSpoolCapacity == 77)
-        #expect(old.pushMaximumInFlight == 33)
-        #expect(old.pushConnectionsPerHost == 3)
-        #expect(old.pushCAFile == "/etc/ens/push-ca.pem")
+        #expect(old.push.socket == "/run/ens/old.sock")
+        #expect(old.push.spoolDirectory == "/var/lib/ens/old-spool")
+        #expect(old.push.spoolCapacity == 77)
+        #expect(old.push.maximumInFlight == 33)
+        #expect(old.push.connectionsPerHost == 3)
+        #expect(old.push.caFile == "/etc/ens/push-ca.pem")
         #expect(old.deprecatedKeysUsed.map(\.old).sorted() == ENSConfiguration.deprecatedKeys.keys.sorted())
         #expect(old.deprecatedKeysUsed.allSatisfy { ENSConfiguration.deprecatedKeys[$0.old] == $0.new })
 
         let new = try ENSConfiguration(file: ConfigFile(parsing: "push.socket = /run/ens/push.sock\npush.connections = 4\n"))
-        #expect(new.pushSocket == "/run/ens/push.sock" && new.pushConnectionsPerHost == 4)
+        #expect(new.push.socket == "/run/ens/push.sock" && new.push.connectionsPerHost == 4)
         #expect(new.deprecatedKeysUsed.isEmpty)
 
         // A bad value under the old name is reported under the name the file used.
@@ -107,10 +107,10 @@ import Testing
     /// exchange.proxy: an http://host:port proxy or nothing; no user info (a password
     /// does not belong in ens.conf), no path, no other scheme.
     @Test func exchangeProxyIsAnHTTPHostAndPort() throws {
-        #expect(ENSConfiguration().exchangeProxy == nil)
-        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy =\n")).exchangeProxy == nil)
-        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = http://Proxy.example.com:3128/\n")).exchangeProxy == "http://proxy.example.com:3128")
-        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = http://[fd00::1]:8080\n")).exchangeProxy == "http://[fd00::1]:8080")
+        #expect(ENSConfiguration().exchange.proxy == nil)
+        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy =\n")).exchange.proxy == nil)
+        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = http://Proxy.example.com:3128/\n")).exchange.proxy == "http://proxy.example.com:3128")
+        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = http://[fd00::1]:8080\n")).exchange.proxy == "http://[fd00::1]:8080")
         for bad in ["https://proxy.example.com:3128", "http://user:pw@proxy.example.com:3128", "http://proxy.example.com",
                     "http://proxy.example.com:3128/path", "http://fd00::1:8080", "http://proxy.example.com:0", "socks5://p:1080"] {
             #expect(throws: ConfigError.self, "\(bad)") { try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = \(bad)\n")) }
@@ -119,7 +119,7 @@ import Testing
 
     @Test func missingSecretFileNamesTheKey() throws {
         var config = ENSConfiguration()
-        config.dbPasswordFile = "/nonexistent/ens/password"
+        config.database.passwordFile = "/nonexistent/ens/password"
         do {
             _ = try config.serviceDatabase()
             Issue.record("expected an error")
@@ -138,8 +138,8 @@ import Testing
             apns.certificate.com.example.other = /etc/ens/secrets/other.pem
             """)
         let config = try ENSConfiguration(file: file)
-        #expect(config.apnsCertificates["com.example.mail"] == APNsCertificateFiles(path: "/etc/ens/secrets/mail.p12", passwordFile: "/etc/ens/secrets/mail.password"))
-        #expect(config.apnsCertificates["com.example.other"] == APNsCertificateFiles(path: "/etc/ens/secrets/other.pem", passwordFile: nil))
+        #expect(config.apns.certificates["com.example.mail"] == APNsCertificateFiles(path: "/etc/ens/secrets/mail.p12", passwordFile: "/etc/ens/secrets/mail.password"))
+        #expect(config.apns.certificates["com.example.other"] == APNsCertificateFiles(path: "/etc/ens/secrets/other.pem", passwordFile: nil))
         #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "apns.certificate. = /x.p12")) }
         #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "apns.certificate.com.x = relative.p12")) }
     }
@@ -150,9 +150,9 @@ import Testing
             fcm.service_account.com.example.other = /etc/ens/secrets/fcm-other.json
             fcm.url = https://fcm.example.test
             """))
-        #expect(config.fcmServiceAccountFiles == ["com.example.mail": "/etc/ens/secrets/fcm-mail.json", "com.example.other": "/etc/ens/secrets/fcm-other.json"])
-        #expect(config.fcmURL == "https://fcm.example.test")
-        #expect(ENSConfiguration().fcmServiceAccountFiles.isEmpty && ENSConfiguration().fcmURL == "https://fcm.googleapis.com")
+        #expect(config.fcm.serviceAccountFiles == ["com.example.mail": "/etc/ens/secrets/fcm-mail.json", "com.example.other": "/etc/ens/secrets/fcm-other.json"])
+        #expect(config.fcm.url == "https://fcm.example.test")
+        #expect(ENSConfiguration().fcm.serviceAccountFiles.isEmpty && ENSConfiguration().fcm.url == "https://fcm.googleapis.com")
         for bad in ["fcm.service_account. = /x.json", "fcm.service_account.com.x = relative.json", "fcm.url = http://fcm.example.test"] {
             #expect(throws: ConfigError.self, "\(bad)") { try ENSConfiguration(file: ConfigFile(parsing: bad)) }
         }
@@ -169,16 +169,16 @@ import Testing
         let file = try ConfigFile(parsing: text)
         let parsed = try ENSConfiguration(file: file)
         let defaults = ENSConfiguration()
-        #expect(parsed.fcgiSocket == defaults.fcgiSocket)
-        #expect(parsed.fcgiThreads == defaults.fcgiThreads)
-        #expect(parsed.fcgiProcesses == defaults.fcgiProcesses)
-        #expect(parsed.maxBodyBytes == defaults.maxBodyBytes)
-        #expect(parsed.dbName == defaults.dbName)
-        #expect(parsed.keyPoolSize == defaults.keyPoolSize)
-        #expect(parsed.keyCacheSize == defaults.keyCacheSize)
-        #expect(parsed.pushSpoolCapacity == defaults.pushSpoolCapacity)
-        #expect(parsed.apnsProductionURL == defaults.apnsProductionURL)
-        #expect(parsed.apiTokenRefresh == defaults.apiTokenRefresh)
+        #expect(parsed.pool.socket == defaults.pool.socket)
+        #expect(parsed.pool.threads == defaults.pool.threads)
+        #expect(parsed.pool.processes == defaults.pool.processes)
+        #expect(parsed.pool.maxBodyBytes == defaults.pool.maxBodyBytes)
+        #expect(parsed.database.name == defaults.database.name)
+        #expect(parsed.secrets.keyPoolSize == defaults.secrets.keyPoolSize)
+        #expect(parsed.secrets.keyCacheSize == defaults.secrets.keyCacheSize)
+        #expect(parsed.push.spoolCapacity == defaults.push.spoolCapacity)
+        #expect(parsed.apns.productionURL == defaults.apns.productionURL)
+        #expect(parsed.secrets.apiTokenRefresh == defaults.secrets.apiTokenRefresh)
         // Every setting is documented.
         for key in ENSConfiguration.knownKeys where !["apns.key_id", "apns.team_id"].contains(key) {
             #expect(file.values[key] != nil, "config/ens.conf.example does not document \(key)")
@@ -193,7 +193,7 @@ struct ConfigReloadTests {
         let reload = ConfigReload(running: running, reloaded: reloaded, alsoApplied: ["exchange.max_items_per_callback"])
         #expect(reload.applied == ["exchange.max_items_per_callback"] && reload.needRestart == ["fcgi.threads"])
         // Every reloadable key is a real setting.
-        for key in ResponderSettings.reloadableKeys { #expect(ENSConfiguration.knownKeys.contains(key), "\(key)") }
+        for key in ConfigReload.responderKeys { #expect(ENSConfiguration.knownKeys.contains(key), "\(key)") }
     }
 
     @Test func aReloadAppliesTheLogLevelAndNamesEveryOtherChange() throws {

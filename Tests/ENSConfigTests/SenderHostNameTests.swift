@@ -16,14 +16,14 @@ import Testing
 
     @Test func theKeyIsCheckedAndDefaultsToTheSystemName() throws {
         let set = try ENSConfiguration(file: ConfigFile(parsing: "push.host_name = ens-b.example\n"))
-        #expect(set.pushHostName == "ens-b.example")
-        #expect(try set.senderHostName() == "ens-b.example")
+        #expect(set.push.hostName == "ens-b.example")
+        #expect(try set.push.senderHostName() == "ens-b.example")
         #expect(throws: ConfigError(key: "push.host_name", line: 1, problem: "must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'")) {
             try ENSConfiguration(file: ConfigFile(parsing: "push.host_name = two words\n"))
         }
         let unset = try ENSConfiguration(file: ConfigFile(parsing: "push.host_name =\n"))
-        #expect(unset.pushHostName == nil)
+        #expect(unset.push.hostName == nil)
         // Unset: the system's host name (the test machine's always fits).
-        #expect(ENSConfiguration.isValidSenderHostName(try unset.senderHostName()))
+        #expect(ENSConfiguration.isValidSenderHostName(try unset.push.senderHostName()))
     }
 }

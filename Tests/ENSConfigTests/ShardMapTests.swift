@@ -70,11 +70,11 @@ import MariaDB
     }
 
     @Test func theKeyIsEmptyByDefaultAndNamesAFile() throws {
-        #expect(ENSConfiguration().dbShardMap == nil)
-        #expect(try ENSConfiguration().shardMap() == .unsharded)
+        #expect(ENSConfiguration().database.shardMapFile == nil)
+        #expect(try ENSConfiguration().database.shardMap() == .unsharded)
         let config = try ENSConfiguration(file: ConfigFile(parsing: "db.shard_map = /nonexistent/ens-shards\n"))
-        #expect(config.dbShardMap == "/nonexistent/ens-shards")
-        #expect(throws: ConfigError.self) { try config.shardMap() }
+        #expect(config.database.shardMapFile == "/nonexistent/ens-shards")
+        #expect(throws: ConfigError.self) { try config.database.shardMap() }
     }
 
     /// Every shard is reached as shard 0 is (accounts, password, TLS), at its own place.

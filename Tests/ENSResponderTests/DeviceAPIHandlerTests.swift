@@ -31,10 +31,10 @@ struct DeviceAPIHandlerTests {
 
     static func context(_ database: any SQLDatabase, _ registrar: ScriptedRegistrar, _ configuration: ENSConfiguration) -> RequestContext {
         let services = SharedServices(
-            vault: Vault(masterKey: try! configuration.masterKey()), apiTokens: APITokenSet(path: "/nonexistent", checkInterval: .seconds(3600)),
+            vault: Vault(masterKey: try! configuration.secrets.masterKey()), apiTokens: APITokenSet(path: "/nonexistent", checkInterval: .seconds(3600)),
             privateKeys: PrivateKeyCache(capacity: 16), checkIns: CheckInRecorder(), mailBackends: MailRegistrars(fallback: registrar)
         )
-        return RequestContext(settings: ResponderSettings(configuration), services: services, database: database,
+        return RequestContext(settings: configuration, services: services, database: database,
                               logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     }
 

@@ -1,6 +1,7 @@
 // In-process endpoint tests: the dispatcher and the device-API handlers run in this
 // test process, on a MemoryRequest instead of nginx and libfcgi, against the stack's
 // MariaDB (or a stand-in database that fails on cue), with a scripted mail backend.
+import ENSConfig
 import ENSTestSupport
 @testable import ENSModel
 @testable import ENSStore
@@ -22,7 +23,7 @@ enum InProcess {
     static let vault = StackDatabase.vault
 
     static func context(database: any SQLDatabase, mail registrar: any MailboxRegistering = ScriptedRegistrar(.failed),
-                        settings: ResponderSettings = ResponderSettings()) -> RequestContext {
+                        settings: ENSConfiguration = ENSConfiguration()) -> RequestContext {
         let services = SharedServices(
             vault: vault, apiTokens: APITokenSet(path: "/nonexistent", checkInterval: .seconds(3600)),
             privateKeys: PrivateKeyCache(capacity: 16), checkIns: CheckInRecorder(), mailBackends: MailRegistrars(fallback: registrar)

@@ -50,8 +50,8 @@ struct RequestLimitsTests {
     @Test func aLongQuietSpellAtTheHighestRateDrainsTheBucket() throws {
         try withTemporaryDirectory { directory in
             var configuration = ENSConfiguration()
-            configuration.limitsCallbackHostRate = 100_000_000
-            configuration.limitsCallbackHostBurst = 0
+            configuration.limits.callbackHostRate = 100_000_000
+            configuration.limits.callbackHostBurst = 0
             let limits = try Self.table(directory, configuration: configuration)
             #expect(limits.take(.callbackHosts, "192.0.2.9", now: 1000))
             #expect(!limits.take(.callbackHosts, "192.0.2.9", now: 1000))
@@ -119,7 +119,7 @@ struct RequestLimitsTests {
     @Test func theDispatcherRefusesBeforeAnythingElseWhenAsked() throws {
         try withTemporaryDirectory { directory in
             var configuration = ENSConfiguration()
-            configuration.limitsAPIBurst = 2
+            configuration.limits.apiBurst = 2
             let limits = try Self.table(directory, mode: .whenAsked, configuration: configuration)
             var router = Router()
             let reached = LockedCounter()

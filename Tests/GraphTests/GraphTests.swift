@@ -167,12 +167,12 @@ struct GraphWireTests {
             graph.tenant.contoso.certificate_file = /etc/ens/app.crt
             graph.tenant.contoso.key_file = /etc/ens/app.key
             """
-        let tenants = try ENSConfiguration(file: ConfigFile(parsing: good)).completeGraphTenants()
+        let tenants = try ENSConfiguration(file: ConfigFile(parsing: good)).graph.completeTenants()
         #expect(tenants.count == 1 && tenants[0].tenantID == "72f988bf-86f1-41af-91ab-2d7cd011db47" && tenants[0].domains == ["contoso.com", "contoso.onmicrosoft.com"])
         let incomplete = try ENSConfiguration(file: ConfigFile(parsing: "graph.tenant.x.id = 72f988bf-86f1-41af-91ab-2d7cd011db47"))
-        #expect(throws: ConfigError.self) { try incomplete.completeGraphTenants() }
+        #expect(throws: ConfigError.self) { try incomplete.graph.completeTenants() }
         let twice = good + "\n" + good.replacingOccurrences(of: "tenant.contoso.", with: "tenant.other.")
-        #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: twice)).completeGraphTenants() }
+        #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: twice)).graph.completeTenants() }
         for bad in ["graph.tenant.x.id = not-a-guid", "graph.tenant.X.id = 72f988bf-86f1-41af-91ab-2d7cd011db47", "graph.tenant.x.color = red",
                     "graph.tenant.x.domains = localhost", "graph.callback_url = https://ens.example.com/ews/", "graph.subscription_minutes = 20000"] {
             #expect(throws: ConfigError.self, "\(bad)") { try ENSConfiguration(file: ConfigFile(parsing: bad)) }

@@ -1,3 +1,4 @@
+internal import ENSConfig
 internal import ENSModel
 internal import ENSMetrics
 internal import ENSStore
@@ -17,7 +18,7 @@ internal import MailBackends
 /// tables on every scrape.
 enum MetricsEndpoint {
     static let route = Route(methods: ["GET"], requiresAPIToken: false, readsAuthorization: true) { request, context in
-        let directory = context.settings.metricsDirectory
+        let directory = context.settings.metrics.directory
         guard !directory.isEmpty, let token = context.services.metricsToken else { throw APIError.notFound }
         guard authorized(request.authorization, token: token) else {
             var refused = APIResponse.error(401, .unauthorized, "A valid bearer token is required.")

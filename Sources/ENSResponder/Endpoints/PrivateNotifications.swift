@@ -1,3 +1,4 @@
+internal import ENSConfig
 internal import ENSStore
 internal import Codecs
 internal import ENSModel

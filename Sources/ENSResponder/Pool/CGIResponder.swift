@@ -25,33 +25,32 @@ public enum CGIResponder {
     /// error answer; 1 only when the configuration is unusable, which the web server
     /// turns into its own 500).
     public static func run(configuration: ENSConfiguration, logger: Logger) -> Int32 {
-        let settings = ResponderSettings(configuration)
         let services: SharedServices
         let shards: ShardConnections
         do {
             shards = ShardConnections(try configuration.serviceShards())
             // One request per process: the per-process gates cannot bound anything
             // across processes; the web server's own limits do that.
-            services = try .responder(configuration, settings: settings, keyCacheSize: 1, concurrentRegistrations: 1, slowCallbacks: 1)
+            services = try .responder(configuration, keyCacheSize: 1, concurrentRegistrations: 1, slowCallbacks: 1)
         } catch {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             return 1
         }
-        let context = RequestContext(settings: settings, services: services, shards: shards, logger: logger)
+        let context = RequestContext(settings: configuration, services: services, shards: shards, logger: logger)
         let apiTokens = services.apiTokens
         // The limits' counters, shared with every other CGI run through a file (only
         // when the web server asks, or limits.enforce says always).
         var limits: RequestLimits?
-        if configuration.limitsMode == .always || (configuration.limitsMode == .whenAsked && Environment.get("ENS_LIMITS") == "1") {
+        if configuration.limits.mode == .always || (configuration.limits.mode == .whenAsked && Environment.get("ENS_LIMITS") == "1") {
             do {
-                limits = try .file(path: configuration.limitsTableFile, mode: configuration.limitsMode, rates: RequestLimits.rates(configuration))
+                limits = try .file(path: configuration.limits.tableFile, mode: configuration.limits.mode, rates: RequestLimits.rates(configuration))
             } catch {
                 // Without its counters the request is still answered: the limits are a
                 // guard against floods, and a missing table must not stop the service.
                 logger.error("request limits table unusable", metadata: ["error": "\(error)"])
             }
         }
-        Dispatcher(router: .ens(), maxBodyBytes: configuration.maxBodyBytes, limits: limits, tokenCheck: { apiTokens.isValid($0) })
+        Dispatcher(router: .ens(), maxBodyBytes: configuration.pool.maxBodyBytes, limits: limits, tokenCheck: { apiTokens.isValid($0) })
             .respond(to: CGIRequest(), context: context)
         // The web server takes the answer as complete only when standard output ends; work
         // left for after the answer (a Graph lifecycle event's renewal) must not hold it.

@@ -42,11 +42,11 @@ public struct Supervisor {
             listenFD = fd
         case .bind:
             do {
-                let listener = try UnixSocket.listen(path: configuration.fcgiSocket, mode: configuration.fcgiSocketMode, backlog: configuration.fcgiBacklog)
+                let listener = try UnixSocket.listen(path: configuration.pool.socket, mode: configuration.pool.socketMode, backlog: configuration.pool.backlog)
                 listenFD = listener.fd
-                ownedSocket = (configuration.fcgiSocket, listener.inode)
+                ownedSocket = (configuration.pool.socket, listener.inode)
             } catch {
-                logger.critical("cannot listen", metadata: ["socket": "\(configuration.fcgiSocket)", "error": "\(error)"])
+                logger.critical("cannot listen", metadata: ["socket": "\(configuration.pool.socket)", "error": "\(error)"])
                 return 1
             }
         }
@@ -63,18 +63,18 @@ public struct Supervisor {
         // its workers share limits.table_file with the others instead.
         var limitsArguments: [String] = []
         let oneOfSeveral = if case .inherited(0) = socketSource { true } else { false }
-        if !oneOfSeveral, configuration.limitsMode != .off {
+        if !oneOfSeveral, configuration.limits.mode != .off {
             do {
-                let (_, fd) = try RequestLimits.shared(mode: configuration.limitsMode, rates: RequestLimits.rates(configuration))
+                let (_, fd) = try RequestLimits.shared(mode: configuration.limits.mode, rates: RequestLimits.rates(configuration))
                 limitsArguments = ["--limits-fd", String(fd)]
             } catch {
                 logger.critical("cannot create the request limits table", metadata: ["error": "\(error)"])
                 return 1
             }
         }
-        var workers = WorkerTable(count: configuration.fcgiProcesses)
+        var workers = WorkerTable(count: configuration.pool.processes)
         logger.info("responder pool starting", metadata: [
-            "socket": "\(configuration.fcgiSocket)", "processes": "\(configuration.fcgiProcesses)", "threads": "\(configuration.fcgiThreads)",
+            "socket": "\(configuration.pool.socket)", "processes": "\(configuration.pool.processes)", "threads": "\(configuration.pool.threads)",
         ])
 
         func spawnMissing() {
@@ -114,7 +114,7 @@ public struct Supervisor {
             if signal == Signals.reload {
                 // Each worker reloads for itself (and says so); the pool's own settings
                 // (processes, threads, socket) are among what needs a restart.
-                ConfigReload.perform(path: configPath, running: configuration.file, logger: logger, alsoApplied: ResponderSettings.reloadableKeys)
+                ConfigReload.perform(path: configPath, running: configuration.file, logger: logger, alsoApplied: ConfigReload.responderKeys)
                 for pid in workers.runningPIDs { Signals.send(Signals.reload, to: pid) }
             } else if let signal, signal != Signals.childExited {
                 logger.info("responder pool stopping", metadata: ["signal": "\(Signals.name(signal))"])

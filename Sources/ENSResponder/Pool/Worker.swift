@@ -5,7 +5,7 @@ internal import FastCGI
 public import Logging
 internal import POSIX
 internal import SenderWire
-public import MailBackends
+internal import MailBackends
 
 /// One responder process: `threads` threads, each accepting FastCGI requests on the
 /// inherited listening socket with its own request slot and database connections (one
@@ -14,10 +14,9 @@ public import MailBackends
 /// On SIGTERM/SIGINT it stops accepting, lets requests in flight finish, and exits; on
 /// SIGHUP it re-reads its configuration file (`ConfigReload`).
 public struct Worker {
-    /// The process's own wiring: threads, database account, secrets, token cache.
+    /// The configuration the process started with; its threads' contexts read it through
+    /// `LiveSettings`, which a reload updates.
     let configuration: ENSConfiguration
-    /// What request handling reads, handed to every thread's context.
-    let settings: ResponderSettings
     let listenFD: Int32
     /// The supervisor's slot number: names this worker's metrics file, so a replacement
     /// continues its predecessor's counters.
@@ -28,12 +27,11 @@ public struct Worker {
     /// The pool's shared request-limit table (`RequestLimits`), when it has one.
     let limitsFD: Int32?
 
-    public init(configuration: ENSConfiguration, settings: ResponderSettings, listenFD: Int32, slot: Int, logger: Logger, configPath: String,
+    public init(configuration: ENSConfiguration, listenFD: Int32, slot: Int, logger: Logger, configPath: String,
                 limitsFD: Int32? = nil) {
         self.configPath = configPath
         self.limitsFD = limitsFD
         self.configuration = configuration
-        self.settings = settings
         self.listenFD = listenFD
         self.slot = slot
         self.logger = logger
@@ -51,7 +49,7 @@ public struct Worker {
         // Block shutdown signals before any thread exists, so only sigwait sees them
         // (libfcgi's own SIGTERM handler would otherwise only set a flag).
         Signals.block(Signals.shutdownSignals + [Signals.reload])
-        if configuration.fcgiBatchScheduling {
+        if configuration.pool.batchScheduling {
             do {
                 try Scheduling.useBatchPolicy()
             } catch {
@@ -63,19 +61,19 @@ public struct Worker {
         let services: SharedServices
         do {
             shards = try configuration.serviceShards()
-            services = try .responder(configuration, settings: settings, keyCacheSize: configuration.keyCacheSize,
-                                      concurrentRegistrations: configuration.exchangeMaximumConcurrentRegistrations,
-                                      slowCallbacks: configuration.exchangeMaximumSlowCallbacks)
+            services = try .responder(configuration, keyCacheSize: configuration.secrets.keyCacheSize,
+                                      concurrentRegistrations: configuration.exchange.maximumConcurrentRegistrations,
+                                      slowCallbacks: configuration.exchange.maximumSlowCallbacks)
         } catch {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             return 1
         }
         var limits: RequestLimits?
-        if configuration.limitsMode != .off {
+        if configuration.limits.mode != .off {
             do {
                 let rates = RequestLimits.rates(configuration)
-                limits = try limitsFD.map { fd throws(SystemError) in try .inherited(fd: fd, mode: configuration.limitsMode, rates: rates) }
-                    ?? .file(path: configuration.limitsTableFile, mode: configuration.limitsMode, rates: rates)
+                limits = try limitsFD.map { fd throws(SystemError) in try .inherited(fd: fd, mode: configuration.limits.mode, rates: rates) }
+                    ?? .file(path: configuration.limits.tableFile, mode: configuration.limits.mode, rates: rates)
             } catch {
                 logger.critical("cannot map the request limits table", metadata: ["error": "\(error)"])
                 return 1
@@ -90,16 +88,16 @@ public struct Worker {
         }
         let apiTokens = services.apiTokens
         let router = Router.ens()
-        let dispatcher = Dispatcher(router: router, maxBodyBytes: configuration.maxBodyBytes, limits: limits, tokenCheck: { apiTokens.isValid($0) })
-        let metrics = MetricsRecorder(file: configuration.metricsFile("fcgi-\(slot)"))
-        let counters = metrics.file == nil ? [] : (0..<configuration.fcgiThreads).map { _ in RequestCounters(labels: router.labels) }
+        let dispatcher = Dispatcher(router: router, maxBodyBytes: configuration.pool.maxBodyBytes, limits: limits, tokenCheck: { apiTokens.isValid($0) })
+        let metrics = MetricsRecorder(file: configuration.metrics.file("fcgi-\(slot)"))
+        let counters = metrics.file == nil ? [] : (0..<configuration.pool.threads).map { _ in RequestCounters(labels: router.labels) }
         if apiTokens.count == 0 {
-            logger.warning("no API tokens loaded; every authenticated request will get 401", metadata: ["auth.token_cache_file": "\(configuration.apiTokenCacheFile)"])
+            logger.warning("no API tokens loaded; every authenticated request will get 401", metadata: ["auth.token_cache_file": "\(configuration.secrets.apiTokenCacheFile)"])
         }
         var threads: [OSThread] = []
-        let live = LiveSettings(self.settings)
-        for index in 0..<configuration.fcgiThreads {
-            let settings = self.settings
+        let live = LiveSettings(configuration)
+        for index in 0..<configuration.pool.threads {
+            let settings = configuration
             var threadLogger = logger
             threadLogger[metadataKey: "thread"] = "\(index)"
             let logger = threadLogger
@@ -136,11 +134,11 @@ public struct Worker {
         var signal = Signals.wait(for: Signals.shutdownSignals + [Signals.reload])
         while signal == Signals.reload {
             // A reload also lets go of the connections kept to ens-apns: the next
-            // hand-offs connect afresh, to callbacks.push_socket as it now is.
+            // hand-offs connect afresh, to push.socket as it now is.
             services.senderConnections.closeIdle()
             if let fresh = ConfigReload.perform(path: configPath, running: configuration.file, logger: logger,
-                                                alsoApplied: ResponderSettings.reloadableKeys) {
-                live.update { $0.reloadingLimits(from: fresh) }
+                                                alsoApplied: ConfigReload.responderKeys) {
+                live.update { $0.reloading(.responders, from: fresh) }
             }
             signal = Signals.wait(for: Signals.shutdownSignals + [Signals.reload])
         }

@@ -55,12 +55,12 @@ public struct RequestLimits: Sendable {
     /// The rates ens.conf sets (nginx's by default).
     public static func rates(_ configuration: ENSConfiguration) -> [Rate] {
         [
-            Rate(perSecond: Double(configuration.limitsAPIRate), burst: configuration.limitsAPIBurst),
-            Rate(perSecond: Double(configuration.limitsRecordsPerMinute) / 60, burst: configuration.limitsRecordsBurst),
-            Rate(perSecond: Double(configuration.limitsCallbackRate), burst: configuration.limitsCallbackBurst),
-            Rate(perSecond: Double(configuration.limitsCallbackHostRate), burst: configuration.limitsCallbackHostBurst),
-            Rate(perSecond: Double(configuration.limitsGraphRate), burst: configuration.limitsGraphBurst),
-            Rate(perSecond: Double(configuration.limitsGraphHostRate), burst: configuration.limitsGraphHostBurst),
+            Rate(perSecond: Double(configuration.limits.apiRate), burst: configuration.limits.apiBurst),
+            Rate(perSecond: Double(configuration.limits.recordsPerMinute) / 60, burst: configuration.limits.recordsBurst),
+            Rate(perSecond: Double(configuration.limits.callbackRate), burst: configuration.limits.callbackBurst),
+            Rate(perSecond: Double(configuration.limits.callbackHostRate), burst: configuration.limits.callbackHostBurst),
+            Rate(perSecond: Double(configuration.limits.graphRate), burst: configuration.limits.graphBurst),
+            Rate(perSecond: Double(configuration.limits.graphHostRate), burst: configuration.limits.graphHostBurst),
         ]
     }
 

@@ -62,7 +62,7 @@ public struct StatusReport: Sendable {
         var report = StatusReport(generatedAt: now)
         var byBackend: [String: Subscriptions] = [:]
         for backend in MailBackend.allCases { byBackend[backend.rawValue] = Subscriptions(backend: backend.rawValue) }
-        for group in try SubscriptionHealth.groups(database: database, grace: configuration.subscriptionGrace, now: now) {
+        for group in try SubscriptionHealth.groups(database: database, grace: configuration.deviceAPI.subscriptionGrace, now: now) {
             var entry = byBackend[group.backend] ?? Subscriptions(backend: group.backend)
             switch group.state {
             case "healthy": entry.healthy += group.count
@@ -95,13 +95,13 @@ public struct StatusReport: Sendable {
         }
         report.keyPool = try database.queryOne("SELECT COUNT(*) FROM KeyPool")?.decode(Int.self) ?? 0
         report.senderHosts = try SenderHost.all(database: database)
-        report.keyPoolTarget = configuration.keyPoolSize
+        report.keyPoolTarget = configuration.secrets.keyPoolSize
         return report
     }
 
     static func pushCredentials(app: String, _ configuration: ENSConfiguration) -> String {
-        let apns = configuration.apnsCertificates[app] != nil || !configuration.apnsKeyID.isEmpty
-        let fcm = configuration.fcmServiceAccountFiles[app] != nil
+        let apns = configuration.apns.certificates[app] != nil || !configuration.apns.keyID.isEmpty
+        let fcm = configuration.fcm.serviceAccountFiles[app] != nil
         return [apns ? "apns" : nil, fcm ? "fcm" : nil].compactMap { $0 }.joined(separator: "+").nonEmpty ?? "none"
     }
 

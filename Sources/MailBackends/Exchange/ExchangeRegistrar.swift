@@ -1,4 +1,5 @@
 internal import Curl
+public import ENSConfig
 public import ENSModel
 internal import ENSStore
 internal import ENSVault
@@ -357,7 +358,7 @@ private struct Attempt {
             do {
                 // Challenge first: the credentials go to this server only if it asks.
                 _ = try client.inboxUnreadCount(ewsURL: ewsURL, credentials: credentials, version: version, mailbox: request.mailbox,
-                                                timeout: settings.requestTimeout, challengeFirst: true)
+                                                timeout: settings.timeout, challengeFirst: true)
             } catch where error.isInvalidServerVersion {
                 guard let older = version.older else { return .refused(.failed) }
                 version = older

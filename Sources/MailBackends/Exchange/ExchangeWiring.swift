@@ -4,8 +4,8 @@ public import ENSVault
 
 /// Exchange Web Services: push subscriptions kept alive by their heartbeats.
 public enum ExchangeWiring: MailBackendWiring {
-    public static func registrar(_ configuration: ENSConfiguration, settings: ResponderSettings, graph: GraphServices?) -> (any MailboxRegistering)? {
-        ExchangeRegistrar(settings: settings.exchange)
+    public static func registrar(_ configuration: ENSConfiguration, graph: GraphServices?) -> (any MailboxRegistering)? {
+        ExchangeRegistrar(settings: configuration.exchange)
     }
 
     public static func addRoutes(to router: inout Router) {

@@ -1,3 +1,4 @@
+internal import ENSConfig
 internal import Curl
 internal import ENSMetrics
 internal import Codecs
@@ -157,8 +158,8 @@ struct BlindNotifications {
     /// per-minute cap; past the cap one generic alert per device.
     private func handOn(_ items: [(messageID: String, content: EncryptedContent)], blind: GraphBlindStore.BlindSubscription,
                         row: MailSubscriptionStore.CallbackRecord, store: MailSubscriptionStore, now: Timestamp) throws -> Bool {
-        let settings = context.settings.callbacks
-        let devices = try store.notifiableDevices(recordID: row.id, endpoint: row.endpoint, now: now, limit: settings.maximumDevicesPerRecord)
+        let settings = context.settings.exchange
+        let devices = try store.notifiableDevices(recordID: row.id, endpoint: row.endpoint, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord)
             .filter { target in target.device.privacy.blindThumbprint.map { blind.thumbprints.contains($0) } ?? false }
         guard !devices.isEmpty else { return true }
         let wanted = items.count * devices.count

@@ -1,3 +1,4 @@
+internal import ENSConfig
 internal import POSIX
 internal import Codecs
 public import ENSModel

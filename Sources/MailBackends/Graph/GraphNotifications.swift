@@ -1,3 +1,4 @@
+internal import ENSConfig
 internal import ENSMetrics
 internal import Codecs
 internal import ENSModel
@@ -283,7 +284,7 @@ public enum GraphNotifications {
                     guard !fresh.isEmpty else { return 0 }
                     let outcome = try context.services.callbackGate.ifAvailable { () throws -> NewMailDelivery.Outcome in
                         try delivery.deliver(items: fresh, row: row, notifiable: try store.notifiableDevices(
-                                                 recordID: row.id, endpoint: row.endpoint, now: now, limit: context.settings.callbacks.maximumDevicesPerRecord),
+                                                 recordID: row.id, endpoint: row.endpoint, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord),
                                              reader: reader, store: store, watermark: nil, now: now,
                                              lookupBudget: context.settings.graph.lookupBudget)
                     }

@@ -1,4 +1,5 @@
 internal import Curl
+public import ENSConfig
 public import ENSModel
 internal import ENSStore
 internal import ENSVault
@@ -14,9 +15,13 @@ internal import POSIX
 public struct GraphRegistrar: MailboxRegistering {
     public let backend = MailBackend.graph
     let settings: GraphSettings
+    /// One budget for a registration's Graph work (/me, then the subscription, whose
+    /// creation waits for Graph to validate both notification URLs): exchange.registration_budget_ms.
+    let registrationBudget: Duration
 
-    public init(settings: GraphSettings) {
+    public init(settings: GraphSettings, registrationBudget: Duration) {
         self.settings = settings
+        self.registrationBudget = registrationBudget
     }
 
     /// A Graph token for a mailbox whose domain a configured tenant lists.
@@ -134,7 +139,7 @@ public struct GraphRegistrar: MailboxRegistering {
     private func withinLimits(_ context: RequestContext, _ body: (GraphClient) throws -> MailboxOutcome) throws -> MailboxOutcome {
         let client = try context.graphClient()
         let outcome = try context.services.registrationGate.ifAvailable { () throws -> MailboxOutcome in
-            context.graphDeadline = .after(settings.registrationBudget)
+            context.graphDeadline = .after(registrationBudget)
             defer { context.graphDeadline = nil }
             return try body(client)
         }

@@ -4,8 +4,8 @@ internal import Graph
 
 /// Microsoft Graph: only where a tenant is configured.
 public enum GraphWiring: MailBackendWiring {
-    public static func registrar(_ configuration: ENSConfiguration, settings: ResponderSettings, graph: GraphServices?) -> (any MailboxRegistering)? {
-        graph == nil ? nil : GraphRegistrar(settings: settings.graph)
+    public static func registrar(_ configuration: ENSConfiguration, graph: GraphServices?) -> (any MailboxRegistering)? {
+        graph == nil ? nil : GraphRegistrar(settings: configuration.graph, registrationBudget: configuration.exchange.registrationBudget)
     }
 
     public static func addRoutes(to router: inout Router) {
@@ -13,12 +13,12 @@ public enum GraphWiring: MailBackendWiring {
     }
 
     public static func keeper(_ configuration: ENSConfiguration, vault: Vault) throws -> (any SubscriptionKeeping)? {
-        let tenants = try configuration.completeGraphTenants()
+        let tenants = try configuration.graph.completeTenants()
         guard !tenants.isEmpty else { return nil }
         return GraphKeeper(
-            applications: try GraphApplications(settings: tenants), client: GraphClientConfiguration(configuration),
-            plan: GraphSubscriptionPlan(callbackURL: configuration.graphCallbackURL, lifetime: configuration.graphSubscriptionLifetime, vault: vault,
-                                        bucketsInURLs: configuration.dbShardMap != nil)
+            applications: try GraphApplications(settings: tenants), client: configuration.graph.client,
+            plan: GraphSubscriptionPlan(callbackURL: configuration.graph.callbackURL, lifetime: configuration.graph.subscriptionLifetime, vault: vault,
+                                        bucketsInURLs: configuration.database.shardMapFile != nil)
         )
     }
 }

@@ -8,7 +8,7 @@ public import ENSVault
 public protocol MailBackendWiring {
     /// Its registrar in a responder process; nil when the configuration leaves it out
     /// (Graph without a tenant).
-    static func registrar(_ configuration: ENSConfiguration, settings: ResponderSettings, graph: GraphServices?) -> (any MailboxRegistering)?
+    static func registrar(_ configuration: ENSConfiguration, graph: GraphServices?) -> (any MailboxRegistering)?
     /// Adds its callback location(s) to the router.
     static func addRoutes(to router: inout Router)
     /// Its keeper for `ens-cron renew`; nil when the configuration leaves it out.
@@ -28,8 +28,8 @@ public enum MailBackendTable {
     }
 
     /// The registrars of a responder process, in the table's order.
-    public static func registrars(_ configuration: ENSConfiguration, settings: ResponderSettings, graph: GraphServices?) -> MailRegistrars {
-        let registrars = all.compactMap { $0.registrar(configuration, settings: settings, graph: graph) }
+    public static func registrars(_ configuration: ENSConfiguration, graph: GraphServices?) -> MailRegistrars {
+        let registrars = all.compactMap { $0.registrar(configuration, graph: graph) }
         guard let fallback = registrars.last else {
             preconditionFailure("MailBackendTable: the last backend (the fallback) must always have a registrar")
         }

@@ -1,3 +1,4 @@
+internal import ENSConfig
 internal import Codecs
 public import ENSModel
 public import ENSStore
@@ -106,7 +107,7 @@ public enum MailCallback {
             let record = "\(address.recordID)"
             let now = Timestamp.now()
             // The record and its devices in one read (the devices unused by a heartbeat).
-            guard let (row, devices) = try store.callbackRecordAndDevices(id: address.recordID, now: now, limit: context.settings.callbacks.maximumDevicesPerRecord),
+            guard let (row, devices) = try store.callbackRecordAndDevices(id: address.recordID, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord),
                   row.backend == source.backend else {
                 logger.info("callback for a deleted record: unsubscribing", metadata: ["record": "\(record)"])
                 return source.answer(unsubscribe: true)
@@ -161,7 +162,7 @@ public enum MailCallback {
                 let delivery = NewMailDelivery(context: context)
                 let outcome = try context.services.callbackGate.ifAvailable { () throws -> NewMailDelivery.Outcome in
                     try delivery.deliver(items: items, row: row, notifiable: devices, reader: reader, store: store, watermark: watermark, now: now,
-                                         lookupBudget: context.settings.callbacks.lookupBudget)
+                                         lookupBudget: context.settings.exchange.itemTimeout)
                 }
                 if outcome == nil { logger.warning("callback lookups at capacity; the mail server will retry", metadata: ["record": "\(record)"]) }
                 guard let outcome, outcome.delivered else { return retryLater }

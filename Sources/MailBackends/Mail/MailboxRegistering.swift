@@ -1,3 +1,4 @@
+internal import ENSConfig
 public import ENSModel
 public import ENSStore
 internal import Logging

@@ -1,3 +1,4 @@
+internal import ENSConfig
 internal import Codecs
 internal import ENSModel
 internal import ENSStore
@@ -31,7 +32,7 @@ struct NewMailDelivery {
     /// (`notifiableDevices`, or read with the record).
     func deliver(items: [String], row: MailSubscriptionStore.CallbackRecord, notifiable: [MailSubscriptionStore.NotifiableDevice],
                  reader: (any MailboxReader)?, store: MailSubscriptionStore, watermark: String?, now: Timestamp, lookupBudget: Duration) throws -> Outcome {
-        let settings = context.settings.callbacks
+        let settings = context.settings.exchange
         // `blind` devices hear of new mail from their own rich subscription
         // (BlindNotifications); a record whose devices are all blind is not looked up.
         let devices = notifiable.filter { $0.device.privacy.blindThumbprint == nil }
@@ -54,7 +55,7 @@ struct NewMailDelivery {
         // The SEG policy (an HTTP call each) before the reservation, which locks the
         // record's row until its commit.
         let policy = try context.policyClient()
-        let allowOnError = context.settings.devicePolicy?.allowOnError ?? false
+        let allowOnError = context.settings.policy.allowOnError
         let permitted = devices.filter { target in
             guard let deviceID = target.device.ewsDeviceID, let policy else { return true }
             switch policy.decision(deviceID: deviceID) {
@@ -106,7 +107,7 @@ struct NewMailDelivery {
             ? [MailSummary(itemID: "summary:\(items.first ?? ""):\(items.last ?? ""):\(items.count)",
                            subject: "\(items.count) new messages", senderName: "New mail")]
             : items.map { item in lookup.summaries.first { $0.itemID == item } ?? MailSummary(itemID: item, subject: "", senderName: "New mail") }
-        let settings = context.settings.callbacks
+        let settings = context.settings.exchange
         let privacy = context.settings.privacy
         var prepared: [(entry: NotificationLog.Entry, notification: PushNotification)] = []
         for target in devices {

@@ -1,3 +1,4 @@
+internal import ENSConfig
 internal import ENSStore
 internal import SenderWire
 internal import Logging
@@ -17,7 +18,7 @@ struct SenderHandOff {
         let logger = context.logger
         let outcomes: [SenderClient.Outcome]
         do {
-            outcomes = try SenderClient(socketPath: context.settings.callbacks.pushSocket, connections: context.services.senderConnections)
+            outcomes = try SenderClient(socketPath: context.settings.push.socket, connections: context.services.senderConnections)
                 .submit(batch: notifications)
         } catch {
             logger.error("ens-apns unreachable; the mail server will retry", metadata: ["record": "\(recordID)", "error": "\(error)"])

@@ -17,7 +17,7 @@ internal import POSIX
 /// once, before the handler runs: `route(toBucket:)`); `globalDatabase` is shard 0's,
 /// for the tables no user owns (the key pool, the record quota).
 public final class RequestContext {
-    public private(set) var settings: ResponderSettings
+    public private(set) var settings: ENSConfiguration
     /// Where a reload leaves new settings (nil: these never change).
     private let live: LiveSettings?
     private var liveVersion = 0
@@ -48,20 +48,20 @@ public final class RequestContext {
     /// Work a handler left for after its answer has gone to the web server.
     private var afterResponse: [() throws -> Void] = []
 
-    public convenience init(settings: ResponderSettings, services: SharedServices, database: Database, logger: Logger,
+    public convenience init(settings: ENSConfiguration, services: SharedServices, database: Database, logger: Logger,
                             requestCounters: RequestCounters? = nil, live: LiveSettings? = nil) {
         self.init(settings: settings, services: services, database: database, logger: logger, shards: nil,
                   requestCounters: requestCounters, live: live)
     }
 
     /// A thread's context over every shard of `shards` (shard 0 until a request is routed).
-    public convenience init(settings: ResponderSettings, services: SharedServices, shards: ShardConnections, logger: Logger,
+    public convenience init(settings: ENSConfiguration, services: SharedServices, shards: ShardConnections, logger: Logger,
                             requestCounters: RequestCounters? = nil, live: LiveSettings? = nil) {
         self.init(settings: settings, services: services, database: shards.global, logger: logger, shards: shards,
                   requestCounters: requestCounters, live: live)
     }
 
-    private init(settings: ResponderSettings, services: SharedServices, database: Database, logger: Logger, shards: ShardConnections?,
+    private init(settings: ENSConfiguration, services: SharedServices, database: Database, logger: Logger, shards: ShardConnections?,
                  requestCounters: RequestCounters?, live: LiveSettings?) {
         self.settings = live?.settings ?? settings
         self.live = live
@@ -141,7 +141,7 @@ public final class RequestContext {
     /// `health.cache_ms`, so /alive under load does not hammer MariaDB.
     public func databaseIsHealthy() -> Bool {
         let now = MonotonicClock.milliseconds()
-        if lastHealthCheck != 0 && now &- lastHealthCheck < UInt64(settings.healthCache.wholeMilliseconds) {
+        if lastHealthCheck != 0 && now &- lastHealthCheck < UInt64(settings.pool.healthCache.wholeMilliseconds) {
             return lastHealthy
         }
         do {
@@ -189,7 +189,8 @@ public final class RequestContext {
 
     /// This thread's SEG policy client; nil when no policy service is configured.
     func policyClient() throws -> DevicePolicyClient? {
-        guard let policy = settings.devicePolicy else { return nil }
+        guard !settings.policy.url.isEmpty else { return nil }
+        let policy = settings.policy
         if let policyClientStorage { return policyClientStorage }
         let client = try DevicePolicyClient(url: policy.url, caBundlePath: policy.caFile, timeout: policy.timeout)
         policyClientStorage = client
@@ -244,19 +245,19 @@ extension SharedServices {
     /// The services of one responder process, from its configuration: the pool's
     /// workers and a CGI run differ only in how much they keep (`keyCacheSize`) and how
     /// many threads the gates admit.
-    public static func responder(_ configuration: ENSConfiguration, settings: ResponderSettings, keyCacheSize: Int,
+    public static func responder(_ configuration: ENSConfiguration, keyCacheSize: Int,
                                  concurrentRegistrations: Int, slowCallbacks: Int) throws -> SharedServices {
         let graph = try GraphServices.responder(configuration)
         return SharedServices(
-            vault: Vault(masterKey: try configuration.masterKey()),
-            apiTokens: APITokenSet(path: configuration.apiTokenCacheFile, checkInterval: configuration.apiTokenRefresh),
+            vault: Vault(masterKey: try configuration.secrets.masterKey()),
+            apiTokens: APITokenSet(path: configuration.secrets.apiTokenCacheFile, checkInterval: configuration.secrets.apiTokenRefresh),
             privateKeys: PrivateKeyCache(capacity: keyCacheSize),
             checkIns: CheckInRecorder(),
-            mailBackends: MailBackendTable.registrars(configuration, settings: settings, graph: graph),
+            mailBackends: MailBackendTable.registrars(configuration, graph: graph),
             graph: graph,
             registrationGate: ConcurrencyGate(.concurrent(concurrentRegistrations)),
             callbackGate: ConcurrencyGate(.slow(slowCallbacks, afterMilliseconds: 1000)),
-            metricsToken: try configuration.metricsToken()
+            metricsToken: try configuration.metrics.token()
         )
     }
 }
