@@ -32,7 +32,7 @@ let unitTests: [(module: String, alsoImports: [Target.Dependency])] = [
     ("POSIX", []),
     ("XML", []),
     ("ENSModel", ["POSIX"]),
-    ("ENSConfig", ["ENSModel", "ENSResponder", "ENSStore", "MailBackends", "MariaDB", logging]),
+    ("ENSConfig", ["ENSModel", "ENSStore", "MariaDB", logging]),
     ("ENSMetrics", ["ENSModel"]),
     ("ENSVault", ["Codecs", "ENSModel", "EWS", "OpenSSL", "XML"]),
     ("ENSStore", ["Codecs", "ENSModel", "MariaDB", "OpenSSL"]),

@@ -1,10 +1,7 @@
-internal import ENSStore
 import ENSTestSupport
 import Foundation
 import Testing
 @testable import ENSConfig
-@testable import ENSResponder
-@testable import MailBackends
 
 @Suite struct ConfigFileTests {
     @Test func parsesKeysCommentsAndBlankLines() throws {
@@ -119,12 +116,12 @@ import Testing
 
     @Test func missingSecretFileNamesTheKey() throws {
         var config = ENSConfiguration()
-        config.database.passwordFile = "/nonexistent/ens/password"
+        config.secrets.masterKeyFile = "/nonexistent/ens/master.key"
         do {
-            _ = try config.serviceDatabase()
+            _ = try config.secrets.masterKey()
             Issue.record("expected an error")
         } catch {
-            #expect(error.key == "db.password_file")
+            #expect(error.key == "security.master_key_file" && error.problem.contains("/nonexistent/ens/master.key"))
         }
     }
 }
