@@ -40,7 +40,7 @@ let unitTests: [(module: String, alsoImports: [Target.Dependency])] = [
     ("EWS", ["Curl", "ENSModel", "MailBackends", "POSIX", "XML"]),
     ("Graph", ["Codecs", "ENSConfig", "ENSModel", "ENSResponder", "ENSVault", "MailBackends", "OpenSSL", "POSIX"]),
     ("ENSSender", ["Codecs", "ENSMetrics", "ENSModel", "ENSVault", "MailBackends", "OpenSSL", "POSIX", "SenderWire", logging]),
-    ("ENSResponder", ["Codecs", "ENSConfig", "ENSModel", "ENSStore", "ENSVault", "MailBackends", "MariaDB", "OpenSSL", logging]),
+    ("ENSResponder", ["Codecs", "ENSConfig", "ENSHTTP", "ENSModel", "ENSStore", "ENSVault", "MailBackends", "MariaDB", "OpenSSL", logging]),
 ]
 let unitTestTargets: [Target] = unitTests.map { module, alsoImports in
     .testTarget(
@@ -142,14 +142,25 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: HTTP core: the request values, the router and the per-thread context that
+        // the device API and the backends' callbacks are served with. It names no backend:
+        // a request goes down from the dispatcher to a handler, never back up.
+        .target(
+            name: "ENSHTTP",
+            dependencies: [
+                "ENSConfig", "ENSMetrics", "ENSModel", "ENSStore", "ENSVault", "SenderWire", "POSIX",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Mail backends: one folder per backend (Exchange, Graph), each with its
         // registrar, notifications and keeper; Mail/ holds what every backend shares
-        // (MailBackends.all is the table), Requests/ the request values and context the
-        // callbacks and the device API are served with.
+        // (MailBackendTable.all is the table).
         .target(
             name: "MailBackends",
             dependencies: [
-                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSStore", "ENSVault", "SenderWire",
+                "Codecs", "ENSConfig", "ENSHTTP", "ENSMetrics", "ENSModel", "ENSStore", "ENSVault", "SenderWire",
                 "EWS", "Graph", "Curl", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -170,7 +181,7 @@ let package = Package(
         .target(
             name: "ENSResponder",
             dependencies: [
-                "Codecs", "ENSConfig", "ENSMetrics", "ENSModel", "ENSStore", "ENSVault", "MailBackends", "SenderWire",
+                "Codecs", "ENSConfig", "ENSHTTP", "ENSMetrics", "ENSModel", "ENSStore", "ENSVault", "MailBackends", "SenderWire",
                 "Curl", "FastCGI", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
             ],

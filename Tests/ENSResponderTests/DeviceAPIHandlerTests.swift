@@ -1,4 +1,5 @@
 internal import ENSModel
+import ENSHTTP
 import ENSTestSupport
 import Codecs
 @testable import ENSConfig

@@ -1,3 +1,4 @@
+import ENSHTTP
 import ENSTestSupport
 @testable import ENSResponder
 import Foundation

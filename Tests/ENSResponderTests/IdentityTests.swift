@@ -1,3 +1,4 @@
+import ENSHTTP
 import ENSTestSupport
 import Codecs
 import OpenSSL

@@ -1,6 +1,7 @@
 // In-process endpoint tests: the dispatcher and the device-API handlers run in this
 // test process, on a MemoryRequest instead of nginx and libfcgi, against the stack's
 // MariaDB (or a stand-in database that fails on cue), with a scripted mail backend.
+import ENSHTTP
 import ENSConfig
 import ENSTestSupport
 @testable import ENSModel

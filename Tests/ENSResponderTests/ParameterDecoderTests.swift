@@ -1,3 +1,4 @@
+import ENSHTTP
 import ENSTestSupport
 import Testing
 @testable import ENSResponder

@@ -1,3 +1,4 @@
+import ENSHTTP
 import ENSConfig
 import ENSTestSupport
 @testable import ENSResponder

@@ -1,3 +1,4 @@
+internal import ENSHTTP
 internal import MailBackends
 /// `GET|HEAD /alive`: 200 Alive when this responder can query MariaDB, else 503.
 enum AliveEndpoint {

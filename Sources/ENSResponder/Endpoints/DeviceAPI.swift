@@ -1,3 +1,4 @@
+internal import ENSHTTP
 internal import Codecs
 internal import Curl
 internal import ENSConfig

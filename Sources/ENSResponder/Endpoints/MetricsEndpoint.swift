@@ -1,3 +1,4 @@
+internal import ENSHTTP
 internal import ENSConfig
 internal import ENSModel
 internal import ENSMetrics

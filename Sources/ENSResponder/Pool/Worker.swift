@@ -1,3 +1,4 @@
+internal import ENSHTTP
 internal import ENSStore
 public import ENSConfig
 internal import ENSMetrics

@@ -1,9 +1,10 @@
+public import ENSHTTP
 internal import ENSStore
 internal import ENSMetrics
 internal import ENSModel
 internal import Logging
 internal import POSIX
-public import MailBackends
+internal import MailBackends
 
 /// Turns one request into one answer: the checks every endpoint shares, in a
 /// fixed order (404, 405, 401, 413, 415, 400), then the endpoint's handler.

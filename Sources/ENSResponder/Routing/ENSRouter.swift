@@ -1,4 +1,5 @@
-public import MailBackends
+public import ENSHTTP
+internal import MailBackends
 extension Router {
     /// Every endpoint of the device API, every mail backend's callback location
     /// (`MailBackendTable`), and the metrics page.

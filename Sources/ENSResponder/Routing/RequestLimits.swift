@@ -1,3 +1,4 @@
+internal import ENSHTTP
 public import ENSConfig
 internal import MailBackends
 internal import POSIX

@@ -1,3 +1,4 @@
+public import ENSHTTP
 public import ENSModel
 public import ENSStore
 public import ENSVault

@@ -1,3 +1,4 @@
+public import ENSHTTP
 public import ENSConfig
 public import EWS
 internal import POSIX
@@ -10,5 +11,12 @@ extension ExchangeSettings {
             caBundlePath: caFile, connectTo: connectTo, totalTimeout: timeout,
             destinationPolicy: DestinationPolicy(allowedNetworks: allowedNetworks, allowedHostSuffixes: allowedHosts), proxy: proxy
         )
+    }
+}
+
+extension RequestContext {
+    /// This thread's Exchange client (one libcurl handle, connections kept alive).
+    func ewsClient() throws -> EWSClient {
+        try threadState(EWSClient.self) { try EWSClient(configuration: settings.exchange.client) }
     }
 }

@@ -1,3 +1,4 @@
+public import ENSHTTP
 internal import ENSModel
 public import ENSConfig
 public import ENSVault

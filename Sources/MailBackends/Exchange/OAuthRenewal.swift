@@ -1,3 +1,4 @@
+public import ENSHTTP
 internal import Curl
 internal import ENSModel
 internal import ENSStore

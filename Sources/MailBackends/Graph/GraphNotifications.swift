@@ -1,3 +1,4 @@
+public import ENSHTTP
 internal import ENSConfig
 internal import ENSMetrics
 internal import Codecs

@@ -1,3 +1,4 @@
+public import ENSHTTP
 internal import Curl
 public import ENSConfig
 public import ENSModel

@@ -1,6 +1,8 @@
+public import ENSHTTP
 public import ENSConfig
 public import Graph
 internal import POSIX
+internal import Curl
 
 /// What the threads of one responder process share for Graph: the tenants' applications,
 /// their tokens, and the per-mailbox request limits.
@@ -39,5 +41,29 @@ extension GraphSettings {
     /// Where and how Graph and the identity platform are reached.
     public var client: GraphClientConfiguration {
         GraphClientConfiguration(graphURL: url, loginURL: loginURL, caBundlePath: caFile, timeout: timeout)
+    }
+}
+
+extension SharedServices {
+    /// The Graph tenants' applications, tokens and per-mailbox limits; nil when no
+    /// tenant is configured.
+    public var graph: GraphServices? { backends[GraphServices.self] }
+}
+
+/// What a Graph registration keeps on its thread while it runs: its one budget.
+final class GraphRegistrationBudget {
+    var deadline: Deadline?
+}
+
+extension RequestContext {
+    /// This thread's Graph client (one libcurl handle; tokens shared by the process).
+    func graphClient() throws -> GraphClient {
+        try threadState(GraphClient.self) { try GraphClient(configuration: settings.graph.client, tokens: services.graph?.tokens ?? GraphAppTokens()) }
+    }
+
+    /// The budget of the Graph registration under way on this thread, if any.
+    var graphDeadline: Deadline? {
+        get { threadState(GraphRegistrationBudget.self) { GraphRegistrationBudget() }.deadline }
+        set { threadState(GraphRegistrationBudget.self) { GraphRegistrationBudget() }.deadline = newValue }
     }
 }

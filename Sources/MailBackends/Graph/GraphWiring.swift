@@ -1,3 +1,4 @@
+public import ENSHTTP
 public import ENSConfig
 public import ENSVault
 internal import Graph

@@ -1,3 +1,4 @@
+public import ENSHTTP
 public import ENSConfig
 internal import ENSModel
 public import ENSVault

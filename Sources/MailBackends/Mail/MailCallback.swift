@@ -1,10 +1,10 @@
+public import ENSHTTP
 internal import ENSConfig
 internal import Codecs
 public import ENSModel
 public import ENSStore
 public import ENSVault
 public import Logging
-internal import EWS
 internal import OpenSSL
 internal import POSIX
 

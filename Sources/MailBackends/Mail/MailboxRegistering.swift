@@ -1,3 +1,4 @@
+public import ENSHTTP
 internal import ENSConfig
 public import ENSModel
 public import ENSStore

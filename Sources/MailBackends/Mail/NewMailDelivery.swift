@@ -1,10 +1,10 @@
+public import ENSHTTP
 internal import ENSConfig
 internal import Codecs
 internal import ENSModel
 internal import ENSStore
 internal import ENSVault
 internal import SenderWire
-internal import EWS
 internal import Logging
 internal import OpenSSL
 internal import POSIX

@@ -1,3 +1,5 @@
+internal import ENSConfig
+public import ENSHTTP
 public import Curl
 internal import ENSModel
 
@@ -27,5 +29,16 @@ public final class DevicePolicyClient {
               case .object(let members)? = try? JSONParser.parse(response.body),
               case .bool(let allowed)? = members["allowed"] else { return .unreachable }
         return allowed ? .allowed : .denied
+    }
+}
+
+extension RequestContext {
+    /// This thread's SEG policy client; nil when no policy service is configured.
+    func policyClient() throws -> DevicePolicyClient? {
+        let policy = settings.policy
+        guard !policy.url.isEmpty else { return nil }
+        return try threadState(DevicePolicyClient.self) {
+            try DevicePolicyClient(url: policy.url, caBundlePath: policy.caFile, timeout: policy.timeout)
+        }
     }
 }

@@ -4,9 +4,6 @@ public import ENSModel
 public import ENSStore
 public import ENSVault
 public import SenderWire
-internal import EWS
-internal import Curl
-internal import Graph
 public import Logging
 internal import POSIX
 
@@ -40,11 +37,9 @@ public final class RequestContext {
     private var lastHealthy = false
     private var lastOutageLog: UInt64 = 0
     private var outageRequestsSinceLog = 0
-    private var ewsClientStorage: EWSClient?
-    private var policyClientStorage: DevicePolicyClient?
-    private var graphClientStorage: GraphClient?
-    /// The budget of the Graph registration under way on this thread, if any.
-    var graphDeadline: Deadline?
+    /// What the mail backends keep on this thread (their clients, each one libcurl
+    /// handle), one value per type (`threadState(_:make:)`).
+    private var threadStates: [ObjectIdentifier: AnyObject] = [:]
     /// Work a handler left for after its answer has gone to the web server.
     private var afterResponse: [() throws -> Void] = []
 
@@ -171,30 +166,15 @@ public final class RequestContext {
         outageRequestsSinceLog = 0
     }
 
-    /// This thread's Exchange client (one libcurl handle, connections kept alive).
-    func ewsClient() throws -> EWSClient {
-        if let ewsClientStorage { return ewsClientStorage }
-        let client = try EWSClient(configuration: settings.exchange.client)
-        ewsClientStorage = client
-        return client
-    }
-
-    /// This thread's Graph client (one libcurl handle; tokens shared by the process).
-    func graphClient() throws -> GraphClient {
-        if let graphClientStorage { return graphClientStorage }
-        let client = try GraphClient(configuration: settings.graph.client, tokens: services.graph?.tokens ?? GraphAppTokens())
-        graphClientStorage = client
-        return client
-    }
-
-    /// This thread's SEG policy client; nil when no policy service is configured.
-    func policyClient() throws -> DevicePolicyClient? {
-        guard !settings.policy.url.isEmpty else { return nil }
-        let policy = settings.policy
-        if let policyClientStorage { return policyClientStorage }
-        let client = try DevicePolicyClient(url: policy.url, caBundlePath: policy.caFile, timeout: policy.timeout)
-        policyClientStorage = client
-        return client
+    /// This thread's `State` (a backend's client, kept alive between requests), made by
+    /// `make` the first time a handler asks for it. Each backend keeps its own types
+    /// here, so the context names no backend.
+    public func threadState<State: AnyObject>(_ type: State.Type, make: () throws -> State) rethrows -> State {
+        let key = ObjectIdentifier(type)
+        if let state = threadStates[key] { return unsafeDowncast(state, to: State.self) }
+        let state = try make()
+        threadStates[key] = state
+        return state
     }
 
     /// Forgets the cached health state (after a query failed with a lost connection).
@@ -210,10 +190,9 @@ public final class SharedServices: Sendable {
     public let apiTokens: APITokenSet
     public let privateKeys: PrivateKeyCache
     public let checkIns: CheckInRecorder
-    public let mailBackends: MailRegistrars
-    /// The Graph tenants' applications, tokens and per-mailbox limits; nil when no
-    /// tenant is configured.
-    public let graph: GraphServices?
+    /// What the mail backends share across the process (their registrars, Graph's
+    /// applications and tokens), by type; each backend's folder reads its own.
+    public let backends: BackendServices
     /// Threads of this process doing a registration's Exchange work at once
     /// (exchange.max_concurrent_registrations), and held more than a second by a
     /// callback's lookups (exchange.max_slow_callbacks).
@@ -224,16 +203,15 @@ public final class SharedServices: Sendable {
     /// The connections to ens-apns this process keeps between callbacks' hand-offs.
     public let senderConnections: SenderConnections
 
-    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, mailBackends: MailRegistrars,
-                graph: GraphServices? = nil, registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
+    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, backends: BackendServices,
+                registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
                 callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000)), metricsToken: String? = nil,
                 senderConnections: SenderConnections = SenderConnections()) {
         self.vault = vault
         self.apiTokens = apiTokens
         self.privateKeys = privateKeys
         self.checkIns = checkIns
-        self.mailBackends = mailBackends
-        self.graph = graph
+        self.backends = backends
         self.registrationGate = registrationGate
         self.callbackGate = callbackGate
         self.metricsToken = metricsToken
@@ -241,23 +219,19 @@ public final class SharedServices: Sendable {
     }
 }
 
-extension SharedServices {
-    /// The services of one responder process, from its configuration: the pool's
-    /// workers and a CGI run differ only in how much they keep (`keyCacheSize`) and how
-    /// many threads the gates admit.
-    public static func responder(_ configuration: ENSConfiguration, keyCacheSize: Int,
-                                 concurrentRegistrations: Int, slowCallbacks: Int) throws -> SharedServices {
-        let graph = try GraphServices.responder(configuration)
-        return SharedServices(
-            vault: Vault(masterKey: try configuration.secrets.masterKey()),
-            apiTokens: APITokenSet(path: configuration.secrets.apiTokenCacheFile, checkInterval: configuration.secrets.apiTokenRefresh),
-            privateKeys: PrivateKeyCache(capacity: keyCacheSize),
-            checkIns: CheckInRecorder(),
-            mailBackends: MailBackendTable.registrars(configuration, graph: graph),
-            graph: graph,
-            registrationGate: ConcurrencyGate(.concurrent(concurrentRegistrations)),
-            callbackGate: ConcurrencyGate(.slow(slowCallbacks, afterMilliseconds: 1000)),
-            metricsToken: try configuration.metrics.token()
-        )
+/// Values the mail backends share across a process, one per type, set once when the
+/// process starts.
+public struct BackendServices: Sendable {
+    private var byType: [ObjectIdentifier: any Sendable] = [:]
+
+    public init() {}
+
+    public subscript<Service: Sendable>(_ type: Service.Type) -> Service? {
+        get {
+            guard let value = byType[ObjectIdentifier(type)] else { return nil }
+            guard let service = value as? Service else { preconditionFailure("BackendServices: \(type) holds another type") }
+            return service
+        }
+        set { byType[ObjectIdentifier(type)] = newValue }
     }
 }
