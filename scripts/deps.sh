@@ -15,6 +15,9 @@ packages+=(apache2 libapache2-mod-security2 libapache2-mod-fcgid apache2-suexec-
 # The Debian package (make deb, scripts/deb-test.sh): dpkg-buildpackage, debhelper, lintian
 # (no fakeroot: debian/control says Rules-Requires-Root: no).
 packages+=(dpkg-dev debhelper lintian)
+# The Dovecot backend is tested against a real Dovecot: a private instance the test stack
+# starts as nobody in its own directory (scripts/dovecot.sh); mail arrives over LMTP.
+packages+=(dovecot-core dovecot-imapd dovecot-lmtpd)
 packages+=("$@")
 
 missing=()
