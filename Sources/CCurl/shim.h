@@ -79,3 +79,10 @@ static inline int ccurl_sockaddr_bytes(const struct curl_sockaddr *_Nonnull addr
 static inline curl_socket_t ccurl_open_socket(const struct curl_sockaddr *_Nonnull address) {
     return socket(address->family, address->socktype, address->protocol);
 }
+
+// CURLOPT_DEBUGFUNCTION: the IMAP client reads the server's untagged replies (such as
+// `* METADATA`), which libcurl hands only to this callback (CURLINFO_HEADER_IN).
+typedef int (*ccurl_debug_callback)(CURL *_Nonnull handle, curl_infotype type, char *_Nonnull data, size_t size, void *_Nullable user);
+static inline CURLcode ccurl_easy_setopt_debug_callback(CURL *_Nonnull h, ccurl_debug_callback _Nullable cb) {
+    return curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, cb);
+}

@@ -11,6 +11,10 @@ public struct CurlError: Error, CustomStringConvertible, Sendable {
         case destinationRefused, invalidRequest, budgetExhausted
         /// The response body grew past the limit while downloading; the transfer was cut.
         case responseTooLarge
+        /// IMAP: the server refused the login (wrong password, or no such account).
+        case loginDenied
+        /// IMAP: the server answered NO or BAD to the command (`detail` says which).
+        case commandRefused
     }
 
     public let kind: Kind
@@ -31,8 +35,13 @@ public struct CurlError: Error, CustomStringConvertible, Sendable {
             kind = .couldNotConnect
         case CURLE_OPERATION_TIMEDOUT:
             kind = .timedOut
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE,
+             CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_USE_SSL_FAILED:
             kind = .tlsFailure
+        case CURLE_LOGIN_DENIED:
+            kind = .loginDenied
+        case CURLE_QUOTE_ERROR:
+            kind = .commandRefused
         default:
             kind = .other
         }

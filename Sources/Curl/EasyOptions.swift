@@ -131,6 +131,20 @@ struct EasyOptions {
         }
         set(CURLOPT_HEADERDATA, pointer: pointer)
     }
+
+    /// Keeps what the server sends (CURLINFO_HEADER_IN) in `replies`, which must
+    /// outlive the transfer; what libcurl sends (the login) is not looked at.
+    mutating func collectIMAPReplies(into replies: IMAPReplies) {
+        set(CURLOPT_VERBOSE, 1)
+        if result == CURLE_OK {
+            result = ccurl_easy_setopt_debug_callback(handle) { _, type, data, size, user in
+                guard type == CURLINFO_HEADER_IN, let user else { return 0 }
+                Unmanaged<IMAPReplies>.fromOpaque(user).takeUnretainedValue().append(UnsafeRawBufferPointer(start: data, count: size))
+                return 0
+            }
+        }
+        set(CURLOPT_DEBUGDATA, pointer: Unmanaged.passUnretained(replies).toOpaque())
+    }
 }
 
 /// Gathers one response's headers and body from libcurl's callbacks.
