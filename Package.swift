@@ -216,7 +216,7 @@ let package = Package(
         .executableTarget(
             name: "ens-cron",
             dependencies: [
-                "ENSConfig", "ENSMaintenance", "ENSModel", "ENSSender", "ENSStore", "ENSVault", "POSIX",
+                "Codecs", "ENSConfig", "ENSMaintenance", "ENSModel", "ENSSender", "ENSStore", "ENSVault", "POSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -240,8 +240,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "Codecs", "Curl", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "ENSVault", "MailBackends", "MariaDB", "OpenSSL", "POSIX",
-                "SenderWire",
+                "Codecs", "Curl", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "ENSTestSupport", "ENSVault", "MailBackends", "MariaDB",
+                "OpenSSL", "POSIX", "SenderWire",
             ],
             swiftSettings: swiftSettings
         ),

@@ -3,9 +3,11 @@
 # unprivileged user (nobody when started as root, else the caller), nothing written
 # outside DIR and no system-wide change. Ready in well under a second.
 #
-#   scripts/dovecot.sh up DIR PORT [PUSH_DRIVER]   IMAPS on PORT, IMAP (STARTTLS) on PORT+1,
-#                                                  LMTP on PORT+2; PUSH_DRIVER is a
-#                                                  push_notification_driver value (none: off)
+#   scripts/dovecot.sh up DIR PORT [EXTRA [CA]]   IMAPS on PORT, IMAP (STARTTLS) on PORT+1,
+#                                                  LMTP on PORT+2; EXTRA is a file of more
+#                                                  configuration (what `ens-cron dovecot
+#                                                  config` prints), CA a PEM file Dovecot
+#                                                  trusts when it pushes over https
 #   scripts/dovecot.sh user DIR LOGIN PASSWORD     adds an account (password file, PLAIN)
 #   scripts/dovecot.sh deliver DIR PORT RCPT FILE  delivers FILE (a message) over LMTP
 #   scripts/dovecot.sh down DIR
@@ -29,8 +31,8 @@ else
 fi
 
 up() {
-  local dir=$1 port=$2 driver=${3:-}
-  if [ -z "$dir" ] || [ -z "$port" ]; then die "usage: dovecot.sh up DIR PORT [PUSH_DRIVER]"; fi
+  local dir=$1 port=$2 extra=${3:-} client_ca=${4:-}
+  if [ -z "$dir" ] || [ -z "$port" ]; then die "usage: dovecot.sh up DIR PORT [EXTRA [CA]]"; fi
   mkdir -p "$dir/run" "$dir/state" "$dir/home"
   dir=$(cd "$dir" && pwd)
   [ -f "$dir/pid" ] && pid_alive "$dir/pid" && die "a Dovecot already runs from $dir"
@@ -40,15 +42,7 @@ up() {
       -keyout "$dir/server.key" -out "$dir/ca.crt" 2>/dev/null
   fi
   touch "$dir/users"
-  local plugins="" plugin_block=""
-  if [ -n "$driver" ]; then
-    plugins="mail_plugins = \$mail_plugins notify push_notification"
-    case "$driver" in lua:*) plugins="$plugins mail_lua push_notification_lua" ;; esac
-    plugin_block="plugin {
-  push_notification_driver = $driver
-  ens_push_key = /private/vendor/vendor.ens/push-token
-}"
-  fi
+  if [ -n "$client_ca" ]; then cat "$dir/ca.crt" "$client_ca" > "$dir/client-ca.crt"; else cp "$dir/ca.crt" "$dir/client-ca.crt"; fi
   cat > "$dir/dovecot.conf" <<EOF
 # Written by scripts/dovecot.sh: a private test instance.
 base_dir = $dir/run
@@ -62,7 +56,7 @@ default_internal_group = $run_group
 ssl = yes
 ssl_cert = <$dir/ca.crt
 ssl_key = <$dir/server.key
-ssl_client_ca_file = $dir/ca.crt
+ssl_client_ca_file = $dir/client-ca.crt
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 passdb {
@@ -77,7 +71,6 @@ userdb {
 first_valid_uid = 0
 mail_location = maildir:~/Maildir
 mail_attribute_dict = file:%h/dovecot-attributes
-$plugins
 protocol imap {
   imap_metadata = yes
 }
@@ -105,8 +98,11 @@ service lmtp {
 service stats {
   chroot =
 }
-$plugin_block
 EOF
+  if [ -n "$extra" ]; then
+    printf '\n# Added from %s:\n' "$extra" >> "$dir/dovecot.conf"
+    cat "$extra" >> "$dir/dovecot.conf"
+  fi
   chmod 600 "$dir/server.key"
   touch "$dir/dovecot.log"
   [ "$(id -u)" -eq 0 ] && chown -R "$run_user:$run_group" "$dir"
@@ -148,7 +144,8 @@ down() {
   # for its children for seconds: stop them all at once.
   pkill -KILL -P "$pid" 2>/dev/null || true
   kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$dir/pid"
+  # Killed, Dovecot leaves its pid file, which would stop the next start.
+  rm -f "$dir/pid" "$dir/run/master.pid"
 }
 
 case "${1:-}" in
@@ -156,5 +153,5 @@ case "${1:-}" in
   user) shift; user "$@" ;;
   deliver) shift; deliver "$@" ;;
   down) shift; down "$@" ;;
-  *) die "usage: dovecot.sh up DIR PORT [PUSH_DRIVER] | user DIR LOGIN PASSWORD | deliver DIR PORT RCPT FILE | down DIR" ;;
+  *) die "usage: dovecot.sh up DIR PORT [EXTRA [CA]] | user DIR LOGIN PASSWORD | deliver DIR PORT RCPT FILE | down DIR" ;;
 esac

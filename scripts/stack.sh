@@ -197,6 +197,8 @@ graph.tenant.fabrikam.domains = fabrikam.test
 graph.tenant.fabrikam.client_id = $GRAPH_CLIENT_ID
 graph.tenant.fabrikam.certificate_file = $VAR/secrets/graph-app.crt
 graph.tenant.fabrikam.key_file = $VAR/secrets/graph-app.key
+# Dovecot: tests start their own private Dovecot (scripts/dovecot.sh) and register it.
+dovecot.hook_url = https://localhost:$PORT/dovecot/
 metrics.dir = $VAR/run/metrics
 metrics.token_file = $VAR/secrets/metrics.token
 # Exchange: the local simulator stands in for every Exchange host name (CONNECT_TO);

@@ -79,7 +79,7 @@ public enum MIMEHeader {
 
     /// Controls (line breaks, tabs, C1, bidirectional overrides) become spaces, runs of
     /// white space one space, and the ends are trimmed; then the cut to `limit` bytes.
-    static func cleaned(_ text: String, limit: Int) -> String {
+    public static func cleaned(_ text: String, limit: Int) -> String {
         var scalars = String.UnicodeScalarView()
         var lastWasSpace = true
         for scalar in text.unicodeScalars {

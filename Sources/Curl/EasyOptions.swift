@@ -30,6 +30,16 @@ struct EasyOptions {
         if let caBundlePath { set(CURLOPT_CAINFO, string: caBundlePath) }
     }
 
+    /// Trusts the CA certificates in `pem` (instead of a bundle file); CURL_BLOB_COPY:
+    /// libcurl keeps its own copy.
+    mutating func trust(pem: [UInt8]) {
+        var data = pem
+        data.withUnsafeMutableBytes { buffer in
+            var blob = curl_blob(data: buffer.baseAddress, len: buffer.count, flags: UInt32(CURL_BLOB_COPY))
+            withUnsafePointer(to: &blob) { set(CURLOPT_CAINFO_BLOB, pointer: UnsafeRawPointer($0)) }
+        }
+    }
+
     /// No proxy, whatever the environment says: libcurl otherwise takes one from
     /// http_proxy, https_proxy or all_proxy, and the destination policy would then see
     /// only the proxy's address while the proxy went wherever the URL said. An empty

@@ -10,6 +10,9 @@ public struct IMAPServerConfiguration: Sendable {
     /// PEM bundle of trusted CAs (or the server's own self-signed certificate); nil uses
     /// the system store. Certificate and host name are always verified.
     public var caBundlePath: String?
+    /// The same, as PEM text (a server's own certificate kept in the database); it takes
+    /// the place of `caBundlePath`.
+    public var caPEM: [UInt8]?
     /// `sha256//<base64>` of the server's public key: the connection is refused unless
     /// the key matches (on top of the verification above).
     public var pinnedPublicKey: String?
@@ -22,10 +25,11 @@ public struct IMAPServerConfiguration: Sendable {
     /// Where the client may connect; nil: anywhere (a server the operator registered).
     public var destinationPolicy: DestinationPolicy?
 
-    public init(url: String, caBundlePath: String? = nil, pinnedPublicKey: String? = nil, connectTimeout: Duration = .seconds(5),
+    public init(url: String, caBundlePath: String? = nil, caPEM: [UInt8]? = nil, pinnedPublicKey: String? = nil, connectTimeout: Duration = .seconds(5),
                 totalTimeout: Duration = .seconds(25), connectTo: [String] = [], destinationPolicy: DestinationPolicy? = nil) {
         self.url = url
         self.caBundlePath = caBundlePath
+        self.caPEM = caPEM
         self.pinnedPublicKey = pinnedPublicKey
         self.connectTimeout = connectTimeout
         self.totalTimeout = totalTimeout
@@ -112,6 +116,7 @@ public final class IMAPClient {
             options.set(CURLOPT_CONNECTTIMEOUT_MS, min(configuration.connectTimeout.wholeMilliseconds, timeout))
             options.set(CURLOPT_TIMEOUT_MS, timeout)
             options.verifyTLS(caBundlePath: configuration.caBundlePath)
+            if let caPEM = configuration.caPEM { options.trust(pem: caPEM) }
             if let pin = configuration.pinnedPublicKey { options.set(CURLOPT_PINNEDPUBLICKEY, string: pin) }
             if let connectGuard { options.guardConnections(with: connectGuard) }
             if connectToList != nil { options.set(CURLOPT_CONNECT_TO, pointer: UnsafeRawPointer(connectToList)) }

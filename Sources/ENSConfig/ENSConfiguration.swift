@@ -18,6 +18,7 @@ public struct ENSConfiguration: Sendable {
     public var exchange = ExchangeSettings()
     public var privacy = PrivacySettings()
     public var graph = GraphSettings()
+    public var dovecot = DovecotSettings()
     public var policy = PolicySettings()
     public var metrics = MetricsSettings()
     public var logging = LoggingSettings()
@@ -26,7 +27,7 @@ public struct ENSConfiguration: Sendable {
     public static let components: [any SettingsComponent.Type] = [
         ResponderPoolSettings.self, DeviceAPISettings.self, RequestLimitSettings.self, DatabaseSettings.self, SecretSettings.self,
         PushSettings.self, APNsSettings.self, FCMSettings.self, MaintenanceSettings.self, ExchangeSettings.self, PrivacySettings.self,
-        GraphSettings.self, PolicySettings.self, MetricsSettings.self, LoggingSettings.self,
+        GraphSettings.self, DovecotSettings.self, PolicySettings.self, MetricsSettings.self, LoggingSettings.self,
     ]
 
     /// The file this configuration was read from, as written (for a reload to compare).

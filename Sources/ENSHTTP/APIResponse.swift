@@ -29,6 +29,9 @@ public enum ResponseCode: String, Sendable {
     case tooManyRequests = "TooManyRequests"
     case serviceUnavailable = "ServiceUnavailable"
     case internalError = "InternalError"
+    /// A push hook's routing token names nothing ENS still serves (Dovecot's opt-in
+    /// outlived its registration): the server's script clears it.
+    case gone = "Gone"
 }
 
 /// An answer to a device: HTTP status and a flat JSON object with `responseCode`.
@@ -83,11 +86,13 @@ public struct APIResponse: Sendable {
         switch status {
         case 200: "OK"
         case 202: "Accepted"
+        case 204: "No Content"
         case 400: "Bad Request"
         case 401: "Unauthorized"
         case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 410: "Gone"
         case 413: "Payload Too Large"
         case 415: "Unsupported Media Type"
         case 429: "Too Many Requests"

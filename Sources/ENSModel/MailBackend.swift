@@ -10,6 +10,10 @@ public enum MailBackend: String, Sendable, CaseIterable {
     /// Microsoft Graph change notifications (Exchange Online), with ENS's own
     /// application identity per tenant: no user credential is kept.
     case graph
+    /// Dovecot's push_notification plugin (IMAP hosting): the hosting admin's Dovecot
+    /// tells ENS of each delivery to an account that opted in through IMAP METADATA; no
+    /// user credential is kept (docs/dovecot.md).
+    case dovecot
 }
 
 /// What one callback from a backend says, in words every backend shares.

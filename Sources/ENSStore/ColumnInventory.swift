@@ -134,6 +134,17 @@ public enum ColumnInventory {
                 backup, it restores that older state, as restoring the whole record does (docs/security.md)
                 """)),
         ]),
+        // Dovecot servers registered with `ens-cron dovecot add` (migration 026).
+        ("DovecotServers", [
+            ("name", .bound(by: "binding_mac")),
+            ("imap_url", .bound(by: "binding_mac")),
+            ("domains", .bound(by: "binding_mac")),
+            ("ca_pem", .bound(by: "binding_mac")),
+            ("driver", .bound(by: "binding_mac")),
+            ("credential_serial", .bound(by: "binding_mac")),
+            ("created_at", .inert(time)),
+            ("binding_mac", .mac),
+        ]),
         // Autodiscover's answers per domain.
         ("EWSUrlCache", [
             ("domain", .bound(by: "binding_mac")),

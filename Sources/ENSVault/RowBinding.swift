@@ -81,6 +81,15 @@ public struct RowBinding: Sendable {
             binary: [thumbprint, certificate, previousThumbprint])
     }
 
+    /// A registered Dovecot server: its IMAP URL (where devices' passwords are proven),
+    /// the mail domains it serves, the certificate it is trusted by, its push driver
+    /// (which METADATA key holds the opt-in), and the serial of
+    /// its hook credential. An edited row is refused: no password goes to a host of a
+    /// writer's choosing, no domain is taken over, no retired credential is revived.
+    public func dovecotServer(name: String, imapURL: String, domains: String, caPEM: [UInt8]?, driver: String, credentialSerial: Int) -> [UInt8] {
+        mac("dovecot-server", [name, imapURL, domains, driver, String(credentialSerial)], binary: [caPEM])
+    }
+
     /// A signing key of the Microsoft identity platform, as ENS fetched it.
     public func signingKey(kid: String, modulus: [UInt8], exponent: [UInt8]) -> [UInt8] {
         mac("graph-signing-key", [kid], binary: [modulus, exponent])

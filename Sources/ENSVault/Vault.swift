@@ -38,6 +38,10 @@ public struct Vault: Sendable {
     /// Names the sealed values already used (`SealedValuesUsed`): keyed, so the table
     /// confirms no guessed plaintext.
     private let sealedOnceKey: [UInt8]
+    /// Dovecot servers' hook credentials (derived, never stored) and the routing tokens
+    /// their accounts' METADATA carries.
+    private let dovecotCredentialKey: [UInt8]
+    let dovecotRouteSealKey: AESGCMKey
 
     public init(masterKey: AESGCMKey) {
         privateKeys = masterKey.derived(label: "ens/v1/private-key")
@@ -59,6 +63,18 @@ public struct Vault: Sendable {
         pushTagKey = masterKey.derivedBytes(label: "ens/v1/push-tag")
         proofThrottleKey = masterKey.derivedBytes(label: "ens/v1/proof-throttle")
         sealedOnceKey = masterKey.derivedBytes(label: "ens/v1/sealed-once")
+        dovecotCredentialKey = masterKey.derivedBytes(label: "ens/v1/dovecot-credential")
+        dovecotRouteSealKey = masterKey.derived(label: "ens/v1/dovecot-route-seal")
+    }
+
+    // MARK: Dovecot servers
+
+    /// The secret a registered Dovecot server's push hook authenticates with (HTTP Basic,
+    /// the server's name as user): derived from the master key, the name and the
+    /// credential's serial, so nothing secret is stored and `ens-cron dovecot rotate`
+    /// (a new serial) retires the old one. 32 bytes, base64url.
+    public func dovecotCredential(server: String, serial: Int) -> String {
+        Base64.encodeURLSafe(Digest.hmacSHA256(key: dovecotCredentialKey, message: Array("ens-dovecot-credential/1/\(server)/\(serial)".utf8)))
     }
 
     // MARK: Single-use sealed values

@@ -25,7 +25,7 @@ struct ENSCron: ParsableCommand {
             """,
         version: "ens-cron \(Release.version)",
         subcommands: [All.self, APIKeys.self, Reap.self, Renew.self, SyncKeys.self, Keys.self, Gauges.self, Migrate.self, Token.self, Status.self,
-                      ConfigReferenceCommand.self]
+                      Dovecot.self, ConfigReferenceCommand.self]
     )
 }
 

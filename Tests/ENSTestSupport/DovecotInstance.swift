@@ -11,8 +11,8 @@ public final class DovecotInstance {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../scripts/dovecot.sh").standardizedFileURL.path
 
-    /// Starts an instance; `pushDriver` is a push_notification_driver value (nil: none).
-    public init(pushDriver: String? = nil) throws {
+    /// Starts an instance on ports of its own.
+    public init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("ens-dovecot-\(UUID().uuidString)", isDirectory: true)
         // Three ports in a row from a random place; another run holding one makes
         // Dovecot fail to listen, and the next try takes other ports.
@@ -20,7 +20,7 @@ public final class DovecotInstance {
         while true {
             let candidate = Int.random(in: 10000...19999) * 3
             do {
-                _ = try Shell.run("exec \"$1\" up \"$2\" \"$3\" \"$4\" 2>&1", [Self.script, directory.path, "\(candidate)", pushDriver ?? ""])
+                _ = try Shell.run("exec \"$1\" up \"$2\" \"$3\" 2>&1", [Self.script, directory.path, "\(candidate)"])
                 port = candidate
                 return
             } catch {
@@ -29,6 +29,24 @@ public final class DovecotInstance {
                 if attempt == 3 { throw error }
             }
         }
+    }
+
+    /// Starts it again on the same ports and with the same accounts and mail, with
+    /// `extra` added to its configuration (what `ens-cron dovecot config` prints) and
+    /// `clientCA` (a PEM file) trusted when it pushes over https.
+    public func restart(adding extra: String, trusting clientCA: String? = nil) throws {
+        _ = try Shell.run("\"$1\" down \"$2\"", [Self.script, directory.path])
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ens-dovecot-extra-\(UUID().uuidString).conf")
+        try Data(extra.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let started = try Shell.run("\"$1\" up \"$2\" \"$3\" \"$4\" \"$5\" 2>&1 && echo started || tail -n 20 \"$2/dovecot.log\"",
+                                    [Self.script, directory.path, "\(port)", file.path, clientCA ?? ""])
+        guard started.hasSuffix("started") else { throw DovecotFailure(output: started) }
+    }
+
+    /// What Dovecot logged so far.
+    public var log: String {
+        (try? String(contentsOf: directory.appendingPathComponent("dovecot.log"), encoding: .utf8)) ?? ""
     }
 
     /// `imaps://127.0.0.1:<port>/`.
@@ -60,4 +78,10 @@ public final class DovecotInstance {
     deinit {
         stop()
     }
+}
+
+/// Dovecot did not start; what it said.
+public struct DovecotFailure: Error, CustomStringConvertible {
+    public let output: String
+    public var description: String { "Dovecot did not start:\n\(output)" }
 }

@@ -222,7 +222,8 @@ enum DeviceAPI {
     }
 
     /// Exactly one authentication method: OAuth (with or without what renews it), user
-    /// name and password, or a client certificate (CBAData).
+    /// name and password (for Exchange, or with `imapUrl` a Dovecot server's IMAP), or a
+    /// client certificate (CBAData).
     private static func exchangeCredentials(_ creds: [String: JSONValue]) throws(APIError) -> MailCredentials {
         var methods: [MailCredentials.Method] = []
         if let token = creds["oauthAccessToken"]?.stringValue, !token.isEmpty {
@@ -245,8 +246,15 @@ enum DeviceAPI {
             guard case .oauth = method else { throw .sealedParameterRejected }
             refresh = try oauthRefresh(member)
         }
-        let ewsURL = creds["ewsUrl"]?.stringValue
-        return MailCredentials(method: method, serverURL: ewsURL?.isEmpty == true ? nil : ewsURL, oauthRefresh: refresh)
+        // The server the device names: an EWS URL, or a Dovecot server's IMAP URL (with
+        // a user name and password only), never both.
+        let ewsURL = creds["ewsUrl"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+        let imapURL = creds["imapUrl"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+        if let imapURL {
+            guard ewsURL == nil, case .basic = method, imapURL.utf8.count <= 255,
+                  imapURL.lowercased().hasPrefix("imaps://") || imapURL.lowercased().hasPrefix("imap://") else { throw .sealedParameterRejected }
+        }
+        return MailCredentials(method: method, serverURL: imapURL ?? ewsURL, oauthRefresh: refresh)
     }
 
     /// `oauthRefresh`: {"refreshToken", "tokenEndpoint" (https), "clientId", "scope"?}.

@@ -15,7 +15,7 @@ internal import MailBackends
 extension SealedUse {
     /// The credential members of a `creds` object, at registration and at a check-in.
     static let credentialMembers: Set<String> = [
-        "apnsToken", "fcmToken", "ewsUrl", "oauthAccessToken", "oauthRefresh", "userName", "password", "CBAData", "graphAccessToken",
+        "apnsToken", "fcmToken", "ewsUrl", "imapUrl", "oauthAccessToken", "oauthRefresh", "userName", "password", "CBAData", "graphAccessToken",
         "deviceSecret",
     ]
     /// A registration's privacy mode, inside its sealed `creds` so that no one who saw

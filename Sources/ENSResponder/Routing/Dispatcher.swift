@@ -70,7 +70,8 @@ public struct Dispatcher: Sendable {
 
         var parameters = Parameters()
         var body: [UInt8] = []
-        if method == "POST" {
+        // A body comes with POST, and with PUT (Dovecot's ox driver pushes with PUT).
+        if method == "POST" || method == "PUT" {
             switch route.body {
             case .parameters: parameters = try readParameters(channel)
             case .xml(let limit): body = try readXML(channel, limit: limit)

@@ -125,6 +125,11 @@ public struct RequestLimits: Sendable {
             if let address, !take(.graphHosts, address, now: now) { return .serviceUnavailable }
             return nil
         }
+        if path.hasPrefix("/dovecot/") {
+            // Per address only here (nginx also limits per server name).
+            if let address, !take(.callbackHosts, address, now: now) { return Self.tooMany }
+            return nil
+        }
         if path == "/metrics" { return nil }
         guard let address else { return nil }
         if !take(.api, address, now: now) { return Self.tooMany }

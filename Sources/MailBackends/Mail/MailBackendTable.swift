@@ -24,6 +24,7 @@ public enum MailBackendTable {
     public static var all: [any MailBackendWiring.Type] {
         [
             GraphWiring.self,     // the domains of a configured Entra tenant
+            DovecotWiring.self,   // the domains of a registered Dovecot server, or an imapUrl
             ExchangeWiring.self,  // everything else: Autodiscover or the device's ewsUrl
         ]
     }
