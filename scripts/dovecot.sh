@@ -113,7 +113,7 @@ EOF
   fi
   echo $! > "$dir/pid"
   wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" \
-    || { tail -20 "$dir/dovecot.log" "$dir/dovecot.out" >&2; die "Dovecot did not open port $port (log above)"; }
+    || { tail -n 20 "$dir/dovecot.log" "$dir/dovecot.out" >&2; die "Dovecot did not open port $port (log above)"; }
 }
 
 user() {
@@ -144,8 +144,8 @@ down() {
   # for its children for seconds: stop them all at once.
   pkill -KILL -P "$pid" 2>/dev/null || true
   kill -KILL "$pid" 2>/dev/null || true
-  # Killed, Dovecot leaves its pid file, which would stop the next start.
-  rm -f "$dir/pid" "$dir/run/master.pid"
+  # Killed, Dovecot leaves its pid file and sockets, which would stop the next start.
+  rm -rf "$dir/pid" "$dir/run"
 }
 
 case "${1:-}" in
