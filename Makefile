@@ -128,6 +128,8 @@ install: build
 	install -m 0644 apache/ens-site.conf apache/ens-locations.conf apache/ens-proxy-fcgi.conf apache/ens-fcgid.conf apache/ens-cgi.conf $(SHARE)/apache/
 	install -m 0644 apache/errors/*.json $(SHARE)/apache/errors/
 	cp -R deploy/. $(SHARE)/deploy/
+	install -d $(SHARE)/dovecot
+	install -m 0644 dovecot/ens-push.lua $(SHARE)/dovecot/
 
 # dpkg-buildpackage -b -us -uc with no network (in a network namespace of its own where
 # unshare may make one): Swift package dependencies are resolved first, outside it.

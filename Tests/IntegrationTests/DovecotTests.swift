@@ -16,8 +16,11 @@ import Testing
         let snippet = try cron(["dovecot", "add", name, "--imap-url", dovecot.imapsURL, "--domains", domain,
                                 "--ca-file", dovecot.certificatePath, "--driver", driver])
         try #require(snippet.contains("push_notification_driver"), "\(snippet)")
-        try dovecot.restart(adding: snippet.replacingOccurrences(of: "/usr/share/ens/dovecot/", with: TestStack.root + "/dovecot/"),
-                            trusting: TestStack.certificate)
+        // The Lua driver's HTTP client cannot resolve host names from a delivery
+        // (docs/dovecot.md): its URL names ENS by address.
+        let installed = snippet.replacingOccurrences(of: "/usr/share/ens/dovecot/", with: TestStack.root + "/dovecot/")
+            .replacingOccurrences(of: "ens_push_url = https://localhost:", with: "ens_push_url = https://127.0.0.1:")
+        try dovecot.restart(adding: installed, trusting: TestStack.certificate)
         return dovecot
     }
 
@@ -83,6 +86,34 @@ import Testing
         #expect(TestStack.eventually(within: 15) { Self.pushes(to: account.token).count == 2 })
         // (The password is one of TestSecrets: the run's secret scan looks for it in the
         // database, the logs and Dovecot's own directory.)
+    }
+
+    /// ENS's Lua script, the default driver: its own METADATA key, the account's login in
+    /// the push, and the opt-in cleared by the script once ENS no longer serves it.
+    @Test func theLuaScriptPushesAndClearsAnOptInNoOneServes() throws {
+        let dovecot = try Self.registeredDovecot("dove-lua", domain: "dove-lua.test", driver: "lua")
+        defer { dovecot.stop() }
+        let api = try DeviceClient(token: try TestStack.newToken())
+        let account = try Account.make(on: dovecot, domain: "dove-lua.test", api: api)
+        let answer = try account.register(with: api)
+        try #require(answer.json["responseCode"] == "UserSubscribed", "\(answer.status) \(answer.bodyText)")
+        let key = "/private/vendor/vendor.ens/push-token"
+        let optIn = try dovecot.metadata(key, of: account.email)
+        #expect(optIn.hasPrefix("d1.") || optIn.hasPrefix("d2."), "\(optIn)")
+        // The ox driver's shared key is left alone (OX App Suite and EGroupware use it).
+        #expect(try dovecot.metadata("/private/vendor/vendor.dovecot/http-notify", of: account.email) == "")
+
+        try dovecot.deliver(Self.message(subject: "=?ISO-8859-1?Q?Caf=E9_au_lait?="), to: account.email)
+        #expect(TestStack.eventually(within: 15) { !Self.pushes(to: account.token).isEmpty }, "\(dovecot.log)")
+        #expect(Self.alert(try #require(Self.pushes(to: account.token).first)) == ["title": "Jürgen Müller", "body": "Café au lait"])
+
+        // The device leaves; the next delivery hears 410 and the script clears the opt-in.
+        let left = try api.call("/unregister", ["userid": account.user.userID,
+                                                "token": try account.user.sealForDevice(["apnsToken": account.token], token: account.token, for: "unregister.token")])
+        #expect(left.json["responseCode"] == "DeviceUnregistered", "\(left.bodyText)")
+        try dovecot.deliver(Self.message(subject: "After leaving"), to: account.email)
+        #expect(TestStack.eventually(within: 10) { (try? dovecot.metadata(key, of: account.email)) == "" }, "\(dovecot.log)")
+        #expect(Self.pushes(to: account.token).count == 1)
     }
 
     @Test func aWrongPasswordWritesNoOptIn() throws {

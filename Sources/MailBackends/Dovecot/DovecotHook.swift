@@ -95,6 +95,12 @@ enum DovecotHook {
             logger.warning("dovecot push refused: the account is not the record's", metadata: ["record": "\(record)", "dovecot.server": "\(server.name)"])
             return gone
         }
+        guard !devices.isEmpty else {
+            // Every device left (or its push token is dead): the opt-in outlived its
+            // registration, and ENS's script clears it.
+            logger.info("dovecot push for a record without devices", metadata: ["record": "\(record)"])
+            return gone
+        }
         guard !event.isCovered(by: row.watermark) else {
             logger.debug("dovecot push already delivered", metadata: ["record": "\(record)"])
             return done
