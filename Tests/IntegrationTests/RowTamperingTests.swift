@@ -5,6 +5,7 @@ import Curl
 import ENSStore
 import Foundation
 import MariaDB
+import ENSTestSupport
 import Testing
 
 /// The database is untrusted storage, by inventory (Sources/ENSStore/ColumnInventory.swift,
@@ -274,7 +275,33 @@ struct RowTamperingTests {
 
     static let evilURL = "'https://mail.evil.test/EWS/Exchange.asmx'"
 
+    /// A registered Dovecot server's row edited: it is no server. No password goes to
+    /// its IMAP URL (no login reaches the real one either), its pushes are refused, and
+    /// the refusal is logged.
+    func dovecotServerEdited(_ column: String, to value: @Sendable (_ name: String) -> String) throws {
+        let name = "tamper-" + column.filter(\.isLetter).lowercased().prefix(16)
+        let domain = "\(name).test"
+        let dovecot = try DovecotTests.registeredDovecot(name, domain: domain)
+        defer { dovecot.stop() }
+        let account = try DovecotTests.Account.make(on: dovecot, domain: domain, api: api)
+        let before = try refusalsLogged("DovecotServers")
+        try database.execute("UPDATE DovecotServers SET \(unsafe: column) = \(unsafe: value(name)) WHERE name = \(name)")
+        let logins = dovecot.log.components(separatedBy: "Login: ").count
+        let answer = try account.register(with: api)
+        #expect(answer.json["responseCode"] != "UserSubscribed", "\(column): registered at an edited server")
+        #expect(dovecot.log.components(separatedBy: "Login: ").count == logins, "\(column): a password was sent")
+        #expect(try refusalsLogged("DovecotServers") > before, "\(column): not logged")
+        _ = try? database.execute("DELETE FROM DovecotServers WHERE name LIKE 'tamper-%'")
+    }
+
     static let scenarios: [String: Scenario] = [
+        // DovecotServers (binding_mac): each column given another value.
+        "DovecotServers.name": Scenario { try $0.dovecotServerEdited("name") { name in "'\(name)-x'" } },
+        "DovecotServers.imap_url": Scenario { try $0.dovecotServerEdited("imap_url") { _ in "'imaps://127.0.0.2:993/'" } },
+        "DovecotServers.domains": Scenario { try $0.dovecotServerEdited("domains") { _ in "CONCAT(domains, ',evil.test')" } },
+        "DovecotServers.ca_pem": Scenario { try $0.dovecotServerEdited("ca_pem") { _ in "NULL" } },
+        "DovecotServers.driver": Scenario { try $0.dovecotServerEdited("driver") { _ in "'lua'" } },
+        "DovecotServers.credential_serial": Scenario { try $0.dovecotServerEdited("credential_serial") { _ in "credential_serial + 1" } },
         // Devices (binding_mac): the writer's own device's values copied in, or others.
         "Devices.id": Scenario { try $0.deviceEdited("id") { victim, _ in "\(victim + 700_000_000)" } },
         // The writer's own device moved into the victim's record.
