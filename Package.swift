@@ -271,5 +271,6 @@ if Context.environment["ENS_FUZZ"] == "1" {
         fuzzTarget("autodiscover", ["EWS", "XML"]),
         fuzzTarget("frames", ["SenderWire"]),
         fuzzTarget("config", ["ENSConfig"]),
+        fuzzTarget("dovecot", ["Codecs", "MailBackends"]),
     ]
 }

@@ -22,9 +22,9 @@ export PATH="/opt/swift/usr/bin:$PATH"
 # block, so those run slower; the pure-Swift parsers get the time that buys executions.
 declare -A BUDGET=(
   [json]=90 [callback]=90 [frames]=90 [form]=60 [base64]=60
-  [soap]=60 [autodiscover]=60 [config]=30 [sealed]=30
+  [soap]=60 [autodiscover]=60 [config]=30 [sealed]=30 [dovecot]=30
 )
-ORDER=(json callback frames form base64 soap autodiscover config sealed)
+ORDER=(json callback frames form base64 soap autodiscover config sealed dovecot)
 # Extra libFuzzer flags per target: dictionaries (Fuzz/dict/).
 declare -A FLAGS=(
   [soap]="-dict=Fuzz/dict/xml.dict"

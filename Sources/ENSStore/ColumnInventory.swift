@@ -110,8 +110,9 @@ public enum ColumnInventory {
             ("renew_after", .inert(time)),
             ("renewed_at", .inert(time)),
             ("watermark", .inert("""
-                EWS's position in the event stream: a change repeats or skips events, each fetched with the record's \
-                own credentials from its own server
+                EWS's position in the event stream, or the last Dovecot message pushed (UIDVALIDITY and UID): a change \
+                repeats or skips events, each fetched with the record's own credentials from its own server, or told by \
+                the record's own Dovecot server
                 """)),
             ("backend_version", .inert("the EWS schema version to speak: a wrong one is refused by Exchange and stepped down")),
             ("heartbeat_minutes", .inert("when a silent subscription counts as lapsed: a change ends it early (denial) or late")),

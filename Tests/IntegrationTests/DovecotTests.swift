@@ -44,11 +44,15 @@ import Testing
             return Account(email: email, password: password, user: try api.newUser(email: email), token: TestSecrets.apnsToken())
         }
 
-        func register(with api: DeviceClient, password: String? = nil, imapURL: String? = nil, token: String? = nil) throws -> HTTPResponse {
+        /// `fcm`: the token is an FCM registration token. `extra`: more creds members
+        /// (a privacy mode, say).
+        func register(with api: DeviceClient, password: String? = nil, imapURL: String? = nil, token: String? = nil, fcm: Bool = false,
+                      extra: [String: Any] = [:]) throws -> HTTPResponse {
             let pushToken = token ?? self.token
-            var creds: [String: Any] = ["apnsToken": pushToken, "userName": email, "password": password ?? self.password,
-                                        "deviceSecret": TestSecrets.deviceSecret(for: pushToken)]
+            var creds: [String: Any] = [fcm ? "fcmToken" : "apnsToken": pushToken, "userName": email, "password": password ?? self.password,
+                                        "deviceSecret": TestSecrets.deviceSecret(for: fcm ? "fcm:" + pushToken : pushToken)]
             if let imapURL { creds["imapUrl"] = imapURL }
+            creds.merge(extra) { _, new in new }
             return try api.call("/registerdevicev2", [
                 "userid": user.userID, "email": email, "creds": try user.sealJSON(creds, for: "registerdevicev2.creds"), "bundleid": "com.example.mail",
             ])
@@ -114,6 +118,60 @@ import Testing
         try dovecot.deliver(Self.message(subject: "After leaving"), to: account.email)
         #expect(TestStack.eventually(within: 10) { (try? dovecot.metadata(key, of: account.email)) == "" }, "\(dovecot.log)")
         #expect(Self.pushes(to: account.token).count == 1)
+    }
+
+    /// An Android phone hears the decoded subject through FCM; the private modes show
+    /// nothing of the mail, as for Exchange (PrivateNotificationTests).
+    @Test func androidAndThePrivateModesBehaveAsForExchange() throws {
+        let dovecot = try Self.registeredDovecot("dove-g", domain: "dove-g.test")
+        defer { dovecot.stop() }
+        let api = try DeviceClient(token: try TestStack.newToken())
+        let account = try Account.make(on: dovecot, domain: "dove-g.test", api: api)
+        try #require(try account.register(with: api).json["responseCode"] == "UserSubscribed")
+        let android = TestSecrets.fcmToken()
+        #expect(try account.register(with: api, token: android, fcm: true).json["responseCode"] == "UserUpdated")
+        let generic = TestSecrets.apnsToken()
+        #expect(try account.register(with: api, token: generic, extra: ["privacy": "generic"]).json["privacy"] == "generic")
+        let secure = TestSecrets.apnsToken()
+        #expect(try account.register(with: api, token: secure, extra: ["privacy": "secure"]).json["privacy"] == "secure")
+
+        try dovecot.deliver(Self.message(subject: "=?UTF-8?Q?Gr=C3=BC=C3=9Fe_aus_K=C3=B6ln?="), to: account.email)
+        #expect(TestStack.eventually(within: 15) {
+            FCMSimulator.accepted().contains { $0.token == android } && !Self.pushes(to: generic).isEmpty && !Self.pushes(to: secure).isEmpty
+        }, "\(dovecot.log)")
+        let fcm = try #require(FCMSimulator.accepted().first { $0.token == android })
+        #expect(fcm.notification["body"] == "Grüße aus Köln" && fcm.notification["title"] == "Jürgen Müller")
+        #expect(Self.alert(try #require(Self.pushes(to: account.token).first))?["body"] == "Grüße aus Köln")
+        for token in [generic, secure] {
+            let push = try #require(Self.pushes(to: token).first)
+            let text = String(decoding: try JSONSerialization.data(withJSONObject: push.payload), as: UTF8.self)
+            #expect(!text.contains("Köln") && !text.contains("K\\u00f6ln") && !text.contains("Müller"), "\(text)")
+            #expect(Self.alert(push)?["title"] == "New mail")
+        }
+    }
+
+    /// ENS unreachable while mail arrives: Dovecot delivers and stores the mail all the
+    /// same (the push is lost; docs/dovecot.md says so).
+    @Test func mailIsDeliveredWhileENSIsUnreachable() throws {
+        let dovecot = try DovecotInstance()
+        defer { dovecot.stop() }
+        try dovecot.addUser("away@dove-h.test", password: "away-pass")
+        _ = try IMAPClient(configuration: IMAPServerConfiguration(url: dovecot.imapsURL, caBundlePath: dovecot.certificatePath))
+            .run("SETMETADATA \"\" (/private/vendor/vendor.dovecot/http-notify \"user=d1.x\")", login: "away@dove-h.test", password: "away-pass")
+        // A hook on a port nobody listens on, as ENS down looks from Dovecot.
+        try dovecot.restart(adding: """
+            protocol lmtp {
+              mail_plugins = $mail_plugins notify push_notification
+            }
+            plugin {
+              push_notification_driver = ox:url=https://a:b@127.0.0.1:1/dovecot/v1 user_from_metadata timeout_msecs=500 max_retries=0
+            }
+            """)
+        try dovecot.deliver(Self.message(subject: "While away"), to: "away@dove-h.test")
+        let stored = try IMAPClient(configuration: IMAPServerConfiguration(url: dovecot.imapsURL, caBundlePath: dovecot.certificatePath))
+            .run("STATUS INBOX (MESSAGES)", replyName: "STATUS", login: "away@dove-h.test", password: "away-pass")
+        #expect(stored == ["INBOX (MESSAGES 1)"], "\(stored)")
+        #expect(dovecot.log.contains("push-notification-ox"), "\(dovecot.log)")
     }
 
     @Test func aWrongPasswordWritesNoOptIn() throws {

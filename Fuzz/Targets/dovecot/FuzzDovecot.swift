@@ -1,0 +1,30 @@
+// libFuzzer target: what a Dovecot server's push plugin sends (MailBackends/Dovecot).
+//
+// DovecotEvent(body:) over the body, and MIMEHeader.decode over the raw bytes as a
+// header: thrown errors are normal; a trap is a finding. Also checks the bounds the
+// hook promises: a decoded From or Subject is never longer than its limit.
+import Codecs
+@testable import MailBackends
+import FuzzSupport
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+    let bytes = Array(UnsafeBufferPointer(start: start, count: count))
+    if let event = try? DovecotEvent(body: bytes) {
+        precondition(event.subject.utf8.count <= DovecotEvent.textLimit, "a subject over its limit")
+        precondition(event.senderName.utf8.count <= DovecotEvent.textLimit, "a sender over its limit")
+        precondition(event.isCovered(by: event.watermark), "a message not covered by its own watermark")
+    }
+    let header = String(decoding: bytes, as: UTF8.self)
+    for limit in [8, 64, 256] {
+        precondition(MIMEHeader.decode(header, limit: limit).utf8.count <= limit, "a header decoded over its limit")
+    }
+    _ = DovecotHook.basicCredentials(header)
+    return 0
+}
+
+/// The entry point SwiftPM links as `main` (see FuzzSupport.swift).
+@_cdecl("fuzz_dovecot_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
+    libFuzzerMain(argc, argv, fuzz)
+}
