@@ -5,7 +5,9 @@
 # then an Android phone of the same user joins with its FCM token, and the next mail
 # reaches both (the FCM simulator's record); then an Exchange Online mailbox beside it,
 # through Microsoft Graph (the Graph simulator: a delegated token proves the mailbox,
-# ENS subscribes with its own application, new mail arrives as a change notification).
+# ENS subscribes with its own application, new mail arrives as a change notification);
+# last a Dovecot mailbox (a private Dovecot registered with `ens-cron dovecot add`, an
+# IMAP password proven, mail over LMTP pushed by Dovecot's own plugin).
 # The devices are `ens-client` (clients/ENSKit), built on ENSKit as an app would be: it
 # seals, keeps each device's keys under var/demo-devices, and opens what it receives.
 #
@@ -100,3 +102,41 @@ for _ in $(seq 50); do
 done
 grep "$phone" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
   | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "push_type", "collapse_id", "payload")}, indent=2))'
+
+# A Dovecot mailbox, as an IMAP hosting provider runs one: a private Dovecot (from
+# Debian's packages, run as nobody under $VAR/demo-dovecot) registered with ENS.
+DOVECOT=$VAR/demo-dovecot
+DOVECOT_PORT=$((PORT + 30))
+hosted="hosted-$(openssl rand -hex 3)@hosting.test"
+hosted_password=$(openssl rand -hex 8)
+reader=$(openssl rand -hex 32)
+ENS_CRON=${ENS_BIN:-$PWD/.build/debug}/ens-cron
+step "Dovecot: a private server on 127.0.0.1:$DOVECOT_PORT with the mailbox $hosted"
+scripts/dovecot.sh down "$DOVECOT"
+rm -rf "$DOVECOT"
+scripts/dovecot.sh up "$DOVECOT" "$DOVECOT_PORT"
+scripts/dovecot.sh user "$DOVECOT" "$hosted" "$hosted_password"
+step "ens-cron dovecot add: the hosting admin's server registered with ENS; the configuration it prints"
+"$ENS_CRON" dovecot add demo --config "$VAR/ens.conf" --imap-url "imaps://127.0.0.1:$DOVECOT_PORT/" --domains hosting.test \
+  --ca-file "$DOVECOT/ca.crt" > "$VAR/demo-dovecot.conf"
+sed 's/\(ens_push_auth = Basic \).*/\1<the server'"'"'s credential>/' "$VAR/demo-dovecot.conf"
+# Installed as printed, with the script from this tree, and ENS's address for its name
+# (the Lua driver's HTTP client does not resolve names from a delivery; docs/dovecot.md).
+sed -e "s|/usr/share/ens/dovecot/|$PWD/dovecot/|" -e "s|https://localhost:|https://127.0.0.1:|" "$VAR/demo-dovecot.conf" > "$VAR/demo-dovecot.installed"
+scripts/dovecot.sh down "$DOVECOT"
+scripts/dovecot.sh up "$DOVECOT" "$DOVECOT_PORT" "$VAR/demo-dovecot.installed" "$CA"
+
+step "ens-client register with the IMAP password: ENS logs in, writes the opt-in into METADATA, forgets the password"
+device hosted register --email "$hosted" --apns-token "$reader" --password "$hosted_password" --imap-url "imaps://127.0.0.1:$DOVECOT_PORT/"
+echo "The account's opt-in (server-level METADATA, read with doveadm): $(doveadm -c "$DOVECOT/dovecot.conf" mailbox metadata get -u "$hosted" -s '' /private/vendor/vendor.ens/push-token)"
+
+step "Mail delivered over LMTP: Dovecot's push plugin tells ENS, the subject RFC 2047-encoded"
+printf 'From: =?UTF-8?Q?J=C3=BCrgen_M=C3=BCller?= <j@example.net>\r\nSubject: =?UTF-8?B?R3LDvMOfZSBhdXMgS8O2bG4=?=\r\n\r\nHallo.\r\n' > "$VAR/demo-message.eml"
+scripts/dovecot.sh deliver "$DOVECOT" "$DOVECOT_PORT" "$hosted" "$VAR/demo-message.eml"
+for _ in $(seq 50); do
+  grep -q "$reader" "$VAR/sim/apns-accepted.jsonl" 2>/dev/null && break
+  sleep 0.2
+done
+grep "$reader" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
+  | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "collapse_id", "payload")}, indent=2, ensure_ascii=False))'
+scripts/dovecot.sh down "$DOVECOT"

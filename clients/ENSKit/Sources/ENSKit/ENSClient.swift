@@ -137,6 +137,13 @@ public struct ENSClient: Sendable {
         var creds = try registration.credentials.members()
         creds[registration.token.member] = registration.token.value
         if let ewsURL = registration.ewsURL { creds["ewsUrl"] = ewsURL.absoluteString }
+        if let imapURL = registration.imapURL {
+            guard registration.ewsURL == nil, case .password = registration.credentials,
+                  ["imaps", "imap"].contains(imapURL.scheme?.lowercased() ?? "") else {
+                throw .invalidArgument("an IMAP URL (imaps:// or imap://) goes with a user name and password only, never with an EWS URL")
+            }
+            creds["imapUrl"] = imapURL.absoluteString
+        }
         creds["deviceSecret"] = try deviceSecret(for: userID, creating: true)
         var parameters: [String: Any] = ["userid": userID, "email": email, "bundleid": configuration.bundleID,
                                          "force": registration.force ? 1 : 0]

@@ -106,6 +106,11 @@ public struct ENSRegistration: Sendable {
     public var credentials: ENSCredentials
     /// The mailbox's EWS URL, when the app knows it; otherwise ENS autodiscovers.
     public var ewsURL: URL?
+    /// A Dovecot mailbox's IMAP server (`imaps://host:port/`), with
+    /// ``ENSCredentials/password(userName:password:)`` whose user name is the address;
+    /// otherwise ENS finds the server its operator registered for the address's domain
+    /// (docs/dovecot.md). Never with `ewsURL`.
+    public var imapURL: URL?
     /// The privacy mode to ask for; nil keeps the device's (`preview` for a new one).
     /// For `encrypted`, ``ENSClient`` makes and keeps the device's P-256 key.
     public var privacy: ENSPrivacyMode?
@@ -118,12 +123,14 @@ public struct ENSRegistration: Sendable {
     /// The EAS device id, for the operator's SEG policy check.
     public var ewsDeviceID: String?
 
-    public init(user: ENSUser, token: ENSPushToken, credentials: ENSCredentials, ewsURL: URL? = nil, privacy: ENSPrivacyMode? = nil,
-                force: Bool = false, exchangeVersion: Int? = nil, defaultSound: String? = nil, ewsDeviceID: String? = nil) {
+    public init(user: ENSUser, token: ENSPushToken, credentials: ENSCredentials, ewsURL: URL? = nil, imapURL: URL? = nil,
+                privacy: ENSPrivacyMode? = nil, force: Bool = false, exchangeVersion: Int? = nil, defaultSound: String? = nil,
+                ewsDeviceID: String? = nil) {
         self.user = user
         self.token = token
         self.credentials = credentials
         self.ewsURL = ewsURL
+        self.imapURL = imapURL
         self.privacy = privacy
         self.force = force
         self.exchangeVersion = exchangeVersion

@@ -98,6 +98,8 @@ struct Register: AsyncParsableCommand {
     @Option(help: "The PKCS#12 file's password.") var pkcs12Password = ""
     @Option(help: "A delegated Microsoft Graph access token.") var graphToken: String?
     @Option(help: "The mailbox's EWS URL (default: Autodiscover).") var ewsURL: String?
+    @Option(help: "A Dovecot mailbox's IMAP server, imaps://host:port/ (default: the server registered for the address's domain).")
+    var imapURL: String?
     @Option(help: "preview, generic, encrypted, secure or blind (with --graph-token: the device's own RSA key and certificate).") var privacy: String?
     @Option(help: "The Exchange version to try first.") var exchangeVersion: Int?
     @Option(help: "The sound to put in notifications.") var sound: String?
@@ -140,8 +142,12 @@ struct Register: AsyncParsableCommand {
             guard let parsed = URL(string: ewsURL) else { throw ValidationError("--ews-url is not a URL") }
             url = parsed
         }
+        let imap = try imapURL.map { text in
+            guard let parsed = URL(string: text) else { throw ValidationError("--imap-url is not a URL") }
+            return parsed
+        }
         let registration = ENSRegistration(user: device.user, token: try device.token(), credentials: try credentials(), ewsURL: url,
-                                           privacy: mode, force: force, exchangeVersion: exchangeVersion, defaultSound: sound)
+                                           imapURL: imap, privacy: mode, force: force, exchangeVersion: exchangeVersion, defaultSound: sound)
         let result = try await connection.client().register(registration)
         var object: [String: Any] = ["responseCode": result.outcome.rawValue]
         if let tag = result.pushTag { object["pushTag"] = tag }

@@ -45,6 +45,31 @@ struct ClientTests {
         #expect(try client.registeredToken(for: user) == apns)
     }
 
+    /// A Dovecot mailbox: its IMAP server beside a user name and password, and nothing
+    /// else (ENS refuses the rest as a sealed-parameter failure; ENSKit says so first).
+    @Test func aDovecotMailboxSendsItsIMAPServer() async throws {
+        let (pem, key) = try Vectors.serverKey()
+        let transport = RecordedTransport(json: try publicKeyAnswer(user, pem), #"{"responseCode":"UserSubscribed"}"#)
+        let client = try makeClient(transport)
+        let imap = try #require(URL(string: "imaps://imap.example.com:993/"))
+        let result = try await runAsync {
+            try await client.register(ENSRegistration(user: user, token: apns, credentials: .password(userName: "someone@example.com", password: "pw"),
+                                                      imapURL: imap))
+        }
+        #expect(result.outcome == .subscribed)
+        let creds = try unseal(try #require(try transport.parameters(1)["creds"] as? String), with: key)
+        #expect(creds["imapUrl"] as? String == "imaps://imap.example.com:993/" && creds["userName"] as? String == "someone@example.com")
+        #expect(creds["ewsUrl"] == nil)
+        for registration in [
+            ENSRegistration(user: user, token: apns, credentials: .oauth(accessToken: "at"), imapURL: imap),
+            ENSRegistration(user: user, token: apns, credentials: .password(userName: "u", password: "p"),
+                            ewsURL: URL(string: "https://mail.example.com/EWS/Exchange.asmx"), imapURL: imap),
+            ENSRegistration(user: user, token: apns, credentials: .password(userName: "u", password: "p"), imapURL: URL(string: "https://imap.example.com/")),
+        ] {
+            await #expect(throws: ENSError.self) { try await client.register(registration) }
+        }
+    }
+
     @Test func eachCredentialKindSealsItsMembers() throws {
         let pkcs12 = Data([0x30, 0x82, 0x01, 0x02])
         let cases: [(ENSCredentials, [String: Any])] = [
