@@ -23,6 +23,17 @@ CA=$VAR/tls/server.crt
 
 field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 step() { printf '\n== %s\n' "$*"; }
+# show_push TOKEN FIELD...: waits up to 10 s for the APNs simulator's record of a push to
+# TOKEN, then prints the fields named of the newest one.
+show_push() {
+  local token=$1; shift
+  for _ in $(seq 50); do
+    grep -q "$token" "$VAR/sim/apns-accepted.jsonl" 2>/dev/null && break
+    sleep 0.2
+  done
+  grep "$token" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
+    | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in sys.argv[1:]}, indent=2, ensure_ascii=False))' "$@"
+}
 
 # ens-client, built on ENSKit (debug build: the first one compiles swift-crypto, a few minutes).
 echo "building ens-client (clients/ENSKit)"
@@ -55,12 +66,7 @@ step "New mail in the mailbox: the simulator calls ENS back like Exchange"
 curl -s -XPOST "$SIM/newmail" -d "{\"email\": \"$email\", \"subject\": \"Lunch on Friday?\", \"fromName\": \"Ann Example\", \"wait\": true}"; echo
 
 step "What the APNs simulator received for the device"
-for _ in $(seq 50); do
-  grep -q "$device" "$VAR/sim/apns-accepted.jsonl" 2>/dev/null && break
-  sleep 0.2
-done
-grep "$device" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
-  | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "push_type", "priority", "collapse_id", "auth", "payload")}, indent=2))'
+show_push "$device" topic push_type priority collapse_id auth payload
 echo "The iPhone reads it (ens-client open-push, ENSPush):"
 grep "$device" "$VAR/sim/apns-accepted.jsonl" | tail -1 | python3 -c 'import json,sys; print(json.dumps(json.loads(sys.stdin.read())["payload"]))' \
   | device iphone open-push
@@ -96,12 +102,7 @@ curl -s "$GRAPH/subscriptions" | python3 -c 'import json,sys; m=sys.argv[1]; pri
 
 step "New mail in the Exchange Online mailbox: Graph posts a change notification, ENS answers 202"
 curl -s -XPOST "$GRAPH/newmail" -d "{\"mail\": \"$cloud\", \"subject\": \"Quarterly numbers\", \"fromName\": \"Bea Finance\", \"wait\": true}"; echo
-for _ in $(seq 50); do
-  grep -q "$phone" "$VAR/sim/apns-accepted.jsonl" 2>/dev/null && break
-  sleep 0.2
-done
-grep "$phone" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
-  | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "push_type", "collapse_id", "payload")}, indent=2))'
+show_push "$phone" topic push_type collapse_id payload
 
 # A Dovecot mailbox, as an IMAP hosting provider runs one: a private Dovecot (from
 # Debian's packages, run as nobody under $VAR/demo-dovecot) registered with ENS.
@@ -133,10 +134,5 @@ echo "The account's opt-in (server-level METADATA, read with doveadm): $(doveadm
 step "Mail delivered over LMTP: Dovecot's push plugin tells ENS, the subject RFC 2047-encoded"
 printf 'From: =?UTF-8?Q?J=C3=BCrgen_M=C3=BCller?= <j@example.net>\r\nSubject: =?UTF-8?B?R3LDvMOfZSBhdXMgS8O2bG4=?=\r\n\r\nHallo.\r\n' > "$VAR/demo-message.eml"
 scripts/dovecot.sh deliver "$DOVECOT" "$DOVECOT_PORT" "$hosted" "$VAR/demo-message.eml"
-for _ in $(seq 50); do
-  grep -q "$reader" "$VAR/sim/apns-accepted.jsonl" 2>/dev/null && break
-  sleep 0.2
-done
-grep "$reader" "$VAR/sim/apns-accepted.jsonl" | tail -1 \
-  | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("topic", "collapse_id", "payload")}, indent=2, ensure_ascii=False))'
+show_push "$reader" topic collapse_id payload
 scripts/dovecot.sh down "$DOVECOT"
