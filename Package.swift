@@ -262,7 +262,7 @@ if Context.environment["ENS_FUZZ"] == "1" {
         // libFuzzer's driver entry, for the targets' main (see FuzzSupport.swift).
         .systemLibrary(name: "CLibFuzzer", path: "Fuzz/Support/CLibFuzzer"),
         .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], path: "Fuzz/Support/FuzzSupport", swiftSettings: swiftSettings),
-        fuzzTarget("form", ["ENSModel", "ENSResponder", "MailBackends"]),
+        fuzzTarget("form", ["ENSHTTP", "ENSModel", "ENSResponder"]),
         fuzzTarget("json", ["ENSModel", "ENSResponder", "SenderWire"]),
         fuzzTarget("base64", ["Codecs"]),
         fuzzTarget("sealed", ["ENSVault", "ENSResponder", "OpenSSL"]),

@@ -15,7 +15,7 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         precondition(!value.unicodeScalars.contains { $0.value < 0x20 && $0 != "\t" }, "control characters in a value")
     }
     guard let configuration = try? ENSConfiguration(file: file) else { return 0 }
-    _ = try? configuration.completeGraphTenants()
+    _ = try? configuration.graph.completeTenants()
     return 0
 }
 

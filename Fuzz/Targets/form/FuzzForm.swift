@@ -3,10 +3,10 @@
 // FormDecoder.decode, and ParameterDecoder.decode(json: false) (the responder's path
 // from body bytes to parameters). Thrown errors are normal; a trap is a finding. Also
 // checks that what decodes survives a round trip through a canonical re-encoding.
+import ENSHTTP
 import ENSModel
 @testable import ENSResponder
 import FuzzSupport
-import MailBackends
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
