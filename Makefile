@@ -37,7 +37,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: run stop test check test-stack suite test-stack-stop bench lint build build-debug deps clean install config-docs config-docs
+.PHONY: run stop test check test-stack suite test-stack-stop bench lint build build-debug build-integration deps clean install config-docs
 .PHONY: chaos
 .PHONY: cluster cluster-stop cluster-chaos
 .PHONY: fuzz
@@ -59,13 +59,17 @@ build: deps
 build-debug: deps
 	swift build --build-tests
 
+# The same with the integration tests (Package.swift builds them only when asked).
+build-integration: deps
+	ENS_INTEGRATION_TESTS=1 swift build --build-tests
+
 run: build
 	@scripts/run.sh
 
 stop:
 	@scripts/stack.sh down
 
-test: build-debug lint
+test: build-integration lint
 	@scripts/test.sh
 
 # The inner loop: build, lint, the unit and in-process endpoint tests (no stack).
@@ -73,7 +77,7 @@ check: build-debug lint
 	@scripts/test.sh unit
 
 # One integration suite against a test stack that stays up between runs.
-test-stack: build-debug
+test-stack: build-integration
 	@scripts/test.sh up
 
 suite:

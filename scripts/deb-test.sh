@@ -8,6 +8,8 @@
 # and removes what the test made (the ens user too, unless it was there before).
 # Run by `make test` at the end of scripts/test.sh; on its own: scripts/deb-test.sh.
 set -euo pipefail
+# The contract tests are integration tests: the manifest builds them only when asked.
+export ENS_INTEGRATION_TESTS=1
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export PATH=/opt/swift/usr/bin:$PATH DEBIAN_FRONTEND=noninteractive

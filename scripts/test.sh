@@ -38,10 +38,14 @@ export ENS_MAX_CONCURRENT_REGISTRATIONS=2
 export ENS_RECORDS_PER_TOKEN_PER_HOUR=100
 export ENS_POLICY_URL=http://127.0.0.1:$((ENS_PORT + 4))/policy/check
 export ENS_TEST_VAR=$ENS_VAR ENS_TEST_PORT=$ENS_PORT ENS_TEST_ROOT=$PWD
+# The manifest with the integration tests (built by make test, make test-stack).
+export ENS_INTEGRATION_TESTS=1
 
 case "${1:-}" in
   unit)
-    exec swift test --skip-build --skip IntegrationTests ;;
+    # The unit tests alone, as make check built them (a build with the integration
+    # tests runs here too: they are skipped).
+    ENS_INTEGRATION_TESTS=0 exec swift test --skip-build --skip IntegrationTests ;;
   up)
     [ -d "$ENS_VAR/run" ] && scripts/stack.sh down || true
     rm -rf "$ENS_VAR"
