@@ -144,6 +144,12 @@ init_tls() {
 }
 
 write_config() {
+  # Dovecot: tests start their own private Dovecot (scripts/dovecot.sh) and register it.
+  # Written only for binaries that know the key (bench/ab-*.sh runs older builds).
+  dovecot_settings=""
+  if "$BIN/ens-cron" config-reference --example 2>/dev/null | grep '^dovecot.hook_url' >/dev/null; then
+    dovecot_settings="dovecot.hook_url = https://localhost:$PORT/dovecot/"
+  fi
   cat > "$CONFIG" <<CONF
 # ENS configuration for the local stack (written by scripts/stack.sh).
 # Every key is documented in config/ens.conf.example.
@@ -197,8 +203,7 @@ graph.tenant.fabrikam.domains = fabrikam.test
 graph.tenant.fabrikam.client_id = $GRAPH_CLIENT_ID
 graph.tenant.fabrikam.certificate_file = $VAR/secrets/graph-app.crt
 graph.tenant.fabrikam.key_file = $VAR/secrets/graph-app.key
-# Dovecot: tests start their own private Dovecot (scripts/dovecot.sh) and register it.
-dovecot.hook_url = https://localhost:$PORT/dovecot/
+$dovecot_settings
 metrics.dir = $VAR/run/metrics
 metrics.token_file = $VAR/secrets/metrics.token
 # Exchange: the local simulator stands in for every Exchange host name (CONNECT_TO);
