@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""make lint: the import rules Package.swift cannot say (and no type named like its module).
+"""make lint: the import rules Package.swift cannot say, no type named like its module, and
+no store call's failure dropped by `try?` without a comment that says why.
 
 Package.swift is the module graph (scripts/check_manifest.py holds every target to it,
 exactly). What a manifest cannot say is which edges it must never grow, and which
@@ -63,6 +64,15 @@ for path in sorted((root / "Sources").rglob("*.swift")):
     if relative.startswith(SHARED_FOLDERS):
         for name in sorted(imported & BACKEND_CLIENTS):
             problems.append(f"{relative}: the shared folders of MailBackends must not import the backend client {name}")
+# A store call's failure is not dropped silently: `try?` around one needs a comment on
+# its line or the line above that says why the failure may be ignored.
+STORE_CALL = re.compile(r"try\? *\(?[\w.]*(?:Store|store|database|Database|Maintenance|KeyPool|NotificationLog|notificationLog|"
+                        r"ProofThrottle|SealedValuesUsed|CredentialErasure|CronLease|SenderHost|APITokens|MetricGauges)\b")
+for path in sorted((root / "Sources").rglob("*.swift")):
+    lines = path.read_text().split("\n")
+    for number, line in enumerate(lines):
+        if STORE_CALL.search(line) and "//" not in line and not (number > 0 and lines[number - 1].strip().startswith("//")):
+            problems.append(f"{path.relative_to(root)}:{number + 1}: try? around a store call with no comment saying why its failure is ignored")
 # No type named like its module: `Module.Name` must always mean the module's member.
 for directory in sorted((root / "Sources").iterdir()):
     if not directory.is_dir():

@@ -95,6 +95,8 @@ struct Drain: ParsableCommand {
             throw ConfigError(key: nil, problem: "--host \(host) is this host; drain only a lost host's spool")
         }
         let database = Databases.connection(try settings.serviceDatabase())
+        // try? (ignored on purpose): a lost host is often lost with the database it used;
+        // the heartbeat check is a guard against draining a live host, not a condition.
         if let row = try? SenderHost.all(database: database).first(where: { $0.host == host }), !row.isSilent(now: .now()) {
             throw ConfigError(key: nil, problem: "\(host) wrote its sender heartbeat at \(row.heartbeatAt.databaseString.prefix(19)) UTC: its ens-apns is running; stop it before draining its spool")
         }

@@ -77,7 +77,7 @@ enum DovecotHook {
         let now = Timestamp.now()
         guard let (row, devices) = try store.callbackRecordAndDevices(id: route.recordID, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord),
               row.backend == .dovecot, row.generation == route.generation, row.endpoint == server.endpoint else {
-            if let row = try? store.callbackRecordAndDevices(id: route.recordID, now: now, limit: 1)?.record,
+            if let row = try store.callbackRecordAndDevices(id: route.recordID, now: now, limit: 1)?.record,
                row.isRegistrationPending(generation: route.generation, now: now) {
                 // The opt-in is written before the registration commits: mail in between
                 // is not announced (the app syncs when it opens).
