@@ -64,11 +64,14 @@ public struct APIResponse: Sendable {
         return APIResponse(status: 200, body: writer.finished())
     }
 
-    /// An error answer: status, `responseCode` and a short human `message`.
-    public static func error(_ status: Int, _ code: ResponseCode, _ message: String) -> APIResponse {
+    /// An error answer: status, `responseCode` and a short human `message`; `refusal`, a
+    /// machine-readable code where a client must tell refusals apart (the blind mode's
+    /// certificate problems: docs/api.md), never for the uniform 400.
+    public static func error(_ status: Int, _ code: ResponseCode, _ message: String, refusal: String? = nil) -> APIResponse {
         var writer = JSONObjectWriter()
         writer.add("responseCode", code.rawValue)
         writer.add("message", message)
+        if let refusal { writer.add("refusal", refusal) }
         return APIResponse(status: status, body: writer.finished())
     }
 
@@ -108,8 +111,8 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     /// A log-safe reason (never contains request data).
     public let reason: String
 
-    public init(_ status: Int, _ code: ResponseCode, _ message: String, reason: String? = nil) {
-        response = .error(status, code, message)
+    public init(_ status: Int, _ code: ResponseCode, _ message: String, reason: String? = nil, refusal: String? = nil) {
+        response = .error(status, code, message, refusal: refusal)
         self.reason = reason ?? message
     }
 

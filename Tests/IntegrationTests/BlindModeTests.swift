@@ -227,29 +227,32 @@ struct BlindModeTests {
 
     @Test func aCertificateENSCannotUseIsRefusedWithAClearError() throws {
         let user = try GraphMailboxUser.register(with: api)
-        for (key, reason) in [(try DeviceKey.make(ec: true), "RSA"), (try DeviceKey.make(bits: 1024), "2,048 to 4,096"), (try DeviceKey.make(days: 0), "expired")] {
+        for (key, reason, refusal) in [(try DeviceKey.make(ec: true), "RSA", "notRSA"), (try DeviceKey.make(bits: 1024), "2,048 to 4,096", "keySize"),
+                                       (try DeviceKey.make(days: 0), "expired", "expiring")] {
             let answer = try registerBlind(user, token: TestSecrets.apnsToken(), key: key)
             #expect(answer.status == 400 && answer.bodyText.contains(reason), "\(answer.status) \(answer.bodyText)")
+            // The machine-readable code an app acts on (since openapi 2.10).
+            #expect(answer.json["refusal"] == refusal, "\(answer.bodyText)")
         }
         let garbage = try api.call("/registerdevicev2", [
             "userid": user.user.userID, "email": user.user.email,
             "creds": try user.user.sealJSON(["apnsToken": TestSecrets.apnsToken(), "graphAccessToken": try GraphSimulator.userToken(user.user.email)]),
             "bundleid": "com.example.mail", "privacy": "blind", "privacyCertificate": "bm90IGEgY2VydGlmaWNhdGU=",
         ])
-        #expect(garbage.status == 400 && garbage.bodyText.contains("X.509"), "\(garbage.bodyText)")
+        #expect(garbage.status == 400 && garbage.bodyText.contains("X.509") && garbage.json["refusal"] == "notX509", "\(garbage.bodyText)")
         let missing = try api.call("/registerdevicev2", [
             "userid": user.user.userID, "email": user.user.email,
             "creds": try user.user.sealJSON(["apnsToken": TestSecrets.apnsToken(), "graphAccessToken": try GraphSimulator.userToken(user.user.email)]),
             "bundleid": "com.example.mail", "privacy": "blind",
         ])
-        #expect(missing.status == 400 && missing.bodyText.contains("privacyCertificate"))
+        #expect(missing.status == 400 && missing.bodyText.contains("privacyCertificate") && missing.json["refusal"] == "missingCertificate")
         #expect(try GraphSimulator.live(of: user.user.email).filter { $0["includeResourceData"] as? Bool == true }.isEmpty)
     }
 
     @Test func anExchangeMailboxCannotBeBlind() throws {
         let user = try RegisteredUser.register(with: api)
         let answer = try user.register(with: api, token: TestSecrets.apnsToken(), extra: ["privacy": "blind", "privacyCertificate": try DeviceKey.make().certificateBase64])
-        #expect(answer.status == 400 && answer.bodyText.contains("Exchange Online"), "\(answer.bodyText)")
+        #expect(answer.status == 400 && answer.bodyText.contains("Exchange Online") && answer.json["refusal"] == "notExchangeOnline", "\(answer.bodyText)")
     }
 
     // MARK: Rotation and renewal
@@ -269,7 +272,7 @@ struct BlindModeTests {
         let sealedInfo = try user.user.sealJSON(info, for: "updateprivacy.info")
         // The certificate travels beside the sealed info, which names it by its hash.
         let swapped = try api.call("/updateprivacy", ["userid": user.user.userID, "info": sealedInfo, "privacyCertificate": try DeviceKey.make().certificateBase64])
-        #expect(swapped.status == 400 && swapped.bodyText.contains("SHA-256"), "\(swapped.bodyText)")
+        #expect(swapped.status == 400 && swapped.bodyText.contains("SHA-256") && swapped.json["refusal"] == "hashMismatch", "\(swapped.bodyText)")
         // That refusal spent the sealed info (single-use): the device seals it again.
         let resealed = try user.user.sealJSON(info, for: "updateprivacy.info")
         let rotated = try api.call("/updateprivacy", ["userid": user.user.userID, "info": resealed, "privacyCertificate": newKey.certificateBase64])

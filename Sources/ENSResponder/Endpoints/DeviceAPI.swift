@@ -132,7 +132,8 @@ enum DeviceAPI {
         if blindCertificate != nil {
             // Only Graph can encrypt a new mail to the device's certificate.
             guard case .graph = credentials.method else {
-                throw APIError(400, .invalidRequest, "Privacy 'blind' is for Exchange Online mailboxes (registered with graphAccessToken).")
+                throw APIError(400, .invalidRequest, "Privacy 'blind' is for Exchange Online mailboxes (registered with graphAccessToken).",
+                               refusal: "notExchangeOnline")
             }
         }
         let secret = try DeviceSecret.sent(in: creds)

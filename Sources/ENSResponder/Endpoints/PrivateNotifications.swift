@@ -64,7 +64,8 @@ enum PrivateNotifications {
             throw .invalidRequest("Parameter 'privacyKey' is only for privacy 'encrypted'.")
         case (.blind, nil):
             guard let certificate else {
-                throw APIError(400, .invalidRequest, "Privacy 'blind' needs 'privacyCertificate', the X.509 certificate of the device's RSA key.")
+                throw APIError(400, .invalidRequest, "Privacy 'blind' needs 'privacyCertificate', the X.509 certificate of the device's RSA key.",
+                               refusal: "missingCertificate")
             }
             do throws(BlindSubscriptions.Unusable) {
                 let parsed = try BlindSubscriptions.certificate(from: certificate)
@@ -73,7 +74,7 @@ enum PrivateNotifications {
             } catch {
                 // Not the contract's uniform 400: the certificate is public and was not
                 // sealed, so saying what is wrong with it tells an attacker nothing.
-                throw APIError(400, .invalidRequest, error.description)
+                throw APIError(400, .invalidRequest, error.description, refusal: error.refusal)
             }
         case (_, nil):
             return (DevicePrivacy(mode: chosen, previewKey: nil), nil)
@@ -106,7 +107,8 @@ enum PrivateNotifications {
             if let parsed = requested.1 {
                 guard let named = creds.members["privacyCertificateSHA256"]?.stringValue, let hash = Hex.decode(named),
                       Digest.constantTimeEqual(hash, parsed.thumbprint.sha256) else {
-                    throw APIError(400, .invalidRequest, "The sealed 'creds' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).")
+                    throw APIError(400, .invalidRequest, "The sealed 'creds' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).",
+                                   refusal: "hashMismatch")
                 }
             }
             return requested
@@ -137,9 +139,11 @@ enum PrivateNotifications {
         switch try BlindSubscriptions.ensure(recordID: recordID, certificate: certificate, replacing: previous, context: context) {
         case .ready: return nil
         case .notGraph:
-            return APIResponse.error(400, .invalidRequest, "Privacy 'blind' is for Exchange Online mailboxes (registered with graphAccessToken).")
+            return APIResponse.error(400, .invalidRequest, "Privacy 'blind' is for Exchange Online mailboxes (registered with graphAccessToken).",
+                                     refusal: "notExchangeOnline")
         case .tooManyCertificates:
-            return APIResponse.error(400, .invalidRequest, "This mailbox has blind certificates for \(BlindSubscriptions.maximumPerRecord) devices already: reuse one of them.")
+            return APIResponse.error(400, .invalidRequest, "This mailbox has blind certificates for \(BlindSubscriptions.maximumPerRecord) devices already: reuse one of them.",
+                                     refusal: "tooManyCertificates")
         case .failed:
             return .ok(.exchangeError, [("message", "Graph could not create the encrypted subscription for this certificate; try again later.")])
         }
@@ -166,7 +170,8 @@ enum PrivateNotifications {
         }
         if let certificate {
             guard let named, let hash = Hex.decode(named), Digest.constantTimeEqual(hash, certificate.thumbprint.sha256) else {
-                throw APIError(400, .invalidRequest, "The sealed 'info' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).")
+                throw APIError(400, .invalidRequest, "The sealed 'info' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).",
+                               refusal: "hashMismatch")
             }
         }
         guard let device = try provenDevice(info, operation: operation, context: context) else { return .ok(.updateFail) }

@@ -13,8 +13,10 @@ public import OpenSSL
 /// subscription (includeResourceData) that encrypts each new mail's sender and subject
 /// to it, one per record and certificate (docs/privacy.md, "blind").
 public enum BlindSubscriptions {
-    /// Why a certificate cannot be used; the text is the 400's message.
+    /// Why a certificate cannot be used; the text is the 400's message, `refusal` its
+    /// machine-readable code (docs/api.md, "blind").
     public struct Unusable: Error, Sendable, CustomStringConvertible {
+        public let refusal: String
         public let description: String
     }
 
@@ -22,21 +24,21 @@ public enum BlindSubscriptions {
     /// keys, and a certificate that expires would stop the device's notifications.
     public static func check(_ certificate: X509Certificate, now: Timestamp) throws(Unusable) {
         guard case .rsa(let bits) = certificate.keyAlgorithm else {
-            throw Unusable(description: "Parameter 'privacyCertificate' must hold an RSA key; Graph encrypts only to RSA.")
+            throw Unusable(refusal: "notRSA", description: "Parameter 'privacyCertificate' must hold an RSA key; Graph encrypts only to RSA.")
         }
         guard (2048...4096).contains(bits) else {
-            throw Unusable(description: "Parameter 'privacyCertificate' has a \(bits)-bit key; Graph needs 2,048 to 4,096 bits.")
+            throw Unusable(refusal: "keySize", description: "Parameter 'privacyCertificate' has a \(bits)-bit key; Graph needs 2,048 to 4,096 bits.")
         }
         let seconds = now.millisecondsSinceEpoch / 1000
-        guard certificate.notBefore <= seconds + 300 else { throw Unusable(description: "Parameter 'privacyCertificate' is not valid yet.") }
+        guard certificate.notBefore <= seconds + 300 else { throw Unusable(refusal: "notYetValid", description: "Parameter 'privacyCertificate' is not valid yet.") }
         guard certificate.notAfter > seconds + 86_400 else {
-            throw Unusable(description: "Parameter 'privacyCertificate' has expired or expires within a day.")
+            throw Unusable(refusal: "expiring", description: "Parameter 'privacyCertificate' has expired or expires within a day.")
         }
     }
 
     /// Base64 of the DER certificate, or its PEM text.
     public static func certificate(from text: String) throws(Unusable) -> X509Certificate {
-        let unusable = Unusable(description: "Parameter 'privacyCertificate' must be an X.509 certificate: base64 of its DER form, or PEM.")
+        let unusable = Unusable(refusal: "notX509", description: "Parameter 'privacyCertificate' must be an X.509 certificate: base64 of its DER form, or PEM.")
         let der: [UInt8]?
         let armour = text.split(separator: "-----", omittingEmptySubsequences: false)
         if let begin = armour.firstIndex(of: "BEGIN CERTIFICATE"), begin + 1 < armour.count {

@@ -596,7 +596,7 @@ public struct ENSClient: Sendable {
                 // Only the blind mode's certificate problems are worded (it is public);
                 // every other 400 has the uniform bytes.
                 if parameters["privacyCertificate"] != nil, let message = object["message"] as? String, message != Self.uniformMessage {
-                    throw .blindRefused(ENSBlindRefusal(message: message), message: message)
+                    throw .blindRefused(ENSBlindRefusal(refusal: object["refusal"] as? String, message: message), message: message)
                 }
                 throw .invalidRequest
             case (401, "Unauthorized"): throw .unauthorized

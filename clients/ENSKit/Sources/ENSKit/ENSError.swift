@@ -64,7 +64,7 @@ public enum ENSError: Error, Sendable, Equatable {
 
 /// Why ENS refused a `blind` registration or `/updateprivacy` with a 400 that says why
 /// (docs/api.md, `/registerdevicev2`, "blind").
-public enum ENSBlindRefusal: Sendable, Equatable {
+public enum ENSBlindRefusal: String, Sendable, Equatable {
     /// No `privacyCertificate`.
     case missingCertificate
     /// Not an X.509 certificate.
@@ -86,8 +86,17 @@ public enum ENSBlindRefusal: Sendable, Equatable {
     /// A reason this version of ENSKit does not know.
     case other
 
-    /// The reason ENS's message names (ENSKit reads the message here so that apps act on
-    /// the case).
+    /// The reason ENS names: its machine-readable `refusal` (since openapi 2.10), else,
+    /// from a server before it, what its message says.
+    init(refusal: String?, message: String) {
+        if let refusal, let known = ENSBlindRefusal(rawValue: refusal), known != .other {
+            self = known
+            return
+        }
+        self.init(message: message)
+    }
+
+    /// The reason a message of a server before openapi 2.10 names.
     init(message: String) {
         let checks: [(String, ENSBlindRefusal)] = [
             ("Exchange Online", .notExchangeOnline), ("needs 'privacyCertificate'", .missingCertificate),

@@ -189,6 +189,21 @@ struct BlindTests {
             }
             #expect(transport.requests.count == 2, "a worded 400 is not a stale key: no refetch")
         }
+        // Since openapi 2.10 the refusal is named by code; the code wins over the words
+        // (a reworded message still reads right), and an unknown code falls back to them.
+        let coded: [([String: String], ENSBlindRefusal)] = [
+            (["refusal": "keySize", "message": "Any wording at all."], .keySize),
+            (["refusal": "tooManyCertificates", "message": "Parameter 'privacyCertificate' is not valid yet."], .tooManyCertificates),
+            (["refusal": "somethingNew", "message": "Parameter 'privacyCertificate' is not valid yet."], .notYetValid),
+        ]
+        for (members, reason) in coded {
+            let body = String(decoding: try JSONSerialization.data(withJSONObject: members.merging(["responseCode": "InvalidRequest"]) { a, _ in a }),
+                              as: UTF8.self)
+            let transport = RecordedTransport([(200, [:], try publicKeyAnswer(user, pem)), (400, [:], body)])
+            await #expect(throws: ENSError.blindRefused(reason, message: members["message"] ?? "")) {
+                try await makeClient(transport).register(ENSRegistration(user: user, token: apns, credentials: .graph(accessToken: "t"), privacy: .blind))
+            }
+        }
         // The uniform 400 stays invalidRequest (after the one refetch of the key).
         let uniform = RecordedTransport([(200, [:], try publicKeyAnswer(user, pem)), (400, [:], #"{"responseCode":"InvalidRequest","message":"The request is invalid."}"#),
                                          (200, [:], try publicKeyAnswer(user, pem))])
