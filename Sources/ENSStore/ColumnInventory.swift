@@ -110,9 +110,8 @@ public enum ColumnInventory {
             ("renew_after", .inert(time)),
             ("renewed_at", .inert(time)),
             ("watermark", .inert("""
-                EWS's position in the event stream, or the last Dovecot message pushed (UIDVALIDITY and UID): a change \
-                repeats or skips events, each fetched with the record's own credentials from its own server, or told by \
-                the record's own Dovecot server
+                EWS's position in the event stream: a change repeats or skips events, each fetched with the record's \
+                own credentials from its own server
                 """)),
             ("backend_version", .inert("the EWS schema version to speak: a wrong one is refused by Exchange and stepped down")),
             ("heartbeat_minutes", .inert("when a silent subscription counts as lapsed: a change ends it early (denial) or late")),
@@ -224,7 +223,7 @@ public enum ColumnInventory {
         ]),
         // Graph events already delivered.
         ("MailItemsSeen", [
-            ("record_id", .inert("dedup: a deleted row lets Graph's redelivery push the same real mail again; an added one drops a push (denial)")),
+            ("record_id", .inert("dedup: a deleted row lets Graph's redelivery (or Dovecot's retry) push the same real mail again; an added one drops a push (denial)")),
             ("item_hash", .inert("as record_id")),
             ("seen_at", .inert(time)),
         ]),

@@ -229,6 +229,10 @@ import Testing
         #expect(TestStack.eventually(within: 10) { !Self.pushes(to: account.token).isEmpty })
         Thread.sleep(forTimeInterval: 1)
         #expect(Self.pushes(to: account.token).count == 1)
+        // Two deliveries told out of order (parallel LMTP sessions) each push.
+        #expect(try hook(event(token, uid: 10, subject: "later"), authorization: basic("dove-c", credential)).status == 204)
+        #expect(try hook(event(token, uid: 9, subject: "earlier"), authorization: basic("dove-c", credential)).status == 204)
+        #expect(TestStack.eventually(within: 10) { Self.pushes(to: account.token).count == 3 })
         // A body over the limit is refused whole.
         let huge = event(token, uid: 8, subject: String(repeating: "x", count: 300 * 1024))
         #expect(try hook(huge, authorization: basic("dove-c", credential)).status == 413)

@@ -2,6 +2,7 @@ internal import ENSModel
 import Codecs
 import Curl
 @testable import ENSStore
+import ENSVault
 import Foundation
 import MariaDB
 import OpenSSL
@@ -311,9 +312,10 @@ struct GraphTests {
     @Test func aRedeliveryWaitsForTheHandOffStillUnderWay() throws {
         let user = try GraphMailboxUser.register(with: api)
         let record = try #require(try database.queryOne("SELECT id FROM EnsSubscriptionInfo WHERE userid = \(user.user.userID)")?.decode(Int64.self))
-        let store = GraphSubscriptionStore(database: database)
+        let vault = Vault(masterKey: try TestStack.masterKey())
+        let store = MailSubscriptionStore(database: database, vault: vault)
         struct HandOffFailed: Error {}
-        for (outcome, holdSeconds) in [("fails", 1.0), ("succeeds", 1.0), ("takes too long", Double(GraphSubscriptionStore.claimWaitSeconds) + 1.5)] {
+        for (outcome, holdSeconds) in [("fails", 1.0), ("succeeds", 1.0), ("takes too long", Double(MailSubscriptionStore.claimWaitSeconds) + 1.5)] {
             let item = (0..<16).map { _ in UInt8.random(in: 0...255) }
             // The order of events proves the waiting: the redelivery cannot answer before
             // the first request lets go of the claim, unless it gives up first.
@@ -321,11 +323,11 @@ struct GraphTests {
             var waiter: OSThread?
             do {
                 try database.transaction {
-                    #expect(try store.claim(recordID: record, keys: [item], now: .now()) == [item])
+                    #expect(try store.claimItems(recordID: record, keys: [item], now: .now()) == [item])
                     waiter = try OSThread.start {
                         do {
-                            let other = GraphSubscriptionStore(database: try TestStack.serviceConnection())
-                            events.append(try other.claim(recordID: record, keys: [item], now: .now()).isEmpty ? "duplicate" : "claimed")
+                            let other = MailSubscriptionStore(database: try TestStack.serviceConnection(), vault: vault)
+                            events.append(try other.claimItems(recordID: record, keys: [item], now: .now()).isEmpty ? "duplicate" : "claimed")
                         } catch let error as MariaDBError where error.kind == .conflict {
                             events.append("conflict")
                         } catch {

@@ -14,7 +14,7 @@ import Testing
         let event = try DovecotEvent(body: Array(Self.ox.utf8))
         #expect(event.token == "d1.token" && event.isNewMailInInbox && event.uidValidity == 1_795_932_928 && event.uid == 3)
         #expect(event.senderName == "Jürgen Müller" && event.subject == "Grüße aus Köln — test 📧" && event.unseen == 3)
-        #expect(event.userName == nil && event.itemID == "1795932928.3" && event.watermark == "1795932928:3")
+        #expect(event.userName == nil && event.itemID == "1795932928.3")
     }
 
     @Test func senderNamesAsANotificationShowsThem() {
@@ -23,12 +23,6 @@ import Testing
         #expect(DovecotEvent.senderName(from: "bare@example.net") == "bare@example.net")
         #expect(DovecotEvent.senderName(from: #""Back\"slash" <b@example.net>"#) == #"Back"slash"#)
         #expect(DovecotEvent.senderName(from: "") == "")
-    }
-
-    @Test func aRetryOfTheSameMessageIsCovered() throws {
-        let event = try DovecotEvent(body: Array(Self.ox.utf8))
-        #expect(event.isCovered(by: "1795932928:3") && event.isCovered(by: "1795932928:9"))
-        #expect(!event.isCovered(by: "1795932928:2") && !event.isCovered(by: "1:3") && !event.isCovered(by: nil) && !event.isCovered(by: "garbage"))
     }
 
     @Test func otherEventsAndFoldersAreNotNewMail() throws {

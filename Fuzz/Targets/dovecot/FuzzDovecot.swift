@@ -13,7 +13,7 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     if let event = try? DovecotEvent(body: bytes) {
         precondition(event.subject.utf8.count <= DovecotEvent.textLimit, "a subject over its limit")
         precondition(event.senderName.utf8.count <= DovecotEvent.textLimit, "a sender over its limit")
-        precondition(event.isCovered(by: event.watermark), "a message not covered by its own watermark")
+        precondition(event.itemID == "\(event.uidValidity).\(event.uid)", "an item id that is not the message's")
     }
     let header = String(decoding: bytes, as: UTF8.self)
     for limit in [8, 64, 256] {

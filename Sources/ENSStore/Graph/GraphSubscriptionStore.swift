@@ -87,27 +87,6 @@ public struct GraphSubscriptionStore {
             """)
     }
 
-    // MARK: Events already handed on
-
-    /// Claims new-mail events for a record (`keys`: 16-byte hashes) and returns the ones
-    /// not handed on before. Call it inside the transaction that hands them on: the rows
-    /// stay locked until it commits, so a redelivery meanwhile waits for the outcome
-    /// (committed: a duplicate; rolled back: the redelivery's to deliver), at most
-    /// `claimWait` before the conflict is thrown and the backend is asked to retry.
-    public func claim(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws -> [[UInt8]] {
-        // In one order, so two batches sharing items cannot each hold what the other waits for.
-        try keys.sorted { $0.lexicographicallyPrecedes($1) }.filter { key in
-            try database.execute("""
-                SET STATEMENT innodb_lock_wait_timeout = \(unsafe: String(Self.claimWaitSeconds)) FOR
-                INSERT IGNORE INTO MailItemsSeen (record_id, item_hash, seen_at) VALUES (\(recordID), \(key), \(now.databaseString))
-                """).affectedRows > 0
-        }
-    }
-
-    /// How long a redelivery waits for the request still handing the same event on
-    /// (its lookups have a budget of 1.5 s; Graph gives up on an attempt after 3 s).
-    public static let claimWaitSeconds = 3
-
     // MARK: ens-cron renew
 
     /// A subscription whose renewal is due.

@@ -70,17 +70,6 @@ public struct DovecotEvent: Sendable, Equatable {
     /// The item id notification ids and collapse ids derive from: one per message.
     public var itemID: String { "\(uidValidity).\(uid)" }
 
-    /// What `watermark` holds for this message, and whether a stored watermark already
-    /// covers it (the driver's retry, or the same delivery told twice): the UIDs of an
-    /// Inbox only grow while its UIDVALIDITY stays.
-    public var watermark: String { "\(uidValidity):\(uid)" }
-
-    public func isCovered(by watermark: String?) -> Bool {
-        guard let watermark, let colon = watermark.firstIndex(of: ":"),
-              let validity = UInt32(watermark[..<colon]), let seen = UInt32(watermark[watermark.index(after: colon)...]) else { return false }
-        return validity == uidValidity && uid <= seen
-    }
-
     /// The name a notification shows for a From header: the first mailbox's display name,
     /// else its address. `"Müller, Jürgen" <j@x>` gives `Müller, Jürgen`.
     static func senderName(from raw: String) -> String {

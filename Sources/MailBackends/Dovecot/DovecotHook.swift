@@ -69,7 +69,8 @@ enum DovecotHook {
     }
 
     /// The record the token names, at the token's generation and this server, hears of
-    /// the message unless it already has (the driver's retry).
+    /// the message unless it already has (the driver's retry): each message is claimed
+    /// by its (UIDVALIDITY, UID) in `MailItemsSeen`, so pushes may arrive in any order.
     private static func deliver(_ event: DovecotEvent, route: DovecotRoute, server: DovecotServer, context: RequestContext) throws -> APIResponse {
         let logger = context.logger
         let record = "\(route.recordID)"
@@ -101,21 +102,34 @@ enum DovecotHook {
             logger.info("dovecot push for a record without devices", metadata: ["record": "\(record)"])
             return gone
         }
-        guard !event.isCovered(by: row.watermark) else {
-            logger.debug("dovecot push already delivered", metadata: ["record": "\(record)"])
-            return done
-        }
-        let outcome = try NewMailDelivery(context: context).deliver(
-            items: [event.itemID], row: row, notifiable: devices, reader: DovecotEventReader(event: event), store: store,
-            watermark: event.watermark, now: now, lookupBudget: .zero
-        )
-        guard outcome.delivered else {
+        // Claimed in one transaction with the hand-off: a retry of the same message (the
+        // driver's second attempt, or the same delivery told twice) waits for the first
+        // one's outcome and then finds it handed on; a failure claims nothing.
+        let key = Array(Digest.sha256("dovecot:\(event.itemID)").prefix(16))
+        do {
+            let handed = try context.database.inTransaction { () throws -> Bool in
+                guard !(try store.claimItems(recordID: row.id, keys: [key], now: now)).isEmpty else { return false }
+                let outcome = try NewMailDelivery(context: context).deliver(
+                    items: [event.itemID], row: row, notifiable: devices, reader: DovecotEventReader(event: event), store: store,
+                    watermark: nil, now: now, lookupBudget: .zero
+                )
+                guard outcome.delivered else { throw HandOffDeclined() }
+                // Heard from, for the check-ins' health (a capped batch reserved nothing).
+                if !outcome.recorded { try store.recordCallback(recordID: row.id, generation: row.generation, watermark: nil, now: now) }
+                return true
+            }
+            if !handed { logger.debug("dovecot push already delivered", metadata: ["record": "\(record)"]) }
+        } catch is HandOffDeclined {
             // The sender could not take it: Dovecot tries once more after Retry-After.
             var retry = APIError.serviceUnavailable.response
             retry.extraHeaders = [("Retry-After", "1")]
             return retry
+        } catch let error as DatabaseError where error.isWriteConflict {
+            // The same message still being handed on by another request.
+            var retry = APIError.serviceUnavailable.response
+            retry.extraHeaders = [("Retry-After", "1")]
+            return retry
         }
-        if !outcome.recorded { try store.recordCallback(recordID: row.id, generation: row.generation, watermark: event.watermark, now: now) }
         logger.debug("dovecot push delivered", metadata: ["record": "\(record)"])
         return done
     }
@@ -130,6 +144,9 @@ enum DovecotHook {
         return (name, String(text[text.index(after: colon)...]))
     }
 }
+
+/// A hand-off the sender did not take: the transaction (and the claim) rolls back.
+private struct HandOffDeclined: Error {}
 
 /// The push itself says what a notification shows: nothing is looked up.
 struct DovecotEventReader: MailboxReader {

@@ -130,7 +130,7 @@ struct BlindNotifications {
             handed = try context.database.inTransaction { () throws -> Int in
                 let claimed: [[UInt8]]
                 do {
-                    claimed = try graphStore.claim(recordID: row.id, keys: keys, now: now)
+                    claimed = try store.claimItems(recordID: row.id, keys: keys, now: now)
                 } catch let error as DatabaseError where error.isWriteConflict {
                     throw Declined.stillBeingHandedOn
                 }
