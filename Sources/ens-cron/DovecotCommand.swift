@@ -35,7 +35,9 @@ struct Dovecot: ParsableCommand {
             try options.withServers("dovecot add") { settings, vault, store in
                 guard DovecotServer.isValidName(name) else { throw ValidationError("the name must be 1 to 64 of a-z, 0-9, - and _") }
                 guard let driver = DovecotServer.Driver(rawValue: driver) else { throw ValidationError("--driver is lua or ox") }
-                let url = try Self.imapURL(imapURL)
+                guard let url = DovecotServer.normalizedIMAPURL(imapURL) else {
+                    throw ValidationError("--imap-url names a server only: imaps://host:port/ (or imap://host:port/)")
+                }
                 let domainList = domains.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: " ") }.filter { !$0.isEmpty }
                 guard !domainList.isEmpty, domainList.allSatisfy(Self.isDomain) else {
                     throw ValidationError("--domains lists mail domains, comma-separated (e.g. example.org, example.net)")
@@ -57,18 +59,6 @@ struct Dovecot: ParsableCommand {
                 try store.save(server, now: options.clock)
                 print(DovecotConfiguration(server: server, hookURL: settings.dovecot.hookURL, vault: vault).text)
             }
-        }
-
-        /// `imaps://host[:port]/` or `imap://host[:port]/`, with nothing after the slash.
-        static func imapURL(_ text: String) throws -> String {
-            let lower = text.lowercased()
-            guard lower.hasPrefix("imaps://") || lower.hasPrefix("imap://") else { throw ValidationError("--imap-url starts with imaps:// or imap://") }
-            let rest = lower.drop { $0 != "/" }.dropFirst(2)
-            let authority = rest.hasSuffix("/") ? rest.dropLast() : rest
-            guard !authority.isEmpty, !authority.contains("/"), !authority.contains("@"), !authority.contains("?"), !authority.contains("%") else {
-                throw ValidationError("--imap-url names a server only: imaps://host:port/")
-            }
-            return String(lower.prefix { $0 != ":" }) + "://" + authority + "/"
         }
 
         static func isDomain(_ text: String) -> Bool {
@@ -97,7 +87,7 @@ struct Dovecot: ParsableCommand {
 
         func run() throws {
             try options.withServers("dovecot config") { settings, vault, store in
-                guard let server = try store.server(named: name) else { throw ValidationError("no server named \(name)") }
+                let server = try store.registered(name)
                 print(DovecotConfiguration(server: server, hookURL: settings.dovecot.hookURL, vault: vault).text)
             }
         }
@@ -112,7 +102,7 @@ struct Dovecot: ParsableCommand {
 
         func run() throws {
             try options.withServers("dovecot rotate") { settings, vault, store in
-                guard let old = try store.server(named: name) else { throw ValidationError("no server named \(name)") }
+                let old = try store.registered(name)
                 let server = DovecotServer(name: old.name, imapURL: old.imapURL, domains: old.domains, caPEM: old.caPEM, driver: old.driver,
                                            credentialSerial: old.credentialSerial + 1)
                 try store.save(server, now: options.clock)
@@ -146,6 +136,14 @@ extension CommonOptions {
             let vault = Vault(masterKey: try settings.secrets.masterKey())
             try body(settings, vault, DovecotServerStore(database: Databases.connection(try settings.serviceDatabase()), vault: vault))
         }
+    }
+}
+
+extension DovecotServerStore {
+    /// The server named `name`; a usage error when there is none (or its row is not intact).
+    func registered(_ name: String) throws -> DovecotServer {
+        guard let server = try server(named: name) else { throw ValidationError("no server named \(name)") }
+        return server
     }
 }
 

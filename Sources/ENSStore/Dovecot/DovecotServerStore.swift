@@ -54,6 +54,19 @@ public struct DovecotServer: Sendable, Equatable {
         (1...64).contains(name.utf8.count) && name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }
     }
 
+    /// `imaps://host[:port]/` or `imap://host[:port]/` as servers are stored: lowercase,
+    /// one trailing slash, nothing after it; nil for anything else (a path, user info, a
+    /// query, another scheme). How `ens-cron dovecot add` stores a URL and how a
+    /// registration's `imapUrl` is compared with it.
+    public static func normalizedIMAPURL(_ text: String) -> String? {
+        let lower = text.lowercased()
+        guard let scheme = ["imaps", "imap"].first(where: { lower.hasPrefix($0 + "://") }) else { return nil }
+        var authority = lower.dropFirst(scheme.count + 3)
+        if authority.hasSuffix("/") { authority = authority.dropLast() }
+        guard !authority.isEmpty, !authority.contains(where: { "/@?#% ".contains($0) }) else { return nil }
+        return scheme + "://" + authority + "/"
+    }
+
     /// The server the devices of its accounts are bound to (`Devices.endpoint`).
     public var endpoint: String { "dovecot:\(name)" }
 

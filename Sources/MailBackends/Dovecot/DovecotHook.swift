@@ -43,6 +43,12 @@ enum DovecotHook {
     }()
     static let gone = APIResponse.error(410, .gone, "This routing token is not ENS's any more; clear the opt-in.")
     static let done = APIResponse(status: 204, body: [])
+    /// 503 with Retry-After: the one answer on which Dovecot's driver tries once more.
+    static let retrySoon: APIResponse = {
+        var response = APIError.serviceUnavailable.response
+        response.extraHeaders = [("Retry-After", "1")]
+        return response
+    }()
 
     static func answer(_ request: Request, context: RequestContext) throws -> APIResponse {
         guard request.path == path else { return APIError.notFound.response }
@@ -76,10 +82,10 @@ enum DovecotHook {
         let record = "\(route.recordID)"
         let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
         let now = Timestamp.now()
-        guard let (row, devices) = try store.callbackRecordAndDevices(id: route.recordID, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord),
-              row.backend == .dovecot, row.generation == route.generation, row.endpoint == server.endpoint else {
-            if let row = try store.callbackRecordAndDevices(id: route.recordID, now: now, limit: 1)?.record,
-               row.isRegistrationPending(generation: route.generation, now: now) {
+        // The record and its devices in one read, whatever the answer turns out to be.
+        let found = try store.callbackRecordAndDevices(id: route.recordID, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord)
+        guard let (row, devices) = found, row.backend == .dovecot, row.generation == route.generation, row.endpoint == server.endpoint else {
+            if let row = found?.record, row.isRegistrationPending(generation: route.generation, now: now) {
                 // The opt-in is written before the registration commits: mail in between
                 // is not announced (the app syncs when it opens).
                 logger.info("dovecot push for a registration not yet recorded: not pushed", metadata: ["record": "\(record)"])
@@ -121,14 +127,10 @@ enum DovecotHook {
             if !handed { logger.debug("dovecot push already delivered", metadata: ["record": "\(record)"]) }
         } catch is HandOffDeclined {
             // The sender could not take it: Dovecot tries once more after Retry-After.
-            var retry = APIError.serviceUnavailable.response
-            retry.extraHeaders = [("Retry-After", "1")]
-            return retry
+            return retrySoon
         } catch let error as DatabaseError where error.isWriteConflict {
             // The same message still being handed on by another request.
-            var retry = APIError.serviceUnavailable.response
-            retry.extraHeaders = [("Retry-After", "1")]
-            return retry
+            return retrySoon
         }
         logger.debug("dovecot push delivered", metadata: ["record": "\(record)"])
         return done

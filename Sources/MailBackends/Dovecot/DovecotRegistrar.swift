@@ -28,14 +28,14 @@ public struct DovecotRegistrar: MailboxRegistering {
     }
 
     public func subscribe(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome {
-        try withinLimits(context) { try subscribeNow(request, context: context) }
+        try context.inRegistrationPlace { try subscribeNow(request, context: context) }
     }
 
     /// A device joining a record whose live subscription is at the same server proves
     /// its password and writes the opt-in again (the record's current token); at another
     /// server, or none, it subscribes.
     public func proveAccess(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome {
-        try withinLimits(context) {
+        try context.inRegistrationPlace {
             let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
             guard let state = try store.subscriptionState(recordID: request.record.id), state.isLive, state.backend == .dovecot,
                   let server = try server(for: request, context: context), state.endpoint == server.endpoint else {
@@ -72,18 +72,13 @@ public struct DovecotRegistrar: MailboxRegistering {
     private func server(for request: MailboxRequest, context: RequestContext) throws -> DovecotServer? {
         let servers = DovecotServerStore(database: context.globalDatabase, vault: context.services.vault)
         guard let url = request.credentials.serverURL else { return try servers.server(serving: request.mailbox) }
-        let named = try servers.all().first { $0.imapURL == Self.normalized(url) }
+        let wanted = DovecotServer.normalizedIMAPURL(url)
+        let named = try servers.all().first { $0.imapURL == wanted }
         guard let named, named.serves(address: request.mailbox) else {
             context.logger.warning("dovecot registration names an IMAP server that is not registered for the address", metadata: ["record": "\(request.record.id)"])
             return nil
         }
         return named
-    }
-
-    /// `imaps://Host:993` as `ens-cron dovecot add` stores it: lowercase, one slash.
-    static func normalized(_ url: String) -> String {
-        let lower = url.lowercased()
-        return lower.hasSuffix("/") ? lower : lower + "/"
     }
 
     /// Logs in as the account and writes the opt-in for `generation`; nil when done, else
@@ -124,12 +119,4 @@ public struct DovecotRegistrar: MailboxRegistering {
         return nil
     }
 
-    /// A registration's IMAP work holds one of this process's registration places.
-    private func withinLimits(_ context: RequestContext, _ body: () throws -> MailboxOutcome) throws -> MailboxOutcome {
-        guard let outcome = try context.services.registrationGate.ifAvailable(body) else {
-            context.logger.warning("registration refused: this process's registration places are all taken")
-            return .busy
-        }
-        return outcome
-    }
 }

@@ -51,16 +51,11 @@ public struct ExchangeRegistrar: MailboxRegistering {
     /// the proof and the Subscribe attempts together.
     private func withinLimits(_ context: RequestContext, _ body: (EWSClient) throws -> MailboxOutcome) throws -> MailboxOutcome {
         let client = try context.ewsClient()
-        let outcome = try context.services.registrationGate.ifAvailable { () throws -> MailboxOutcome in
+        return try context.inRegistrationPlace {
             try client.withDeadline(settings.registrationBudget) { () throws -> MailboxOutcome in
                 try body(client)
             }
         }
-        guard let outcome else {
-            context.logger.warning("registration refused: this process's Exchange registration places are all taken")
-            return .busy
-        }
-        return outcome
     }
 
     /// A device joining a subscribed record. Its credentials go only where the device

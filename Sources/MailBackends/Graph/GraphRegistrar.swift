@@ -139,16 +139,11 @@ public struct GraphRegistrar: MailboxRegistering {
     /// runs within one budget.
     private func withinLimits(_ context: RequestContext, _ body: (GraphClient) throws -> MailboxOutcome) throws -> MailboxOutcome {
         let client = try context.graphClient()
-        let outcome = try context.services.registrationGate.ifAvailable { () throws -> MailboxOutcome in
+        return try context.inRegistrationPlace {
             context.graphDeadline = .after(registrationBudget)
             defer { context.graphDeadline = nil }
             return try body(client)
         }
-        guard let outcome else {
-            context.logger.warning("registration refused: this process's registration places are all taken")
-            return .busy
-        }
-        return outcome
     }
 }
 

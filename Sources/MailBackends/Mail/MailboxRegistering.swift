@@ -40,6 +40,19 @@ extension MailboxRegistering {
     }
 }
 
+extension RequestContext {
+    /// Runs a registration's work with a backend in one of this process's registration
+    /// places (exchange.max_concurrent_registrations); none free: `.busy`, at once, so a
+    /// slow mail server never holds every responder thread.
+    func inRegistrationPlace(_ body: () throws -> MailboxOutcome) throws -> MailboxOutcome {
+        guard let outcome = try services.registrationGate.ifAvailable(body) else {
+            logger.warning("registration refused: this process's registration places are all taken")
+            return .busy
+        }
+        return outcome
+    }
+}
+
 /// One registration's mailbox, as the device API hands it to a backend.
 public struct MailboxRequest: Sendable {
     public let record: UserRecord
