@@ -162,7 +162,7 @@ let package = Package(
             name: "MailBackends",
             dependencies: [
                 "Codecs", "ENSConfig", "ENSHTTP", "ENSMetrics", "ENSModel", "ENSStore", "ENSVault", "SenderWire",
-                "EWS", "Graph", "Curl", "OpenSSL", "POSIX",
+                "EWS", "Graph", "Curl", "OpenSSL", "POSIX", "XML",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -276,6 +276,6 @@ if Context.environment["ENS_FUZZ"] == "1" {
         fuzzTarget("autodiscover", ["EWS", "XML"]),
         fuzzTarget("frames", ["SenderWire"]),
         fuzzTarget("config", ["ENSConfig"]),
-        fuzzTarget("dovecot", ["Codecs", "MailBackends"]),
+        fuzzTarget("dovecot", ["Codecs", "MailBackends", "POSIX"]),
     ]
 }

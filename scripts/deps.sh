@@ -36,6 +36,12 @@ if ! python3 -c 'import h2' 2>/dev/null; then
   echo "deps: installing Python h2"
   python3 -m pip install -q h2 2>/dev/null || missing+=(python3-h2)
 fi
+# The DNS simulator and the DNS tests (Tests/tools/dns_simulator.py) write and read
+# DNS messages with dnslib, independent of ENS's own reader.
+if ! python3 -c 'import dnslib' 2>/dev/null; then
+  echo "deps: installing Python dnslib"
+  python3 -m pip install -q dnslib 2>/dev/null || missing+=(python3-dnslib)
+fi
 # The metrics test checks ENS's exposition text with Prometheus' own parser.
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then
   echo "deps: installing Python prometheus_client"

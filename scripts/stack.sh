@@ -7,13 +7,15 @@
 #   scripts/stack.sh apache-start | apache-stop | apache-site-check  # Apache httpd (below)
 #   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop | ews-sim-start | ews-sim-stop
 #   scripts/stack.sh fcm-sim-start | fcm-sim-stop | graph-sim-start | graph-sim-stop
+#   scripts/stack.sh dns-sim-start | dns-sim-stop   # SRV answers for Dovecot discovery
 #   scripts/stack.sh keys-start | keys-stop  # the key-pool refiller (`ens-cron keys` every second)
 #   scripts/stack.sh token LABEL     # create an API token and print it
 #
 # Environment: ENS_VAR (state directory, default var), ENS_PORT (HTTPS port, default
 # 8443; the APNs simulator uses the next two ports, the Exchange simulator the three
 # after those: HTTPS, control, plain HTTP; the FCM simulator the two after those; the
-# Microsoft Graph simulator the two after those: HTTPS, control; MariaDB listens on
+# Microsoft Graph simulator the two after those: HTTPS, control; the DNS simulator
+# ENS_PORT+13 over UDP; MariaDB listens on
 # ENS_PORT+20 on loopback with TLS besides its socket), ENS_BIN (directory
 # holding ens-fcgi etc., default .build/release), ENS_RATE (per-IP requests/s allowed
 # by nginx, default 1000000 for local use), ENS_FRONT (nginx, default, or apache:
@@ -42,6 +44,7 @@ FCM_PORT=$((PORT + 6))
 FCM_CONTROL_PORT=$((PORT + 7))
 GRAPH_PORT=$((PORT + 8))
 GRAPH_CONTROL_PORT=$((PORT + 9))
+DNS_PORT=$((PORT + 13))  # UDP
 # The development Entra tenants the Graph simulator plays (contoso.test, fabrikam.test)
 # and ENS's multi-tenant application in them: one client id and certificate, as a real
 # multi-tenant app has.
@@ -147,8 +150,13 @@ write_config() {
   # Dovecot: tests start their own private Dovecot (scripts/dovecot.sh) and register it.
   # Written only for binaries that know the key (bench/ab-*.sh runs older builds).
   dovecot_settings=""
-  if "$BIN/ens-cron" config-reference --example 2>/dev/null | grep '^dovecot.hook_url' >/dev/null; then
+  known_keys=$("$BIN/ens-cron" config-reference --example 2>/dev/null || true)
+  if grep -q '^dovecot.hook_url' <<<"$known_keys"; then
     dovecot_settings="dovecot.hook_url = https://localhost:$PORT/dovecot/"
+  fi
+  # Discovery's SRV lookups ask the DNS simulator (dns_sim_start).
+  if grep -q '^dovecot.nameservers' <<<"$known_keys"; then
+    dovecot_settings="$dovecot_settings"$'\n'"dovecot.nameservers = 127.0.0.1:$DNS_PORT"
   fi
   cat > "$CONFIG" <<CONF
 # ENS configuration for the local stack (written by scripts/stack.sh).
@@ -334,6 +342,17 @@ graph_sim_start() {
 }
 
 graph_sim_stop() { stop_by_pidfile graph-sim 10; }
+
+# The DNS simulator (Tests/tools/dns_simulator.py, with dnslib): SRV answers from
+# $VAR/dns/zone.json, read again for every query, so tests change answers by rewriting it.
+# The Dovecot backend's discovery asks it (dovecot.nameservers).
+dns_sim_start() {
+  init_dirs; mkdir -p "$VAR/dns"
+  [ -f "$VAR/dns/zone.json" ] || echo '{}' > "$VAR/dns/zone.json"
+  start_simulator dns-sim dns-simulator dns_simulator.py --port "$DNS_PORT" --zone "$VAR/dns/zone.json"
+}
+
+dns_sim_stop() { stop_by_pidfile dns-sim 10; }
 
 # The Exchange simulator (Tests/tools/ews_simulator.py): Autodiscover, EWS and push
 # callbacks over HTTPS, strict about namespaces, structure and credentials. It makes
@@ -593,17 +612,17 @@ front_start() {
 
 up() {
   init_dirs; init_secrets; init_tls; write_config
-  db_start; db_setup; sim_start; fcm_sim_start; ews_sim_start; graph_sim_start; apns_start; fcgi_start; front_start; keys_start
+  db_start; db_setup; sim_start; fcm_sim_start; ews_sim_start; graph_sim_start; dns_sim_start; apns_start; fcgi_start; front_start; keys_start
 }
 
 down() {
-  keys_stop; apache_stop; nginx_stop; fcgi_stop; apns_stop; graph_sim_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
+  keys_stop; apache_stop; nginx_stop; fcgi_stop; apns_stop; dns_sim_stop; graph_sim_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
   # The suexec starters a root run of mod_fcgid or CGI left under /var/www.
   [ "$(id -u)" -ne 0 ] || rm -rf "/var/www/ens-stack-$APACHE_PORT"
 }
 
 status() {
-  for name in mysqld apns-sim fcm-sim ews-sim graph-sim ens-apns ens-fcgi nginx apache; do
+  for name in mysqld apns-sim fcm-sim ews-sim graph-sim dns-sim ens-apns ens-fcgi nginx apache; do
     if pid_alive "$VAR/run/$name.pid"; then echo "$name: running (pid $(cat "$VAR/run/$name.pid"))"; else echo "$name: stopped"; fi
   done
 }
@@ -633,6 +652,8 @@ case "${1:-}" in
   fcm-sim-stop) fcm_sim_stop ;;
   graph-sim-start) graph_sim_start ;;
   graph-sim-stop) graph_sim_stop ;;
+  dns-sim-start) dns_sim_start ;;
+  dns-sim-stop) dns_sim_stop ;;
   keys-start) keys_start ;;
   keys-stop) keys_stop ;;
   token) token "${2:-dev}" ;;

@@ -113,6 +113,22 @@ extension ConfigValue where Value == UInt32 {
     }
 }
 
+extension ConfigValue where Value == [DNSResolver.Nameserver] {
+    static let nameservers = ConfigValue(
+        "nameserver addresses (IP or IP:port), comma-separated, or empty",
+        format: { $0.map(\.description).joined(separator: ", ") }
+    ) { key, value throws(ConfigError) in
+        var servers: [DNSResolver.Nameserver] = []
+        for item in ConfigValue<[String]>.list(value) {
+            guard let server = DNSResolver.Nameserver(item) else {
+                throw ConfigError(key: key, problem: "must be IP addresses, each with an optional :port (\(item) is not)")
+            }
+            servers.append(server)
+        }
+        return servers
+    }
+}
+
 extension ConfigValue where Value == Bool {
     static let boolean = ConfigValue("yes or no (also true/false, on/off, 1/0)", format: { $0 ? "yes" : "no" }) { key, value throws(ConfigError) in
         switch value.lowercased() {

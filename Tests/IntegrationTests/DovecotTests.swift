@@ -266,6 +266,55 @@ import Testing
         #expect(status.json["responseCode"] != "UserAlreadySubscribed")
     }
 
+    /// A domain no server lists is found by its own records, and only a registered server
+    /// counts: SRV (RFC 6186) through the DNS simulator, then Thunderbird's autoconfig
+    /// file from the domain's web server (the Exchange simulator), asked without the
+    /// address or any credential. (The private Dovecot listens on 127.0.0.1, so the
+    /// records name that as their host.)
+    @Test func discoveryFindsARegisteredServerByTheDomainsOwnRecords() throws {
+        let dovecot = try Self.registeredDovecot("dove-g", domain: "dove-g.test")
+        defer { dovecot.stop() }
+        try Self.zone([
+            "_imaps._tcp.srv-hosted.test": [[10, 1, 993, "imap.elsewhere.test."], [0, 1, dovecot.port, "127.0.0.1."]],
+            "_imaps._tcp.unlisted.test": [[0, 1, 993, "imap.unlisted.test."]],
+        ])
+        defer { try? Self.zone([:]) }
+        try ExchangeSimulator.domain("hosted.test", mode: "autoconfig", target: "127.0.0.1:\(dovecot.port):SSL")
+        defer { try? ExchangeSimulator.domain("hosted.test", mode: "none") }
+        let api = try DeviceClient(token: try TestStack.newToken())
+        let bySRV = try Account.make(on: dovecot, domain: "srv-hosted.test", api: api)
+        let byAutoconfig = try Account.make(on: dovecot, domain: "hosted.test", api: api)
+        let elsewhere = try Account.make(on: dovecot, domain: "unlisted.test", api: api)
+        // Dovecot reads its passwd-file again at most once a second: accounts added in the
+        // second of a login would be unknown to it until the next.
+        Thread.sleep(forTimeInterval: 1.1)
+
+        let srvAnswer = try bySRV.register(with: api)
+        #expect(srvAnswer.json["responseCode"] == "UserSubscribed", "\(srvAnswer.status) \(srvAnswer.bodyText)")
+        #expect(try dovecot.metadata("/private/vendor/vendor.dovecot/http-notify", of: bySRV.email).hasPrefix("user=d"))
+
+        let autoconfigAnswer = try byAutoconfig.register(with: api)
+        #expect(autoconfigAnswer.json["responseCode"] == "UserSubscribed", "\(autoconfigAnswer.status) \(autoconfigAnswer.bodyText)")
+        let fetched = try ExchangeSimulator.requests().filter { ($0["operation"] as? String) == "Autoconfig" && ($0["host"] as? String)?.hasSuffix("hosted.test") == true }
+        #expect(!fetched.isEmpty)
+        for request in fetched {
+            #expect((request["path"] as? String)?.contains("?") == false && request["auth"] as? String == "none", "\(request)")
+        }
+        try dovecot.deliver(Self.message(subject: "found by autoconfig"), to: byAutoconfig.email)
+        #expect(TestStack.eventually(within: 15) { !Self.pushes(to: byAutoconfig.token).isEmpty }, "\(dovecot.log)")
+        #expect(Self.pushes(to: byAutoconfig.token).first.flatMap(Self.alert)?["body"] == "found by autoconfig")
+
+        // A domain whose records name a server ENS does not know is not Dovecot's: it goes
+        // on to Exchange, whose Autodiscover finds nothing there; no password went anywhere.
+        #expect(try elsewhere.register(with: api).json["responseCode"] == "AutodiscoverFailed")
+    }
+
+    /// Rewrites the DNS simulator's zone (scripts/stack.sh, dns_sim_start).
+    static func zone(_ records: [String: Any]) throws {
+        let data = try JSONSerialization.data(withJSONObject: records)
+        try data.write(to: URL(fileURLWithPath: TestStack.directory + "/dns/zone.json"), options: .atomic)
+    }
+
     /// The secret in the configuration ens-cron printed (the ox driver's URL user info).
     static func credential(from snippet: String) -> String? {
         guard let start = snippet.range(of: "url=https://") else { return nil }

@@ -94,6 +94,9 @@ AUTODISCOVER (https on P; plain http on H)
                       the domain's "target", to any authenticated caller.
     redirect-loop     POX at https://D/... answers Action redirectUrl, RedirectUrl =
                       https://D/autodiscover/autodiscover.xml, to any authenticated caller.
+    autoconfig        GET https://autoconfig.D/mail/config-v1.1.xml answers Thunderbird's
+                      autoconfig file naming the IMAP server "target" (HOST:PORT:SOCKETTYPE).
+    autoconfig-wellknown  the same at https://D/.well-known/autoconfig/mail/config-v1.1.xml.
     none              (also every unregistered domain) 404 everywhere.
   Everything else under /autodiscover/ -> 404 (no authentication needed for a 404).
   An answering endpoint called with another method than POST -> 405.
@@ -450,9 +453,9 @@ DEFAULT_VERSIONS = ["Exchange2007_SP1", "Exchange2010", "Exchange2010_SP1", "Exc
 AD_VERSIONS = {"Exchange2010", "Exchange2010_SP1", "Exchange2010_SP2", "Exchange2013",
                "Exchange2013_SP1"}
 DEFAULT_DOMAINS = ("example.test,pox.test,soap.test,redirect.test,addr.test,loop.test,"
-                   "nowhere.test,bench.test,evil.test,tarpit.test")
+                   "nowhere.test,bench.test,evil.test,tarpit.test,hosted.test")
 MODES = {"pox-root", "pox-autodiscover", "soap", "http-redirect", "redirect-addr",
-         "redirect-loop", "none", "hostile", "tarpit"}
+         "redirect-loop", "none", "hostile", "tarpit", "autoconfig", "autoconfig-wellknown"}
 EVENT_TYPES = {"NewMailEvent", "CreatedEvent", "DeletedEvent", "ModifiedEvent", "MovedEvent",
                "CopiedEvent", "FreeBusyChangedEvent"}
 SHAPES = {"IdOnly", "Default", "AllProperties"}
@@ -771,9 +774,9 @@ class Simulator:
         return wm
 
     def site_of(self, host):
-        """-> (domain, role): role is root, autodiscover or mail."""
+        """-> (domain, role): role is root, autodiscover, autoconfig or mail."""
         if host not in self.domains:
-            for prefix in ("autodiscover.", "mail."):
+            for prefix in ("autodiscover.", "autoconfig.", "mail."):
                 if host.startswith(prefix):
                     return host[len(prefix):], prefix[:-1]
         return host, "root"
@@ -828,6 +831,8 @@ class Simulator:
             if h.command != "POST":
                 raise Bad(405, headers=(("Allow", "POST"),))
             return self.ews(h, body, rec)
+        if path in ("/mail/config-v1.1.xml", "/.well-known/autoconfig/mail/config-v1.1.xml"):
+            return self.autoconfig(h, path, rec)
         if path in ("/autodiscover/autodiscover.xml", "/autodiscover/autodiscover.svc"):
             pox = path.endswith(".xml")
             rec["operation"] = "Autodiscover-POX" if pox else "Autodiscover-SOAP"
@@ -866,6 +871,31 @@ class Simulator:
             time.sleep(failure["delayMs"] / 1000)
 
     # -- POX Autodiscover ------------------------------------------------------------
+    def autoconfig(self, h, path, rec):
+        """Thunderbird's autoconfig file (clientConfig 1.1), for the Dovecot backend's
+        discovery: mode autoconfig at https://autoconfig.D/mail/config-v1.1.xml,
+        autoconfig-wellknown at https://D/.well-known/autoconfig/mail/config-v1.1.xml;
+        the target is HOST:PORT:SOCKETTYPE (SSL, STARTTLS or plain)."""
+        rec["operation"] = "Autoconfig"
+        domain, role = self.site_of(rec["host"])
+        mode, target = self.domains.get(domain, ("none", None))
+        answers = ((mode == "autoconfig" and role == "autoconfig" and path == "/mail/config-v1.1.xml")
+                   or (mode == "autoconfig-wellknown" and role == "root" and path.startswith("/.well-known/")))
+        if not answers:
+            raise Bad(404)
+        if h.command != "GET":
+            raise Bad(405, headers=(("Allow", "GET"),))
+        host, port, socket_type = target.rsplit(":", 2)
+        body = ('<?xml version="1.0" encoding="UTF-8"?>\n<clientConfig version="1.1">'
+                f'<emailProvider id="{escape(domain)}"><domain>{escape(domain)}</domain>'
+                '<incomingServer type="pop3"><hostname>pop.example.invalid</hostname><port>995</port>'
+                '<socketType>SSL</socketType></incomingServer>'
+                f'<incomingServer type="imap"><hostname>{escape(host)}</hostname><port>{escape(port)}</port>'
+                f'<socketType>{escape(socket_type)}</socketType><username>%EMAILADDRESS%</username>'
+                '<authentication>password-cleartext</authentication></incomingServer>'
+                '</emailProvider></clientConfig>')
+        return 200, body.encode(), "application/xml"
+
     @staticmethod
     def pox_error(code, message, status=200):
         body = (f'<?xml version="1.0" encoding="utf-8"?><Autodiscover xmlns="{NS_POX_RESP}">'
@@ -1849,6 +1879,8 @@ class Simulator:
             raise ValueError(f"mode must be one of {sorted(MODES)}")
         if mode == "redirect-addr" and (not isinstance(target, str) or "@" not in target):
             raise ValueError("redirect-addr needs a target address")
+        if mode.startswith("autoconfig") and (not isinstance(target, str) or target.count(":") < 2):
+            raise ValueError("autoconfig needs a target HOST:PORT:SOCKETTYPE")
         with self.lock:
             self.domains[domain.lower().rstrip(".")] = (mode, target)
         return {"ok": True}

@@ -1,3 +1,5 @@
+public import POSIX
+
 /// The Dovecot backend (docs/dovecot.md): where hosting admins' Dovecot servers reach
 /// ENS, and how long an IMAP login may take. The servers themselves are registered in
 /// the database (`ens-cron dovecot add`), not here.
@@ -9,6 +11,12 @@ public struct DovecotSettings: SettingsComponent {
     /// a failed one by 2 s, and more after repeated failures from one address) and the
     /// METADATA write.
     public var imapTimeout: Duration = .milliseconds(20000)
+    /// Whether an address whose domain no server lists is looked for by the domain's
+    /// own records (RFC 6186 SRV, then autoconfig), which may only lead to a registered
+    /// server.
+    public var discovery = true
+    /// The nameservers the SRV lookups ask; empty: /etc/resolv.conf's.
+    public var nameservers: [DNSResolver.Nameserver] = []
 
     public init() {}
 
@@ -31,5 +39,16 @@ public struct DovecotSettings: SettingsComponent {
             later still (up to 15 s): keep it above that and under nginx's
             fastcgi_read_timeout (60 s).
             """),
+        key("dovecot.discovery", \.discovery, .boolean,
+            doc: "Whether a registration for a domain no server lists looks the domain's IMAP server up (RFC 6186 SRV, then autoconfig).",
+            details: """
+            What it finds counts only when it is a registered server (same host and port): a
+            hosting admin's customer domains then need not be listed one by one. The autoconfig
+            fetches follow Exchange's outbound policy (exchange.allowed_networks, allowed_hosts,
+            proxy, ca_file). See docs/dovecot.md.
+            """),
+        key("dovecot.nameservers", \.nameservers, .nameservers,
+            doc: "The nameservers discovery's SRV lookups ask (IP or IP:port, comma-separated); empty: those in /etc/resolv.conf.",
+            details: "Set it to a validating resolver if the host's own does not validate DNSSEC."),
     ])
 }

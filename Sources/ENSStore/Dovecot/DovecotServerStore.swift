@@ -67,6 +67,24 @@ public struct DovecotServer: Sendable, Equatable {
         return scheme + "://" + authority + "/"
     }
 
+    /// The host (lowercase, an IPv6 literal without brackets) and port its URL names,
+    /// the scheme's default port when it names none: what a domain's SRV record or
+    /// autoconfig file must name for discovery to pick this server.
+    public var hostAndPort: (host: String, port: Int) {
+        let imaps = imapURL.hasPrefix("imaps://")
+        let authority = imapURL.dropFirst(imaps ? 8 : 7).prefix { $0 != "/" }
+        let defaultPort = imaps ? 993 : 143
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+            let host = String(authority[authority.index(after: authority.startIndex)..<close])
+            let rest = authority[authority.index(after: close)...]
+            return (host, rest.hasPrefix(":") ? Int(rest.dropFirst()) ?? defaultPort : defaultPort)
+        }
+        if let colon = authority.lastIndex(of: ":") {
+            return (String(authority[..<colon]), Int(authority[authority.index(after: colon)...]) ?? defaultPort)
+        }
+        return (String(authority), defaultPort)
+    }
+
     /// The server the devices of its accounts are bound to (`Devices.endpoint`).
     public var endpoint: String { "dovecot:\(name)" }
 

@@ -24,7 +24,7 @@ public struct DovecotRegistrar: MailboxRegistering {
     public func serves(_ request: MailboxRequest, context: RequestContext) throws -> Bool {
         guard case .basic = request.credentials.method else { return false }
         if let url = request.credentials.serverURL?.lowercased() { return url.hasPrefix("imaps://") || url.hasPrefix("imap://") }
-        return try DovecotServerStore(database: context.globalDatabase, vault: context.services.vault).server(serving: request.mailbox) != nil
+        return try server(serving: request.mailbox, context: context) != nil
     }
 
     public func subscribe(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome {
@@ -71,7 +71,7 @@ public struct DovecotRegistrar: MailboxRegistering {
     /// address: no password goes to a server for an address it does not host).
     private func server(for request: MailboxRequest, context: RequestContext) throws -> DovecotServer? {
         let servers = DovecotServerStore(database: context.globalDatabase, vault: context.services.vault)
-        guard let url = request.credentials.serverURL else { return try servers.server(serving: request.mailbox) }
+        guard let url = request.credentials.serverURL else { return try server(serving: request.mailbox, context: context) }
         let wanted = DovecotServer.normalizedIMAPURL(url)
         let named = try servers.all().first { $0.imapURL == wanted }
         guard let named, named.serves(address: request.mailbox) else {
@@ -79,6 +79,18 @@ public struct DovecotRegistrar: MailboxRegistering {
             return nil
         }
         return named
+    }
+
+    /// The registered server that serves `address`: the one listing its domain, else
+    /// (with `dovecot.discovery`) the one its domain's own records name.
+    private func server(serving address: String, context: RequestContext) throws -> DovecotServer? {
+        let store = DovecotServerStore(database: context.globalDatabase, vault: context.services.vault)
+        let servers = try store.all()
+        guard !servers.isEmpty, let at = address.lastIndex(of: "@") else { return nil }
+        if let listed = servers.first(where: { $0.serves(address: address) }) { return listed }
+        guard settings.discovery else { return nil }
+        let domain = String(address[address.index(after: at)...])
+        return try context.dovecotDiscovery().server(forDomain: domain, among: servers, logger: context.logger)
     }
 
     /// Logs in as the account and writes the opt-in for `generation`; nil when done, else
