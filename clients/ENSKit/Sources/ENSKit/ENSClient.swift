@@ -40,13 +40,12 @@ public struct ENSConfiguration: Sendable {
 /// error carries it.
 public struct ENSRetryPolicy: Sendable {
     public var maximumRetries: Int
-    /// Seconds.
-    public var maximumDelay: Int
-    /// Seconds, for an answer without `Retry-After`.
-    public var defaultDelay: Int
+    public var maximumDelay: Duration
+    /// For an answer without `Retry-After`.
+    public var defaultDelay: Duration
 
-    public init(maximumRetries: Int = 2, maximumDelay: Int = 30, defaultDelay: Int = 1) {
-        precondition(maximumRetries >= 0 && maximumDelay >= 0 && defaultDelay >= 0, "ENSRetryPolicy: negative values")
+    public init(maximumRetries: Int = 2, maximumDelay: Duration = .seconds(30), defaultDelay: Duration = .seconds(1)) {
+        precondition(maximumRetries >= 0 && maximumDelay >= .zero && defaultDelay >= .zero, "ENSRetryPolicy: negative values")
         self.maximumRetries = maximumRetries
         self.maximumDelay = maximumDelay
         self.defaultDelay = defaultDelay
@@ -78,16 +77,16 @@ public struct ENSClient: Sendable {
     let transport: any ENSHTTPTransport
     let keyStore: any ENSKeyStore
     /// Injected by the tests, so retries take no real time.
-    let sleep: @Sendable (Int) async -> Void
+    let sleep: @Sendable (Duration) async -> Void
     let now: @Sendable () -> Date
 
     public init(configuration: ENSConfiguration, transport: any ENSHTTPTransport = URLSessionTransport(), keyStore: any ENSKeyStore) {
         self.init(configuration: configuration, transport: transport, keyStore: keyStore,
-                  sleep: { seconds in try? await Task.sleep(nanoseconds: UInt64(seconds) * 1_000_000_000) }, now: { Date() })
+                  sleep: { delay in try? await Task.sleep(for: delay) }, now: { Date() })
     }
 
     init(configuration: ENSConfiguration, transport: any ENSHTTPTransport, keyStore: any ENSKeyStore,
-         sleep: @escaping @Sendable (Int) async -> Void, now: @escaping @Sendable () -> Date) {
+         sleep: @escaping @Sendable (Duration) async -> Void, now: @escaping @Sendable () -> Date) {
         self.configuration = configuration
         self.transport = transport
         self.keyStore = keyStore
@@ -122,7 +121,7 @@ public struct ENSClient: Sendable {
 
     /// `POST /registerdevicev2`. Business failures are thrown: ``ENSError/exchangeAuthFailed(message:)``,
     /// ``ENSError/autodiscoverFailed(message:)``, ``ENSError/exchangeError(message:)``,
-    /// and 429 ``ENSError/tooManyRequests(retryAfter:)`` after failed proofs.
+    /// and 429 (``ENSError/Code/tooManyRequests``) after failed proofs.
     ///
     /// The device secret is made on the first registration and sent with every one; for
     /// `encrypted` the device's P-256 key too; for `blind` (a mailbox registered with
@@ -343,8 +342,8 @@ public struct ENSClient: Sendable {
         let effective: ENSPrivacyMode
         do {
             effective = try await updatePrivacy(user: user, token: token, mode: .blind, blindKey: fresh)
-        } catch .transport(let error) {
-            throw .transport(error)
+        } catch where error.code == .transport {
+            throw error
         } catch {
             // ENS answered: it did not take the certificate.
             var ring = try blindKeyRing(for: user.userID)
@@ -531,7 +530,7 @@ public struct ENSClient: Sendable {
                     }
                     return all
                 }
-            } catch .invalidRequest where !refreshed {
+            } catch where error.code == .invalidRequest && !refreshed {
                 refreshed = true
                 let fresh = try await getPublicKey(for: user)
                 guard fresh.publicKeyPEM != sealer.publicKeyPEM else { throw .invalidRequest }
@@ -549,7 +548,7 @@ public struct ENSClient: Sendable {
 
     /// POSTs `parameters` as JSON, retrying 429 and 503 as ``ENSRetryPolicy`` allows,
     /// and maps the answer: a documented error status to its ``ENSError``, a 200 with an
-    /// accepted code to an ``Answer``, anything else to ``ENSError/unexpectedAnswer(status:responseCode:)``.
+    /// accepted code to an ``Answer``, anything else to ``ENSError/Code/unexpectedAnswer``.
     func call(_ endpoint: String, _ parameters: [String: Any], accepting: Set<String>) async throws(ENSError) -> Answer {
         try await call(endpoint, accepting: accepting) { () throws(ENSError) in parameters }
     }
@@ -576,7 +575,7 @@ public struct ENSClient: Sendable {
             let code = object?["responseCode"] as? String
             let retryAfter = Self.retryAfter(response.header("Retry-After"), now: now())
             if response.status == 429 || response.status == 503, attempt < configuration.retry.maximumRetries {
-                let delay = retryAfter ?? configuration.retry.defaultDelay << attempt
+                let delay = retryAfter ?? configuration.retry.defaultDelay * (1 << attempt)
                 if delay <= configuration.retry.maximumDelay {
                     attempt += 1
                     await sleep(delay)
@@ -615,16 +614,16 @@ public struct ENSClient: Sendable {
     /// The message of ENS's uniform 400.
     static let uniformMessage = "The request is invalid."
 
-    /// `Retry-After` in seconds: delta-seconds, or an HTTP date (RFC 9110).
-    static func retryAfter(_ value: String?, now: Date) -> Int? {
+    /// `Retry-After`: delta-seconds, or an HTTP date (RFC 9110), in whole seconds.
+    static func retryAfter(_ value: String?, now: Date) -> Duration? {
         guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        if let seconds = Int(value) { return seconds >= 0 ? seconds : nil }
+        if let seconds = Int(value) { return seconds >= 0 ? .seconds(seconds) : nil }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
         guard let date = formatter.date(from: value) else { return nil }
-        return max(0, Int(date.timeIntervalSince(now).rounded(.up)))
+        return .seconds(max(0, Int(date.timeIntervalSince(now).rounded(.up))))
     }
 }
 

@@ -135,8 +135,7 @@ struct RegistrationTests {
         await #expect {
             try await impostor.getPublicKey(for: user)
         } throws: { error in
-            if case ENSError.unexpectedAnswer = error { return true }
-            return false
+            (error as? ENSError)?.code == .unexpectedAnswer
         }
         await #expect(throws: ENSError.unauthorized) {
             try await Stack.client(apiToken: "ens_" + String(repeating: "0", count: 64)).getPublicKey(for: user)

@@ -113,8 +113,8 @@ struct ClientTests {
             (404, [:], #"{"responseCode":"NotFound","message":"No such endpoint."}"#, .notFound),
             (413, [:], #"{"responseCode":"PayloadTooLarge","message":"The request body is too large."}"#, .payloadTooLarge),
             (500, [:], #"{"responseCode":"InternalError","message":"The server could not complete the request."}"#, .internalError),
-            (429, ["Retry-After": "900"], #"{"responseCode":"TooManyRequests","message":"Too many."}"#, .tooManyRequests(retryAfter: 900)),
-            (503, ["Retry-After": "120"], #"{"responseCode":"ServiceUnavailable","message":"Later."}"#, .serviceUnavailable(retryAfter: 120)),
+            (429, ["Retry-After": "900"], #"{"responseCode":"TooManyRequests","message":"Too many."}"#, .tooManyRequests(retryAfter: .seconds(900))),
+            (503, ["Retry-After": "120"], #"{"responseCode":"ServiceUnavailable","message":"Later."}"#, .serviceUnavailable(retryAfter: .seconds(120))),
             (400, [:], "<html>400 Bad Request</html>", .unexpectedAnswer(status: 400, responseCode: nil)),
             (418, [:], #"{"responseCode":"Teapot"}"#, .unexpectedAnswer(status: 418, responseCode: "Teapot")),
             (200, [:], #"{"responseCode":"Unauthorized"}"#, .unexpectedAnswer(status: 200, responseCode: "Unauthorized")),
@@ -125,32 +125,60 @@ struct ClientTests {
         }
     }
 
+    /// Apps act on the code: a `switch` over an ENSError matches codes, whatever else the
+    /// error carries, and what ENS said comes along (status, responseCode, Retry-After).
+    @Test func errorsAreMatchedByTheirCode() async throws {
+        let busy = RecordedTransport([(429, ["Retry-After": "900"], #"{"responseCode":"TooManyRequests","message":"Too many."}"#)])
+        let client = try makeClient(busy, retry: .none)
+        do {
+            _ = try await client.checkInV1(user: user)
+            Issue.record("a 429 was not an error")
+        } catch {
+            switch error {
+            case .serviceUnavailable: Issue.record("429 matched as 503")
+            case .tooManyRequests:
+                #expect(error.retryAfter == .seconds(900) && error.status == 429 && error.responseCode == "TooManyRequests")
+            default: Issue.record("\(error)")
+            }
+            #expect(error.code == .tooManyRequests && error.code.name == "tooManyRequests")
+            #expect("\(error)" == "ENSError.tooManyRequests: status 429: TooManyRequests: retry after 900.0 seconds")
+        }
+        let refused = ENSError.transport(ENSTransportError("connection refused"))
+        #expect(refused.code == .transport && refused.underlying is ENSTransportError && "\(refused)".hasSuffix("connection refused"))
+        let anyError: any Error = refused
+        switch anyError {
+        case ENSError.Code.keyStore: Issue.record("transport matched as keyStore")
+        case ENSError.Code.transport: break
+        default: Issue.record("\(anyError)")
+        }
+    }
+
     /// 429 and 503 are retried after `Retry-After` (or the default backoff), within the
     /// policy's limits; a longer wait is left to the caller.
     @Test func retriesHonourRetryAfter() async throws {
         let busy = #"{"responseCode":"ServiceUnavailable","message":"Later."}"#
         let sleeps = Sleeps()
         let transport = RecordedTransport([(503, ["Retry-After": "7"], busy), (503, [:], busy), (200, [:], #"{"responseCode":"UserSubscribed"}"#)])
-        let result = try await makeClient(transport, sleeps: sleeps, retry: ENSRetryPolicy(maximumRetries: 2, maximumDelay: 30, defaultDelay: 1))
+        let result = try await makeClient(transport, sleeps: sleeps, retry: ENSRetryPolicy(maximumRetries: 2, maximumDelay: .seconds(30), defaultDelay: .seconds(1)))
             .checkInV1(user: user)
         #expect(result.action == .nothing)
-        #expect(sleeps.all == [7, 2])
+        #expect(sleeps.all == [.seconds(7), .seconds(2)])
         #expect(transport.requests.count == 3)
 
         let patient = Sleeps()
         let tooLong = RecordedTransport([(429, ["Retry-After": "900"], #"{"responseCode":"TooManyRequests","message":"x"}"#)])
-        await #expect(throws: ENSError.tooManyRequests(retryAfter: 900)) { try await makeClient(tooLong, sleeps: patient).checkInV1(user: user) }
+        await #expect(throws: ENSError.tooManyRequests(retryAfter: .seconds(900))) { try await makeClient(tooLong, sleeps: patient).checkInV1(user: user) }
         #expect(patient.all.isEmpty)
 
         let none = RecordedTransport([(503, ["Retry-After": "1"], busy)])
-        await #expect(throws: ENSError.serviceUnavailable(retryAfter: 1)) { try await makeClient(none, retry: .none).checkInV1(user: user) }
+        await #expect(throws: ENSError.serviceUnavailable(retryAfter: .seconds(1))) { try await makeClient(none, retry: .none).checkInV1(user: user) }
 
         let date = Date(timeIntervalSince1970: 1_764_081_294)  // testTime + 59.4 s
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        #expect(ENSClient.retryAfter(formatter.string(from: date), now: testTime) == 60)
+        #expect(ENSClient.retryAfter(formatter.string(from: date), now: testTime) == .seconds(60))
         #expect(ENSClient.retryAfter("-3", now: testTime) == nil)
     }
 

@@ -71,9 +71,9 @@ final class RecordedTransport: ENSHTTPTransport, @unchecked Sendable {
 /// Sleeps the client asked for, recorded instead of slept.
 final class Sleeps: @unchecked Sendable {
     private let lock = NSLock()
-    private var seconds: [Int] = []
-    func record(_ value: Int) { lock.lock(); seconds.append(value); lock.unlock() }
-    var all: [Int] { lock.lock(); defer { lock.unlock() }; return seconds }
+    private var delays: [Duration] = []
+    func record(_ value: Duration) { lock.lock(); delays.append(value); lock.unlock() }
+    var all: [Duration] { lock.lock(); defer { lock.unlock() }; return delays }
 }
 
 let testTime = Date(timeIntervalSince1970: 1_764_081_234.567)
