@@ -8,6 +8,10 @@
 #   scripts/cluster.sh node-kill N | node-start N | node-stop N   Galera node N (1-3)
 #   scripts/cluster.sh partition N | heal N    cut node N from its peers (root only)
 #   scripts/cluster.sh host-kill N | host-start N   ENS host N (1-2): SIGKILL of all its processes
+#   scripts/cluster.sh host-stop N             ENS host N stopped gracefully (SIGTERM: nginx
+#                                              finishes its requests, the sender its deliveries)
+#   scripts/cluster.sh host-config N           host N's ens.conf written again for the binaries
+#                                              in ENS_BIN (host-start N takes them from there too)
 #   scripts/cluster.sh lb HOSTS                which hosts the load balancer sends to (1, 2 or 1,2)
 #   scripts/cluster.sh wait-synced [SIZE]      until every running node is Synced in a cluster of SIZE
 #   scripts/cluster.sh sql N STATEMENT         run SQL as the administrator on node N (database ens)
@@ -26,7 +30,10 @@
 # 38443 - 100*CLUSTER_ID; the simulators take the nine after it, host N's nginx
 # CLUSTER_PORT+10+N; without root Galera node N uses +20+N SQL, +30+N gcomm, +40+N IST,
 # +50+N SST), CLUSTER_VAR (default var/cluster, var/cluster-ID), ENS_BIN (default
-# .build/release), and stack.sh's ENS_PROCESSES, ENS_THREADS, ENS_LOG_LEVEL ... for the hosts.
+# .build/release), CLUSTER_MIGRATIONS (the db.migrations_dir `up` migrates from and the
+# configurations name, default this tree's sql/migrations: scripts/rolling-upgrade.sh
+# starts a cluster on an older release's), and stack.sh's ENS_PROCESSES, ENS_THREADS,
+# ENS_LOG_LEVEL ... for the hosts.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -287,15 +294,17 @@ db_lines() {
 # stack.sh writes it with the simulators' ports derived from the load balancer's port,
 # and callback URLs at the load balancer.
 top_config() {
-  ENS_VAR=$TOP ENS_PORT=$PORT "$STACK" config
+  ENS_VAR=$TOP ENS_PORT=$PORT ENS_BIN=$BIN "$STACK" config
   local lines; lines=$(db_lines 1 2 3)
-  python3 - "$TOP/ens.conf" "$lines" <<'PY'
+  python3 - "$TOP/ens.conf" "$lines" "${CLUSTER_MIGRATIONS:-}" <<'PY'
 import sys
-path, db = sys.argv[1], sys.argv[2]
+path, db, migrations = sys.argv[1], sys.argv[2], sys.argv[3]
 out = []
 for line in open(path).read().splitlines():
     if line.startswith("db.socket ="):
         out.extend(db.splitlines())
+    elif migrations and line.startswith("db.migrations_dir ="):
+        out.append(f"db.migrations_dir = {migrations}")
     else:
         out.append(line)
 open(path, "w").write("\n".join(out) + "\n")
@@ -303,9 +312,10 @@ PY
 }
 
 # Host H: its own directory, configuration (paths under it; same secrets, copied; the
-# shared API token cache), node order.
+# shared API token cache), node order. From $TOP/ens.conf, or from SRC, a configuration
+# stack.sh wrote under SRC_TOP (host_reconfig).
 host_config() {
-  local h=$1 dir; dir=$(host_var "$1")
+  local h=$1 src=${2:-$TOP/ens.conf} src_top=${3:-$TOP} dir; dir=$(host_var "$1")
   mkdir -p "$dir"/{run,log,lib,nginx,ews-sim}
   rm -rf "$dir/secrets" "$dir/tls"
   cp -a "$TOP/secrets" "$TOP/tls" "$dir/"
@@ -313,9 +323,9 @@ host_config() {
   local order lines
   read -r -a order <<<"$(host_node_order "$h")"
   lines=$(db_lines "${order[@]}")
-  python3 - "$TOP/ens.conf" "$dir/ens.conf" "$TOP" "$dir" "$lines" "ens$ID-host$h" <<'PY'
+  python3 - "$src" "$dir/ens.conf" "$src_top" "$dir" "$lines" "ens$ID-host$h" "$TOP" <<'PY'
 import re, sys
-src, dst, top, host, db, name = sys.argv[1:7]
+src, dst, top, host, db, name, cluster_top = sys.argv[1:8]
 out = []
 for line in open(src).read().splitlines():
     key = line.split(" =", 1)[0]
@@ -325,12 +335,30 @@ for line in open(src).read().splitlines():
         continue
     if key != "auth.token_cache_file":
         line = line.replace(top + "/", host + "/")
+    else:
+        line = line.replace(top + "/", cluster_top + "/")
     out.append(line)
 out[0] = "# ENS host configuration of the local cluster (written by scripts/cluster.sh)."
 # Both hosts share this machine's host name: each sender's heartbeat row needs its own.
 out.append(f"push.host_name = {name}")
 open(dst, "w").write("\n".join(out) + "\n")
 PY
+}
+
+# host-config H: host H's configuration written again as `up` writes it, but for the
+# binaries in ENS_BIN, which may be another release's than the ones `up` ran: stack.sh
+# writes a key only when those binaries know it (an older release refuses a key it does
+# not know; a newer one may take keys the older lacks). Takes effect at the next
+# host-start; run while the host is stopped.
+host_reconfig() {
+  local h=$1 gen=$TOP/host$1-config
+  rm -rf "$gen"; mkdir -p "$gen"
+  # The cluster's secrets and certificates, so that stack.sh makes none of its own.
+  cp -a "$TOP/secrets" "$TOP/tls" "$gen/"
+  ENS_VAR=$gen ENS_PORT=$PORT ENS_BIN=$BIN "$STACK" config
+  [ -z "${CLUSTER_MIGRATIONS:-}" ] || sed -i "s|^db.migrations_dir = .*|db.migrations_dir = $CLUSTER_MIGRATIONS|" "$gen/ens.conf"
+  host_config "$h" "$gen/ens.conf" "$gen"
+  rm -rf "$gen"
 }
 
 # --- ENS hosts ----------------------------------------------------------------------------
@@ -540,8 +568,9 @@ case "${1:-}" in
   host-kill) need_n 2 "${2:-}"; host_kill "$2" ;;
   host-start) need_n 2 "${2:-}"; host_start "$2" ;;
   host-stop) need_n 2 "${2:-}"; host_stop "$2" ;;
+  host-config) need_n 2 "${2:-}"; host_reconfig "$2" ;;
   lb) lb_start "${2//,/ }" ;;
   wait-synced) wait_synced "${2:-}" ;;
   sql) need_n 3 "${2:-}"; node_sql "$2" -N -B ens -e "$3" ;;
-  *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

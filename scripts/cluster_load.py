@@ -7,13 +7,17 @@ is bounded.
       N users with a device each for check-ins (bench/devices.py b2-setup) and M Exchange
       users registered through the simulator (for new mail), under DIR.
   cluster_load.py mix DIR --seconds S [--stop-file F] [--checkin-rate R] [--register-rate R]
-                  [--mail-rate R] [--threads T]
+                  [--mail-rate R] [--threads T] [--retry-stale]
       A steady mix through the load balancer until S seconds passed or F appears:
       check-ins (POST /getsubscriptionstatusv2, answer UserSubscribed), registrations
       (a new Exchange mailbox, /getpublickey, /registerdevicev2 with sealed Basic
       credentials: Autodiscover, Subscribe; answer UserSubscribed) and new mail (the
       Exchange simulator calls back through the load balancer; its first attempt's answer
-      is the event, and the simulator retries failures as Exchange does). Every request
+      is the event, and the simulator retries failures as Exchange does).
+      With --retry-stale (scripts/rolling-upgrade.sh), a request on a kept-alive
+      connection that the load balancer closed before answering (what a reload of it does
+      to idle connections) is sent once more on a new one, as HTTP clients do; its event
+      says "stale_retry". Every request
       is one line of DIR/events.jsonl: {"t": start (epoch s), "d": seconds, "kind",
       "ok", "answer"}. Registrations go to DIR/registrations.jsonl, mails to
       DIR/mails.jsonl.
@@ -47,6 +51,7 @@ import json
 import os
 import random
 import secrets
+import ssl
 import subprocess
 import sys
 import threading
@@ -153,6 +158,23 @@ def mix(args):
     def running():
         return time.time() < end and not (args.stop_file and os.path.exists(args.stop_file))
 
+    def post(state, path, params):
+        """post_json on the thread's connection (made if there is none): (status, answer,
+        retried). With --retry-stale, a connection used before that fails before any
+        answer (closed by the load balancer while idle: a reload) is replaced and the
+        request sent once more, as HTTP clients do with a stale kept-alive connection."""
+        reused = state["conn"] is not None
+        if not reused:
+            state["conn"] = connection()
+        try:
+            return post_json(state["conn"], path, params) + (False,)
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError, http.client.RemoteDisconnected):
+            if not (args.retry_stale and reused):
+                raise
+            state["conn"].close()
+            state["conn"] = connection()
+            return post_json(state["conn"], path, params) + (True,)
+
     def paced(rate, phase, body):
         """Calls body() `rate` times a second (at most), until the run ends."""
         if rate <= 0:
@@ -175,12 +197,10 @@ def mix(args):
             body = bodies[state["i"] % len(bodies)]
             state["i"] += threads
             try:
-                if state["conn"] is None:
-                    state["conn"] = connection()
-                status, answer = post_json(state["conn"], "/getsubscriptionstatusv2", json.loads(body))
+                status, answer, retried = post(state, "/getsubscriptionstatusv2", json.loads(body))
                 code = answer.get("responseCode", "?")
                 ok = status == 200 and code == "UserSubscribed"
-                events.add(t0, "checkin", ok, "200" if ok else f"{status}/{code}")
+                events.add(t0, "checkin", ok, "200" if ok else f"{status}/{code}", **({"stale_retry": True} if retried else {}))
             except (OSError, http.client.HTTPException) as error:
                 events.add(t0, "checkin", False, "conn", error=type(error).__name__)
                 if state["conn"] is not None:
@@ -199,19 +219,20 @@ def mix(args):
             token = secrets.token_hex(32)
             t0 = time.time()
             record = {"email": email, "token": token, "t": t0, "ok": False}
+            retries = 0
             try:
                 control("POST", "/mailboxes", {"email": email, "userName": email, "password": password, "unread": 0})
-                if state["conn"] is None:
-                    state["conn"] = connection()
-                status, answer = post_json(state["conn"], "/getpublickey", {"email": email})
+                status, answer, retried = post(state, "/getpublickey", {"email": email})
+                retries += retried
                 if status != 200 or "pubKey" not in answer:
                     record["answer"] = f"getpublickey {status}/{answer.get('responseCode', '?')}"
                 else:
                     record["userid"] = answer["userid"]
                     creds = devices.seal(answer["pubKey"], json.dumps({"apnsToken": token, "userName": email, "password": password}))
-                    status, reg = post_json(state["conn"], "/registerdevicev2", {
+                    status, reg, retried = post(state, "/registerdevicev2", {
                         "userid": answer["userid"], "email": email, "creds": creds, "bundleid": "com.example.mail",
                         "exchVersion": 3, "defaultSound": "default"})
+                    retries += retried
                     code = reg.get("responseCode", "?")
                     record["ok"] = status == 200 and code == "UserSubscribed"
                     record["answer"] = "200" if record["ok"] else f"registerdevicev2 {status}/{code}"
@@ -220,7 +241,7 @@ def mix(args):
                 if state["conn"] is not None:
                     state["conn"].close()
                 state["conn"] = None
-            events.add(t0, "register", record["ok"], record["answer"])
+            events.add(t0, "register", record["ok"], record["answer"], **({"stale_retry": True} if retries else {}))
             append_json(f"{args.dir}/registrations.jsonl", files_lock, record)
         paced(args.register_rate / threads, index / threads, one)
 
@@ -350,6 +371,9 @@ def summarize(events):
         failures = [e for e in these if not e["ok"]]
         entry = {"sent": len(these), "failed": len(failures),
                  "by": dict(collections.Counter(e["answer"] for e in failures).most_common(5))}
+        stale = sum(1 for e in these if e.get("stale_retry"))
+        if stale:  # mix --retry-stale: sent again on a new connection (not failures)
+            entry["stale_retries"] = stale
         if failures:
             first, last = failures[0]["t"], max(e["t"] for e in failures)
             after = [e for e in these if e["ok"] and e["t"] > last]
@@ -495,6 +519,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--register-threads", type=int, default=1)
     p.add_argument("--mail-threads", type=int, default=2)
+    p.add_argument("--retry-stale", action="store_true",
+                   help="send a request again once on a new connection when a kept-alive one was closed before answering")
     p.set_defaults(run=mix)
     p = sub.add_parser("register-rate")
     p.add_argument("--seconds", type=float, default=10)

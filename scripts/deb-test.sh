@@ -6,6 +6,10 @@
 # runs the HTTP contract (FoundationTests, DeviceAPITests) against the INSTALLED
 # binaries through a private stack under var/deb on port 28443, then purges the package
 # and removes what the test made (the ens user too, unless it was there before).
+# Then, when the previous release's .deb is there (make deb-previous; make test does not
+# build it), the upgrade: that package installed, configured and its sender run, this
+# one installed over it; the configuration, secrets and state (spool, token cache) kept,
+# the migration asked for and applied, nothing started, this release's sender recorded.
 # Run by `make test` at the end of scripts/test.sh; on its own: scripts/deb-test.sh.
 set -euo pipefail
 # The contract tests are integration tests: the manifest builds them only when asked.
@@ -164,30 +168,35 @@ running=$(ens_processes)
 say "configuring as docs/deployment.md says"
 scripts/stack.sh db-start
 db_socket=$ENS_VAR/run/mysqld.sock
-install -d -m 0755 /etc/ens
-install -d -m 0750 -g ens /etc/ens/secrets
-install -m 0640 -g ens /usr/share/ens/ens.conf.example /etc/ens/ens.conf
-(umask 077
- openssl rand -hex 32 > /etc/ens/secrets/master.key
- openssl rand -hex 24 > /etc/ens/secrets/db-service.password
- openssl rand -hex 24 > /etc/ens/secrets/db-migrate.password
- openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out /etc/ens/secrets/apns-auth-key.p8 2>/dev/null)
-chgrp ens /etc/ens/secrets/master.key /etc/ens/secrets/db-service.password /etc/ens/secrets/apns-auth-key.p8
-chmod 0640 /etc/ens/secrets/master.key /etc/ens/secrets/db-service.password /etc/ens/secrets/apns-auth-key.p8
-sed -i -e "s|^db.socket = .*|db.socket = $db_socket|" -e 's|^db.name = .*|db.name = ens_deb|' \
-  -e 's|^db.user = .*|db.user = ens_deb_service|' -e 's|^db.migration_user = .*|db.migration_user = ens_deb_migrate|' \
-  -e 's|^keys.pool_size = .*|keys.pool_size = 3|' /etc/ens/ens.conf
-printf 'apns.key_id = DEBTEST001\napns.team_id = DEBTEAM001\n' >> /etc/ens/ens.conf
-svc=$(< /etc/ens/secrets/db-service.password)
-mig=$(< /etc/ens/secrets/db-migrate.password)
-sql=$(< /usr/share/ens/accounts.sql.in)
-sql=${sql//@DB_NAME@/ens_deb}
-sql=${sql//\'ens_service\'/\'ens_deb_service\'}
-sql=${sql//\'ens_migrate\'/\'ens_deb_migrate\'}
-sql=${sql//@SERVICE_PASSWORD@/"$svc"}
-sql=${sql//@MIGRATE_PASSWORD@/"$mig"}
-printf '%s\n' "$sql" | mariadb --no-defaults -S "$db_socket" -uroot || fail "accounts.sql.in"
-unset svc mig sql
+# configure_etc NAME: /etc/ens/ens.conf and secrets, and the database NAME with the accounts
+# NAME_service and NAME_migrate (step 7 configures the previous release the same way).
+configure_etc() {
+  local name=$1 svc mig sql
+  install -d -m 0755 /etc/ens
+  install -d -m 0750 -g ens /etc/ens/secrets
+  install -m 0640 -g ens /usr/share/ens/ens.conf.example /etc/ens/ens.conf
+  (umask 077
+   openssl rand -hex 32 > /etc/ens/secrets/master.key
+   openssl rand -hex 24 > /etc/ens/secrets/db-service.password
+   openssl rand -hex 24 > /etc/ens/secrets/db-migrate.password
+   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out /etc/ens/secrets/apns-auth-key.p8 2>/dev/null)
+  chgrp ens /etc/ens/secrets/master.key /etc/ens/secrets/db-service.password /etc/ens/secrets/apns-auth-key.p8
+  chmod 0640 /etc/ens/secrets/master.key /etc/ens/secrets/db-service.password /etc/ens/secrets/apns-auth-key.p8
+  sed -i -e "s|^db.socket = .*|db.socket = $db_socket|" -e "s|^db.name = .*|db.name = $name|" \
+    -e "s|^db.user = .*|db.user = ${name}_service|" -e "s|^db.migration_user = .*|db.migration_user = ${name}_migrate|" \
+    -e 's|^keys.pool_size = .*|keys.pool_size = 3|' /etc/ens/ens.conf
+  printf 'apns.key_id = DEBTEST001\napns.team_id = DEBTEAM001\n' >> /etc/ens/ens.conf
+  svc=$(< /etc/ens/secrets/db-service.password)
+  mig=$(< /etc/ens/secrets/db-migrate.password)
+  sql=$(< /usr/share/ens/accounts.sql.in)
+  sql=${sql//@DB_NAME@/$name}
+  sql=${sql//\'ens_service\'/\'${name}_service\'}
+  sql=${sql//\'ens_migrate\'/\'${name}_migrate\'}
+  sql=${sql//@SERVICE_PASSWORD@/"$svc"}
+  sql=${sql//@MIGRATE_PASSWORD@/"$mig"}
+  printf '%s\n' "$sql" | mariadb --no-defaults -S "$db_socket" -uroot || fail "accounts.sql.in"
+}
+configure_etc ens_deb
 # The migrations come from the built-in default, /usr/share/ens/sql/migrations.
 migrated=$(ens-cron migrate --config /etc/ens/ens.conf 2>&1) || { printf '%s\n' "$migrated"; fail "ens-cron migrate"; }
 last=$(basename "$(ls sql/migrations/*.sql | tail -1)")
@@ -239,6 +248,126 @@ for path in /usr/bin/ens-fcgi /usr/lib/systemd/system/ens-fcgi.service /usr/shar
             /var/lib/ens /run/ens /etc/ens /var/lib/systemd/deb-systemd-helper-enabled/ens-fcgi.socket.dsh-also; do
   check "$path is left after purge" test ! -e "$path"
 done
+
+# 7. The upgrade from the previous release's package (scripts/rolling-upgrade.sh names the
+# release; `make deb-previous` builds its .deb, a release build of about 2.5 minutes that
+# make test does not spend). That package installed and configured as in step 4, its
+# sender run and stopped (SIGTERM) so that the spool and SenderHosts hold its state;
+# this one installed over it. The operator's files and the state must be as they were,
+# the postinst must ask for the migration, and nothing may start. Without systemd here
+# the restart of running units is not run: on an upgrade the postinst try-restarts the
+# running units in one transaction, and the prerm stops none (checked below); no order
+# loses a notification, since a responder acknowledges a callback only once the sender
+# has spooled its notifications (else the mail server sends it again), and the sender
+# keeps its spool across a stop (scripts/rolling-upgrade.sh runs that under load).
+prev_deb=$(scripts/rolling-upgrade.sh previous-deb 2>/dev/null) || prev_deb=
+if [ -z "$prev_deb" ]; then
+  say "upgrade from the previous release: not tested (no previous .deb here; make deb-previous builds it)"
+else
+  upgrade_started=$SECONDS
+  prev_version=$(dpkg-deb -f "$prev_deb" Version)
+  version=$(dpkg-deb -f "$deb" Version)
+  say "upgrade: $(basename "$prev_deb") installed and configured, then $(basename "$deb") over it"
+  installed_version() { dpkg-query -W -f='${Version}' ens 2>/dev/null; }
+  # sender_run LABEL [N]: the installed ens-apns as ens until it has written a heartbeat to
+  # SenderHosts (at most 20 s), N notifications handed to it on its socket (as a
+  # responder does: each acknowledged once spooled), then SIGTERM, after which it must
+  # exit 0 (a clean stop); sets SENDER_RELEASE to the release the heartbeat recorded.
+  sender_run() {
+    local pid rc=0 from
+    from=$(date +%s)
+    SENDER_RELEASE=
+    setpriv --reuid ens --regid ens --init-groups /usr/bin/ens-apns --config /etc/ens/ens.conf \
+      >>"$ENS_VAR/upgrade-ens-apns.log" 2>&1 </dev/null &
+    pid=$!
+    for _ in $(seq 1 100); do
+      SENDER_RELEASE=$(mariadb --no-defaults -S "$db_socket" -uroot -N -B ens_upg \
+        -e "SELECT IFNULL(release_version, 'none') FROM SenderHosts WHERE heartbeat_at >= FROM_UNIXTIME($from)" 2>/dev/null | head -1)
+      if [ -n "$SENDER_RELEASE" ] || ! kill -0 "$pid" 2>/dev/null; then break; fi
+      sleep 0.2
+    done
+    if [ "${2:-0}" -gt 0 ]; then
+      python3 - "$ROOT/bench/pushes.py" "$2" <<'PY' || fail "$1: the sender did not acknowledge $2 notifications"
+import importlib.util, json, secrets, socket, sys, time
+spec = importlib.util.spec_from_file_location("pushes", sys.argv[1])
+pushes = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(pushes)
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.settimeout(10)
+sock.connect("/run/ens/apns.sock")
+for n in range(int(sys.argv[2])):
+    note = {"id": secrets.token_hex(16), "token": secrets.token_hex(32), "topic": "com.example.mail",
+            "environment": "production", "pushType": "alert", "expiration": int(time.time()) + 86400,
+            "payload": {"aps": {"alert": {"title": "Upgrade", "body": f"spooled {n}"}}, "ens": {"userid": "deb-test"}}}
+    sock.sendall(pushes.frame(1, json.dumps(note).encode()))
+    kind, body = pushes.read_frame(sock)
+    if kind != 2:
+        sys.exit(f"refused: {body[:80]!r}")
+PY
+    fi
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" || rc=$?
+    [ "$rc" -eq 0 ] || fail "$1: ens-apns exited $rc after SIGTERM (see $ENS_VAR/upgrade-ens-apns.log)"
+    SENDER_RELEASE=${SENDER_RELEASE:-no heartbeat}
+  }
+  # What the upgrade must keep: the operator's files, the state, their owners and modes.
+  kept() {
+    {
+      find /etc/ens /var/lib/ens -exec stat -c '%n %a %U:%G' {} + | sort
+      find /etc/ens /var/lib/ens -type f -exec sha256sum {} + | sort -k2
+      id ens
+    } 2>&1
+  }
+  apt-get install -y -qq --no-install-recommends "$prev_deb" > "$ENS_VAR/apt-install-previous.out" 2>&1 \
+    || { cat "$ENS_VAR/apt-install-previous.out"; fail "apt-get install of the previous package"; }
+  check "the previous package ($prev_version) is not what is installed" test "$(installed_version)" = "$prev_version"
+  scripts/stack.sh db-start
+  configure_etc ens_upg
+  # APNs at a closed loopback port: what the previous sender is handed stays in its spool.
+  sed -i -e 's|^apns.production_url = .*|apns.production_url = https://127.0.0.1:9|' \
+    -e 's|^apns.sandbox_url = .*|apns.sandbox_url = https://127.0.0.1:9|' /etc/ens/ens.conf
+  ens-cron migrate --config /etc/ens/ens.conf > "$ENS_VAR/upgrade-migrate-previous.out" 2>&1 \
+    || { cat "$ENS_VAR/upgrade-migrate-previous.out"; fail "ens-cron migrate of $prev_version"; }
+  check "ens-cron keys of $prev_version as ens" runuser -u ens -- ens-cron keys --config /etc/ens/ens.conf
+  check "ens-cron token create of $prev_version as ens" runuser -u ens -- ens-cron token create --label deb-upgrade --config /etc/ens/ens.conf
+  sender_run "$prev_version" 3; before_release=$SENDER_RELEASE
+  spooled=$(grep 'delivery stopped' "$ENS_VAR/upgrade-ens-apns.log" | tail -1 | grep -o 'spool.size=[0-9]*' | cut -d= -f2)
+  check "the previous sender stopped with ${spooled:-no} notifications in its spool, not 3" test "${spooled:-0}" = 3
+  check "the previous sender recorded release '$before_release' in SenderHosts, not $prev_version" test "$before_release" = "$prev_version"
+  check "the previous sender made no spool directory" test -d /var/lib/ens/spool
+  kept > "$ENS_VAR/upgrade-kept-before.txt"
+  # The same version (this tree has no new release number yet) is installed over with
+  # --reinstall, which apt needs to install it at all; dpkg runs the same scripts.
+  reinstall=(); [ "$version" != "$prev_version" ] || reinstall=(--reinstall)
+  apt-get install -y --no-install-recommends "${reinstall[@]}" "$deb" > "$ENS_VAR/apt-upgrade.out" 2>&1 \
+    || { cat "$ENS_VAR/apt-upgrade.out"; fail "apt-get install of $version over $prev_version"; }
+  check "$version is not what is installed after the upgrade" test "$(installed_version)" = "$version"
+  kept > "$ENS_VAR/upgrade-kept-after.txt"
+  diff "$ENS_VAR/upgrade-kept-before.txt" "$ENS_VAR/upgrade-kept-after.txt" \
+    || fail "the upgrade changed the configuration, secrets or state (above: before <, after >)"
+  asked="migrate asked for"
+  grep -q 'ens-cron migrate' "$ENS_VAR/apt-upgrade.out" \
+    || { asked="migrate NOT asked for"; grep -v 'Reading database' "$ENS_VAR/apt-upgrade.out"; fail "the upgrade does not ask for ens-cron migrate"; }
+  running=$(ens_processes)
+  [ -z "$running" ] || fail "the upgrade started ENS processes: $running"
+  mkdir -p "$ENS_VAR/control-upgrade" && dpkg-deb -e "$deb" "$ENS_VAR/control-upgrade"
+  # shellcheck disable=SC2016  # "$1" as the prerm spells it
+  grep -B4 'deb-systemd-invoke stop' "$ENS_VAR/control-upgrade/prerm" | grep -q '"$1" = remove' \
+    || fail "the prerm may stop the units on an upgrade (only on remove)"
+  migrated=$(ens-cron migrate --config /etc/ens/ens.conf 2>&1) || { printf '%s\n' "$migrated"; fail "ens-cron migrate of $version after the upgrade"; }
+  sender_run "$version"; after_release=$SENDER_RELEASE
+  replayed=$(grep 'replaying spooled notifications' "$ENS_VAR/upgrade-ens-apns.log" | tail -1 | grep -o 'spool.size=[0-9]*' | cut -d= -f2)
+  check "the upgraded sender found ${replayed:-no} notifications in the kept spool, not 3" test "${replayed:-0}" = 3
+  check "the upgraded sender recorded release '$after_release' in SenderHosts, not $version" test "$after_release" = "$version"
+  check "ens-fcgi --check of $version with the kept configuration" \
+    bash -c "runuser -u ens -- ens-fcgi --check --config /etc/ens/ens.conf | grep -q 'configuration OK'"
+  alive=$(cgi /alive) || true
+  grep -q '"responseCode":"Alive"' <<<"$alive" || { printf '%s\n' "$alive"; fail "/alive through the upgraded ens-fcgi"; }
+  say "upgrade $prev_version -> $version: configuration, secrets and state kept (the spool's ${spooled:-0} notifications found by the new sender: ${replayed:-0}); $asked, then $(tail -1 <<<"$migrated"); SenderHosts $before_release -> $after_release ($((SECONDS - upgrade_started)) s)"
+  scripts/stack.sh down >/dev/null 2>&1 || fail "scripts/stack.sh down"
+  rm -rf /etc/ens/ens.conf /etc/ens/secrets/*
+  apt-get purge -y -qq ens > "$ENS_VAR/apt-purge-upgrade.out" 2>&1 || { cat "$ENS_VAR/apt-purge-upgrade.out"; fail "apt-get purge after the upgrade"; }
+fi
 
 if [ "$failures" -gt 0 ]; then say "$failures check(s) failed ($((SECONDS - started)) s)"; exit 1; fi
 say "OK ($((SECONDS - started)) s)"

@@ -3,8 +3,8 @@
 #   scripts/test.sh              make test: unit and integration tests against a private
 #                                stack (var/test, port 18443) from the debug build, the
 #                                Apache pass, the simulator self-tests, Schemathesis, the
-#                                secret scan, cluster-chaos, ENSKit and the .deb; the stack is
-#                                always torn down. What CI runs.
+#                                secret scan, cluster-chaos, the rolling upgrade, ENSKit and
+#                                the .deb; the stack is always torn down. What CI runs.
 #   scripts/test.sh unit         make check: every test target but IntegrationTests (in-process,
 #                                no stack).
 #   scripts/test.sh up           make test-stack: start the private test stack and leave it up.
@@ -85,6 +85,11 @@ if [ -z "${ENS_TEST_FILTER:-}" ]; then
   tools_pid=$!
   (
     at_idle_priority
+    # The previous release for the rolling upgrade (a debug build in var/release-prev,
+    # about 40 s of CPU): first, so that it is ready long before the cluster checks.
+    if [ "$(id -u)" -eq 0 ]; then
+      scripts/rolling-upgrade.sh build-previous || echo "prebuild: the previous release failed (the rolling upgrade builds it again)"
+    fi
     (cd clients/ENSKit && swift build --build-tests) || echo "prebuild: ENSKit failed"
     if [ "$(id -u)" -eq 0 ]; then  # scripts/deb-test.sh runs as root only
       swift build -c release --static-swift-stdlib --scratch-path "$ENS_DEB_SCRATCH" || echo "prebuild: release failed"
@@ -153,8 +158,12 @@ Tests/tools/scan-secrets.sh || status=1
 # about 90 s). Its own environment, not this stack's test settings.
 if [ "$(id -u)" -eq 0 ]; then
   env -i PATH="$PATH" HOME="$HOME" LANG=C.UTF-8 ENS_BIN="$ENS_BIN" CLUSTER_ID=1 scripts/cluster-chaos.sh --short || status=1
+  # The rolling upgrade, short: the previous release's cluster upgraded host by host to
+  # this build under a small load (scripts/rolling-upgrade.sh --short, about 2 minutes).
+  # After cluster-chaos has torn its cluster down, so the same CLUSTER_ID.
+  env -i PATH="$PATH" HOME="$HOME" LANG=C.UTF-8 ENS_BIN="$ENS_BIN" CLUSTER_ID=1 scripts/rolling-upgrade.sh --short || status=1
 else
-  echo "cluster check SKIPPED: it needs root (network namespaces for the Galera nodes); run make cluster-chaos as root"
+  echo "cluster checks SKIPPED: they need root (network namespaces for the Galera nodes); run make cluster-chaos and make rolling-upgrade as root"
 fi
 # ENSKit (clients/ENSKit), the device side as a Swift package: its unit tests, then its
 # stack tests against a private stack of its own (var/enskit, port 58443). Its build and
