@@ -41,6 +41,9 @@
 
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
+# The server's builds leave ENSKit out of the root manifest (Package.swift), so they never
+# compile swift-crypto; clients/ENSKit's build (scripts/enskit-test.sh) takes it in.
+export ENS_SERVER_ONLY := 1
 
 .PHONY: run stop test check test-stack suite test-stack-stop bench lint build build-debug build-integration deps clean install config-docs
 .PHONY: chaos

@@ -239,6 +239,33 @@ let package = Package(
     ] + unitTestTargets
 )
 
+// MARK: ENSKit, the device SDK (clients/ENSKit, docs/client.md), vended from this root so
+// an app adds the repository by URL and links the ENSKit product; SwiftPM then builds
+// ENSKit and its three dependencies, never a server module. The server's own builds
+// (make and its scripts) set ENS_SERVER_ONLY=1, which leaves ENSKit out: they never
+// compile swift-crypto. clients/ENSKit (ens-client, ENSKit's tests) links this product.
+if Context.environment["ENS_SERVER_ONLY"] != "1" {
+    package.platforms = [.macOS(.v15), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)]
+    package.dependencies += [
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // The blind mode's self-signed device certificate (X509, SwiftASN1).
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+    ]
+    package.products.append(.library(name: "ENSKit", targets: ["ENSKit"]))
+    package.targets.append(.target(
+        name: "ENSKit",
+        dependencies: [
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+        ],
+        path: "clients/ENSKit/Sources/ENSKit",
+        swiftSettings: [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("InternalImportsByDefault")]
+    ))
+}
+
 // MARK: Integration tests: the suites that need the stack scripts/test.sh starts, built
 // only when asked (ENS_INTEGRATION_TESTS=1: make test, make test-stack, make suite), so
 // that `swift build --build-tests` and `swift test` are the unit tests alone.

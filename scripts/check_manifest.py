@@ -23,9 +23,9 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# Always importable: the toolchain's own modules.
+# Always importable: the toolchain's and the platforms' own modules.
 TOOLCHAIN = {"Swift", "Glibc", "Darwin", "Synchronization", "Foundation", "FoundationEssentials", "_Concurrency",
-             "Testing", "XCTest", "Dispatch"}
+             "Testing", "XCTest", "Dispatch", "FoundationNetworking", "Security"}
 IMPORT = re.compile(
     r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:public |internal |package |private |fileprivate )?import "
     r"(?:(?:struct|class|enum|func|protocol|typealias|var|let) )?(\w+)", re.M)
@@ -37,6 +37,8 @@ def manifest(fuzz: bool) -> dict:
     env["ENS_FUZZ"] = "1" if fuzz else "0"
     # The integration tests are built only when asked; the manifest is checked with them.
     env["ENS_INTEGRATION_TESTS"] = "1"
+    # ENSKit too (the root manifest vends it unless the server's builds leave it out).
+    env["ENS_SERVER_ONLY"] = "0"
     out = subprocess.run(["swift", "package", "dump-package"], cwd=ROOT, env=env, check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out)

@@ -14,6 +14,9 @@
 #   scripts/demo.sh            (ENS_VAR and ENS_PORT as for make run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# clients/ENSKit links ENSKit from the root manifest, which leaves it out for the
+# server's builds (ENS_SERVER_ONLY, set by make).
+unset ENS_SERVER_ONLY
 VAR=${ENS_VAR:-$PWD/var}
 PORT=${ENS_PORT:-8443}
 BASE=https://localhost:$PORT
