@@ -49,6 +49,13 @@ python3 scripts/check_inventory.py || fail=1
 # 3c. Every repository path in backticks and every relative link in docs/ and README.md exists.
 python3 scripts/check_doc_paths.py || fail=1
 
+# 3d. No tracker numbers in the code, the tests or the docs: an issue is where work was
+# asked for, not where the code's reasons live (say the reason instead). The history of
+# benchmark rounds and the changelog may name them.
+trackers=$(git grep -nEi '\bissues? #?[0-9]+\b|\(#[0-9]+\)' -- Sources Tests clients Fuzz scripts bench docs README.md \
+  ':!docs/benchmarks-history.md' || true)
+if [ -n "$trackers" ]; then echo "lint: tracker numbers (say the reason, not the issue):"; echo "$trackers"; fail=1; fi
+
 # 4. The systemd units parse, with every directive known to this host's systemd (the
 # binaries themselves need not be installed here).
 if command -v systemd-analyze >/dev/null; then

@@ -1,6 +1,6 @@
 public import OpenSSL
 
-/// Fresh credentials for a running subscription (issue 17, item 2), sealed to it.
+/// Fresh credentials for a running subscription, sealed to it.
 ///
 /// Each keyed subscription has a P-256 key pair of its own. The public half is stored
 /// in the clear (MailCredentials.box_public_key); the private half is stored only

@@ -2,7 +2,7 @@ internal import Codecs
 public import OpenSSL
 import Synchronization
 
-/// ENS preview encryption, version 1 (issue 18's `encrypted` privacy mode; the
+/// ENS preview encryption, version 1 (the `encrypted` privacy mode; the
 /// construction, a test vector and reference decryptors are in docs/privacy.md).
 ///
 /// ECIES to the device's P-256 key (`P256Box`): a fresh ephemeral key pair (e, E) per message,

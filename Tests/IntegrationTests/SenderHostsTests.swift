@@ -7,7 +7,7 @@ import MariaDB
 import POSIX
 import Testing
 
-/// Several hosts, one database (issue #19): each sender's heartbeat in SenderHosts,
+/// Several hosts, one database: each sender's heartbeat in SenderHosts,
 /// `ens-cron status` and reap naming a host lost with a non-empty spool, and
 /// `ens-apns drain` handing such a spool to this host's running sender.
 @Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
