@@ -47,7 +47,7 @@ export ENS_SERVER_ONLY := 1
 
 .PHONY: run stop test check test-stack suite test-stack-stop bench lint build build-debug build-integration deps clean install config-docs
 .PHONY: chaos
-.PHONY: cluster cluster-stop cluster-chaos rolling-upgrade
+.PHONY: cluster cluster-stop cluster-chaos rolling-upgrade bench-check
 .PHONY: fuzz
 .PHONY: deb deb-previous
 
@@ -96,6 +96,13 @@ test-stack-stop:
 
 bench: build
 	@bench/run.sh
+
+# The benchmarks (BENCHES= for some), then their figures against this host class's
+# thresholds (bench/thresholds/, bench/check-thresholds.py).
+bench-check: build
+	@rm -f var/bench-figures.txt
+	@BENCH_FIGURES=$(CURDIR)/var/bench-figures.txt bench/run.sh
+	@bench/check-thresholds.py var/bench-figures.txt
 
 chaos: build
 	@scripts/chaos.sh

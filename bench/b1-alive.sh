@@ -27,3 +27,5 @@ done
 printf 'B1 result: static %.0f req/s, /alive %.0f req/s (medians); ratio %s (median; target >= 0.40)\n' \
   "$(median "${statics[@]}")" "$(median "${alives[@]}")" "$(median "${ratios[@]}")"
 printf 'B1 responder RSS under load: %s MB max per worker process (target <= 20 MB); last round: %s\n' "$rss" "$breakdown"
+figure b1.alive_over_static "$(median "${ratios[@]}")"
+figure b1.worker_rss_mb "$rss"

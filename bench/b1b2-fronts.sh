@@ -50,6 +50,7 @@ compare() {
   done
   printf '%s result: nginx %.0f req/s, Apache %.0f req/s (medians); Apache/nginx %s (median; target >= 0.90)\n' \
     "$name" "$(median "${nginx[@]}")" "$(median "${apache[@]}")" "$(median "${ratios[@]}")"
+  figure "$(echo "$name" | tr 'A-Z' 'a-z').apache_over_nginx" "$(median "${ratios[@]}")"
   eval "${name}_NGINX=$(median "${nginx[@]}")"
 }
 
@@ -73,6 +74,8 @@ b1_apache() {
   done
   printf 'B1 result (%s): Apache /alive %.0f req/s, its static file %.0f req/s: ratio %s (median; target >= 0.70); nginx /alive %.0f req/s, Apache/nginx %s\n' \
     "$1" "$(median "${apache[@]}")" "$(median "${files[@]}")" "$(median "${to_file[@]}")" "$(median "${nginx[@]}")" "$(median "${to_nginx[@]}")"
+  # The default arrangement's figure (the mod_security2 round is the option's cost).
+  if [ "$1" = "limits in ENS" ]; then figure b1.apache.alive_over_static "$(median "${to_file[@]}")"; fi
   B1_NGINX=$(median "${nginx[@]}")
 }
 

@@ -38,5 +38,6 @@ h2_rate=$(timeout 120 h2load -n "$PUSHES" -c 2 -m 100 -d "$ENS_VAR/b4-fcm-messag
 sim_h2=$(( $(cpu_ticks "$simulator") - sim_before ))
 printf 'B4-FCM result: ens-apns %s messages/s to FCM (%s of %s accepted by the simulator, %s acknowledged; %s access tokens fetched); h2load %s req/s with the same requests; ratio %s (target >= 0.80)\n' \
   "$ens_rate" "$done_count" "$PUSHES" "$ok" "$tokens" "$h2_rate" "$(ratio "$ens_rate" "$h2_rate")"
+figure b4fcm.fcm_over_h2load "$(ratio "$ens_rate" "$h2_rate")"
 python3 -c "import sys; hz, n = $(getconf CLK_TCK), $PUSHES
 print(f'B4-FCM CPU per message: simulator {$sim_ens / hz * 1000 / n:.3f} ms for ens-apns requests, {$sim_h2 / hz * 1000 / n:.3f} ms for h2load requests; ens-apns {$sender_cpu / hz * 1000 / n:.3f} ms')"

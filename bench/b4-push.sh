@@ -48,6 +48,7 @@ sim_h2=$(( $(cpu_ticks "$simulator") - sim_before ))
 h2_minimal=$(h2load_rate "https://localhost:$APNS_PORT/3/device/$(openssl rand -hex 32)")
 printf 'B4 result: ens-apns %s pushes/s (%s of %s accepted by the simulator, %s acknowledged); h2load %s req/s with the same requests; ratio %s (target >= 0.80)\n' \
   "$ens_rate" "$done_count" "$PUSHES" "$ok" "$h2_rate" "$(ratio "$ens_rate" "$h2_rate")"
+figure b4.apns_over_h2load "$(ratio "$ens_rate" "$h2_rate")"
 printf 'B4 beside it: h2load %s req/s with Apple'"'"'s required headers only and one device token (ratio %s)\n' "$h2_minimal" "$(ratio "$ens_rate" "$h2_minimal")"
 python3 -c "import sys; hz, n = $(getconf CLK_TCK), $PUSHES
 print(f'B4 CPU per push: simulator {$sim_ens / hz * 1000 / n:.3f} ms for ens-apns requests, {$sim_h2 / hz * 1000 / n:.3f} ms for h2load requests; ens-apns (ingest, spool, delivery) {$sender_cpu / hz * 1000 / n:.3f} ms')"
@@ -57,4 +58,5 @@ scripts/stack.sh sim-stop
 read -r ok seconds < <(python3 bench/pushes.py submit "$sock" "$SPOOLED" 16)
 rss=$(max_rss_mb "ens-apns --config $ENS_VAR/ens.conf")
 printf 'B4 result: ens-apns RSS %s MB with %s notifications spooled (target <= 50 MB; spooled in %s s)\n' "$rss" "$ok" "$seconds"
+figure b4.spooled_rss_mb "$rss"
 scripts/stack.sh apns-stop && rm -rf "$ENS_VAR/spool/log" && scripts/stack.sh sim-start && scripts/stack.sh apns-start

@@ -4,6 +4,8 @@
 # engine, under 1,000 user records.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROWS=${B5_ROWS:-1000000}
 db() { mariadb --no-defaults -S "$ENS_VAR/run/mysqld.sock" -uroot ens "$@"; }
 echo "B5: inserting $ROWS stale device rows"
@@ -19,3 +21,4 @@ elapsed=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
 peak=$(tail -1 "$ENS_VAR/b5-time.txt")
 printf 'B5 result: reaped %s in %s s (target <= 60 s); ens-cron peak RSS %s MB\n' \
   "$(echo "$out" | sed 's/^reap: //')" "$elapsed" "$(python3 -c "print(f'{$peak/1024:.1f}')")"
+figure b5.seconds "$elapsed"

@@ -23,3 +23,5 @@ p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
 p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
 printf 'B6 result: new-mail callbacks %.0f/s (p50 %s, p99 %s; %d unexpected answers); /alive %.0f req/s; ratio %s\n' \
   "$rps" "$p50" "$p99" "$errors" "$alive" "$(ratio "$rps" "$alive")"
+figure b6.callbacks_over_alive "$(ratio "$rps" "$alive")"
+figure b6.unexpected_answers "$errors"

@@ -21,3 +21,4 @@ python3 bench/devices.py b6-setup "$USERS" "$ENS_VAR/b6-encrypted.txt" encrypted
 compare_callbacks B6-private preview "$ENS_VAR/b6-preview.txt" encrypted "$ENS_VAR/b6-encrypted.txt"
 printf 'B6-private result: encrypted callbacks %.0f/s, preview %.0f/s (medians of %d rounds); ratio %.3f (median of the rounds; target >= 0.85)\n' \
   "$MEDIAN_B" "$MEDIAN_A" "$ROUNDS" "$MEDIAN_RATIO"
+figure b6private.encrypted_over_preview "$MEDIAN_RATIO"

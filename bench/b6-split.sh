@@ -23,3 +23,4 @@ python3 bench/devices.py b6-carrying "$keyed" "$carrying"
 compare_callbacks B6-split carrying "$carrying" keyed "$keyed"
 printf 'B6-split result: credentials in the database %.0f callbacks/s, in the URL %.0f/s (medians of %d rounds); ratio %.3f (median of the rounds; target >= 0.90)\n' \
   "$MEDIAN_B" "$MEDIAN_A" "$ROUNDS" "$MEDIAN_RATIO"
+figure b6split.database_over_url "$MEDIAN_RATIO"

@@ -58,3 +58,5 @@ for ((round = 0; round < ROUNDS; round++)); do
 done
 printf 'B8-blind result: blind %.0f notifications/s, lookup %.0f/s (medians of %d rounds); rate ratio %.3f (target >= 1.5), CPU per notification ratio %.3f (target <= 0.6); medians of the rounds\n' \
   "$(median "${blind_rates[@]}")" "$(median "${lookup_rates[@]}")" "$ROUNDS" "$(median "${rate_ratios[@]}")" "$(median "${cpu_ratios[@]}")"
+figure b8blind.rate_over_lookup "$(median "${rate_ratios[@]}")"
+figure b8blind.cpu_over_lookup "$(median "${cpu_ratios[@]}")"

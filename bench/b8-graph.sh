@@ -39,3 +39,4 @@ done
 printf 'B6 result: new-mail callbacks %.0f/s (median of %d rounds beside B8)\n' "$(median "${ews[@]}")" "$ROUNDS"
 printf 'B8 result: Graph notifications %.0f/s (median of %d rounds; p50/p99 per round above); B6 EWS callbacks %.0f/s; ratio %.3f (median of the rounds)\n' \
   "$(median "${graph[@]}")" "$ROUNDS" "$(median "${ews[@]}")" "$(median "${ratios[@]}")"
+figure b8.graph_over_b6 "$(median "${ratios[@]}")"

@@ -91,6 +91,8 @@ unexpected=$(wc -l < "$WORK/wrk-errors.txt" 2>/dev/null || echo 0)
 cb2=$(median "${two_cb[@]}"); cb1=$(median "${one_cb[@]}"); reg2=$(median "${two_reg[@]}"); reg1=$(median "${one_reg[@]}")
 printf 'B9 result: callbacks %.0f/s with two hosts, %.0f/s with one (ratio %s); registrations %.1f/s with two hosts, %.1f/s with one (ratio %s); %s unexpected callback answers\n' \
   "$cb2" "$cb1" "$(ratio "$cb2" "$cb1")" "$reg2" "$reg1" "$(ratio "$reg2" "$reg1")" "$unexpected"
+figure b9.callbacks_two_over_one "$(ratio "$cb2" "$cb1")"
+figure b9.unexpected_answers "$unexpected"
 
 # --- failover --------------------------------------------------------------------------------
 python3 bench/devices.py b2-setup 20 "$WORK/checkins.txt"

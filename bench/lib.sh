@@ -11,6 +11,13 @@ wrk_rps() {
     | awk '/Requests\/sec/ {print $2} /Non-2xx/ {print "non2xx " $0 > "/dev/stderr"}'
 }
 
+# figure NAME VALUE: one measured figure, printed, and recorded for `make bench-check`
+# (bench/check-thresholds.py compares the run's figures with bench/thresholds/).
+figure() {
+  printf 'figure %s %s\n' "$1" "$2"
+  if [ -n "${BENCH_FIGURES:-}" ]; then printf '%s %s\n' "$1" "$2" >> "$BENCH_FIGURES"; fi
+}
+
 median() { python3 -c 'import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 4))' "$@"; }
 
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$1" "$2"; }

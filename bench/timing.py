@@ -130,6 +130,12 @@ def main(count):
     print(f"B7 result: smallest p-value between failure kinds {worst:.4f} over {pairs} pairs "
           f"({'indistinguishable' if worst > threshold else 'DISTINGUISHABLE'} at the 1% level, "
           f"Bonferroni: each pair against {threshold:.5f})")
+    # For `make bench-check` (bench/lib.sh's figure).
+    for name, value in (("b7.distinct_400_bodies", len(bodies)), ("b7.smallest_p_times_pairs", round(worst * pairs, 4))):
+        print(f"figure {name} {value}")
+        if os.environ.get("BENCH_FIGURES"):
+            with open(os.environ["BENCH_FIGURES"], "a") as f:
+                f.write(f"{name} {value}\n")
     return 0 if len(bodies) == 1 else 1
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""make lint: the repository paths the docs name exist.
+"""make lint: the repository paths the docs name exist, and the types the docs and the
+code's comments name in backticks.
 
 Reads docs/*.md and README.md. Every token in backticks (an inline code span or a
 fenced code block) that starts with one of the repository's top-level directories
@@ -106,8 +107,54 @@ def link_paths(text, source):
         yield line_of(plain, link.start()), relative
 
 
+# Type names the docs and comments take from elsewhere (Apple's, Android's, Apache's,
+# CryptoKit's, libxml2's, AsyncHTTPClient's): not ours to find in the tree.
+EXTERNAL_NAMES = {"AfterFirstUnlockThisDeviceOnly", "BGAppRefreshTask", "FirebaseMessagingService",
+                  "RemoteIPInternalProxy", "SecKeyEncrypt", "SecKeyCopyExternalRepresentation", "SharedSecret", "NSData",
+                  "NOENT", "HTTPClientError"}
+# A backticked UpperCamelCase name (a type, optionally with a member or call after it).
+TYPE_NAME = re.compile(r"`([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)(?:\.[A-Za-z0-9_.]+)?(?:\([^`]*\))?`")
+
+
+def known_names():
+    """Every identifier in the code, tests, SQL and scripts, and every file's stem."""
+    words = set()
+    for pattern in ("Sources/**/*", "Tests/**/*", "clients/ENSKit/Sources/**/*", "clients/ENSKit/Tests/**/*",
+                    "Fuzz/**/*.swift", "sql/**/*.sql", "scripts/*", "bench/*", "dovecot/*", "nginx/*", "apache/*",
+                    "deploy/**/*", "debian/*"):
+        for path in ROOT.glob(pattern):
+            words.add(path.stem)
+            if path.is_file() and path.suffix in (".swift", ".sql", ".py", ".sh", ".lua", ".conf", ".in", ".h", ".service", ".socket", ".timer", ""):
+                text = path.read_text(encoding="utf-8", errors="ignore")
+                if path.suffix == ".swift":  # the code, not its comments: those are what is checked
+                    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
+                words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    return words
+
+
+def type_names(files, known):
+    """Problems: backticked type names in the docs and in Swift doc comments that the tree lacks."""
+    problems = []
+    comments = [p for p in ROOT.glob("Sources/**/*.swift")] + [p for p in ROOT.glob("clients/ENSKit/Sources/**/*.swift")]
+    for source in files + comments:
+        name = source.relative_to(ROOT).as_posix()
+        for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
+            if source.suffix == ".swift" and not line.lstrip().startswith("//"):
+                continue
+            for match in TYPE_NAME.finditer(line):
+                word = match.group(1)
+                if word not in known and word not in EXTERNAL_NAMES:
+                    problems.append(f"{name}:{number}: `{word}` names nothing in the tree")
+    return problems
+
+
 def main():
     files = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+    stale_types = type_names(files, known_names())
+    if stale_types:
+        print("lint: docs and comments name types that are not in the tree (renamed? say the new name):")
+        print("\n".join(stale_types))
+        return 1
     missing, checked, allowed_used = [], 0, set()
     for source in files:
         name = source.relative_to(ROOT).as_posix()
@@ -131,7 +178,7 @@ def main():
         print("lint: docs name paths that are not in the tree:")
         print("\n".join(message for _, _, message in sorted(missing)))
         return 1
-    print(f"check_doc_paths: OK ({checked} paths and links in {len(files)} files)")
+    print(f"check_doc_paths: OK ({checked} paths and links in {len(files)} files; backticked type names in them and in comments)")
     return 0
 
 

@@ -1,5 +1,5 @@
 /// What a handler sees of one HTTP request: method, path, the headers the API uses,
-/// and the decoded parameters. Built by `RequestReader` from the FastCGI variables.
+/// and the decoded parameters. Built by `Dispatcher` from the FastCGI variables.
 public struct Request: Sendable {
     public var method: String
     public var path: String
