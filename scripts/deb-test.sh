@@ -6,8 +6,8 @@
 # runs the HTTP contract (FoundationTests, DeviceAPITests) against the INSTALLED
 # binaries through a private stack under var/deb on port 28443, then purges the package
 # and removes what the test made (the ens user too, unless it was there before).
-# Then, when the previous release's .deb is there (make deb-previous; make test does not
-# build it), the upgrade: that package installed, configured and its sender run, this
+# Then, when the previous release's .deb is there (make deb-previous; make test builds it
+# and sets ENS_DEB_PREVIOUS_REQUIRED=1, so that its absence fails), the upgrade: that package installed, configured and its sender run, this
 # one installed over it; the configuration, secrets and state (spool, token cache) kept,
 # the migration asked for and applied, nothing started, this release's sender recorded.
 # Run by `make test` at the end of scripts/test.sh; on its own: scripts/deb-test.sh.
@@ -251,7 +251,7 @@ done
 
 # 7. The upgrade from the previous release's package (scripts/rolling-upgrade.sh names the
 # release; `make deb-previous` builds its .deb, a release build of about 2.5 minutes that
-# make test does not spend). That package installed and configured as in step 4, its
+# make test spends beside its integration tests). That package installed and configured as in step 4, its
 # sender run and stopped (SIGTERM) so that the spool and SenderHosts hold its state;
 # this one installed over it. The operator's files and the state must be as they were,
 # the postinst must ask for the migration, and nothing may start. Without systemd here
@@ -261,7 +261,9 @@ done
 # has spooled its notifications (else the mail server sends it again), and the sender
 # keeps its spool across a stop (scripts/rolling-upgrade.sh runs that under load).
 prev_deb=$(scripts/rolling-upgrade.sh previous-deb 2>/dev/null) || prev_deb=
-if [ -z "$prev_deb" ]; then
+if [ -z "$prev_deb" ] && [ "${ENS_DEB_PREVIOUS_REQUIRED:-0}" = 1 ]; then
+  fail "upgrade from the previous release: no previous .deb (scripts/rolling-upgrade.sh build-previous-deb failed? var/prebuild.log)"
+elif [ -z "$prev_deb" ]; then
   say "upgrade from the previous release: not tested (no previous .deb here; make deb-previous builds it)"
 else
   upgrade_started=$SECONDS

@@ -93,6 +93,9 @@ if [ -z "${ENS_TEST_FILTER:-}" ]; then
     (cd clients/ENSKit && swift build --build-tests) || echo "prebuild: ENSKit failed"
     if [ "$(id -u)" -eq 0 ]; then  # scripts/deb-test.sh runs as root only
       swift build -c release --static-swift-stdlib --scratch-path "$ENS_DEB_SCRATCH" || echo "prebuild: release failed"
+      # The previous release's .deb (a release build in var/release-prev, about two
+      # minutes of CPU), from which scripts/deb-test.sh tests the upgrade in place.
+      scripts/rolling-upgrade.sh build-previous-deb || echo "prebuild: the previous release's .deb failed"
     fi
     # The libFuzzer targets are built (not run) so that they cannot rot unseen (make
     # fuzz runs them); checked below.
@@ -178,6 +181,7 @@ if [ -n "$prebuild_pid" ]; then
 fi
 scripts/enskit-test.sh || status=1
 # The Debian package: built (make deb), linted, installed, configured as docs/deployment.md says,
-# the contract run against the installed binaries (var/deb, port 28443), then purged.
-scripts/deb-test.sh || status=1
+# the contract run against the installed binaries (var/deb, port 28443), then purged; then
+# the upgrade from the previous release's package, built above: required here.
+ENS_DEB_PREVIOUS_REQUIRED=1 scripts/deb-test.sh || status=1
 exit "$status"
