@@ -57,17 +57,17 @@ public struct ENSBlindKey: Sendable, Equatable {
     public let bits: Int
 
     /// How long a certificate ENSKit makes is valid: two years.
-    public static let defaultValidity: TimeInterval = 2 * 365 * 86_400
+    public static let defaultValidity: Duration = .seconds(2 * 365 * 86_400)
 
     var key: _RSA.Encryption.PrivateKey {
         get throws { try _RSA.Encryption.PrivateKey(derRepresentation: derRepresentation) }
     }
 
     /// A new RSA key of `bits` (2048, 3072 or 4096: what Graph takes) and a self-signed
-    /// certificate for it, valid from five minutes before `now` for `validity` seconds.
-    public init(bits: Int = 2048, validity: TimeInterval = ENSBlindKey.defaultValidity, now: Date = Date()) throws(ENSError) {
+    /// certificate for it, valid from five minutes before `now` for `validity`.
+    public init(bits: Int = 2048, validity: Duration = ENSBlindKey.defaultValidity, now: Date = Date()) throws(ENSError) {
         guard [2048, 3072, 4096].contains(bits) else { throw .invalidArgument("a blind key has 2048, 3072 or 4096 bits") }
-        guard validity > 86_400 else { throw .invalidArgument("a blind certificate must be valid for more than a day") }
+        guard validity > .seconds(86_400) else { throw .invalidArgument("a blind certificate must be valid for more than a day") }
         let signing: _RSA.Signing.PrivateKey
         do {
             signing = try _RSA.Signing.PrivateKey(keySize: .init(bitCount: bits))
@@ -128,13 +128,13 @@ public struct ENSBlindKey: Sendable, Equatable {
     }
 
     /// A self-signed certificate (CN=ENS device, an end entity) for `key`.
-    static func selfSigned(_ key: _RSA.Signing.PrivateKey, now: Date, validity: TimeInterval) throws(ENSError) -> Data {
+    static func selfSigned(_ key: _RSA.Signing.PrivateKey, now: Date, validity: Duration) throws(ENSError) -> Data {
         do {
             let privateKey = Certificate.PrivateKey(key)
             let name = try DistinguishedName { CommonName("ENS device") }
             let certificate = try Certificate(
                 version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: privateKey.publicKey,
-                notValidBefore: now.addingTimeInterval(-300), notValidAfter: now.addingTimeInterval(validity),
+                notValidBefore: now.addingTimeInterval(-300), notValidAfter: now.addingTimeInterval(TimeInterval(validity.components.seconds)),
                 issuer: name, subject: name, signatureAlgorithm: .sha256WithRSAEncryption,
                 extensions: try Certificate.Extensions {
                     Critical(BasicConstraints.notCertificateAuthority)

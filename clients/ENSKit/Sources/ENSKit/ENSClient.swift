@@ -630,7 +630,7 @@ public struct ENSClient: Sendable {
 extension ENSClient {
     /// A certificate that expires sooner than this (30 days) is replaced by a new key at
     /// the next blind registration or `updatePrivacy(.blind)`.
-    public static let blindCertificateRenewal: TimeInterval = 30 * 86_400
+    public static let blindCertificateRenewal: Duration = .seconds(30 * 86_400)
 
     /// The device's current RSA key for Graph's encrypted notifications (blind mode),
     /// with its certificate, if kept.
@@ -677,7 +677,7 @@ extension ENSClient {
     /// expires within ``blindCertificateRenewal``.
     func blindKey(for userID: String, creating: Bool) throws(ENSError) -> ENSBlindKey {
         var ring = try blindKeyRing(for: userID)
-        if let current = ring.current, current.notValidAfter.timeIntervalSince(now()) > Self.blindCertificateRenewal { return current }
+        if let current = ring.current, current.notValidAfter.timeIntervalSince(now()) > TimeInterval(Self.blindCertificateRenewal.components.seconds) { return current }
         guard creating else { throw .invalidArgument("no blind key for this user") }
         let key = try ENSBlindKey(now: now())
         ring.install(key, now: now())

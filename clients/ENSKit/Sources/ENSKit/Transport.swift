@@ -62,15 +62,16 @@ public struct URLSessionTransport: ENSHTTPTransport {
     private let session: URLSession
     /// Seconds before a request is abandoned. A registration may take ENS up to its
     /// registration budget (20 s by default) to prove the credentials at Exchange.
-    private let timeout: TimeInterval
+    private let timeout: Duration
 
-    public init(session: URLSession = .shared, timeout: TimeInterval = 60) {
+    public init(session: URLSession = .shared, timeout: Duration = .seconds(60)) {
         self.session = session
         self.timeout = timeout
     }
 
     public func send(_ request: ENSHTTPRequest) async throws(ENSTransportError) -> ENSHTTPResponse {
-        var urlRequest = URLRequest(url: request.url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
+        var urlRequest = URLRequest(url: request.url, cachePolicy: .reloadIgnoringLocalCacheData,
+                                    timeoutInterval: TimeInterval(timeout.components.seconds))
         urlRequest.httpMethod = request.method
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         if !request.body.isEmpty { urlRequest.httpBody = request.body }

@@ -12,16 +12,16 @@ internal import Foundation
 public struct CurlTransport: ENSHTTPTransport {
     /// A PEM file of the CAs to trust instead of the system's.
     public let caFile: String?
-    public let timeoutSeconds: Int
+    public let timeout: Duration
 
-    public init(caFile: String? = nil, timeoutSeconds: Int = 60) {
+    public init(caFile: String? = nil, timeout: Duration = .seconds(60)) {
         self.caFile = caFile
-        self.timeoutSeconds = timeoutSeconds
+        self.timeout = timeout
     }
 
     public func send(_ request: ENSHTTPRequest) async throws(ENSTransportError) -> ENSHTTPResponse {
         let caFile = caFile
-        let timeout = timeoutSeconds
+        let timeout = Int(self.timeout.components.seconds)
         // curl_easy_perform blocks: it runs on a global queue, not on the caller's
         // executor.
         let result: Result<ENSHTTPResponse, ENSTransportError> = await withCheckedContinuation { continuation in

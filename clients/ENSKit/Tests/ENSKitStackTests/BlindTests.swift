@@ -132,7 +132,7 @@ struct BlindTests {
         let client = try Stack.client()
         let token = try Stack.apnsToken()
         _ = try await client.register(ENSRegistration(user: user, token: token, credentials: credentials, privacy: .blind))
-        let expiring = try ENSBlindKey(bits: 2048, validity: 2 * 86_400, now: Date().addingTimeInterval(-1.5 * 86_400))
+        let expiring = try ENSBlindKey(bits: 2048, validity: .seconds(2 * 86_400), now: Date().addingTimeInterval(-1.5 * 86_400))
         await #expect(throws: ENSError.blindRefused(.expiring, message: "Parameter 'privacyCertificate' has expired or expires within a day.")) {
             try await client.updatePrivacy(user: user, token: token, mode: .blind, blindKey: expiring)
         }

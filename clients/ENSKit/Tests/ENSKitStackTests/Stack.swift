@@ -30,7 +30,7 @@ enum Stack {
         let url = try #require(URL(string: "http://127.0.0.1:\(port + offset)\(path)"))
         let request = ENSHTTPRequest(method: "POST", url: url, headers: ["Content-Type": "application/json"],
                                      body: try JSONSerialization.data(withJSONObject: body))
-        let response = try await CurlTransport(timeoutSeconds: 60).send(request)
+        let response = try await CurlTransport(timeout: .seconds(60)).send(request)
         try #require(response.status == 200, "\(path): \(response.status)")
         return (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] ?? [:]
     }

@@ -69,7 +69,7 @@ struct BlindTests {
         let notBefore = try #require((certificate["notBefore"] as? NSNumber)?.doubleValue)
         let notAfter = try #require((certificate["notAfter"] as? NSNumber)?.doubleValue)
         #expect(notBefore <= now && notBefore > now - 600)
-        #expect(abs(notAfter - (now + ENSBlindKey.defaultValidity)) < 600)
+        #expect(abs(notAfter - (now + TimeInterval(ENSBlindKey.defaultValidity.components.seconds))) < 600)
         #expect(abs(key.notValidAfter.timeIntervalSince1970 - notAfter) < 1)
         let content = try #require(BlindContent.fromPush(answer["encryptedContent"]) ?? nil)
         #expect(content.encryptionCertificateID == key.certificateID && content.encryptionCertificateThumbprint == key.certificateThumbprint)
@@ -82,7 +82,7 @@ struct BlindTests {
 
     @Test func onlyKeysGraphTakes() {
         #expect(throws: ENSError.self) { try ENSBlindKey(bits: 1024) }
-        #expect(throws: ENSError.self) { try ENSBlindKey(bits: 2048, validity: 3600) }
+        #expect(throws: ENSError.self) { try ENSBlindKey(bits: 2048, validity: .seconds(3600)) }
     }
 
     /// The ring keeps a retired key for three days (past the subscription's renewal,
