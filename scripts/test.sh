@@ -90,7 +90,7 @@ if [ -z "${ENS_TEST_FILTER:-}" ]; then
     if [ "$(id -u)" -eq 0 ]; then
       scripts/rolling-upgrade.sh build-previous || echo "prebuild: the previous release failed (the rolling upgrade builds it again)"
     fi
-    (cd clients/ENSKit && swift build --build-tests) || echo "prebuild: ENSKit failed"
+    (cd clients/ENSKit && env -u ENS_SERVER_ONLY swift build --build-tests) || echo "prebuild: ENSKit failed"
     if [ "$(id -u)" -eq 0 ]; then  # scripts/deb-test.sh runs as root only
       swift build -c release --static-swift-stdlib --scratch-path "$ENS_DEB_SCRATCH" || echo "prebuild: release failed"
       # The previous release's .deb (a release build in var/release-prev, about two
