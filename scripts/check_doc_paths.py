@@ -16,6 +16,7 @@ import glob
 import os
 import pathlib
 import re
+import subprocess
 import sys
 import urllib.parse
 
@@ -107,35 +108,38 @@ def link_paths(text, source):
         yield line_of(plain, link.start()), relative
 
 
-# Type names the docs and comments take from elsewhere (Apple's, Android's, Apache's,
-# CryptoKit's, libxml2's, AsyncHTTPClient's): not ours to find in the tree.
+# Type names the docs and comments take from elsewhere (the Swift standard library's,
+# Apple's, Android's, Apache's, CryptoKit's, libxml2's, AsyncHTTPClient's): not ours to
+# find in the tree.
 EXTERNAL_NAMES = {"AfterFirstUnlockThisDeviceOnly", "BGAppRefreshTask", "FirebaseMessagingService",
                   "RemoteIPInternalProxy", "SecKeyEncrypt", "SecKeyCopyExternalRepresentation", "SharedSecret", "NSData",
-                  "NOENT", "HTTPClientError"}
+                  "NOENT", "HTTPClientError", "Hasher"}
 # A backticked UpperCamelCase name (a type, optionally with a member or call after it).
 TYPE_NAME = re.compile(r"`([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)(?:\.[A-Za-z0-9_.]+)?(?:\([^`]*\))?`")
 
 
 def known_names():
-    """Every identifier in the code, tests, SQL and scripts, and every file's stem."""
+    """Every identifier in the tracked code, tests, SQL and scripts (build directories and
+    other untracked files do not count), and every tracked file's and folder's name."""
+    tracked = subprocess.run(["git", "ls-files", "Sources", "Tests", "clients/ENSKit/Sources", "clients/ENSKit/Tests", "Fuzz",
+                              "sql", "scripts", "bench", "dovecot", "nginx", "apache", "deploy", "debian"],
+                             cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
     words = set()
-    for pattern in ("Sources/**/*", "Tests/**/*", "clients/ENSKit/Sources/**/*", "clients/ENSKit/Tests/**/*",
-                    "Fuzz/**/*.swift", "sql/**/*.sql", "scripts/*", "bench/*", "dovecot/*", "nginx/*", "apache/*",
-                    "deploy/**/*", "debian/*"):
-        for path in ROOT.glob(pattern):
-            words.add(path.stem)
-            if path.is_file() and path.suffix in (".swift", ".sql", ".py", ".sh", ".lua", ".conf", ".in", ".h", ".service", ".socket", ".timer", ""):
-                text = path.read_text(encoding="utf-8", errors="ignore")
-                if path.suffix == ".swift":  # the code, not its comments: those are what is checked
-                    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
-                words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    for name in tracked:
+        path = ROOT / name
+        words |= {part.split(".")[0] for part in pathlib.PurePosixPath(name).parts}
+        if path.suffix in (".swift", ".sql", ".py", ".sh", ".lua", ".conf", ".in", ".h", ".service", ".socket", ".timer", ""):
+            text = path.read_text(encoding="utf-8", errors="ignore")
+            if path.suffix == ".swift":  # the code, not its comments: those are what is checked
+                text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
+            words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
     return words
 
 
 def type_names(files, known):
     """Problems: backticked type names in the docs and in Swift doc comments that the tree lacks."""
     problems = []
-    comments = [p for p in ROOT.glob("Sources/**/*.swift")] + [p for p in ROOT.glob("clients/ENSKit/Sources/**/*.swift")]
+    comments = sorted(ROOT.glob("Sources/**/*.swift")) + sorted(ROOT.glob("clients/ENSKit/Sources/**/*.swift"))
     for source in files + comments:
         name = source.relative_to(ROOT).as_posix()
         for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
