@@ -42,6 +42,12 @@ if ! python3 -c 'import dnslib' 2>/dev/null; then
   echo "deps: installing Python dnslib"
   python3 -m pip install -q dnslib 2>/dev/null || missing+=(python3-dnslib)
 fi
+# bench/capacity-floor.sh measures MariaDB's least work through MySQL Connector/Python;
+# nothing else needs it, so a failed install only says so.
+if ! python3 -c 'import mysql.connector' 2>/dev/null; then
+  echo "deps: installing Python mysql-connector-python (bench/capacity-floor.sh)"
+  python3 -m pip install -q mysql-connector-python 2>/dev/null || echo "deps: mysql-connector-python not installed; bench/capacity-floor.sh will say so"
+fi
 # The metrics test checks ENS's exposition text with Prometheus' own parser.
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then
   echo "deps: installing Python prometheus_client"
