@@ -49,8 +49,17 @@ wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$gcomm_port;gcache.si
 CNF
     [ -d "$dir/data/mysql" ] || mariadb-install-db --no-defaults --datadir="$dir/data" --user=root --skip-test-db >"$dir/install.log" 2>&1
     chown -R mysql:mysql "$dir"
+    # The node a previous test stopped may still hold its ports for a moment (a node
+    # started twice on them fails to bind gcomm and exits).
+    for _ in $(seq 100); do
+      [ -z "$(ss -Hltn "( sport = :$sql_port or sport = :$gcomm_port )" 2>/dev/null)" ] && break; sleep 0.1
+    done
     setsid mariadbd --defaults-file="$dir/my.cnf" --wsrep-new-cluster >/dev/null 2>&1 < /dev/null &
-    for _ in $(seq 150); do admin -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.1; done
+    up=0
+    for _ in $(seq 300); do admin -e 'SELECT 1' >/dev/null 2>&1 && { up=1; break; }; sleep 0.1; done
+    if [ $up = 0 ]; then
+      echo "galera-node.sh: the node did not answer within 30 s; its log:" >&2; tail -20 "$dir/err.log" >&2 || true; exit 1
+    fi
     admin -e "CREATE DATABASE IF NOT EXISTS ens;
       CREATE USER IF NOT EXISTS 'ens_cluster_test'@'127.0.0.1' IDENTIFIED BY '$password';
       GRANT SELECT, INSERT, UPDATE, DELETE ON ens.* TO 'ens_cluster_test'@'127.0.0.1';"
@@ -58,11 +67,11 @@ CNF
   refuse) admin -e "SET GLOBAL wsrep_reject_queries = ALL" ;;
   desync) admin -e "SET GLOBAL wsrep_desync = ON" ;;
   stop)
-    if [ -s "$dir/mysqld.pid" ]; then
-      pid=$(cat "$dir/mysqld.pid")
-      kill -9 "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    fi
+    # By its pid file, and by its command line: a node stopped before it wrote the pid
+    # file would otherwise live on, holding the ports the next start needs.
+    if [ -s "$dir/mysqld.pid" ]; then kill -9 "$(cat "$dir/mysqld.pid")" 2>/dev/null || true; fi
+    pkill -9 -f -- "--defaults-file=$dir/my.cnf" 2>/dev/null || true
+    for _ in $(seq 50); do pgrep -f -- "--defaults-file=$dir/my.cnf" >/dev/null || break; sleep 0.1; done
     rm -rf "$dir"
     ;;
   *) echo "galera-node.sh: unknown command $command" >&2; exit 2 ;;
