@@ -116,7 +116,7 @@ import Testing
         }
     }
 
-    @Test func resolvConfNameservers() {
+    @Test func resolvConfNameservers() throws {
         let servers = DNSResolver.nameservers(inResolvConf: """
         # generated
         search example.test
@@ -126,6 +126,23 @@ import Testing
         options ndots:2
         """)
         #expect(servers == [DNSResolver.Nameserver(address: IPAddress("192.0.2.53")!), DNSResolver.Nameserver(address: IPAddress("2001:db8::35")!)])
+        // resolv.conf(5): no file, or no nameserver line, means this machine's; a file
+        // that cannot be read is said at every lookup.
+        try withTemporaryDirectory { directory in
+            let loopback = [DNSResolver.Nameserver(address: IPAddress("127.0.0.1")!)]
+            #expect(DNSResolver.system(path: directory.path + "/absent").nameservers == loopback)
+            let empty = directory.appendingPathComponent("resolv.conf")
+            try empty.write("search example.test\n")
+            #expect(DNSResolver.system(path: empty.path).nameservers == loopback)
+            let unreadable = DNSResolver.system(path: directory.path)  // a directory: EISDIR
+            #expect(unreadable.nameservers.isEmpty)
+            do throws(DNSError) {
+                _ = try unreadable.srv("_imaps._tcp.hosted.test")
+                Issue.record("a lookup without a readable configuration answered")
+            } catch {
+                #expect(error.kind == .unavailable && error.detail.hasPrefix(directory.path), "\(error)")
+            }
+        }
         #expect(DNSResolver.Nameserver("127.0.0.1:5353")?.port == 5353)
         #expect(DNSResolver.Nameserver("[::1]:5353")?.port == 5353)
         #expect(DNSResolver.Nameserver("::1")?.port == 53)

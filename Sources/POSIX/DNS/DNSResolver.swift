@@ -44,15 +44,32 @@ public struct DNSResolver: Sendable {
     /// How long each nameserver is given.
     public let timeout: Duration
 
+    /// Why there are no nameservers, when the configuration could not be read.
+    let unavailable: String?
+
     public init(nameservers: [Nameserver], timeout: Duration = .seconds(2)) {
-        self.nameservers = nameservers
-        self.timeout = timeout
+        self.init(nameservers: nameservers, timeout: timeout, unavailable: nil)
     }
 
-    /// The nameservers /etc/resolv.conf lists (at most three, as glibc takes).
+    init(nameservers: [Nameserver], timeout: Duration, unavailable: String?) {
+        self.nameservers = nameservers
+        self.timeout = timeout
+        self.unavailable = unavailable
+    }
+
+    /// The nameservers /etc/resolv.conf lists (at most three, as glibc takes). As
+    /// resolv.conf(5) says, a file that is missing or names none means the nameserver on
+    /// this machine; a file that cannot be read is an error, which every lookup reports.
     public static func system(timeout: Duration = .seconds(2), path: String = "/etc/resolv.conf") -> DNSResolver {
-        let text = (try? Files.read(path)).map { String(decoding: $0, as: UTF8.self) } ?? ""
-        return DNSResolver(nameservers: Array(nameservers(inResolvConf: text).prefix(3)), timeout: timeout)
+        let listed: [Nameserver]
+        do {
+            listed = nameservers(inResolvConf: String(decoding: try Files.read(path), as: UTF8.self))
+        } catch where error.errno == ENOENT {
+            listed = []
+        } catch {
+            return DNSResolver(nameservers: [], timeout: timeout, unavailable: "\(path): \(error)")
+        }
+        return DNSResolver(nameservers: listed.isEmpty ? [Nameserver(address: IPAddress("127.0.0.1")!)] : Array(listed.prefix(3)), timeout: timeout)
     }
 
     /// The `nameserver` lines of a resolv.conf text, in order (a scoped IPv6 address,
@@ -68,7 +85,7 @@ public struct DNSResolver: Sendable {
     /// `name`'s SRV records, as the first nameserver that answers gives them (empty when
     /// the name or its records do not exist).
     public func srv(_ name: String) throws(DNSError) -> [SRVRecord] {
-        guard !nameservers.isEmpty else { throw DNSError(.unavailable, "no nameserver is configured") }
+        guard !nameservers.isEmpty else { throw DNSError(.unavailable, unavailable ?? "no nameserver is configured") }
         var last = DNSError(.timeout, "no nameserver answered")
         for server in nameservers {
             do {
