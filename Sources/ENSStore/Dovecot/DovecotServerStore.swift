@@ -136,11 +136,6 @@ public struct DovecotServerStore {
         return try intact(row)
     }
 
-    /// The server that serves `address`'s domain, if one does.
-    public func server(serving address: String) throws -> DovecotServer? {
-        try all().first { $0.serves(address: address) }
-    }
-
     public func remove(named name: String) throws -> Bool {
         try database.execute("DELETE FROM DovecotServers WHERE name = \(name)").affectedRows > 0
     }

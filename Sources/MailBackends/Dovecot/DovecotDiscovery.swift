@@ -102,20 +102,10 @@ final class DovecotDiscovery {
                   let socket = server.child("", "socketType")?.trimmedText, socket == "SSL" || socket == "STARTTLS",
                   let portText = server.child("", "port")?.trimmedText, let port = Int(portText), (1...65535).contains(port),
                   let hostname = server.child("", "hostname")?.trimmedText, !hostname.isEmpty else { return nil }
-            let host = substituting(domain, for: "%EMAILDOMAIN%", in: hostname).lowercased()
+            let host = hostname.replacing("%EMAILDOMAIN%", with: domain).lowercased()
             return (host.hasSuffix(".") ? String(host.dropLast()) : host, port)
         }
     }
-}
-
-/// `text` with every `placeholder` replaced by `value`.
-private func substituting(_ value: String, for placeholder: String, in text: String) -> String {
-    var result = "", rest = Substring(text)
-    while let range = rest.firstRange(of: placeholder) {
-        result += rest[..<range.lowerBound] + value
-        rest = rest[range.upperBound...]
-    }
-    return result + rest
 }
 
 extension RequestContext {
