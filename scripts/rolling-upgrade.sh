@@ -41,10 +41,10 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 export PATH=/opt/swift/usr/bin:$PATH
 
-# The previous release: 0.2.0 (Sources/ENSModel/Release.swift and debian/changelog at
+# The previous release: 0.3.0 (Sources/ENSModel/Release.swift and debian/changelog at
 # that commit). The one place it is named; move it on when a release lands. A full
 # hash, since a shallow clone can fetch a commit only by its full name.
-PREVIOUS_RELEASE=358bd23d7acaa513ad47519ecc055cf39888c34b
+PREVIOUS_RELEASE=3fa6848d092d13e0ab7df46e18cb904095c5ca94
 PREV_TREE=${ENS_PREVIOUS_TREE:-$ROOT/var/release-prev}
 
 say() { printf 'rolling-upgrade: %s\n' "$*"; }
