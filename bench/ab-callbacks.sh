@@ -7,6 +7,9 @@
 # callback of ens-fcgi, ens-apns, MariaDB and nginx (from /proc, from before the run
 # until the spool has drained after it, so each run pays for its own pushes; the
 # simulators and wrk are not counted). Ends with the medians of the rounds' B/A ratios.
+# AB_KIND=heartbeat replays each subscription's StatusEvent instead (the same callback
+# with the NewMailEvent replaced, as bench/capacity.py's heartbeats), and counts the CPU
+# until a second after the run, so each side's batched writes fall in its own run.
 #
 #   AB_BIN_A=/work/old/.build/release AB_BIN_B=.build/release bench/ab-callbacks.sh
 #
@@ -21,6 +24,8 @@ A_BIN=$(readlink -f "${AB_BIN_A:?the directory of the first build: its ens-fcgi,
 B_BIN=$(readlink -f "${AB_BIN_B:?the directory of the second build}")
 A_PORT=${AB_PORT_A:-9543} B_PORT=${AB_PORT_B:-9643}
 USERS=${B6_USERS:-50}
+KIND=${AB_KIND:-mail}
+case $KIND in mail | heartbeat) ;; *) echo "ab-callbacks: AB_KIND is mail or heartbeat, not $KIND" >&2; exit 2 ;; esac
 ROUNDS=${BENCH_ROUNDS:-3}
 SECONDS_PER_RUN=${BENCH_SECONDS:-5}
 export ENS_KEY_REFILL=0 ENS_MAX_NOTIFICATIONS_PER_MINUTE=100000
@@ -46,6 +51,19 @@ for side in a b; do
   export ENS_TOKEN
   fill_key_pool $((USERS + 10))
   python3 bench/devices.py b6-setup "$USERS" "$ENS_VAR/ab-callbacks.txt" >/dev/null
+  if [ "$KIND" = heartbeat ]; then
+    python3 - "$ENS_VAR/ab-callbacks.txt" <<'PY'
+import sys
+sys.path.insert(0, "bench")
+from capacity import status_event
+for line in open(sys.argv[1]):
+    if line.strip():
+        body = line.rstrip("\n").split("\t")[1]
+        text = status_event(open(body).read())
+        assert "StatusEvent" in text and "NewMailEvent" not in text, body
+        open(body, "w").write(text)
+PY
+  fi
 done
 
 role_ticks() {
@@ -62,6 +80,7 @@ measure() {
   out=$(timeout $((SECONDS_PER_RUN + 30)) wrk -t2 -c16 -d"${SECONDS_PER_RUN}s" --latency -s bench/b6-callbacks.lua \
     "$BENCH_URL_BASE/ews/" -- "$ENS_VAR/ab-callbacks.txt" 2>"$ENS_VAR/ab-errors")
   wait_for_empty_spool
+  [ "$KIND" = heartbeat ] && sleep 1.5
   for role in fcgi apns mariadb nginx; do after+=("$(role_ticks "$role")"); done
   awk -v hz="$hz" -v f=$((after[0] - before[0])) -v a=$((after[1] - before[1])) -v m=$((after[2] - before[2])) \
       -v n=$((after[3] - before[3])) -v errors="$(wc -l < "$ENS_VAR/ab-errors")" '

@@ -189,7 +189,7 @@ public final class SharedServices: Sendable {
     public let vault: Vault
     public let apiTokens: APITokenSet
     public let privateKeys: PrivateKeyCache
-    public let checkIns: CheckInRecorder
+    public let liveness: LivenessRecorder
     /// What the mail backends share across the process (their registrars, Graph's
     /// applications and tokens), by type; each backend's folder reads its own.
     public let backends: BackendServices
@@ -203,14 +203,14 @@ public final class SharedServices: Sendable {
     /// The connections to ens-apns this process keeps between callbacks' hand-offs.
     public let senderConnections: SenderConnections
 
-    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder, backends: BackendServices,
+    public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, liveness: LivenessRecorder, backends: BackendServices,
                 registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
                 callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000)), metricsToken: String? = nil,
                 senderConnections: SenderConnections = SenderConnections()) {
         self.vault = vault
         self.apiTokens = apiTokens
         self.privateKeys = privateKeys
-        self.checkIns = checkIns
+        self.liveness = liveness
         self.backends = backends
         self.registrationGate = registrationGate
         self.callbackGate = callbackGate

@@ -10,20 +10,20 @@ public struct SubscriptionStore {
     public let database: any SQLDatabase
     public let vault: Vault
     public let keyCache: PrivateKeyCache?
-    public let checkIns: CheckInRecorder?
+    public let liveness: LivenessRecorder?
     /// Devices a record keeps (`devices.max_per_record`).
     public let maximumDevices: Int
     /// The shard `database` is (record ids are per shard: the key cache and the check-in
     /// recorder name both).
     public let shard: Int
 
-    public init(database: any SQLDatabase, vault: Vault, keyCache: PrivateKeyCache? = nil, checkIns: CheckInRecorder? = nil, maximumDevices: Int = 20,
+    public init(database: any SQLDatabase, vault: Vault, keyCache: PrivateKeyCache? = nil, liveness: LivenessRecorder? = nil, maximumDevices: Int = 20,
                 shard: Int = 0) {
         self.database = database
         self.shard = shard
         self.vault = vault
         self.keyCache = keyCache
-        self.checkIns = checkIns
+        self.liveness = liveness
         self.maximumDevices = maximumDevices
     }
 
@@ -475,8 +475,8 @@ public struct SubscriptionStore {
     /// and proves nothing, so it keeps no device with a secret from being reaped: those
     /// check in with v2. Coalesced through the check-in recorder when there is one.
     public func checkIn(recordID: Int64, now: Timestamp) throws {
-        if let checkIns {
-            checkIns.user(recordID, shard: shard)
+        if let liveness {
+            liveness.user(recordID, shard: shard)
             return
         }
         let time = now.databaseString
@@ -489,8 +489,8 @@ public struct SubscriptionStore {
     /// v2 check-in: this device is alive (reaping works per device; a record lives as
     /// long as it has devices).
     public func checkIn(deviceID: Int64, now: Timestamp) throws {
-        if let checkIns {
-            checkIns.device(deviceID, shard: shard)
+        if let liveness {
+            liveness.device(deviceID, shard: shard)
             return
         }
         try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(deviceID)")

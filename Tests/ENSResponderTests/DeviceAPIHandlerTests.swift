@@ -33,7 +33,7 @@ struct DeviceAPIHandlerTests {
     static func context(_ database: any SQLDatabase, _ registrar: ScriptedRegistrar, _ configuration: ENSConfiguration) -> RequestContext {
         let services = SharedServices(
             vault: Vault(masterKey: try! configuration.secrets.masterKey()), apiTokens: APITokenSet(path: "/nonexistent", checkInterval: .seconds(3600)),
-            privateKeys: PrivateKeyCache(capacity: 16), checkIns: CheckInRecorder(), mailBackends: MailRegistrars(fallback: registrar)
+            privateKeys: PrivateKeyCache(capacity: 16), liveness: LivenessRecorder(), mailBackends: MailRegistrars(fallback: registrar)
         )
         return RequestContext(settings: configuration, services: services, database: database,
                               logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))

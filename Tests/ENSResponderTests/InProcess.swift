@@ -27,7 +27,7 @@ enum InProcess {
                         settings: ENSConfiguration = ENSConfiguration()) -> RequestContext {
         let services = SharedServices(
             vault: vault, apiTokens: APITokenSet(path: "/nonexistent", checkInterval: .seconds(3600)),
-            privateKeys: PrivateKeyCache(capacity: 16), checkIns: CheckInRecorder(), mailBackends: MailRegistrars(fallback: registrar)
+            privateKeys: PrivateKeyCache(capacity: 16), liveness: LivenessRecorder(), mailBackends: MailRegistrars(fallback: registrar)
         )
         return RequestContext(settings: settings, services: services, database: database,
                               logger: Logger(label: "in-process", factory: { _ in SwiftLogNoOpLogHandler() }))

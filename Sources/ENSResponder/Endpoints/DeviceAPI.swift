@@ -15,7 +15,7 @@ internal import MailBackends
 enum DeviceAPI {
     static func store(_ context: RequestContext) -> SubscriptionStore {
         SubscriptionStore(database: context.database, vault: context.services.vault, keyCache: context.services.privateKeys,
-                          checkIns: context.services.checkIns, maximumDevices: context.settings.deviceAPI.maximumDevicesPerRecord,
+                          liveness: context.services.liveness, maximumDevices: context.settings.deviceAPI.maximumDevicesPerRecord,
                           shard: context.shard)
     }
 

@@ -62,9 +62,9 @@ public enum CGIResponder {
         }
         context.runWorkAfterTheAnswer()
         do {
-            try services.checkIns.flush(shards: shards.database(shard:))
+            try services.liveness.flush(shards: shards.database(shard:))
         } catch {
-            logger.warning("check-in not written", metadata: ["db.error": "\(error)"])
+            logger.warning("check-in or heartbeat not written", metadata: ["db.error": "\(error)"])
         }
         shards.closeAll()
         return 0

@@ -114,15 +114,15 @@ public struct Worker {
                 return 1
             }
         }
-        let checkIns = services.checkIns
+        let liveness = services.liveness
         let flusherLogger = logger
         let flusher: OSThread
         do {
             flusher = try OSThread.start {
-                checkIns.run(shards: ShardConnections(shards), logger: flusherLogger)
+                liveness.run(shards: ShardConnections(shards), logger: flusherLogger)
             }
         } catch {
-            logger.critical("cannot start the check-in flusher", metadata: ["error": "\(error)"])
+            logger.critical("cannot start the check-in and heartbeat flusher", metadata: ["error": "\(error)"])
             return 1
         }
         let metricsLogger = logger
@@ -148,7 +148,7 @@ public struct Worker {
         // finish it first. Kept-alive connections close when the process exits.
         connections.shutdown()
         for thread in threads { thread.join() }
-        checkIns.stop()
+        liveness.stop()
         flusher.join()
         metrics.stop()
         metricsWriter?.join()

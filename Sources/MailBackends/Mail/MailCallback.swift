@@ -64,8 +64,9 @@ public struct MailLookup: Sendable {
 /// What every backend's callbacks share, after their URL and body were read: the
 /// record must exist and be at the URL's generation and subscription, otherwise the
 /// answer ends the subscription (for EWS, the only way to end one); heartbeats and
-/// watermarks are recorded; new mail is looked up within exchange.item_timeout_ms and
-/// handed to the sender, one notification per device and message. The answer is OK
+/// watermarks are recorded (a heartbeat's within a second, in a batch); new mail is
+/// looked up within exchange.item_timeout_ms and handed to the sender, one
+/// notification per device and message. The answer is OK
 /// only once the sender has acknowledged every notification; if it cannot, the answer
 /// is 503 and the backend delivers the same batch again later, so no new-mail event is
 /// lost. Redelivered batches produce the same notification ids, which are collapse
@@ -168,7 +169,13 @@ public enum MailCallback {
                 guard let outcome, outcome.delivered else { return retryLater }
                 recorded = outcome.recorded
             }
-            if !recorded { try store.recordCallback(recordID: row.id, generation: row.generation, watermark: watermark, now: now) }
+            if items.isEmpty {
+                // A heartbeat (EWS's StatusEvent): its time and watermark go in this
+                // process's next batch (`LivenessRecorder`), not in a commit of its own.
+                context.services.liveness.callback(recordID: row.id, generation: row.generation, watermark: watermark, at: now, shard: context.shard)
+            } else if !recorded {
+                try store.recordCallback(recordID: row.id, generation: row.generation, watermark: watermark, now: now)
+            }
             logger.debug("callback answered", metadata: ["record": "\(record)", "items": "\(items.count)", "heartbeat": "\(events.heartbeat)"])
             return source.answer(unsubscribe: false)
         }

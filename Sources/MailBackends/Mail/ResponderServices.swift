@@ -16,7 +16,7 @@ extension SharedServices {
 
     /// Services with the mail backends' shared parts set: their registrars, and Graph's
     /// applications and tokens when a tenant is configured.
-    public convenience init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, checkIns: CheckInRecorder,
+    public convenience init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, liveness: LivenessRecorder,
                             mailBackends: MailRegistrars, graph: GraphServices? = nil,
                             registrationGate: ConcurrencyGate = ConcurrencyGate(.concurrent(1)),
                             callbackGate: ConcurrencyGate = ConcurrencyGate(.slow(2, afterMilliseconds: 1000)), metricsToken: String? = nil,
@@ -24,7 +24,7 @@ extension SharedServices {
         var backends = BackendServices()
         backends[MailRegistrars.self] = mailBackends
         backends[GraphServices.self] = graph
-        self.init(vault: vault, apiTokens: apiTokens, privateKeys: privateKeys, checkIns: checkIns, backends: backends,
+        self.init(vault: vault, apiTokens: apiTokens, privateKeys: privateKeys, liveness: liveness, backends: backends,
                   registrationGate: registrationGate, callbackGate: callbackGate, metricsToken: metricsToken,
                   senderConnections: senderConnections)
     }
@@ -39,7 +39,7 @@ extension SharedServices {
             vault: Vault(masterKey: try configuration.secrets.masterKey()),
             apiTokens: APITokenSet(path: configuration.secrets.apiTokenCacheFile, checkInterval: configuration.secrets.apiTokenRefresh),
             privateKeys: PrivateKeyCache(capacity: keyCacheSize),
-            checkIns: CheckInRecorder(),
+            liveness: LivenessRecorder(),
             mailBackends: MailBackendTable.registrars(configuration, graph: graph),
             graph: graph,
             registrationGate: ConcurrencyGate(.concurrent(concurrentRegistrations)),
