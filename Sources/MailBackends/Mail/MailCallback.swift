@@ -107,9 +107,11 @@ public enum MailCallback {
             let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
             let record = "\(address.recordID)"
             let now = Timestamp.now()
-            // The record and its devices in one read (the devices unused by a heartbeat).
-            guard let (row, devices) = try store.callbackRecordAndDevices(id: address.recordID, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord),
-                  row.backend == source.backend else {
+            // The record and its devices in one read; a heartbeat's, the record alone.
+            let found = events.newItemIDs.isEmpty
+                ? try store.callbackRecord(id: address.recordID).map { ($0, [MailSubscriptionStore.NotifiableDevice]()) }
+                : try store.callbackRecordAndDevices(id: address.recordID, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord)
+            guard let (row, devices) = found, row.backend == source.backend else {
                 logger.info("callback for a deleted record: unsubscribing", metadata: ["record": "\(record)"])
                 return source.answer(unsubscribe: true)
             }
