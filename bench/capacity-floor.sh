@@ -189,7 +189,7 @@ def per_user(nginx, mariadb):
 
 
 per_user_ms, callback, heartbeat, checkin = per_user(nginx, mariadb)
-paced_per_user_ms, paced_callback, _, _ = per_user(nginx_paced, mariadb_paced)
+paced_per_user_ms, paced_callback, paced_heartbeat, paced_checkin = per_user(nginx_paced, mariadb_paced)
 print(f"Capacity floor parts (ms of CPU each, this host): nginx {nginx:.4f} per request, MariaDB {mariadb:.4f} per "
       f"callback, lookup {lookup:.4f} per HTTPS request out, push {push:.4f} per HTTP/2 push, sync {sync:.4f} per "
       f"durable append, RSA {rsa:.4f} per operation")
@@ -200,6 +200,7 @@ print(f"Capacity floor result: {1000 / per_user_ms:,.0f} users per core at the d
       f"one RSA-2048 operation {rsa:.3f} ms)")
 print(f"Capacity floor at the capacity bench's pace ({m['users']:,} users: {paced_requests:.0f} requests/s): nginx "
       f"{nginx_paced:.4f} ms per request, MariaDB {mariadb_paced:.4f} ms per callback; new-mail callback "
-      f"{paced_callback:.3f} ms; {1000 / paced_per_user_ms:,.0f} users per core (the most bench/capacity.sh can "
+      f"{paced_callback:.3f} ms, heartbeat {paced_heartbeat:.3f} ms, check-in {paced_checkin:.3f} ms; "
+      f"{1000 / paced_per_user_ms:,.0f} users per core (the most bench/capacity.sh can "
       f"show on this host; target 300,000)")
 PY

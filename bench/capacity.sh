@@ -34,4 +34,4 @@ CAP_RSA_PER_SECOND=$(openssl speed -seconds 3 rsa2048 2>/dev/null | awk '/^rsa 2
 export CAP_RSA_PER_SECOND
 CAP_SECONDS=$SECONDS_WINDOW python3 bench/capacity.py run "$requests"
 # What one request of each main class costs each process (each class alone).
-[ "${CAP_SPLIT:-1}" = 1 ] && python3 bench/capacity.py split "$requests"
+if [ "${CAP_SPLIT:-1}" = 1 ]; then python3 bench/capacity.py split "$requests"; fi

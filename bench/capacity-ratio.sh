@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Capacity as a ratio to its floor, both measured in one run: bench/capacity.sh (the
+# whole stack at the model's peak) and bench/capacity-floor.sh (the floor at the same
+# pace), BENCH_ROUNDS rounds (default 2) with the order swapped every round, so a change
+# in this host's speed during the run falls on both. The last round's capacity run also
+# measures each main class alone (capacity.py split), printed beside its floor at that
+# pace. Prints every round's ratio, their
+# median, and the figures `make bench-check` holds to bench/thresholds/.
+#
+# Run by bench/run.sh (BENCHES=capacity-ratio) on the bench stack. BENCH_SECONDS is
+# capacity.sh's window (default 60); the floor's measurements take FLOOR_SECONDS each
+# (default 5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+ROUNDS=${BENCH_ROUNDS:-2}
+out=$ENS_VAR/capacity-ratio
+mkdir -p "$out"
+
+# capacity FRESH ROUND SPLIT
+capacity() { CAP_FRESH=$1 CAP_SPLIT=$3 bench/capacity.sh >"$out/capacity.$2" 2>&1 || { cat "$out/capacity.$2" >&2; exit 1; }; }
+floor() { BENCH_SECONDS=${FLOOR_SECONDS:-5} bench/capacity-floor.sh >"$out/floor.$1" 2>&1 || { cat "$out/floor.$1" >&2; exit 1; }; }
+# users per core from a capacity or a floor output (the floor's at the bench's pace).
+users() { grep -E "$2" "$1" | grep -oE '[0-9][0-9,]* users per core' | tail -1 | tr -d , | awk '{print $1}'; }
+
+ratios=() worst=0
+for ((round = 1; round <= ROUNDS; round++)); do
+  fresh=$([ "$round" = 1 ] && echo 1 || echo 0)
+  split=$([ "$round" = "$ROUNDS" ] && echo 1 || echo 0)
+  if ((round % 2)); then capacity "$fresh" "$round" "$split"; floor "$round"; else floor "$round"; capacity "$fresh" "$round" "$split"; fi
+  ens=$(users "$out/capacity.$round" '^Capacity result')
+  bottom=$(users "$out/floor.$round" "^Capacity floor at the capacity bench's pace")
+  p99=$(grep -oE 'worst class p99 [0-9.]+' "$out/capacity.$round" | awk '{print $4}')
+  ratio=$(python3 -c "print(f'{$ens / $bottom:.3f}')")
+  ratios+=("$ratio")
+  worst=$(python3 -c "print(max($worst, $p99))")
+  printf 'Capacity round %d (%s first): ENS %s users per core, its floor at the same pace %s: ratio %s; worst class p99 %s ms\n' \
+    "$round" "$( ((round % 2)) && echo ENS || echo floor)" "$ens" "$bottom" "$ratio" "$p99"
+done
+printf 'Capacity over its floor: %s (median of %s; target 0.6)\n' "$(median "${ratios[@]}")" "${ratios[*]}"
+figure capacity.over_floor "$(median "${ratios[@]}")"
+figure capacity.worst_p99_ms "$worst"
+
+# Each class alone, beside its floor at the pace (the last round's).
+grep '^Capacity split' "$out/capacity.$ROUNDS" | tee "$out/split"
+last=$out/floor.$ROUNDS
+for class in ews-mail:new-mail ews-heartbeat:heartbeat checkin:check-in; do
+  kind=${class%%:*} name=${class#*:}
+  stack=$(grep "^Capacity split $kind:" "$out/split" | grep -oE 'stack [0-9.]+' | awk '{print $2}')
+  bottom=$(grep "^Capacity floor at the capacity bench's pace" "$last" | grep -oE "$name( callback)? [0-9.]+ ms" | grep -oE '[0-9.]+ ms' | awk '{print $1}')
+  [ -n "$stack" ] && [ -n "$bottom" ] || { echo "capacity-ratio: no $kind split in $out/split or no $name floor in $last" >&2; exit 1; }
+  ratio=$(python3 -c "print(f'{$stack / $bottom:.2f}')")
+  printf 'Capacity class %s: stack %s ms of CPU, its floor at the pace %s ms: %s x the floor\n' "$kind" "$stack" "$bottom" "$ratio"
+  figure "capacity.${kind//-/_}_over_floor" "$ratio"
+done
