@@ -149,6 +149,27 @@ struct WireTests {
         }
     }
 
+    /// What ENSKit sent before its models (the same members in a dictionary, through
+    /// JSONSerialization with sorted keys and unescaped slashes) is byte for byte what
+    /// it sends now, non-ASCII, quotes, slashes and control characters included.
+    @Test func theBytesAreThoseJSONSerializationWrote() throws {
+        let apns = try ENSPushToken(apnsHex: Self.hex)
+        let password = "pä/ss \"w\"\\ \t\u{1}\n😀"
+        var creds = RegistrationCreds(credentials: try ENSCredentials.password(userName: "Zoë@example.com", password: password).members(),
+                                      token: TokenMember(apns))
+        creds.deviceSecret = "q+/=="
+        creds.ewsUrl = "https://mail.example.com/EWS/Exchange.asmx"
+        let old: [String: Any] = ["apnsToken": Self.hex, "userName": "Zoë@example.com", "password": password, "deviceSecret": "q+/==",
+                                  "ewsUrl": "https://mail.example.com/EWS/Exchange.asmx", "purpose": "registerdevicev2.creds", "sealedAt": Self.sealedAt]
+        let before = try JSONSerialization.data(withJSONObject: old, options: [.sortedKeys, .withoutEscapingSlashes])
+        #expect(String(decoding: before, as: UTF8.self) == (try bound(creds, "registerdevicev2.creds")))
+        let request: [String: Any] = ["userid": Self.userID, "email": "someone@example.com", "bundleid": "com.example.mail", "force": 0, "exchVersion": 3,
+                                      "creds": "c2Vh+bGVk/w=="]
+        let body = RegistrationRequest(userid: Self.userID, email: "someone@example.com", bundleid: "com.example.mail", force: 0, exchVersion: 3,
+                                       defaultSound: nil, ewsDeviceId: nil, privacyCertificate: nil, creds: "c2Vh+bGVk/w==")
+        #expect(try JSONSerialization.data(withJSONObject: request, options: [.sortedKeys, .withoutEscapingSlashes]) == (try WireJSON.encode(body)))
+    }
+
     // MARK: Answers
 
     func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
