@@ -95,23 +95,6 @@ public struct ENSNotificationContent: Sendable, Equatable {
         self.badge = badge
         self.syncKey = syncKey
     }
-
-    /// The content object ENS seals and serves; nil unless `sender` and `subject` are
-    /// strings and the rest, when present, of the right type.
-    init?(object: [String: Any]) {
-        guard let sender = object["sender"] as? String, let subject = object["subject"] as? String else { return nil }
-        var badge: Int?
-        if object["badge"] != nil {
-            guard let value = JSON.int64(object["badge"]) else { return nil }
-            badge = Int(value)
-        }
-        var syncKey: ENSSyncKey?
-        if let key = object["backgroundSyncKey"] {
-            guard let key = key as? String, let expiration = object["syncKeyExpirationTime"] as? String else { return nil }
-            syncKey = ENSSyncKey(key: key, expirationText: expiration)
-        }
-        self.init(sender: sender, subject: subject, badge: badge, syncKey: syncKey)
-    }
 }
 
 /// One entry of `/getnotificationhistory`.

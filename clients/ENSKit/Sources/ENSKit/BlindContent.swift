@@ -94,7 +94,7 @@ public struct BlindContent: Sendable, Equatable {
         do {
             let iv = try AES._CBC.IV(ivBytes: keyBytes.prefix(16))
             let plaintext = try AES._CBC.decrypt(ciphertext, using: symmetric, iv: iv)
-            guard String(data: plaintext, encoding: .utf8) != nil, JSON.object(plaintext) != nil else { throw Failure.doesNotDecrypt }
+            guard String(data: plaintext, encoding: .utf8) != nil, WireJSON.isObject(plaintext) else { throw Failure.doesNotDecrypt }
             return plaintext
         } catch {
             throw .doesNotDecrypt
@@ -112,24 +112,17 @@ public struct BlindContent: Sendable, Equatable {
     /// FCM `blind`, the same object as a JSON string (FCM's `data` values are strings);
     /// `/getnotification`'s `content` for a push too big to carry it. `.some(nil)`
     /// when `value` is absent, nil when it is malformed.
-    static func fromPush(_ value: Any?) -> BlindContent?? {
-        guard let value else { return .some(nil) }
-        let object: [String: Any]?
-        if let text = value as? String {
-            object = JSON.object(Data(text.utf8))
-        } else {
-            object = value as? [String: Any]
+    static func fromPush(_ value: PushValue?) -> BlindContent?? {
+        let data: Data
+        switch value {
+        case nil, .null?: return .some(nil)
+        case .string(let text)?: data = Data(text.utf8)
+        case let value?:
+            guard let encoded = try? WireJSON.encode(value) else { return nil }
+            data = encoded
         }
-        guard let object, let data = object["data"] as? String, let dataKey = object["dataKey"] as? String,
-              let signature = object["dataSignature"] as? String, let certificateID = object["encryptionCertificateId"] as? String,
-              let thumbprint = object["encryptionCertificateThumbprint"] as? String else { return nil }
-        var messageID: String?
-        if let id = object["id"] {
-            guard let id = id as? String else { return nil }
-            messageID = id
-        }
-        return .some(BlindContent(data: data, dataKey: dataKey, dataSignature: signature, encryptionCertificateID: certificateID,
-                                  encryptionCertificateThumbprint: thumbprint, messageID: messageID))
+        guard let body = try? WireJSON.decode(BlindContentBody.self, from: data) else { return nil }
+        return .some(body.content)
     }
 }
 
@@ -152,13 +145,55 @@ public struct ENSBlindMessage: Sendable, Equatable {
     }
 
     init?(resource: Data) {
-        guard let object = JSON.object(resource) else { return nil }
-        let address = (object["from"] as? [String: Any])?["emailAddress"] as? [String: Any]
-        id = object["id"] as? String
-        subject = object["subject"] as? String ?? ""
-        senderName = address?["name"] as? String
-        senderAddress = address?["address"] as? String
-        receivedDateTime = object["receivedDateTime"] as? String
+        guard let object = try? WireJSON.decode(GraphMessageResource.self, from: resource) else { return nil }
+        id = object.id
+        subject = object.subject ?? ""
+        senderName = object.from?.emailAddress?.name
+        senderAddress = object.from?.emailAddress?.address
+        receivedDateTime = object.receivedDateTime
         self.resource = resource
+    }
+}
+
+/// The members of Graph's message resource that a notification shows. Graph's, not
+/// ENS's: a member of another type than Graph documents is read as absent, and a
+/// message without a subject shows an empty one.
+struct GraphMessageResource: Decodable {
+    struct From: Decodable {
+        let emailAddress: EmailAddress?
+
+        private enum CodingKeys: String, CodingKey { case emailAddress }
+
+        init(from decoder: any Decoder) throws {
+            emailAddress = try? decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(EmailAddress.self, forKey: .emailAddress)
+        }
+    }
+
+    struct EmailAddress: Decodable {
+        let name: String?
+        let address: String?
+
+        private enum CodingKeys: String, CodingKey { case name, address }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            name = (try? container.decodeIfPresent(String.self, forKey: .name)) ?? nil
+            address = (try? container.decodeIfPresent(String.self, forKey: .address)) ?? nil
+        }
+    }
+
+    let id: String?
+    let subject: String?
+    let from: From?
+    let receivedDateTime: String?
+
+    private enum CodingKeys: String, CodingKey { case id, subject, from, receivedDateTime }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = (try? container.decodeIfPresent(String.self, forKey: .id)) ?? nil
+        subject = (try? container.decodeIfPresent(String.self, forKey: .subject)) ?? nil
+        from = (try? container.decodeIfPresent(From.self, forKey: .from)) ?? nil
+        receivedDateTime = (try? container.decodeIfPresent(String.self, forKey: .receivedDateTime)) ?? nil
     }
 }

@@ -217,37 +217,69 @@ struct ENSBlindKeyRing {
     /// (base64 DER; `retiredAt` in milliseconds). An item of ENSKit before certificates (a
     /// bare DER key) is read as the current key with a new certificate.
     init(data: Data) throws(ENSError) {
-        guard let object = JSON.object(data) else {
+        guard WireJSON.isObject(data) else {
             current = try ENSBlindKey(derRepresentation: data)
             return
         }
-        func key(_ value: Any?) throws(ENSError) -> ENSBlindKey {
-            guard let entry = value as? [String: Any], let key = (entry["key"] as? String).flatMap({ Data(base64Encoded: $0) }),
-                  let certificate = (entry["certificate"] as? String).flatMap({ Data(base64Encoded: $0) }) else {
-                throw .keyStore(ENSKeyStoreError("the blind key item is malformed"))
+        let item: Item
+        do {
+            item = try WireJSON.decode(Item.self, from: data)
+        } catch {
+            throw .keyStore(ENSKeyStoreError("the blind key item is malformed: \(error)"))
+        }
+        func key(_ entry: Item.Entry) throws(ENSError) -> ENSBlindKey {
+            guard let key = Data(base64Encoded: entry.key), let certificate = Data(base64Encoded: entry.certificate) else {
+                throw .keyStore(ENSKeyStoreError("the blind key item is malformed: not base64"))
             }
             return try ENSBlindKey(derRepresentation: key, certificateDER: certificate)
         }
-        if let value = object["current"] { current = try key(value) }
-        for entry in object["previous"] as? [Any] ?? [] {
-            guard let retired = JSON.int64((entry as? [String: Any])?["retiredAt"]) else {
-                throw .keyStore(ENSKeyStoreError("the blind key item is malformed"))
-            }
-            previous.append((try key(entry), Date(timeIntervalSince1970: Double(retired) / 1000)))
+        if let entry = item.current { current = try key(entry) }
+        for entry in item.previous ?? [] {
+            guard let retired = entry.retiredAt else { throw .keyStore(ENSKeyStoreError("the blind key item is malformed: 'retiredAt' is missing")) }
+            previous.append((try key(entry), Date(timeIntervalSince1970: Double(retired.value) / 1000)))
         }
     }
 
     func data() throws(ENSError) -> Data {
-        func entry(_ key: ENSBlindKey) -> [String: Any] {
-            ["key": key.derRepresentation.base64EncodedString(), "certificate": key.certificateDER.base64EncodedString()]
+        func entry(_ key: ENSBlindKey, retiredAt: Date? = nil) -> Item.Entry {
+            Item.Entry(key: key.derRepresentation.base64EncodedString(), certificate: key.certificateDER.base64EncodedString(),
+                       retiredAt: retiredAt.map { JSONInteger(Int64($0.timeIntervalSince1970 * 1000)) })
         }
-        var object: [String: Any] = [:]
-        if let current { object["current"] = entry(current) }
-        object["previous"] = previous.map { item -> [String: Any] in
-            var value = entry(item.key)
-            value["retiredAt"] = Int64(item.retiredAt.timeIntervalSince1970 * 1000)
-            return value
+        return try WireJSON.encode(Item(current: current.map { entry($0) }, previous: previous.map { entry($0.key, retiredAt: $0.retiredAt) }))
+    }
+
+    /// The item as the key store keeps it.
+    struct Item: Codable {
+        struct Entry: Codable {
+            /// Base64 of the key's DER form.
+            let key: String
+            /// Base64 of the certificate's DER form.
+            let certificate: String
+            /// Milliseconds since the epoch; previous keys only.
+            let retiredAt: JSONInteger?
         }
-        return try JSON.encode(object)
+
+        let current: Entry?
+        /// Always written (an empty list when there are none).
+        let previous: [Entry]?
+
+        private enum CodingKeys: String, CodingKey { case current, previous }
+
+        init(current: Entry?, previous: [Entry]) {
+            self.current = current
+            self.previous = previous
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            current = try container.decodeIfPresent(Entry.self, forKey: .current)
+            previous = try container.decodeIfPresent([Entry].self, forKey: .previous)
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodeIfPresent(current, forKey: .current)
+            try container.encode(previous ?? [], forKey: .previous)
+        }
     }
 }

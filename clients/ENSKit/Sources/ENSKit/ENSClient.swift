@@ -99,8 +99,8 @@ public struct ENSClient: Sendable {
     /// `GET /alive`: whether ENS answers and can use its database.
     public func alive() async -> Bool {
         let request = ENSHTTPRequest(method: "GET", url: configuration.baseURL.appendingPathComponent("alive"))
-        guard let response = try? await transport.send(request) else { return false }
-        return response.status == 200 && (JSON.object(response.body)?["responseCode"] as? String) == "Alive"
+        guard let response = try? await transport.send(request), response.status == 200 else { return false }
+        return (try? WireJSON.decode(AnswerEnvelope.self, from: response.body))?.responseCode == "Alive"
     }
 
     /// `POST /getpublickey`: the user's public key, which ENSKit pins for sealing. For a
@@ -108,12 +108,12 @@ public struct ENSClient: Sendable {
     /// refills, or 429 past the app's quota of new users).
     @discardableResult
     public func getPublicKey(for user: ENSUser) async throws(ENSError) -> ENSPublicKey {
-        var parameters: [String: Any] = ["userid": user.userID]
-        if let email = user.email { parameters["email"] = email }
-        let answer = try await call("getpublickey", parameters, accepting: ["UserAlreadySubscribed", "UserRecordPresentNotSubscribed"])
-        guard let pem = answer.object["pubKey"] as? String, answer.object["userid"] as? String == user.userID else {
-            throw answer.unexpected
+        let answer = try await call("getpublickey", accepting: ["UserAlreadySubscribed", "UserRecordPresentNotSubscribed"]) { () throws(ENSError) in
+            PublicKeyRequest(userid: user.userID, email: user.email)
         }
+        let body = try answer.decode(PublicKeyAnswer.self)
+        guard body.userid == user.userID else { throw answer.malformed("'userid' is not the user's") }
+        let pem = body.pubKey
         _ = try ENSSealer(publicKeyPEM: pem)
         try store(Data(pem.utf8), .serverKey(namespace, user.userID))
         return ENSPublicKey(userID: user.userID, publicKeyPEM: pem, isSubscribed: answer.code == "UserAlreadySubscribed")
@@ -133,67 +133,61 @@ public struct ENSClient: Sendable {
     public func register(_ registration: ENSRegistration) async throws(ENSError) -> ENSRegistrationResult {
         guard let email = registration.user.email else { throw .invalidArgument("registering needs the user's email address") }
         let userID = registration.user.userID
-        var creds = try registration.credentials.members()
-        creds[registration.token.member] = registration.token.value
-        if let ewsURL = registration.ewsURL { creds["ewsUrl"] = ewsURL.absoluteString }
+        var creds = RegistrationCreds(credentials: try registration.credentials.members(), token: TokenMember(registration.token))
+        creds.ewsUrl = registration.ewsURL?.absoluteString
         if let imapURL = registration.imapURL {
             guard registration.ewsURL == nil, case .password = registration.credentials,
                   ["imaps", "imap"].contains(imapURL.scheme?.lowercased() ?? "") else {
                 throw .invalidArgument("an IMAP URL (imaps:// or imap://) goes with a user name and password only, never with an EWS URL")
             }
-            creds["imapUrl"] = imapURL.absoluteString
+            creds.imapUrl = imapURL.absoluteString
         }
-        creds["deviceSecret"] = try deviceSecret(for: userID, creating: true)
-        var parameters: [String: Any] = ["userid": userID, "email": email, "bundleid": configuration.bundleID,
-                                         "force": registration.force ? 1 : 0]
-        if let version = registration.exchangeVersion { parameters["exchVersion"] = version }
-        if let sound = registration.defaultSound { parameters["defaultSound"] = sound }
-        if let deviceID = registration.ewsDeviceID { parameters["ewsDeviceId"] = deviceID }
+        creds.deviceSecret = try deviceSecret(for: userID, creating: true)
         // The mode goes inside the sealed creds, where no one who sees the request can
         // change it; the blind certificate (too large to seal) travels in clear, named
         // there by its SHA-256.
+        var certificate: String?
         if let privacy = registration.privacy {
-            creds["privacy"] = privacy.rawValue
-            if privacy == .encrypted { creds["privacyKey"] = try previewKey(for: userID, creating: true).publicKeyX963.base64EncodedString() }
+            creds.privacy = privacy.rawValue
+            if privacy == .encrypted { creds.privacyKey = try previewKey(for: userID, creating: true).publicKeyX963.base64EncodedString() }
             if privacy == .blind {
                 let key = try blindKey(for: userID, creating: true)
-                creds["privacyCertificateSHA256"] = key.certificateSHA256
-                parameters["privacyCertificate"] = key.certificateBase64
+                creds.privacyCertificateSHA256 = key.certificateSHA256
+                certificate = key.certificateBase64
             }
         }
+        let sealedCreds = creds
+        let body = { (seal: SealContext) throws(ENSError) -> RegistrationRequest in
+            RegistrationRequest(userid: userID, email: email, bundleid: configuration.bundleID, force: registration.force ? 1 : 0,
+                                exchVersion: registration.exchangeVersion, defaultSound: registration.defaultSound,
+                                ewsDeviceId: registration.ewsDeviceID, privacyCertificate: certificate,
+                                creds: try seal(sealedCreds, as: "creds", maximumBlocks: ENSSealer.maximumCredentialBlocks))
+        }
         let accepted: Set<String> = ["UserSubscribed", "UserUpdated", "UserAlreadySubscribed"]
-        var answer = try await sealedCall("registerdevicev2", user: registration.user, parameters: parameters, sealed: ["creds": creds],
-                                          maximumBlocks: ENSSealer.maximumCredentialBlocks, accepting: accepted.union(["UserSubscriptionNotFound"]))
+        var answer = try await sealedCall("registerdevicev2", user: registration.user, accepting: accepted.union(["UserSubscriptionNotFound"]), body: body)
         if answer.code == "UserSubscriptionNotFound" {
             // The record went away (its last device left, or the reaper) and with it
             // the key we pinned: a new record has a new key.
             try await getPublicKey(for: registration.user)
-            answer = try await sealedCall("registerdevicev2", user: registration.user, parameters: parameters, sealed: ["creds": creds],
-                                          maximumBlocks: ENSSealer.maximumCredentialBlocks, accepting: accepted)
+            answer = try await sealedCall("registerdevicev2", user: registration.user, accepting: accepted, body: body)
         }
         guard let outcome = ENSRegistrationResult.Outcome(rawValue: answer.code) else { throw answer.unexpected }
-        let tag = answer.object["pushTag"] as? String
-        if let tag {
-            guard tag.utf8.count == 16, tag.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != 0x2F }) else { throw answer.unexpected }
-        }
-        var privacy: ENSPrivacyMode?
-        if let mode = answer.object["privacy"] {
-            guard let name = mode as? String, let parsed = ENSPrivacyMode(rawValue: name) else { throw answer.unexpected }
-            privacy = parsed
-        }
+        let registered = try answer.decode(RegistrationAnswer.self)
+        let tag = registered.pushTag
         try store(Data(registration.token.wireForm.utf8), .registeredToken(namespace, userID))
         if let tag {
             try store(Data(tag.utf8), .pushTag(namespace, userID))
             try store(Data(userID.utf8), .tagOwner(namespace, tag))
         }
-        return ENSRegistrationResult(outcome: outcome, pushTag: tag, privacy: privacy)
+        return ENSRegistrationResult(outcome: outcome, pushTag: tag, privacy: registered.privacy)
     }
 
     /// `POST /getsubscriptionstatus` (v1): a check-in for the user, from the
     /// subscription's health alone. Prefer ``checkIn(user:token:lastNotificationTimestamp:lastMessageDate:credentials:)``.
     public func checkInV1(user: ENSUser) async throws(ENSError) -> ENSCheckInResult {
-        let answer = try await call("getsubscriptionstatus", ["userid": user.userID],
-                                    accepting: ["UserSubscribed", "UserRecordPresentNotSubscribed", "UserSubscriptionNotFound"])
+        let answer = try await call("getsubscriptionstatus", accepting: ["UserSubscribed", "UserRecordPresentNotSubscribed", "UserSubscriptionNotFound"]) {
+            () throws(ENSError) in CheckInV1Request(userid: user.userID)
+        }
         return ENSCheckInResult(action: Self.action(answer.code, credentials: nil), credentials: nil)
     }
 
@@ -212,32 +206,29 @@ public struct ENSClient: Sendable {
     public func checkIn(user: ENSUser, token: ENSPushToken, lastNotificationTimestamp: Int64? = nil, lastMessageDate: Date? = nil,
                         credentials: ENSCredentials? = nil) async throws(ENSError) -> ENSCheckInResult {
         let registered = try registeredToken(for: user.userID) ?? token
-        var payload: [String: Any] = ["pushToken": registered.wireForm]
+        var payload = CheckInPayload(pushToken: registered.wireForm)
         if let lastNotificationTimestamp {
-            payload["lastNotificationTs"] = lastNotificationTimestamp
+            payload.lastNotificationTs = lastNotificationTimestamp
         } else if let lastMessageDate {
-            payload["lastMessageDate"] = ENSDate.string(lastMessageDate)
+            payload.lastMessageDate = ENSDate.string(lastMessageDate)
         } else {
-            payload["ignoreLastMessageDate"] = 1
+            payload.ignoreLastMessageDate = 1
         }
-        var sealed: [String: [String: Any]] = ["subscriptionPayload": payload]
-        var parameters: [String: Any] = [:]
+        var creds: CheckInCreds?
         if let credentials {
             // ENS takes them only from the device that registered a secret, and only
             // once they open the mailbox (`email`) at the subscription's server.
-            var creds = try credentials.members()
-            creds["deviceSecret"] = try deviceSecret(for: user.userID, creating: false)
-            sealed["creds"] = creds
-            if let email = user.email { parameters["email"] = email }
+            creds = CheckInCreds(credentials: try credentials.members(), deviceSecret: try deviceSecret(for: user.userID, creating: false))
         }
-        let answer = try await sealedCall("getsubscriptionstatusv2", user: user, parameters: parameters, sealed: sealed,
-                                          maximumBlocks: ENSSealer.maximumCredentialBlocks,
-                                          accepting: ["UserSubscribed", "UserRecordPresentNotSubscribed", "UserSubscriptionNotFound"])
-        var stored: ENSCheckInResult.Credentials?
-        if let value = answer.object["credentials"] {
-            guard let text = value as? String, let parsed = ENSCheckInResult.Credentials(rawValue: text) else { throw answer.unexpected }
-            stored = parsed
+        let answer = try await sealedCall("getsubscriptionstatusv2", user: user,
+                                          accepting: ["UserSubscribed", "UserRecordPresentNotSubscribed", "UserSubscriptionNotFound"]) {
+            (seal: SealContext) throws(ENSError) -> CheckInRequest in
+            var sealedCreds: String?
+            if let creds { sealedCreds = try seal(creds, as: "creds", maximumBlocks: ENSSealer.maximumCredentialBlocks) }
+            return CheckInRequest(userid: user.userID, email: creds == nil ? nil : user.email,
+                                  subscriptionPayload: try seal(payload, as: "subscriptionPayload"), creds: sealedCreds)
         }
+        let stored = try answer.decode(CheckInAnswer.self).credentials
         var action = Self.action(answer.code, credentials: stored)
         if action == .nothing && registered != token { action = .updateToken(registered: registered) }
         return ENSCheckInResult(action: action, credentials: stored)
@@ -254,10 +245,10 @@ public struct ENSClient: Sendable {
     /// `POST /updatedevice`: the OS gave the device a new push token. The device keeps
     /// its settings, mode, secret, sync key and history.
     public func updateDevice(user: ENSUser, from old: ENSPushToken, to new: ENSPushToken) async throws(ENSError) {
-        var token: [String: Any] = [old.oldMember: old.value, new.member: new.value]
-        token["deviceSecret"] = try deviceSecret(for: user.userID, creating: false)
-        let answer = try await sealedCall("updatedevice", user: user, parameters: [:], sealed: ["token": token],
-                                          accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"])
+        let token = UpdateDeviceToken(old: OldTokenMember(old), new: TokenMember(new), deviceSecret: try deviceSecret(for: user.userID, creating: false))
+        let answer = try await sealedCall("updatedevice", user: user, accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"]) {
+            (seal: SealContext) throws(ENSError) in SealedTokenRequest(userid: user.userID, token: try seal(token, as: "token"))
+        }
         try Self.requireSuccess(answer)
         try store(Data(new.wireForm.utf8), .registeredToken(namespace, user.userID))
     }
@@ -266,11 +257,10 @@ public struct ENSClient: Sendable {
     /// for the user on this device (secret, keys, tag). If it was the user's last
     /// device, ENS deletes the record and ends the subscription.
     public func unregister(user: ENSUser, token: ENSPushToken) async throws(ENSError) {
-        var object: [String: Any] = [token.member: token.value]
-        object["deviceSecret"] = try deviceSecret(for: user.userID, creating: false)
-        let answer = try await sealedCall("unregister", user: user, parameters: [:], sealed: ["token": object],
-                                          accepting: ["DeviceUnregistered", "UserSubscriptionNotFound"])
-        _ = answer
+        let object = UnregisterToken(token: TokenMember(token), deviceSecret: try deviceSecret(for: user.userID, creating: false))
+        _ = try await sealedCall("unregister", user: user, accepting: ["DeviceUnregistered", "UserSubscriptionNotFound"]) {
+            (seal: SealContext) throws(ENSError) in SealedTokenRequest(userid: user.userID, token: try seal(object, as: "token"))
+        }
         try forget(user: user)
     }
 
@@ -290,10 +280,11 @@ public struct ENSClient: Sendable {
     /// (sealed in the private modes). At most 512 bytes.
     public func updateSyncKey(user: ENSUser, token: ENSPushToken, key: String, expiration: Date) async throws(ENSError) {
         guard key.utf8.count <= 512, !key.isEmpty else { throw .invalidArgument("a sync key is 1 to 512 bytes") }
-        var info: [String: Any] = [token.member: token.value, "backgroundSyncKey": key, "syncKeyExpirationTime": ENSDate.string(expiration)]
-        info["deviceSecret"] = try deviceSecret(for: user.userID, creating: false)
-        let answer = try await sealedCall("updatesynckey", user: user, parameters: [:], sealed: ["info": info],
-                                          accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"])
+        let info = SyncKeyInfo(token: TokenMember(token), backgroundSyncKey: key, syncKeyExpirationTime: ENSDate.string(expiration),
+                               deviceSecret: try deviceSecret(for: user.userID, creating: false))
+        let answer = try await sealedCall("updatesynckey", user: user, accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"]) {
+            (seal: SealContext) throws(ENSError) in SealedInfoRequest(userid: user.userID, info: try seal(info, as: "info"))
+        }
         try Self.requireSuccess(answer)
     }
 
@@ -311,19 +302,17 @@ public struct ENSClient: Sendable {
     }
 
     func updatePrivacy(user: ENSUser, token: ENSPushToken, mode: ENSPrivacyMode, blindKey: ENSBlindKey?) async throws(ENSError) -> ENSPrivacyMode {
-        var info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID), "privacy": mode.rawValue]
-        var parameters: [String: Any] = [:]
-        if mode == .encrypted { info["privacyKey"] = try previewKey(for: user.userID, creating: true).publicKeyX963.base64EncodedString() }
-        if let blindKey {
-            info["privacyCertificateSHA256"] = blindKey.certificateSHA256
-            parameters["privacyCertificate"] = blindKey.certificateBase64
+        var info = PrivacyInfo(pushToken: token.wireForm, deviceSecret: try requiredSecret(for: user.userID), privacy: mode.rawValue)
+        if mode == .encrypted { info.privacyKey = try previewKey(for: user.userID, creating: true).publicKeyX963.base64EncodedString() }
+        info.privacyCertificateSHA256 = blindKey?.certificateSHA256
+        let sealedInfo = info
+        let answer = try await sealedCall("updateprivacy", user: user, accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound", "ExchangeError"]) {
+            (seal: SealContext) throws(ENSError) in
+            SealedInfoRequest(userid: user.userID, info: try seal(sealedInfo, as: "info"), privacyCertificate: blindKey?.certificateBase64)
         }
-        let answer = try await sealedCall("updateprivacy", user: user, parameters: parameters, sealed: ["info": info],
-                                          accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound", "ExchangeError"])
-        if answer.code == "ExchangeError", mode == .blind { throw .exchangeError(message: answer.object["message"] as? String ?? "") }
+        if answer.code == "ExchangeError", mode == .blind { throw .exchangeError(message: answer.message ?? "") }
         try Self.requireSuccess(answer)
-        guard let name = answer.object["privacy"] as? String, let effective = ENSPrivacyMode(rawValue: name) else { throw answer.unexpected }
-        return effective
+        return try answer.decode(PrivacyAnswer.self).privacy
     }
 
     /// Rotates the device's blind-mode key (`/updateprivacy` with `blind` and a new
@@ -361,49 +350,38 @@ public struct ENSClient: Sendable {
     /// `POST /getnotification`: a `secure` notification's content, once. Nil when ENS
     /// has none for this device (already fetched, expired, another device's, unknown).
     public func getNotification(user: ENSUser, token: ENSPushToken, id: String) async throws(ENSError) -> ENSNotificationContent? {
-        guard let (object, answer) = try await notificationObject(user: user, token: token, id: id) else { return nil }
-        guard let content = ENSNotificationContent(object: object) else { throw answer.unexpected }
-        return content
+        try await notificationContent(NotificationContentBody.self, user: user, token: token, id: id)?.content
     }
 
     /// `POST /getnotification` for a `blind` push that came without `ens.blind` (it
     /// would not have fit in a push): Graph's encrypted content, once, still encrypted
     /// to the device's certificate. Nil when ENS has none for this device.
     public func getBlindNotification(user: ENSUser, token: ENSPushToken, id: String) async throws(ENSError) -> BlindContent? {
-        guard let (object, answer) = try await notificationObject(user: user, token: token, id: id) else { return nil }
-        guard let content = BlindContent.fromPush(object) ?? nil else { throw answer.unexpected }
-        return content
+        try await notificationContent(BlindContentBody.self, user: user, token: token, id: id)?.content
     }
 
-    func notificationObject(user: ENSUser, token: ENSPushToken, id: String) async throws(ENSError) -> ([String: Any], Answer)? {
+    /// `/getnotification`'s `content`, read as `Content`; nil for `NotificationNotFound`.
+    func notificationContent<Content: Decodable>(_ type: Content.Type, user: ENSUser, token: ENSPushToken, id: String) async throws(ENSError) -> Content? {
         guard id.utf8.count == 32, id.utf8.allSatisfy({ Hex.isDigit($0) }) else { throw .invalidArgument("a notification id is 32 hex digits") }
-        let info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID), "id": id]
-        let answer = try await sealedCall("getnotification", user: user, parameters: [:], sealed: ["info": info],
-                                          accepting: ["NotificationFound", "NotificationNotFound"])
+        let info = NotificationInfo(pushToken: token.wireForm, deviceSecret: try requiredSecret(for: user.userID), id: id)
+        let answer = try await sealedCall("getnotification", user: user, accepting: ["NotificationFound", "NotificationNotFound"]) {
+            (seal: SealContext) throws(ENSError) in SealedInfoRequest(userid: user.userID, info: try seal(info, as: "info"))
+        }
         guard answer.code == "NotificationFound" else { return nil }
-        guard answer.object["id"] as? String == id, let object = answer.object["content"] as? [String: Any] else { throw answer.unexpected }
-        return (object, answer)
+        let found = try answer.decode(NotificationAnswer<Content>.self)
+        guard found.id == id else { throw answer.malformed("'id' is not the one asked for") }
+        return found.content
     }
 
     /// `POST /getnotificationhistory`: the device's newest notifications, newest first.
     public func getNotificationHistory(user: ENSUser, token: ENSPushToken, limit: Int? = nil) async throws(ENSError) -> [ENSHistoryEntry] {
-        var info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID)]
-        if let limit {
-            guard limit >= 1 else { throw .invalidArgument("a history limit is at least 1") }
-            info["limit"] = limit
+        if let limit, limit < 1 { throw .invalidArgument("a history limit is at least 1") }
+        let info = HistoryInfo(pushToken: token.wireForm, deviceSecret: try requiredSecret(for: user.userID), limit: limit)
+        let answer = try await sealedCall("getnotificationhistory", user: user, accepting: ["NotificationHistory", "UserSubscriptionNotFound"]) {
+            (seal: SealContext) throws(ENSError) in SealedInfoRequest(userid: user.userID, info: try seal(info, as: "info"))
         }
-        let answer = try await sealedCall("getnotificationhistory", user: user, parameters: [:], sealed: ["info": info],
-                                          accepting: ["NotificationHistory", "UserSubscriptionNotFound"])
         guard answer.code == "NotificationHistory" else { throw .userNotFound }
-        guard let list = answer.object["notifications"] as? [Any] else { throw answer.unexpected }
-        var entries: [ENSHistoryEntry] = []
-        for item in list {
-            guard let entry = item as? [String: Any], let id = entry["id"] as? String, let ts = JSON.int64(entry["ts"]),
-                  let sender = entry["sender"] as? String, let subject = entry["subject"] as? String,
-                  let read = JSON.int64(entry["read"]), read == 0 || read == 1 else { throw answer.unexpected }
-            entries.append(ENSHistoryEntry(id: id, timestamp: ts, sender: sender, subject: subject, isRead: read == 1))
-        }
-        return entries
+        return try answer.decode(HistoryAnswer.self).notifications.map(\.entry)
     }
 
     /// `POST /marknotificationsread`: marks 1 to 25 of the device's notifications read;
@@ -413,12 +391,13 @@ public struct ENSClient: Sendable {
         guard (1...25).contains(ids.count), ids.allSatisfy({ $0.utf8.count == 32 && $0.utf8.allSatisfy(Hex.isDigit) }) else {
             throw .invalidArgument("1 to 25 notification ids of 32 hex digits")
         }
-        let info: [String: Any] = ["pushToken": token.wireForm, "deviceSecret": try requiredSecret(for: user.userID), "ids": ids]
-        let answer = try await sealedCall("marknotificationsread", user: user, parameters: [:], sealed: ["info": info],
-                                          accepting: ["UpdateSuccess", "UpdateFail"])
+        let info = MarkReadInfo(pushToken: token.wireForm, deviceSecret: try requiredSecret(for: user.userID), ids: ids)
+        let answer = try await sealedCall("marknotificationsread", user: user, accepting: ["UpdateSuccess", "UpdateFail"]) {
+            (seal: SealContext) throws(ENSError) in SealedInfoRequest(userid: user.userID, info: try seal(info, as: "info"))
+        }
         try Self.requireSuccess(answer)
-        guard let marked = JSON.int64(answer.object["marked"]), marked >= 0 else { throw answer.unexpected }
-        return Int(marked)
+        guard let marked = Int(exactly: try answer.decode(MarkReadAnswer.self).marked) else { throw answer.malformed("'marked' is out of range") }
+        return marked
     }
 
     // MARK: What the device keeps
@@ -487,12 +466,27 @@ public struct ENSClient: Sendable {
 
     // MARK: The wire
 
-    /// An answer ENS gave with HTTP 200 and one of the codes the call accepts.
+    /// An answer ENS gave with HTTP 200 and one of the codes the call accepts; the
+    /// endpoint reads the rest of the body with ``decode(_:)``.
     struct Answer {
         let status: Int
         let code: String
-        let object: [String: Any]
+        /// ENS's words, when it sent some.
+        let message: String?
+        let body: Data
         var unexpected: ENSError { .unexpectedAnswer(status: status, responseCode: code) }
+
+        /// The answer with a member missing, of the wrong type, or out of its range.
+        func malformed(_ what: String) -> ENSError { .malformedAnswer(status: status, responseCode: code, what) }
+
+        /// The body as the endpoint's answer type, or ``malformed(_:)`` naming the member.
+        func decode<T: Decodable>(_ type: T.Type) throws(ENSError) -> T {
+            do {
+                return try WireJSON.decode(T.self, from: body)
+            } catch {
+                throw malformed(error.description)
+            }
+        }
     }
 
     static func requireSuccess(_ answer: Answer) throws(ENSError) {
@@ -504,12 +498,25 @@ public struct ENSClient: Sendable {
         }
     }
 
-    /// A call with sealed parameters: each object in `sealed` is bound to
-    /// `<endpoint>.<name>` and sealed under the user's pinned key. When ENS answers 400,
-    /// which is also what a value sealed under a stale key gets, the key is fetched
-    /// again; only if it changed is the call made once more, sealed anew.
-    func sealedCall(_ endpoint: String, user: ENSUser, parameters: [String: Any], sealed: [String: [String: Any]],
-                    maximumBlocks: Int = ENSSealer.maximumBlocks, accepting: Set<String>) async throws(ENSError) -> Answer {
+    /// Seals one object of a request for its use: bound to `<endpoint>.<name>` and the
+    /// attempt's time, under the user's pinned key.
+    struct SealContext {
+        let sealer: ENSSealer
+        let endpoint: String
+        let time: Int64
+
+        func callAsFunction<Payload: Encodable>(_ payload: Payload, as name: String,
+                                                maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
+            try sealer.seal(payload, purpose: "\(endpoint).\(name)", atMilliseconds: time, maximumBlocks: maximumBlocks)
+        }
+    }
+
+    /// A call with sealed parameters: `makeBody` seals each with the ``SealContext`` it
+    /// is given. When ENS answers 400, which is also what a value sealed under a stale
+    /// key gets, the key is fetched again; only if it changed is the call made once
+    /// more, sealed anew.
+    func sealedCall<Body: ENSRequestBody>(_ endpoint: String, user: ENSUser, accepting: Set<String>,
+                                          body makeBody: (SealContext) throws(ENSError) -> Body) async throws(ENSError) -> Answer {
         var sealer = try await pinnedSealer(for: user)
         var refreshed = false
         // ENS takes a bound value once: every attempt seals a new one, its time at least
@@ -519,16 +526,10 @@ public struct ENSClient: Sendable {
         while true {
             let current = sealer
             do {
-                return try await call(endpoint, accepting: accepting) { () throws(ENSError) in
-                    var all = parameters
-                    all["userid"] = user.userID
+                return try await call(endpoint, accepting: accepting) { () throws(ENSError) -> Body in
                     let time = max(ENSSealer.milliseconds(now()), (lastSealedAt ?? .min) + 1)
                     lastSealedAt = time
-                    for (name, object) in sealed {
-                        let blocks = name == "creds" ? maximumBlocks : ENSSealer.maximumBlocks
-                        all[name] = try current.seal(object, purpose: "\(endpoint).\(name)", atMilliseconds: time, maximumBlocks: blocks)
-                    }
-                    return all
+                    return try makeBody(SealContext(sealer: current, endpoint: endpoint, time: time))
                 }
             } catch where error.code == .invalidRequest && !refreshed {
                 refreshed = true
@@ -546,33 +547,29 @@ public struct ENSClient: Sendable {
         return try ENSSealer(publicKeyPEM: try await getPublicKey(for: user).publicKeyPEM)
     }
 
-    /// POSTs `parameters` as JSON, retrying 429 and 503 as ``ENSRetryPolicy`` allows,
-    /// and maps the answer: a documented error status to its ``ENSError``, a 200 with an
-    /// accepted code to an ``Answer``, anything else to ``ENSError/Code/unexpectedAnswer``.
-    func call(_ endpoint: String, _ parameters: [String: Any], accepting: Set<String>) async throws(ENSError) -> Answer {
-        try await call(endpoint, accepting: accepting) { () throws(ENSError) in parameters }
-    }
-
-    /// `call`, with the parameters made anew for every attempt: a sealed value that
-    /// changes state is spent once ENS opened it, whatever the answer, so a retry after
-    /// 429 or 503 carries a value sealed again.
-    func call(_ endpoint: String, accepting: Set<String>, parameters makeParameters: () throws(ENSError) -> [String: Any]) async throws(ENSError) -> Answer {
+    /// POSTs the body `makeBody` makes as JSON, retrying 429 and 503 as
+    /// ``ENSRetryPolicy`` allows, and maps the answer: a documented error status to its
+    /// ``ENSError``, a 200 with an accepted code to an ``Answer``, anything else to
+    /// ``ENSError/Code/unexpectedAnswer``. The body is made anew for every attempt: a
+    /// sealed value that changes state is spent once ENS opened it, whatever the
+    /// answer, so a retry after 429 or 503 carries a value sealed again.
+    func call<Body: ENSRequestBody>(_ endpoint: String, accepting: Set<String>,
+                                    body makeBody: () throws(ENSError) -> Body) async throws(ENSError) -> Answer {
         var headers = ["ApiToken": configuration.apiToken, "Content-Type": "application/json", "Accept": "application/json"]
         if let badge = configuration.badge { headers["badge"] = badge ? "1" : "0" }
         if let development = configuration.development { headers["development"] = development ? "1" : "0" }
         var attempt = 0
         while true {
-            let parameters = try makeParameters()
+            let body = try makeBody()
             let request = ENSHTTPRequest(method: "POST", url: configuration.baseURL.appendingPathComponent(endpoint), headers: headers,
-                                         body: try JSON.encode(parameters))
+                                         body: try WireJSON.encode(body))
             let response: ENSHTTPResponse
             do {
                 response = try await transport.send(request)
             } catch {
                 throw .transport(error)
             }
-            let object = JSON.object(response.body)
-            let code = object?["responseCode"] as? String
+            let envelope = try? WireJSON.decode(AnswerEnvelope.self, from: response.body)
             let retryAfter = Self.retryAfter(response.header("Retry-After"), now: now())
             if response.status == 429 || response.status == 503, attempt < configuration.retry.maximumRetries {
                 let delay = retryAfter ?? configuration.retry.defaultDelay * (1 << attempt)
@@ -582,20 +579,22 @@ public struct ENSClient: Sendable {
                     continue
                 }
             }
-            guard let object, let code else { throw .unexpectedAnswer(status: response.status, responseCode: nil) }
+            guard let envelope else { throw .unexpectedAnswer(status: response.status, responseCode: nil) }
+            let code = envelope.responseCode
             switch (response.status, code) {
-            case (200, _) where accepting.contains(code): return Answer(status: 200, code: code, object: object)
+            case (200, _) where accepting.contains(code):
+                return Answer(status: 200, code: code, message: envelope.message, body: response.body)
             case (200, "AutodiscoverFailed") where accepting.contains("UserSubscribed"):
-                throw .autodiscoverFailed(message: object["message"] as? String ?? "")
+                throw .autodiscoverFailed(message: envelope.message ?? "")
             case (200, "ExchangeAuthFailed") where accepting.contains("UserSubscribed"):
-                throw .exchangeAuthFailed(message: object["message"] as? String ?? "")
+                throw .exchangeAuthFailed(message: envelope.message ?? "")
             case (200, "ExchangeError") where accepting.contains("UserSubscribed"):
-                throw .exchangeError(message: object["message"] as? String ?? "")
+                throw .exchangeError(message: envelope.message ?? "")
             case (400, "InvalidRequest"):
                 // Only the blind mode's certificate problems are worded (it is public);
                 // every other 400 has the uniform bytes.
-                if parameters["privacyCertificate"] != nil, let message = object["message"] as? String, message != Self.uniformMessage {
-                    throw .blindRefused(ENSBlindRefusal(refusal: object["refusal"] as? String, message: message), message: message)
+                if body.privacyCertificate != nil, let message = envelope.message, message != Self.uniformMessage {
+                    throw .blindRefused(ENSBlindRefusal(refusal: envelope.refusal, message: message), message: message)
                 }
                 throw .invalidRequest
             case (401, "Unauthorized"): throw .unauthorized
@@ -665,7 +664,7 @@ extension ENSClient {
         let ring = try ENSBlindKeyRing(data: data)
         // An item from before certificates got one just now: keep it, so that every
         // request and push sees the same certificate.
-        if JSON.object(data) == nil { try saveBlindKeyRing(ring, for: userID) }
+        if !WireJSON.isObject(data) { try saveBlindKeyRing(ring, for: userID) }
         return ring
     }
 

@@ -162,6 +162,12 @@ public struct ENSError: Error, Sendable, Equatable, CustomStringConvertible {
         ENSError(code: .unexpectedAnswer, status: status, responseCode: responseCode)
     }
 
+    /// An answer with a code the call accepts whose body lacks a member ENSKit needs, or
+    /// has one of the wrong type or form: `what` names it (`'pubKey' is missing`).
+    static func malformedAnswer(status: Int, responseCode: String?, _ what: String) -> ENSError {
+        ENSError(code: .unexpectedAnswer, message: "malformed answer: \(what)", status: status, responseCode: responseCode)
+    }
+
     static func blindRefused(_ refusal: ENSBlindRefusal, message: String) -> ENSError {
         ENSError(code: .blindRefused, message: message, status: 400, responseCode: "InvalidRequest", blindRefusal: refusal)
     }

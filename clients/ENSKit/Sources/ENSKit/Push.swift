@@ -62,38 +62,37 @@ public struct ENSPush: Sendable, Equatable {
     /// on iOS, the same dictionary). For FCM, pass the message's `notification` title and
     /// body, which `preview` and `generic` messages carry outside `data`.
     public init(userInfo: [AnyHashable: Any], notificationTitle: String? = nil, notificationBody: String? = nil) throws(ENSPushError) {
-        var members: [String: Any] = [:]
-        for (key, value) in userInfo { if let key = key as? String { members[key] = value } }
-        if let aps = members["aps"] as? [String: Any], let ens = members["ens"] as? [String: Any] {
+        let members = PushValue.members(of: userInfo)
+        if case .object(let aps)? = members["aps"], case .object(let ens)? = members["ens"] {
             try self.init(ens: ens, badge: aps["badge"], alert: aps["alert"], syncKey: members["backgroundSyncKey"],
                           syncKeyExpiration: members["syncKeyExpirationTime"], fallbackID: nil)
         } else if members["aps"] == nil, members["notificationId"] != nil || members["id"] != nil {
-            var alert: [String: Any] = [:]
-            alert["title"] = notificationTitle
-            alert["body"] = notificationBody
-            try self.init(ens: members, badge: members["badge"], alert: alert.isEmpty ? nil : alert, syncKey: members["backgroundSyncKey"],
+            var alert: [String: PushValue] = [:]
+            alert["title"] = notificationTitle.map(PushValue.string)
+            alert["body"] = notificationBody.map(PushValue.string)
+            try self.init(ens: members, badge: members["badge"], alert: alert.isEmpty ? nil : .object(alert), syncKey: members["backgroundSyncKey"],
                           syncKeyExpiration: members["syncKeyExpirationTime"], fallbackID: members["notificationId"])
         } else {
             throw .notENS
         }
     }
 
-    private init(ens: [String: Any], badge: Any?, alert: Any?, syncKey: Any?, syncKeyExpiration: Any?, fallbackID: Any?) throws(ENSPushError) {
+    private init(ens: [String: PushValue], badge: PushValue?, alert: PushValue?, syncKey: PushValue?, syncKeyExpiration: PushValue?,
+                 fallbackID: PushValue?) throws(ENSPushError) {
         switch ens["action"] {
         case nil: kind = .newMail
-        case let action as String where action == "resubscribe": kind = .resubscribe
+        case .string("resubscribe")?: kind = .resubscribe
         default: throw .malformed("action")
         }
         switch ens["privacy"] {
         case nil: mode = .preview
-        case let name as String:
+        case .string(let name)?:
             guard let parsed = ENSPrivacyMode(rawValue: name) else { throw .malformed("privacy") }
             mode = parsed
         default: throw .malformed("privacy")
         }
-        let identifier = ens["id"] ?? fallbackID
-        if let identifier {
-            guard let text = identifier as? String, (1...64).contains(text.utf8.count), text.utf8.allSatisfy({ Hex.isDigit($0) }) else {
+        if let identifier = ens["id"] ?? fallbackID {
+            guard case .string(let text) = identifier, (1...64).contains(text.utf8.count), text.utf8.allSatisfy({ Hex.isDigit($0) }) else {
                 throw .malformed("id")
             }
             id = text
@@ -102,41 +101,41 @@ public struct ENSPush: Sendable, Equatable {
             id = nil
         }
         if let ts = ens["ts"] {
-            guard let value = JSON.int64(ts), value > 0 else { throw .malformed("ts") }
+            guard let value = ts.int64, value > 0 else { throw .malformed("ts") }
             timestamp = value
         } else {
             timestamp = nil
         }
         if let tag = ens["tag"] {
-            guard let text = tag as? String, !text.isEmpty, text.utf8.count <= 64 else { throw .malformed("tag") }
+            guard case .string(let text) = tag, !text.isEmpty, text.utf8.count <= 64 else { throw .malformed("tag") }
             self.tag = text
         } else {
             tag = nil
         }
         if let userID = ens["userid"] {
-            guard let text = userID as? String, let user = ENSUser(userID: text) else { throw .malformed("userid") }
+            guard case .string(let text) = userID, let user = ENSUser(userID: text) else { throw .malformed("userid") }
             self.userID = user.userID
         } else {
             userID = nil
         }
         guard tag != nil || userID != nil else { throw .malformed("neither tag nor userid") }
         if let badge {
-            guard let value = JSON.int64(badge), value >= 0 else { throw .malformed("badge") }
-            self.badge = Int(value)
+            guard let value = badge.int64, value >= 0, let count = Int(exactly: value) else { throw .malformed("badge") }
+            self.badge = count
         } else {
             self.badge = nil
         }
-        if let key = syncKey {
-            guard let key = key as? String, let expiration = syncKeyExpiration as? String else { throw .malformed("backgroundSyncKey") }
+        if let syncKey {
+            guard case .string(let key) = syncKey, case .string(let expiration)? = syncKeyExpiration else { throw .malformed("backgroundSyncKey") }
             self.syncKey = ENSSyncKey(key: key, expirationText: expiration)
         } else {
             self.syncKey = nil
         }
         switch alert {
-        case let object as [String: Any]:
-            title = object["title"] as? String
-            body = object["body"] as? String
-        case let text as String:
+        case .object(let object)?:
+            if case .string(let text)? = object["title"] { title = text } else { title = nil }
+            if case .string(let text)? = object["body"] { body = text } else { body = nil }
+        case .string(let text)?:
             title = nil
             body = text
         default:
@@ -144,7 +143,7 @@ public struct ENSPush: Sendable, Equatable {
             body = nil
         }
         if let enc = ens["enc"] {
-            guard let text = enc as? String, let data = Data(base64Encoded: text) else { throw .malformed("enc") }
+            guard case .string(let text) = enc, let data = Data(base64Encoded: text) else { throw .malformed("enc") }
             encryptedContent = data
         } else {
             encryptedContent = nil
@@ -169,8 +168,8 @@ public struct ENSPush: Sendable, Equatable {
         } catch {
             throw .doesNotOpen
         }
-        guard let object = JSON.object(plaintext), let content = ENSNotificationContent(object: object) else { throw .doesNotOpen }
-        return content
+        guard let body = try? WireJSON.decode(NotificationContentBody.self, from: plaintext) else { throw .doesNotOpen }
+        return body.content
     }
 
     /// A blind push's content, opened with the device's RSA key.
@@ -247,6 +246,76 @@ public struct ENSPush: Sendable, Equatable {
             return (try? await fetchContent(using: client, user: user, token: token)) ?? nil
         case .preview, .generic:
             return nil
+        }
+    }
+}
+
+/// A value of a push's `userInfo`, as the OS hands it over (a property-list dictionary
+/// of strings, numbers, dictionaries and arrays; FCM `data` values are all strings),
+/// typed once so that nothing below reads `Any`. Encodable as the JSON it stands for,
+/// so a member that is an object (APNs `ens.blind`) decodes as its model.
+enum PushValue: Encodable, Equatable {
+    case string(String)
+    case integer(Int64)
+    case number(Double)
+    case object([String: PushValue])
+    case array([PushValue])
+    case null
+    /// Anything else (a date, data): never a value ENS sends.
+    case unsupported
+
+    /// The members of `userInfo` whose keys are strings.
+    static func members(of userInfo: [AnyHashable: Any]) -> [String: PushValue] {
+        var members: [String: PushValue] = [:]
+        for (key, value) in userInfo {
+            if let key = key.base as? String { members[key] = PushValue(value) }
+        }
+        return members
+    }
+
+    init(_ value: Any) {
+        switch value {
+        case let text as String: self = .string(text)
+        case let number as Int: self = .integer(Int64(number))
+        case let number as Int64: self = .integer(number)
+        case let number as NSNumber:
+            let double = number.doubleValue
+            self = double.rounded() == double && abs(double) < 9.0e15 ? .integer(Int64(double)) : .number(double)
+        case let number as Double: self = .number(number)
+        case let object as [AnyHashable: Any]: self = .object(Self.members(of: object))
+        case let array as [Any]: self = .array(array.map(PushValue.init))
+        case is NSNull: self = .null
+        default: self = .unsupported
+        }
+    }
+
+    /// An integer, whether a number or (FCM's rule) a string of digits.
+    var int64: Int64? {
+        switch self {
+        case .integer(let value): return value
+        case .string(let text): return Int64(text)
+        default: return nil
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .string(let text):
+            var container = encoder.singleValueContainer()
+            try container.encode(text)
+        case .integer(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .number(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .object(let members):
+            try members.encode(to: encoder)
+        case .array(let values):
+            try values.encode(to: encoder)
+        case .null, .unsupported:
+            var container = encoder.singleValueContainer()
+            try container.encodeNil()
         }
     }
 }

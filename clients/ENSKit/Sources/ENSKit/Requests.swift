@@ -16,22 +16,20 @@ public enum ENSCredentials: Sendable, Equatable, CustomStringConvertible {
     case graph(accessToken: String)
 
     /// The sealed members, without the push token.
-    func members() throws(ENSError) -> [String: Any] {
+    func members() throws(ENSError) -> CredentialMembers {
         switch self {
         case .password(let userName, let password):
             guard !userName.isEmpty, !password.isEmpty else { throw .invalidArgument("an empty user name or password") }
-            return ["userName": userName, "password": password]
+            return CredentialMembers(userName: userName, password: password)
         case .oauth(let accessToken, let refresh):
             guard !accessToken.isEmpty else { throw .invalidArgument("an empty OAuth access token") }
-            var members: [String: Any] = ["oauthAccessToken": accessToken]
-            if let refresh { members["oauthRefresh"] = try refresh.members() }
-            return members
+            return CredentialMembers(oauthAccessToken: accessToken, oauthRefresh: try refresh?.members())
         case .certificate(let pkcs12, let password):
             guard !pkcs12.isEmpty else { throw .invalidArgument("an empty PKCS#12 bundle") }
-            return ["CBAData": ["certificate": pkcs12.base64EncodedString(), "password": password]]
+            return CredentialMembers(cbaData: CBADataMembers(certificate: pkcs12.base64EncodedString(), password: password))
         case .graph(let accessToken):
             guard !accessToken.isEmpty else { throw .invalidArgument("an empty Graph access token") }
-            return ["graphAccessToken": accessToken]
+            return CredentialMembers(graphAccessToken: accessToken)
         }
     }
 
@@ -64,14 +62,12 @@ public struct ENSOAuthRefresh: Sendable, Equatable, CustomStringConvertible {
         self.scope = scope
     }
 
-    func members() throws(ENSError) -> [String: Any] {
+    func members() throws(ENSError) -> OAuthRefreshMembers {
         guard tokenEndpoint.scheme?.lowercased() == "https" else { throw .invalidArgument("the token endpoint must be an https URL") }
         guard !refreshToken.isEmpty, !clientID.isEmpty, scope?.isEmpty != true else {
             throw .invalidArgument("an empty refresh token, client id or scope")
         }
-        var members: [String: Any] = ["refreshToken": refreshToken, "tokenEndpoint": tokenEndpoint.absoluteString, "clientId": clientID]
-        if let scope { members["scope"] = scope }
-        return members
+        return OAuthRefreshMembers(refreshToken: refreshToken, tokenEndpoint: tokenEndpoint.absoluteString, clientId: clientID, scope: scope)
     }
 
     public var description: String { "ENSOAuthRefresh(…)" }

@@ -69,42 +69,14 @@ public struct ENSSealer: Sendable {
     /// A JSON object sealed for one use: `purpose` (`"<endpoint>.<parameter>"`) and
     /// `sealedAt` (milliseconds since the epoch) are added, so ENS refuses the value
     /// anywhere else and after `sealed.max_age_seconds` (docs/api.md, "Sealed values").
-    func seal(_ object: [String: Any], purpose: String, at time: Date, maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
-        try seal(object, purpose: purpose, atMilliseconds: Self.milliseconds(time), maximumBlocks: maximumBlocks)
+    func seal<Payload: Encodable>(_ payload: Payload, purpose: String, at time: Date, maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
+        try seal(payload, purpose: purpose, atMilliseconds: Self.milliseconds(time), maximumBlocks: maximumBlocks)
     }
 
-    func seal(_ object: [String: Any], purpose: String, atMilliseconds sealedAt: Int64, maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
-        var bound = object
-        bound["purpose"] = purpose
-        bound["sealedAt"] = sealedAt
-        return try seal(try JSON.encode(bound), maximumBlocks: maximumBlocks)
+    func seal<Payload: Encodable>(_ payload: Payload, purpose: String, atMilliseconds sealedAt: Int64,
+                                  maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
+        try seal(try WireJSON.encode(Bound(payload: payload, purpose: purpose, sealedAt: sealedAt)), maximumBlocks: maximumBlocks)
     }
 
     static func milliseconds(_ time: Date) -> Int64 { Int64((time.timeIntervalSince1970 * 1000).rounded(.down)) }
-}
-
-enum JSON {
-    static func encode(_ object: [String: Any]) throws(ENSError) -> Data {
-        do {
-            return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        } catch {
-            throw .invalidArgument("a value that is not JSON")
-        }
-    }
-
-    /// The JSON object in `data`, nil if it is not one.
-    static func object(_ data: Data) -> [String: Any]? {
-        (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
-    }
-
-    /// An integer member, whether JSON carried it as a number or (FCM's rule) a string.
-    static func int64(_ value: Any?) -> Int64? {
-        if let text = value as? String { return Int64(text) }
-        if let number = value as? Int { return Int64(number) }
-        if let number = value as? NSNumber {
-            let double = number.doubleValue
-            return double.rounded() == double && abs(double) < 9.0e15 ? Int64(double) : nil
-        }
-        return nil
-    }
 }

@@ -55,18 +55,93 @@ struct Device: ParsableArguments {
     }
 }
 
-/// Prints `object` as one line of JSON (keys sorted).
-func printJSON(_ object: [String: Any]) throws {
-    let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-    print(String(decoding: data, as: UTF8.self))
+/// Prints `value` as one line of JSON (keys sorted).
+func printJSON<Output: Encodable>(_ value: Output) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }
 
-func contentJSON(_ content: ENSNotificationContent?) -> [String: Any] {
-    guard let content else { return ["content": NSNull()] }
-    var object: [String: Any] = ["sender": content.sender, "subject": content.subject]
-    if let badge = content.badge { object["badge"] = badge }
-    if let syncKey = content.syncKey { object["backgroundSyncKey"] = syncKey.key; object["syncKeyExpirationTime"] = syncKey.expirationText }
-    return ["content": object]
+// What ens-client prints: one object per command.
+
+/// `public-key`.
+struct KeyOutput: Encodable {
+    let userid: String
+    let subscribed: Bool
+}
+
+/// The commands that answer with ENS's `responseCode` (and what came with it).
+struct ResponseOutput: Encodable {
+    let responseCode: String
+    var pushTag: String?
+    var privacy: String?
+    var encryptionCertificateId: String?
+}
+
+/// `check-in`: what to do next.
+struct ActionOutput: Encodable {
+    let action: String
+    var reason: String?
+}
+
+/// `history`.
+struct HistoryOutput: Encodable {
+    struct Entry: Encodable {
+        let id: String
+        let ts: Int64
+        let sender: String
+        let subject: String
+        let read: Bool
+    }
+
+    let notifications: [Entry]
+}
+
+/// `alive`.
+struct AliveOutput: Encodable {
+    let alive: Bool
+}
+
+/// A notification's content as ENS serves it (`sender`, `subject`, `badge`, the sync key pair).
+struct ContentOutput: Encodable {
+    let sender: String
+    let subject: String
+    let badge: Int?
+    let backgroundSyncKey: String?
+    let syncKeyExpirationTime: String?
+
+    init(_ content: ENSNotificationContent) {
+        sender = content.sender
+        subject = content.subject
+        badge = content.badge
+        backgroundSyncKey = content.syncKey?.key
+        syncKeyExpirationTime = content.syncKey?.expirationText
+    }
+}
+
+/// `fetch` and `open-push`: `content` (null when there is none to show) and, for a
+/// push, what it is.
+struct ContentAnswer: Encodable {
+    let content: ContentOutput?
+    var mode: String?
+    var kind: String?
+    var id: String?
+    var ts: Int64?
+    var messageId: String?
+
+    init(_ content: ENSNotificationContent?) { self.content = content.map(ContentOutput.init) }
+
+    private enum CodingKeys: String, CodingKey { case content, mode, kind, id, ts, messageId }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(content, forKey: .content)
+        try container.encodeIfPresent(mode, forKey: .mode)
+        try container.encodeIfPresent(kind, forKey: .kind)
+        try container.encodeIfPresent(id, forKey: .id)
+        try container.encodeIfPresent(ts, forKey: .ts)
+        try container.encodeIfPresent(messageId, forKey: .messageId)
+    }
 }
 
 struct PublicKey: AsyncParsableCommand {
@@ -76,7 +151,7 @@ struct PublicKey: AsyncParsableCommand {
 
     func run() async throws {
         let key = try await connection.client().getPublicKey(for: ENSUser(email: email))
-        try printJSON(["userid": key.userID, "subscribed": key.isSubscribed])
+        try printJSON(KeyOutput(userid: key.userID, subscribed: key.isSubscribed))
     }
 }
 
@@ -149,10 +224,7 @@ struct Register: AsyncParsableCommand {
         let registration = ENSRegistration(user: device.user, token: try device.token(), credentials: try credentials(), ewsURL: url,
                                            imapURL: imap, privacy: mode, force: force, exchangeVersion: exchangeVersion, defaultSound: sound)
         let result = try await connection.client().register(registration)
-        var object: [String: Any] = ["responseCode": result.outcome.rawValue]
-        if let tag = result.pushTag { object["pushTag"] = tag }
-        if let privacy = result.privacy { object["privacy"] = privacy.rawValue }
-        try printJSON(object)
+        try printJSON(ResponseOutput(responseCode: result.outcome.rawValue, pushTag: result.pushTag, privacy: result.privacy?.rawValue))
     }
 }
 
@@ -165,9 +237,9 @@ struct CheckIn: AsyncParsableCommand {
     func run() async throws {
         let result = try await connection.client().checkIn(user: device.user, token: try device.token(), lastNotificationTimestamp: lastTs)
         switch result.action {
-        case .nothing: try printJSON(["action": "nothing"])
-        case .registerAgain(let reason): try printJSON(["action": "registerAgain", "reason": "\(reason)"])
-        case .updateToken: try printJSON(["action": "updateToken"])
+        case .nothing: try printJSON(ActionOutput(action: "nothing"))
+        case .registerAgain(let reason): try printJSON(ActionOutput(action: "registerAgain", reason: "\(reason)"))
+        case .updateToken: try printJSON(ActionOutput(action: "updateToken"))
         }
     }
 }
@@ -187,7 +259,7 @@ struct UpdateDevice: AsyncParsableCommand {
         default: throw ValidationError("give exactly one of --new-apns-token and --new-fcm-token")
         }
         try await connection.client().updateDevice(user: device.user, from: try device.token(), to: new)
-        try printJSON(["responseCode": "UpdateSuccess"])
+        try printJSON(ResponseOutput(responseCode: "UpdateSuccess"))
     }
 }
 
@@ -198,7 +270,7 @@ struct Unregister: AsyncParsableCommand {
 
     func run() async throws {
         try await connection.client().unregister(user: device.user, token: try device.token())
-        try printJSON(["responseCode": "DeviceUnregistered"])
+        try printJSON(ResponseOutput(responseCode: "DeviceUnregistered"))
     }
 }
 
@@ -212,7 +284,7 @@ struct SyncKey: AsyncParsableCommand {
     func run() async throws {
         try await connection.client().updateSyncKey(user: device.user, token: try device.token(), key: key,
                                                      expiration: Date().addingTimeInterval(Double(expiresIn)))
-        try printJSON(["responseCode": "UpdateSuccess"])
+        try printJSON(ResponseOutput(responseCode: "UpdateSuccess"))
     }
 }
 
@@ -230,12 +302,12 @@ struct Privacy: AsyncParsableCommand {
         if rotate {
             guard parsed == .blind else { throw ValidationError("--rotate is for blind") }
             let key = try await client.rotateBlindCertificate(user: device.user, token: try device.token())
-            try printJSON(["responseCode": "UpdateSuccess", "privacy": "blind", "encryptionCertificateId": key.certificateID])
+            try printJSON(ResponseOutput(responseCode: "UpdateSuccess", privacy: "blind", encryptionCertificateId: key.certificateID))
             return
         }
         let effective = try await client.updatePrivacy(user: device.user, token: try device.token(), mode: parsed)
-        var result: [String: Any] = ["responseCode": "UpdateSuccess", "privacy": effective.rawValue]
-        if parsed == .blind, let key = try client.blindKey(for: device.user) { result["encryptionCertificateId"] = key.certificateID }
+        var result = ResponseOutput(responseCode: "UpdateSuccess", privacy: effective.rawValue)
+        if parsed == .blind, let key = try client.blindKey(for: device.user) { result.encryptionCertificateId = key.certificateID }
         try printJSON(result)
     }
 }
@@ -247,7 +319,7 @@ struct Fetch: AsyncParsableCommand {
     @Argument(help: "The notification id (ens.id).") var id: String
 
     func run() async throws {
-        try printJSON(contentJSON(try await connection.client().getNotification(user: device.user, token: try device.token(), id: id)))
+        try printJSON(ContentAnswer(try await connection.client().getNotification(user: device.user, token: try device.token(), id: id)))
     }
 }
 
@@ -259,7 +331,9 @@ struct History: AsyncParsableCommand {
 
     func run() async throws {
         let entries = try await connection.client().getNotificationHistory(user: device.user, token: try device.token(), limit: limit)
-        try printJSON(["notifications": entries.map { ["id": $0.id, "ts": $0.timestamp, "sender": $0.sender, "subject": $0.subject, "read": $0.isRead] }])
+        try printJSON(HistoryOutput(notifications: entries.map {
+            HistoryOutput.Entry(id: $0.id, ts: $0.timestamp, sender: $0.sender, subject: $0.subject, read: $0.isRead)
+        }))
     }
 }
 
@@ -273,6 +347,9 @@ struct OpenPush: AsyncParsableCommand {
 
     func run() async throws {
         let input = FileHandle.standardInput.readDataToEndOfFile()
+        // ens-client plays the OS here: it hands ENSPush the payload as the property-list
+        // dictionary a notification's userInfo is (FCM's data: string values), so this
+        // is the one place that parses JSON into untyped values.
         guard let object = (try? JSONSerialization.jsonObject(with: input)) as? [String: Any] else {
             throw ValidationError("standard input is not a JSON object")
         }
@@ -286,18 +363,18 @@ struct OpenPush: AsyncParsableCommand {
             push = try ENSPush(userInfo: object)
         }
         let client = try connection.client()
-        var result: [String: Any]
+        var result: ContentAnswer
         if push.mode == .blind {
             let message = await push.blindMessage(using: client)
-            result = contentJSON(message?.content)
-            if let messageID = message?.id { result["messageId"] = messageID }
+            result = ContentAnswer(message?.content)
+            result.messageId = message?.id
         } else {
-            result = contentJSON(await push.content(using: client))
+            result = ContentAnswer(await push.content(using: client))
         }
-        result["mode"] = push.mode.rawValue
-        result["kind"] = push.kind == .newMail ? "newMail" : "resubscribe"
-        if let id = push.id { result["id"] = id }
-        if let ts = push.timestamp { result["ts"] = ts }
+        result.mode = push.mode.rawValue
+        result.kind = push.kind == .newMail ? "newMail" : "resubscribe"
+        result.id = push.id
+        result.ts = push.timestamp
         try printJSON(result)
     }
 }
@@ -308,7 +385,7 @@ struct Alive: AsyncParsableCommand {
 
     func run() async throws {
         let alive = await (try connection.client()).alive()
-        try printJSON(["alive": alive])
+        try printJSON(AliveOutput(alive: alive))
         if !alive { throw ExitCode.failure }
     }
 }

@@ -24,8 +24,8 @@ struct BlindTests {
                                      certificateDER: try #require(Data(base64Encoded: try #require(vectors["device_certificate"] as? String))))
         let rotated = try ENSBlindKey(pemRepresentation: try #require(vectors["rotated_private_key_pem"] as? String),
                                       certificateDER: try #require(Data(base64Encoded: try #require(vectors["rotated_certificate"] as? String))))
-        let good = try #require(BlindContent.fromPush(vectors["good"]) ?? nil)
-        let after = try #require(BlindContent.fromPush(vectors["rotated"]) ?? nil)
+        let good = try #require(BlindContent.fromPush(vectors["good"].map(PushValue.init)) ?? nil)
+        let after = try #require(BlindContent.fromPush(vectors["rotated"].map(PushValue.init)) ?? nil)
         #expect(good.encryptionCertificateID == device.certificateID && good.encryptionCertificateThumbprint == device.certificateThumbprint)
         #expect(after.encryptionCertificateID == rotated.certificateID && after.encryptionCertificateThumbprint == rotated.certificateThumbprint)
         #expect(device.bits == 2048 && rotated.bits == 3072)
@@ -39,9 +39,9 @@ struct BlindTests {
         #expect(second.id == "AAMkAGI2TG94AAA=" && second.content == ENSNotificationContent(sender: "carol@contoso.test", subject: "After the rotation"))
         #expect(throws: BlindContent.Failure.noKey) { try after.message(with: [device]) }
         // Named by the right id but altered, or wrapped to another key: refused.
-        var altered = try #require(BlindContent.fromPush(vectors["altered_data"]) ?? nil)
+        var altered = try #require(BlindContent.fromPush(vectors["altered_data"].map(PushValue.init)) ?? nil)
         #expect(throws: BlindContent.Failure.signatureMismatch) { try altered.message(with: ring) }
-        altered = try #require(BlindContent.fromPush(vectors["other_key"]) ?? nil)
+        altered = try #require(BlindContent.fromPush(vectors["other_key"].map(PushValue.init)) ?? nil)
         #expect(throws: BlindContent.Failure.noKey) { try altered.message(with: ring) }
         altered.encryptionCertificateID = device.certificateID
         #expect(throws: BlindContent.Failure.keyDoesNotUnwrap) { try altered.message(with: ring) }
@@ -71,7 +71,7 @@ struct BlindTests {
         #expect(notBefore <= now && notBefore > now - 600)
         #expect(abs(notAfter - (now + TimeInterval(ENSBlindKey.defaultValidity.components.seconds))) < 600)
         #expect(abs(key.notValidAfter.timeIntervalSince1970 - notAfter) < 1)
-        let content = try #require(BlindContent.fromPush(answer["encryptedContent"]) ?? nil)
+        let content = try #require(BlindContent.fromPush(answer["encryptedContent"].map(PushValue.init)) ?? nil)
         #expect(content.encryptionCertificateID == key.certificateID && content.encryptionCertificateThumbprint == key.certificateThumbprint)
         let message = try content.message(with: [try ENSBlindKey(bits: 2048), key])
         #expect(message.subject == "Quarterly numbers — déjà vu" && message.senderName == "Bea Finance" && message.id == "AAMkAD=")
@@ -319,7 +319,7 @@ struct BlindTests {
         // Fetched once: then nothing to show.
         #expect(await apns.content(using: client) == nil)
         // Content that is not Graph's encryptedContent is refused.
-        await #expect(throws: ENSError.unexpectedAnswer(status: 200, responseCode: "NotificationFound")) {
+        await #expect(throws: ENSError.malformedAnswer(status: 200, responseCode: "NotificationFound", "'content.data' is missing")) {
             try await client.getBlindNotification(user: user, token: self.apns, id: Self.id)
         }
     }

@@ -79,7 +79,7 @@ struct ClientTests {
             (.oauth(accessToken: "at"), ["oauthAccessToken": "at"]),
         ]
         for (credentials, expected) in cases {
-            let members = try credentials.members()
+            let members = try jsonObject(try WireJSON.encode(try credentials.members()))
             #expect(NSDictionary(dictionary: members).isEqual(to: expected), "\(credentials)")
             #expect(!"\(credentials)".contains("pw") && !"\(credentials)".contains("eyJ0"))
         }
@@ -95,8 +95,10 @@ struct ClientTests {
             (#"{"responseCode":"ExchangeError","message":"Subscribe failed."}"#, .exchangeError(message: "Subscribe failed.")),
             // An answer ENS never sends to a registration.
             (#"{"responseCode":"UpdateSuccess"}"#, .unexpectedAnswer(status: 200, responseCode: "UpdateSuccess")),
-            (#"{"responseCode":"UserSubscribed","pushTag":"short"}"#, .unexpectedAnswer(status: 200, responseCode: "UserSubscribed")),
-            (#"{"responseCode":"UserSubscribed","privacy":"loud"}"#, .unexpectedAnswer(status: 200, responseCode: "UserSubscribed")),
+            // An answer with a member of the wrong form: the error names it.
+            (#"{"responseCode":"UserSubscribed","pushTag":"short"}"#, .malformedAnswer(status: 200, responseCode: "UserSubscribed", "'pushTag' is malformed")),
+            (#"{"responseCode":"UserSubscribed","privacy":"loud"}"#, .malformedAnswer(status: 200, responseCode: "UserSubscribed", "'privacy' is malformed")),
+            (#"{"responseCode":"UserSubscribed","pushTag":16}"#, .malformedAnswer(status: 200, responseCode: "UserSubscribed", "'pushTag' has the wrong type")),
             (#"<html>oops</html>"#, .unexpectedAnswer(status: 200, responseCode: nil)),
         ] {
             let client = try makeClient(RecordedTransport(json: try publicKeyAnswer(user, pem), answer))
@@ -213,7 +215,7 @@ struct ClientTests {
         #expect(unused == ENSCheckInResult(action: .registerAgain(.credentialsUnused), credentials: .unused))
         let creds = try unseal(try #require(try transport.parameters(6)["creds"] as? String), with: key)
         #expect(creds["password"] as? String == "new" && creds["apnsToken"] == nil && creds["purpose"] as? String == "getsubscriptionstatusv2.creds")
-        await #expect(throws: ENSError.unexpectedAnswer(status: 200, responseCode: "UserSubscribed")) {
+        await #expect(throws: ENSError.malformedAnswer(status: 200, responseCode: "UserSubscribed", "'credentials' is malformed")) {
             try await client.checkIn(user: user, token: apns, credentials: .password(userName: "u", password: "new"))
         }
 
@@ -309,7 +311,7 @@ struct ClientTests {
         #expect(history == [ENSHistoryEntry(id: id, timestamp: 1_764_081_234_567, sender: "Ann Example", subject: "Lunch?", isRead: false)])
         #expect(try await client.markNotificationsRead(user: user, token: apns, ids: [id]) == 1)
         // Content for another id than asked: refused.
-        await #expect(throws: ENSError.unexpectedAnswer(status: 200, responseCode: "NotificationFound")) {
+        await #expect(throws: ENSError.malformedAnswer(status: 200, responseCode: "NotificationFound", "'id' is not the one asked for")) {
             try await client.getNotification(user: user, token: apns, id: id)
         }
         await #expect(throws: ENSError.updateFailed) { try await client.updatePrivacy(user: user, token: apns, mode: .generic) }

@@ -90,7 +90,7 @@ struct CryptoTests {
         let key = try ENSBlindKey(pemRepresentation: try #require(vectors["device_private_key_pem"] as? String))
         func content(_ name: String) throws -> BlindContent {
             let object = try #require(vectors[name] as? [String: Any])
-            return try #require(BlindContent.fromPush(object) ?? nil)
+            return try #require(BlindContent.fromPush(PushValue(object)) ?? nil)
         }
         let good = try content("good")
         #expect(String(decoding: try good.open(with: key), as: UTF8.self) == vectors["resource"] as? String)

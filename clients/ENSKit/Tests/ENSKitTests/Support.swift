@@ -32,6 +32,11 @@ func unseal(_ text: String, with key: _RSA.Encryption.PrivateKey) throws -> [Str
     return try #require(try JSONSerialization.jsonObject(with: plaintext) as? [String: Any])
 }
 
+/// The JSON object in `data`, as an independent reader (JSONSerialization) sees it.
+func jsonObject(_ data: Data) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+}
+
 /// A transport that answers from a script and records every request.
 final class RecordedTransport: ENSHTTPTransport, @unchecked Sendable {
     // @unchecked: every access to the mutable state holds `lock`.
