@@ -10,6 +10,8 @@
 # AB_KIND=heartbeat replays each subscription's StatusEvent instead (the same callback
 # with the NewMailEvent replaced, as bench/capacity.py's heartbeats), and counts the CPU
 # until a second after the run, so each side's batched writes fall in its own run.
+# AB_PACE=RATE sends them at RATE a second at Poisson times (bench/paced.py), as the
+# capacity bench paces its Exchange callbacks (67/s), instead of back to back.
 #
 #   AB_BIN_A=/work/old/.build/release AB_BIN_B=.build/release bench/ab-callbacks.sh
 #
@@ -71,21 +73,34 @@ role_ticks() {
   mapfile -t pids < <(stack_pids "$1")
   cpu_ticks "${pids[@]}"
 }
+# load: B6's callbacks against the current side, back to back (wrk), or at AB_PACE a
+# second at Poisson times (bench/paced.py); prints "rps p50 p99 requests unexpected".
+load() {
+  local out
+  if [ -n "${AB_PACE:-}" ]; then
+    out=$(timeout $((SECONDS_PER_RUN + 60)) python3 bench/paced.py "$ENS_VAR/ab-callbacks.txt" "$AB_PACE" "$SECONDS_PER_RUN" 2>"$ENS_VAR/ab-errors")
+    read -r rps p50 p99 _ <<<"$out"
+    printf '%s %s %s %s %d\n' "$rps" "$p50" "$p99" "$(python3 -c "print(round($rps * $SECONDS_PER_RUN))")" "$(wc -l < "$ENS_VAR/ab-errors")"
+  else
+    out=$(timeout $((SECONDS_PER_RUN + 30)) wrk -t2 -c16 -d"${SECONDS_PER_RUN}s" --latency -s bench/b6-callbacks.lua \
+      "$BENCH_URL_BASE/ews/" -- "$ENS_VAR/ab-callbacks.txt" 2>"$ENS_VAR/ab-errors")
+    awk -v errors="$(wc -l < "$ENS_VAR/ab-errors")" '/Requests\/sec/ {rps=$2} $1 == "50%" {p50=$2} $1 == "99%" {p99=$2} /requests in/ {total=$1}
+      END {printf "%s %s %s %s %d\n", rps, p50, p99, total, errors}' <<<"$out"
+  fi
+}
 # measure SIDE: prints "rps p50 p99 fcgi_ms apns_ms mariadb_ms nginx_ms unexpected".
 measure() {
   use "$1"
-  local before=() after=() role out
+  local before=() after=() role rps p50 p99 total errors
   wait_for_empty_spool
   for role in fcgi apns mariadb nginx; do before+=("$(role_ticks "$role")"); done
-  out=$(timeout $((SECONDS_PER_RUN + 30)) wrk -t2 -c16 -d"${SECONDS_PER_RUN}s" --latency -s bench/b6-callbacks.lua \
-    "$BENCH_URL_BASE/ews/" -- "$ENS_VAR/ab-callbacks.txt" 2>"$ENS_VAR/ab-errors")
+  read -r rps p50 p99 total errors <<<"$(load)"
   wait_for_empty_spool
   [ "$KIND" = heartbeat ] && sleep 1.5
   for role in fcgi apns mariadb nginx; do after+=("$(role_ticks "$role")"); done
   awk -v hz="$hz" -v f=$((after[0] - before[0])) -v a=$((after[1] - before[1])) -v m=$((after[2] - before[2])) \
-      -v n=$((after[3] - before[3])) -v errors="$(wc -l < "$ENS_VAR/ab-errors")" '
-    /Requests\/sec/ {rps=$2} $1 == "50%" {p50=$2} $1 == "99%" {p99=$2} /requests in/ {total=$1}
-    END {ms = hz / 1000 * total; printf "%s %s %s %.3f %.3f %.3f %.3f %d", rps, p50, p99, f/ms, a/ms, m/ms, n/ms, errors}' <<<"$out"
+      -v n=$((after[3] - before[3])) -v rps="$rps" -v p50="$p50" -v p99="$p99" -v total="$total" -v errors="$errors" '
+    BEGIN {ms = hz / 1000 * total; printf "%s %s %s %.3f %.3f %.3f %.3f %d", rps, p50, p99, f/ms, a/ms, m/ms, n/ms, errors}'
 }
 
 declare -A runs
