@@ -13,7 +13,7 @@
 #   make bench   benchmarks through nginx on loopback (bounded in time), B1 and B2 also
 #                through Apache httpd and plain CGI
 #   make chaos   bounded fault injection against a private stack under var/chaos
-#                (MariaDB restart, worker kill -9, ens-apns kill -9, ENS down 3 min)
+#                (MariaDB restart, worker kill -9, ens-sender kill -9, ENS down 3 min)
 #   make cluster three Galera nodes (each in a network namespace of its own as root),
 #                two ENS hosts and an nginx load balancer on https://localhost:38443
 #                (scripts/cluster.sh, var/cluster); prints a token and the demo command
@@ -32,7 +32,7 @@
 #                config/ens.conf.example and ens.conf(5) as the key declarations generate them
 #   make config-docs  rewrite config/ens.conf.example and debian/man/ens.conf.5 from the key
 #                declarations (Sources/ENSConfig/Components)
-#   make build   release build of ens-fcgi, ens-apns, ens-cron
+#   make build   release build of ens-fcgi, ens-sender, ens-cron
 #   make install install the binaries, SQL, nginx and Apache snippets, deployment files
 #                and the example config under $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local)
 #   make deb     the Debian package (debian/), built offline with dpkg-buildpackage from the
@@ -140,7 +140,9 @@ clean:
 # there (the built-in default, /usr/share/ens/sql/migrations, matches PREFIX=/usr).
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/sql/migrations $(SHARE)/nginx $(SHARE)/deploy
-	install -m 0755 .build/release/ens-fcgi .build/release/ens-apns .build/release/ens-cron $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 .build/release/ens-fcgi .build/release/ens-sender .build/release/ens-cron $(DESTDIR)$(PREFIX)/bin/
+	# ens-apns, the sender's name up to 0.3.0: a link for 0.4.0 only (docs/operations.md, Upgrading).
+	ln -sfn ens-sender $(DESTDIR)$(PREFIX)/bin/ens-apns
 	install -m 0644 sql/migrations/*.sql $(SHARE)/sql/migrations/
 	install -m 0644 sql/accounts.sql.in config/ens.conf.example $(SHARE)/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man5

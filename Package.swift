@@ -6,7 +6,7 @@
 //   C libraries -> one wrapper each (the only importers of the C modules)
 //   -> ENSModel (values) -> ENSConfig, ENSMetrics, ENSVault, SenderWire, ENSStore
 //   -> protocol clients EWS, Graph -> MailBackends (one folder per backend)
-//   -> ENSResponder, ENSSender -> three thin executables (ens-fcgi, ens-apns, ens-cron).
+//   -> ENSResponder, ENSSender -> three thin executables (ens-fcgi, ens-sender, ens-cron).
 // This manifest is the module graph: each target lists exactly the modules its files
 // import (`make lint`: scripts/check_manifest.py), and docs/architecture.md's module
 // table is generated from it. scripts/check_imports.py holds the few rules a manifest
@@ -56,7 +56,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "ens-fcgi", targets: ["ens-fcgi"]),
-        .executable(name: "ens-apns", targets: ["ens-apns"]),
+        .executable(name: "ens-sender", targets: ["ens-sender"]),
         .executable(name: "ens-cron", targets: ["ens-cron"]),
     ],
     dependencies: [
@@ -206,7 +206,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
-            name: "ens-apns",
+            name: "ens-sender",
             dependencies: [
                 "ENSConfig", "ENSMetrics", "ENSModel", "ENSSender", "ENSStore", "SenderWire", "OpenSSL", "POSIX",
                 .product(name: "Logging", package: "swift-log"),

@@ -4,7 +4,7 @@
 # registered users on each, and B6's Exchange new-mail callbacks replayed against one
 # and then the other, the order swapped every round, so a change in this host's speed
 # during the run falls on both. For each run: callbacks/s, p50/p99, and CPU per
-# callback of ens-fcgi, ens-apns, MariaDB and nginx (from /proc, from before the run
+# callback of ens-fcgi, ens-sender, MariaDB and nginx (from /proc, from before the run
 # until the spool has drained after it, so each run pays for its own pushes; the
 # simulators and wrk are not counted). Ends with the medians of the rounds' B/A ratios.
 # AB_KIND=heartbeat replays each subscription's StatusEvent instead (the same callback
@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-A_BIN=$(readlink -f "${AB_BIN_A:?the directory of the first build: its ens-fcgi, ens-apns and ens-cron}")
+A_BIN=$(readlink -f "${AB_BIN_A:?the directory of the first build: its ens-fcgi, ens-sender (ens-apns in a release before 0.4.0) and ens-cron}")
 B_BIN=$(readlink -f "${AB_BIN_B:?the directory of the second build}")
 A_PORT=${AB_PORT_A:-9543} B_PORT=${AB_PORT_B:-9643}
 USERS=${B6_USERS:-50}
@@ -88,16 +88,16 @@ load() {
       END {printf "%s %s %s %s %d\n", rps, p50, p99, total, errors}' <<<"$out"
   fi
 }
-# measure SIDE: prints "rps p50 p99 fcgi_ms apns_ms mariadb_ms nginx_ms unexpected".
+# measure SIDE: prints "rps p50 p99 fcgi_ms sender_ms mariadb_ms nginx_ms unexpected".
 measure() {
   use "$1"
   local before=() after=() role rps p50 p99 total errors
   wait_for_empty_spool
-  for role in fcgi apns mariadb nginx; do before+=("$(role_ticks "$role")"); done
+  for role in fcgi sender mariadb nginx; do before+=("$(role_ticks "$role")"); done
   read -r rps p50 p99 total errors <<<"$(load)"
   wait_for_empty_spool
   [ "$KIND" = heartbeat ] && sleep 1.5
-  for role in fcgi apns mariadb nginx; do after+=("$(role_ticks "$role")"); done
+  for role in fcgi sender mariadb nginx; do after+=("$(role_ticks "$role")"); done
   awk -v hz="$hz" -v f=$((after[0] - before[0])) -v a=$((after[1] - before[1])) -v m=$((after[2] - before[2])) \
       -v n=$((after[3] - before[3])) -v rps="$rps" -v p50="$p50" -v p99="$p99" -v total="$total" -v errors="$errors" '
     BEGIN {ms = hz / 1000 * total; printf "%s %s %s %.3f %.3f %.3f %.3f %d", rps, p50, p99, f/ms, a/ms, m/ms, n/ms, errors}'
@@ -110,7 +110,7 @@ for ((round = 0; round < ROUNDS; round++)); do
   for side in "${order[@]}"; do runs[$side]=$(measure "$side"); done
   for side in a b; do
     read -r rps p50 p99 f a m n errors <<<"${runs[$side]}"
-    printf 'AB round %d %s: %s callbacks/s (p50 %s, p99 %s; %s unexpected); CPU ms per callback: ens-fcgi %s, ens-apns %s, MariaDB %s, nginx %s; the three ENS-side together %.3f\n' \
+    printf 'AB round %d %s: %s callbacks/s (p50 %s, p99 %s; %s unexpected); CPU ms per callback: ens-fcgi %s, ens-sender %s, MariaDB %s, nginx %s; the three ENS-side together %.3f\n' \
       $((round + 1)) "${side^^}" "$rps" "$p50" "$p99" "$errors" "$f" "$a" "$m" "$n" "$(python3 -c "print($f + $a + $m)")"
   done
   read -r ra _ _ fa aa ma _ _ <<<"${runs[a]}"
@@ -118,5 +118,5 @@ for ((round = 0; round < ROUNDS; round++)); do
   ratios_rate+=("$(ratio "$rb" "$ra")")
   ratios_cpu+=("$(python3 -c "print(f'{($fb + $ab + $mb) / ($fa + $aa + $ma):.3f}')")")
 done
-printf 'AB result: B/A callbacks/s %s (median of %s), CPU per callback (ens-fcgi + ens-apns + MariaDB) %s (median of %s)\n' \
+printf 'AB result: B/A callbacks/s %s (median of %s), CPU per callback (ens-fcgi + ens-sender + MariaDB) %s (median of %s)\n' \
   "$(median "${ratios_rate[@]}")" "${ratios_rate[*]}" "$(median "${ratios_cpu[@]}")" "${ratios_cpu[*]}"

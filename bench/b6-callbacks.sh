@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # B6: Exchange new-mail callbacks through nginx. Each request is a real SendNotification
 # for a registered user: ENS checks the sealed URL, parses the SOAP, calls GetItem on
-# the Exchange simulator, and hands the notification to ens-apns (durably spooled)
+# the Exchange simulator, and hands the notification to ens-sender (durably spooled)
 # before answering OK. Reports callbacks/s and p50/p99 latency, with /alive from the
 # same run beside it.
 set -euo pipefail

@@ -4,7 +4,7 @@
 # for a registered Exchange Online user: ENS routes it by subscription, checks
 # clientState, claims the message id against redelivery, fetches sender and subject from
 # the Graph simulator ($select, ENS's application token), and hands the notification to
-# ens-apns (durably spooled) before answering 202. No message is sent twice, so none is
+# ens-sender (durably spooled) before answering 202. No message is sent twice, so none is
 # skipped as a duplicate. B6 and B8 alternate in BENCH_ROUNDS rounds (default 3) of
 # BENCH_SECONDS each (default 5), the order swapped every round, so a change in this
 # host's speed during the run falls on both; reports notifications/s, p50/p99 time to

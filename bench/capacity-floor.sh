@@ -12,7 +12,7 @@
 #            GetItem, h2load's CPU only
 #   push     one HTTP/2 POST over TLS: h2load to the APNs simulator (2 connections x 10
 #            streams), h2load's CPU only
-#   sync     one 1 KB append and fdatasync in the spool's directory (ens-apns acknowledges
+#   sync     one 1 KB append and fdatasync in the spool's directory (ens-sender acknowledges
 #            only what is synced; at the target's rate each callback's is synced alone)
 #   RSA      one RSA-2048 private-key operation (openssl speed): a check-in opens its
 #            sealed token with one

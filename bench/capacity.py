@@ -353,7 +353,7 @@ def key_pool(target):
     return int(re.search(r"keys\.pool=(\d+)", out.stdout + out.stderr).group(1))
 
 
-STACK = ("ens-fcgi", "nginx", "mariadb", "ens-apns", "ens-cron keys")
+STACK = ("ens-fcgi", "nginx", "mariadb", "ens-sender", "ens-cron keys")
 
 
 def report(m, r, results, unexpected, cpu, wall, idle):
@@ -382,7 +382,7 @@ def report(m, r, results, unexpected, cpu, wall, idle):
         print(f"Reference, same run: one core of this host did {rsa:,.0f} RSA-2048 private-key operations/s "
               f"({1000 / rsa:.3f} ms each; openssl speed); {per_core / rsa * 1000:,.0f} users per core per 1,000 RSA "
               f"operations/s of core speed (scaling every process's CPU as RSA's)")
-    print(f"Capacity result: {per_core:,.0f} users per core of the stack (ens-fcgi + nginx + MariaDB + ens-apns + ens-cron's key generation: "
+    print(f"Capacity result: {per_core:,.0f} users per core of the stack (ens-fcgi + nginx + MariaDB + ens-sender + ens-cron's key generation: "
           f"{stack / wall:.3f} cores for {users} users; the simulators and the load generator, "
           f"{(total - stack) / wall:.3f} cores, excluded); worst class p99 {p99:.1f} ms "
           f"(targets >= 300,000 users/core, p99 < 50 ms)")

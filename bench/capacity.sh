@@ -4,7 +4,7 @@
 # CAP_USERS users would send at the peak hour (check-ins, Exchange new-mail callbacks
 # and heartbeats, Graph notifications, registrations and unregistrations; the model and
 # its defaults are in bench/capacity.py and docs/scaling.md), measuring every process's
-# CPU. Users per core counts ens-fcgi, nginx, MariaDB, ens-apns and ens-cron's key
+# CPU. Users per core counts ens-fcgi, nginx, MariaDB, ens-sender and ens-cron's key
 # generation only: the simulators (Exchange, Graph, APNs, FCM) and the load generator
 # are printed beside them and excluded. Targets: >= 300,000 users per core, p99 of
 # every class < 50 ms.
@@ -25,7 +25,7 @@ if [ ! -s "$requests" ] || [ "${CAP_FRESH:-1}" = 1 ]; then
 fi
 fill_key_pool "$keys"
 pids() { stack_pids "$1" | paste -sd, -; }
-CAP_PIDS="ens-fcgi=$(pids fcgi) nginx=$(pids nginx) mariadb=$(pids mariadb) ens-apns=$(pids apns)"
+CAP_PIDS="ens-fcgi=$(pids fcgi) nginx=$(pids nginx) mariadb=$(pids mariadb) ens-sender=$(pids sender)"
 CAP_PIDS+=" apns-simulator=$(pids apns-sim) fcm-simulator=$(pids fcm-sim) ews-simulator=$(pids ews-sim) graph-simulator=$(pids graph-sim)"
 export CAP_PIDS CAP_KEY_TARGET=$keys
 wait_for_empty_spool

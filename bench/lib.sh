@@ -42,12 +42,17 @@ memory_breakdown_mb() {
        END {printf "private %.1f MB, shared library pages %.1f MB, PSS %.1f MB", p/1024, s/1024, q/1024}' "/proc/$pid/smaps_rollup"
 }
 
-# stack_pids fcgi|mariadb|nginx|apache|apns|apns-sim|fcm-sim|ews-sim|graph-sim: the processes of this stack ($ENS_VAR) in that role.
+# shellcheck source=scripts/sender.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/sender.sh"
+
+# stack_pids fcgi|mariadb|nginx|apache|sender|apns-sim|fcm-sim|ews-sim|graph-sim: the processes of this stack ($ENS_VAR) in that role.
+# The sender is ens-sender, or ens-sender where the stack runs an older release's binaries
+# (bench/ab-callbacks.sh's AB_BIN_A); `apns` is the role's name before 0.4.0.
 stack_pids() {
   case $1 in
     fcgi) pgrep -f "ens-fcgi.*$ENS_VAR/ens.conf" ;;
     mariadb) pgrep -f "mariadbd.*$ENS_VAR/db" ;;
-    apns) pgrep -f "ens-apns --config $ENS_VAR/ens.conf" ;;
+    sender|apns) pgrep -f "$SENDER_PROCESS --config $ENS_VAR/ens.conf" ;;
     apns-sim) pgrep -f "apns_simulator.py --port $((ENS_PORT + 1)) " ;;
     fcm-sim) pgrep -f "fcm_simulator.py --port $((ENS_PORT + 6)) " ;;
     ews-sim) pgrep -f "ews_simulator.py --port $((ENS_PORT + 3)) " ;;
@@ -74,7 +79,7 @@ fill_key_pool() {
   "$ENS_BIN/ens-cron" keys --target "$1" --config "$ENS_VAR/ens.conf" >/dev/null
 }
 
-# Waits (up to a minute) until ens-apns has delivered what the last run spooled, so its
+# Waits (up to a minute) until ens-sender has delivered what the last run spooled, so its
 # backlog does not take the next run's CPU.
 wait_for_empty_spool() {
   for _ in $(seq 600); do

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""B4 helpers: drive ens-apns through its Unix socket, and mint a JWT for h2load.
+"""B4 helpers: drive ens-sender through its Unix socket, and mint a JWT for h2load.
 
   pushes.py submit SOCKET N CONNECTIONS [apns|fcm]
                                          submit N notifications (to APNs or FCM tokens);
@@ -7,7 +7,7 @@
   pushes.py jwt KEY.p8 KEYID TEAMID      print an ES256 provider token (raw r||s)
   pushes.py payload                      print one notification payload (APNs JSON)
   pushes.py fcm-assertion ACCOUNT.json   print the RS256 OAuth assertion for a service account
-  pushes.py fcm-message TOKEN            print the messages:send body ens-apns sends for PAYLOAD
+  pushes.py fcm-message TOKEN            print the messages:send body ens-sender sends for PAYLOAD
 """
 import base64
 import json
@@ -51,7 +51,7 @@ def fcm_token():
 def submit(path, count, connections, provider="apns"):
     """Like `connections` responders at once: each connection sends a notification and
     waits for its answer before the next. One thread drives them all: sixteen Python
-    threads handing the GIL to each other cost more CPU than ens-apns's whole ingest,
+    threads handing the GIL to each other cost more CPU than ens-sender's whole ingest,
     and that CPU came out of what B4 measures."""
     expiration = int(time.time()) + 3600
     selector = selectors.DefaultSelector()
@@ -77,7 +77,7 @@ def submit(path, count, connections, provider="apns"):
             entry = state[sock]
             chunk = sock.recv(65536)
             if not chunk:
-                raise ConnectionError("ens-apns closed the connection")
+                raise ConnectionError("ens-sender closed the connection")
             entry[1] += chunk
             while len(entry[1]) >= 8 and len(entry[1]) >= 8 + struct.unpack(">I", entry[1][4:8])[0]:
                 length = 8 + struct.unpack(">I", entry[1][4:8])[0]
@@ -123,7 +123,7 @@ def fcm_assertion(account_path):
 
 
 def fcm_message(token):
-    """The body ens-apns builds for PAYLOAD (FCMProvider.message): same fields, same size."""
+    """The body ens-sender builds for PAYLOAD (FCMProvider.message): same fields, same size."""
     print(json.dumps({"message": {
         "token": token,
         "android": {"priority": "HIGH", "ttl": "3600s", "collapse_key": os.urandom(16).hex()},

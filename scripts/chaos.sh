@@ -3,8 +3,8 @@
 #
 #   1. mariadb-restart   MariaDB stopped and started under steady check-in load
 #   2. worker-kill       kill -9 of ens-fcgi worker processes under check-in load
-#   3. apns-kill         kill -9 of ens-apns mid-burst of notifications, then restarted
-#   4. ens-down          nginx, responders and ens-apns down for 3 minutes while the
+#   3. sender-kill       kill -9 of ens-sender mid-burst of notifications, then restarted
+#   4. ens-down          nginx, responders and ens-sender down for 3 minutes while the
 #                        Exchange simulator sends new mail and retries its callbacks
 #
 # One result line per fault and a summary. Exit status 1 when a notification, a mail
@@ -35,8 +35,10 @@ json() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval
 # by FILE: "503: 57, conn: 3" from the object's "by" member.
 by() { json "$1" '", ".join(f"{k}: {v}" for k, v in j["by"].items()) or "none"'; }
 
-for bin in ens-fcgi ens-apns ens-cron; do
-  [ -x "$ENS_BIN/$bin" ] || die "$ENS_BIN/$bin is missing: build the release first (make build)"
+# shellcheck source=scripts/sender.sh
+. "$ROOT/scripts/sender.sh"
+for bin in "$ENS_BIN/ens-fcgi" "$(sender_bin "$ENS_BIN")" "$ENS_BIN/ens-cron"; do
+  [ -x "$bin" ] || die "$bin is missing: build the release first (make build)"
 done
 
 # One chaos run at a time on this host.
@@ -126,18 +128,18 @@ f=$WORK/worker-kill.json
 healthy=$(json "$f" '"yes" if j["tail_failed"] == 0 and j["tail_ok"] > 0 else "NO"')
 report "worker-kill: $(json "$f" 'j["sent"]') requests, $(json "$f" 'j["failed"]') failed ($(by "$f")), $killed workers killed, healthy after: $healthy"
 
-# --- 3. kill -9 of ens-apns mid-burst ---------------------------------------------------
-say "3/4 apns-kill: $BURST notifications through ens-apns's socket, kill -9 after $((BURST / 3)) acknowledged"
-"${LOAD[@]}" burst --count "$BURST" --threads 8 --kill-at $((BURST / 3)) --acked "$WORK/burst-acked.txt" >"$WORK/apns-kill.json" \
+# --- 3. kill -9 of ens-sender mid-burst ---------------------------------------------------
+say "3/4 sender-kill: $BURST notifications through ens-sender's socket, kill -9 after $((BURST / 3)) acknowledged"
+"${LOAD[@]}" burst --count "$BURST" --threads 8 --kill-at $((BURST / 3)) --acked "$WORK/burst-acked.txt" >"$WORK/sender-kill.json" \
   || die "the burst failed"
-"${LOAD[@]}" delivered --ids "$WORK/burst-acked.txt" --timeout 120 >"$WORK/apns-delivered.json" || die "delivered failed"
-f=$WORK/apns-kill.json d=$WORK/apns-delivered.json
+"${LOAD[@]}" delivered --ids "$WORK/burst-acked.txt" --timeout 120 >"$WORK/sender-delivered.json" || die "delivered failed"
+f=$WORK/sender-kill.json d=$WORK/sender-delivered.json
 lost=$(json "$d" 'j["lost"]')
 lost_total=$((lost_total + lost))
-report "apns-kill: $(json "$f" 'j["submitted"]') submitted, $(json "$f" 'j["acked"]') acknowledged, $lost lost (target 0), $(json "$d" 'j["duplicates"]') duplicates, $(json "$f" 'j["gave_up"]') never acknowledged, restart $(json "$f" 'j["restart"]') (killed pid $(json "$f" 'j["killed"]'), $(json "$f" 'j["conn_errors"]') socket errors, refused: $(json "$f" 'j["refused"] or "none"'))"
+report "sender-kill: $(json "$f" 'j["submitted"]') submitted, $(json "$f" 'j["acked"]') acknowledged, $lost lost (target 0), $(json "$d" 'j["duplicates"]') duplicates, $(json "$f" 'j["gave_up"]') never acknowledged, restart $(json "$f" 'j["restart"]') (killed pid $(json "$f" 'j["killed"]'), $(json "$f" 'j["conn_errors"]') socket errors, refused: $(json "$f" 'j["refused"] or "none"'))"
 
 # --- 4. ENS down for 3 minutes ----------------------------------------------------------
-say "4/4 ens-down: $USERS Exchange users; nginx, responders and ens-apns down for $DOWN_SECONDS s"
+say "4/4 ens-down: $USERS Exchange users; nginx, responders and ens-sender down for $DOWN_SECONDS s"
 "${LOAD[@]}" mail-setup "$USERS" "$WORK/users.json" >/dev/null || die "Exchange users could not be registered"
 # Before the fault: the path works (each mail reaches the APNs simulator).
 "${LOAD[@]}" mail-send "$WORK/users.json" "$WORK/mails-before.json" before >"$WORK/mail-before.json" || die "mail-send failed"
@@ -147,12 +149,12 @@ say "4/4 ens-down: $USERS Exchange users; nginx, responders and ens-apns down fo
 t0=$SECONDS
 "$STACK" nginx-stop
 "$STACK" fcgi-stop
-"$STACK" apns-stop
+"$STACK" sender-stop
 "${LOAD[@]}" mail-send "$WORK/users.json" "$WORK/mails-down.json" down-early >"$WORK/mail-down-early.json" || die "mail-send failed"
 sleep $((DOWN_SECONDS / 2 - (SECONDS - t0) > 0 ? DOWN_SECONDS / 2 - (SECONDS - t0) : 0))
 "${LOAD[@]}" mail-send "$WORK/users.json" "$WORK/mails-down.json" down-late --no-wait >"$WORK/mail-down-late.json" || die "mail-send failed"
 sleep $((DOWN_SECONDS - (SECONDS - t0) > 0 ? DOWN_SECONDS - (SECONDS - t0) : 0))
-"$STACK" apns-start
+"$STACK" sender-start
 "$STACK" fcgi-start
 "$STACK" nginx-start
 down_for=$((SECONDS - t0))

@@ -10,10 +10,10 @@
       by (answer -> count; "conn" = connection error or timeout), first/last failure
       offsets (s), and failures/successes in the last 5 s.
   chaos_load.py burst --count N [--threads T] [--kill-at K] --acked FILE
-      Submits N notifications to ens-apns's socket (the frames of bench/pushes.py), each
+      Submits N notifications to ens-sender's socket (the frames of bench/pushes.py), each
       retried until acknowledged (60 s at most per notification). After K acknowledgements
-      it kill -9s the ens-apns whose pid is in $ENS_VAR/run/ens-apns.pid and restarts it
-      with `scripts/stack.sh apns-start`. Acknowledged ids go to FILE, one a line.
+      it kill -9s the ens-sender whose pid is in $ENS_VAR/run/ens-sender.pid and restarts it
+      with `scripts/stack.sh sender-start`. Acknowledged ids go to FILE, one a line.
   chaos_load.py delivered --ids FILE --timeout S
       Waits until every id in FILE is a collapse id the APNs simulator recorded.
   chaos_load.py mail-setup K OUT
@@ -143,7 +143,7 @@ def load(args):
     }))
 
 
-# --- ens-apns burst --------------------------------------------------------------------
+# --- ens-sender burst --------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
 def bench_module(name):
@@ -172,7 +172,7 @@ def burst(args):
     stats = {"gave_up": 0, "conn_errors": 0, "killed": None, "restart": None}
 
     def kill_and_restart():
-        with open(f"{VAR}/run/ens-apns.pid") as f:
+        with open(f"{VAR}/run/ens-sender.pid") as f:
             pid = int(f.read().strip())
         os.kill(pid, signal.SIGKILL)
         stats["killed"] = pid
@@ -183,7 +183,7 @@ def burst(args):
                 break
             time.sleep(0.1)
         t0 = time.monotonic()
-        result = subprocess.run([f"{ROOT}/scripts/stack.sh", "apns-start"], capture_output=True, text=True)
+        result = subprocess.run([f"{ROOT}/scripts/stack.sh", "sender-start"], capture_output=True, text=True)
         stats["restart"] = "ok" if result.returncode == 0 else f"failed: {result.stderr.strip()}"
         stats["restart_seconds"] = round(time.monotonic() - t0, 2)
 

@@ -12,7 +12,7 @@
 #                  notifications; APNs recovers, host 2 restarts 15 s later on the same spool
 #                  (--short: node 2 down 6 s, host 2 down 8 s)
 #   4. host-lost   the same, but host 2 stays down: its spool, copied, is drained through
-#                  host 1's sender (ens-apns drain --host) once its heartbeat is 60 s old;
+#                  host 1's sender (ens-sender drain --host) once its heartbeat is 60 s old;
 #                  then host 2 comes back with its spool emptied
 #
 # Per fault: requests sent and failed (by kind and answer), how long failures went on
@@ -56,8 +56,10 @@ since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1
 # json FILE EXPR: a Python expression over the JSON object in FILE (as j).
 json() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
-for bin in ens-fcgi ens-apns ens-cron; do
-  [ -x "$ENS_BIN/$bin" ] || die "$ENS_BIN/$bin is missing: build first"
+# shellcheck source=scripts/sender.sh
+. "$ROOT/scripts/sender.sh"
+for bin in "$ENS_BIN/ens-fcgi" "$(sender_bin "$ENS_BIN")" "$ENS_BIN/ens-cron"; do
+  [ -x "$bin" ] || die "$bin is missing: build first"
 done
 mkdir -p "$ROOT/var"
 exec 9>"$ROOT/var/.cluster-$CLUSTER_ID.lock"
@@ -201,23 +203,23 @@ sleep "$HOST_DOWN"
 t1=$(now)
 sleep 8
 # What the restarted sender found in its spool (acknowledged, not yet delivered at the kill).
-replayed=$(grep 'replaying spooled notifications' "$CLUSTER_VAR/host2/log/ens-apns.log" | tail -1 | grep -o 'spool.size=[0-9]*' || echo 'spool.size=0')
+replayed=$(grep 'replaying spooled notifications' "$CLUSTER_VAR/host2/log/ens-sender.log" | tail -1 | grep -o 'spool.size=[0-9]*' || echo 'spool.size=0')
 report host-kill "$t0" "$(now)" "$killed processes killed, host 2 back $(since "$t0" "$t1") s after the kill; its sender replayed ${replayed#spool.size=} spooled notifications"
 
 # --- 4. an ENS host lost: its spool drained by the other host ------------------------------
 if [ $SHORT = 0 ]; then
-  say "4 host-lost: as 3, but host 2 stays down; its spool, copied, is drained through host 1's sender (ens-apns drain) once host 2's heartbeat is 60 s old"
+  say "4 host-lost: as 3, but host 2 stays down; its spool, copied, is drained through host 1's sender (ens-sender drain) once host 2's heartbeat is 60 s old"
   kill_host2_with_a_full_spool
   # The lost host's disk, copied to a running host.
   rm -rf "$WORK/host2-spool"; cp -a "$CLUSTER_VAR/host2/spool" "$WORK/host2-spool"
-  # ens-apns drain --host refuses a host whose heartbeat is fresh (60 s).
+  # ens-sender drain --host refuses a host whose heartbeat is fresh (60 s).
   sleep 65
   drain_status=0
-  "$ENS_BIN/ens-apns" drain --config "$CLUSTER_VAR/host1/ens.conf" --from "$WORK/host2-spool" --host "ens$CLUSTER_ID-host2" \
+  "$(sender_bin "$ENS_BIN")" drain --config "$CLUSTER_VAR/host1/ens.conf" --from "$WORK/host2-spool" --host "ens$CLUSTER_ID-host2" \
     >"$WORK/drain.out" 2>&1 || drain_status=$?
   t1=$(now)
   drained=$(grep -o 'drained .*' "$WORK/drain.out" | tail -1 | sed "s|$WORK/||")
-  [ "$drain_status" -eq 0 ] || { failed_checks=$((failed_checks + 1)); say "host-lost: ens-apns drain exited $drain_status: $(tail -3 "$WORK/drain.out")"; }
+  [ "$drain_status" -eq 0 ] || { failed_checks=$((failed_checks + 1)); say "host-lost: ens-sender drain exited $drain_status: $(tail -3 "$WORK/drain.out")"; }
   # The host comes back after all: with its spool emptied first (docs/deployment.md), or
   # it would deliver the same notifications again.
   rm -rf "$CLUSTER_VAR/host2/spool/log"

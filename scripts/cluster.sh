@@ -370,9 +370,9 @@ host_start() {
   [ -f "$dir/ens.conf" ] || die "host $h has no configuration: run up first"
   # What a SIGKILL left behind.
   local f
-  for f in ens-fcgi ens-apns nginx keys-refill; do pid_alive "$dir/run/$f.pid" || rm -f "$dir/run/$f.pid"; done
+  for f in ens-fcgi ens-sender nginx keys-refill; do pid_alive "$dir/run/$f.pid" || rm -f "$dir/run/$f.pid"; done
   pid_alive "$dir/run/ens-fcgi.pid" || rm -f "$dir/run/fcgi.sock"
-  host_env "$h" "$STACK" apns-start
+  host_env "$h" "$STACK" sender-start
   host_env "$h" "$STACK" fcgi-start
   host_env "$h" "$STACK" nginx-start
   host_env "$h" "$STACK" keys-start
@@ -386,7 +386,7 @@ host_stop() {
   host_env "$h" "$STACK" keys-stop
   host_env "$h" "$STACK" nginx-stop
   host_env "$h" "$STACK" fcgi-stop
-  host_env "$h" "$STACK" apns-stop
+  host_env "$h" "$STACK" sender-stop
 }
 
 # Every process of host H: its nginx (master and workers), the responder supervisor and
@@ -394,7 +394,7 @@ host_stop() {
 host_pids() {
   local dir; dir=$(host_var "$1")
   local f pid
-  for f in nginx ens-fcgi ens-apns keys-refill; do
+  for f in nginx ens-fcgi ens-sender keys-refill; do
     if pid_alive "$dir/run/$f.pid"; then
       pid=$(cat "$dir/run/$f.pid"); echo "$pid"; pgrep -P "$pid" || true
     fi
@@ -467,7 +467,7 @@ check_ports() {
 
 up() {
   local bin
-  for bin in ens-fcgi ens-apns ens-cron; do [ -x "$BIN/$bin" ] || die "$BIN/$bin is missing: build first (make build)"; done
+  for bin in "$BIN/ens-fcgi" "$(sender_bin "$BIN")" "$BIN/ens-cron"; do [ -x "$bin" ] || die "$bin is missing: build first (make build)"; done
   down >/dev/null 2>&1 || true
   check_ports
   rm -rf "$TOP"; mkdir -p "$TOP/run" "$TOP/log"
@@ -520,7 +520,7 @@ status() {
   done
   for h in "${HOSTS[@]}"; do
     local parts=()
-    for f in ens-fcgi ens-apns nginx keys-refill; do
+    for f in ens-fcgi ens-sender nginx keys-refill; do
       if pid_alive "$(host_var "$h")/run/$f.pid"; then parts+=("$f up"); else parts+=("$f down"); fi
     done
     echo "ens host $h (port $(host_port "$h")): ${parts[*]}"

@@ -3,6 +3,9 @@
 # orchestrator (stack.sh) starts and stops one host's processes; cluster.sh runs the
 # Galera nodes and the load balancer and drives stack.sh once per ENS host.
 
+# shellcheck source=scripts/sender.sh
+. "$(dirname "${BASH_SOURCE[0]}")/sender.sh"
+
 # Messages name the script that prints them ("stack: ...", "cluster: ...").
 log() { printf '%s: %s\n' "$(basename "$0" .sh)" "$*" >&2; }
 die() { printf '%s: error: %s\n' "$(basename "$0" .sh)" "$*" >&2; exit 1; }

@@ -10,6 +10,9 @@
 # and sets ENS_DEB_PREVIOUS_REQUIRED=1, so that its absence fails), the upgrade: that package installed, configured and its sender run, this
 # one installed over it; the configuration, secrets and state (spool, token cache) kept,
 # the migration asked for and applied, nothing started, this release's sender recorded.
+# The previous release's sender is ens-apns (0.3.0): its unit, enabled before the upgrade,
+# must be enabled as ens-sender.service after it, ens-apns.service an alias of that, and
+# the program that unit starts must run the kept spool.
 # Run by `make test` at the end of scripts/test.sh; on its own: scripts/deb-test.sh.
 set -euo pipefail
 # The contract tests are integration tests: the manifest builds them only when asked.
@@ -116,20 +119,28 @@ apt-get install -y -qq --no-install-recommends "$deb" > "$ENS_VAR/apt-install.ou
   || { cat "$ENS_VAR/apt-install.out"; fail "apt-get install"; exit 1; }
 
 # 3. What it installed and created.
-for program in ens-fcgi ens-apns ens-cron; do
+for program in ens-fcgi ens-sender ens-cron; do
   check "/usr/bin/$program is not executable" test -x "/usr/bin/$program"
   check "$program --help fails" "/usr/bin/$program" --help
   check "$program needs a Swift runtime" bash -c "! ldd /usr/bin/$program | grep -qiE 'swift|foundation|not found'"
   check "no man page for $program" test -s "/usr/share/man/man1/$program.1.gz"
 done
-for unit in ens-fcgi.service ens-fcgi.socket ens-apns.service ens-cron.service ens-cron.timer; do
+# ens-apns, the sender's name up to 0.3.0, for this release only: links to ens-sender's
+# program, man page and unit (an alias), and --help that says the name is deprecated.
+for pair in /usr/bin/ens-apns:ens-sender /usr/share/man/man1/ens-apns.1.gz:ens-sender.1.gz \
+            /usr/lib/systemd/system/ens-apns.service:ens-sender.service; do
+  check "${pair%%:*} is not a link to ${pair#*:}" test "$(readlink "${pair%%:*}")" = "${pair#*:}"
+done
+check "ens-apns --help does not say it is the old name" bash -c "/usr/bin/ens-apns --help | tr '\n' ' ' | grep -q 'ens-apns is the old name of ens-sender.*deprecated'"
+check "ens-apns --version is not ens-sender's" bash -c "/usr/bin/ens-apns --version | grep -qx 'ens-sender [0-9.]*'"
+for unit in ens-fcgi.service ens-fcgi.socket ens-sender.service ens-cron.service ens-cron.timer; do
   file=/usr/lib/systemd/system/$unit
   check "$file missing" test -s "$file"
   check "$unit names /usr/local" bash -c "! grep -q /usr/local $file"
   check "$unit lacks ConditionPathExists=/etc/ens/ens.conf" grep -qx 'ConditionPathExists=/etc/ens/ens.conf' "$file"
   check "$unit is enabled" bash -c "! ls /etc/systemd/system/*.wants/$unit"
 done
-for unit in ens-fcgi.service ens-apns.service ens-cron.service; do
+for unit in ens-fcgi.service ens-sender.service ens-cron.service; do
   program=${unit%.service}
   check "$unit does not start /usr/bin/$program" grep -q "^ExecStart=/usr/bin/$program " "/usr/lib/systemd/system/$unit"
 done
@@ -206,7 +217,8 @@ token=$(runuser -u ens -- ens-cron token create --label deb-test --config /etc/e
 check "ens-cron api-keys as ens" runuser -u ens -- ens-cron api-keys --config /etc/ens/ens.conf
 check "the token cache is not the ens user's" test "$(stat -c %U /var/lib/ens/api-tokens.cache)" = ens
 check "ens-fcgi --check as ens" bash -c "runuser -u ens -- ens-fcgi --check --config /etc/ens/ens.conf | grep -q 'configuration OK'"
-check "ens-apns --check as ens" bash -c "runuser -u ens -- ens-apns --check --config /etc/ens/ens.conf | grep -q 'configuration OK'"
+check "ens-sender --check as ens" bash -c "runuser -u ens -- ens-sender --check --config /etc/ens/ens.conf | grep -q 'configuration OK'"
+check "ens-apns --check as ens (the old name: OK, and a warning)" bash -c "runuser -u ens -- ens-apns --check --config /etc/ens/ens.conf 2>&1 | tr '\n' ' ' | grep -q 'started as ens-apns, the old name of ens-sender.*configuration OK'"
 check "the migration password is readable by ens" bash -c "! runuser -u ens -- cat /etc/ens/secrets/db-migrate.password"
 # The installed responder, as ens with /etc/ens/ens.conf, answers a request (as a CGI
 # program: no socket or web server needed) from the database set up as docs/deployment.md says.
@@ -222,15 +234,15 @@ running=$(ens_processes)
 [ -z "$running" ] || fail "ENS processes left running after configuring: $running"
 
 # 5. The HTTP contract against the installed binaries: a private stack (MariaDB, the
-# simulators, nginx) that runs /usr/bin/ens-fcgi and /usr/bin/ens-apns. The tests find
+# simulators, nginx) that runs /usr/bin/ens-fcgi and /usr/bin/ens-sender. The tests find
 # ens-cron under ENS_TEST_ROOT/.build/debug: a root whose binaries are the installed ones.
 say "the contract against /usr/bin (stack on port $ENS_PORT)"
 mkdir -p "$ENS_TEST_ROOT/.build/debug"
 for entry in "$ROOT"/* "$ROOT"/.ci; do ln -s "$entry" "$ENS_TEST_ROOT/"; done
-for program in ens-fcgi ens-apns ens-cron; do ln -s "/usr/bin/$program" "$ENS_TEST_ROOT/.build/debug/$program"; done
+for program in ens-fcgi ens-sender ens-cron; do ln -s "/usr/bin/$program" "$ENS_TEST_ROOT/.build/debug/$program"; done
 swift build --build-tests > "$ENS_VAR/swift-build.out" 2>&1 || { tail -20 "$ENS_VAR/swift-build.out"; fail "swift build --build-tests"; exit 1; }
 scripts/stack.sh up > "$ENS_VAR/stack-up.out" 2>&1 || { tail -20 "$ENS_VAR/stack-up.out"; fail "scripts/stack.sh up"; exit 1; }
-for program in ens-fcgi ens-apns; do
+for program in ens-fcgi ens-sender; do
   check "the stack does not run /usr/bin/$program" runs "/usr/bin/$program"
 done
 swift test --skip-build --no-parallel --filter 'FoundationTests|DeviceAPITests' > "$ENS_VAR/swift-test.out" 2>&1 \
@@ -244,9 +256,10 @@ say "apt-get purge ens"
 rm -rf /etc/ens/ens.conf /etc/ens/secrets/*
 apt-get purge -y -qq ens > "$ENS_VAR/apt-purge.out" 2>&1 || { cat "$ENS_VAR/apt-purge.out"; fail "apt-get purge"; }
 check "still installed after purge" bash -c "! dpkg-query -W -f='\${Status}' ens 2>/dev/null | grep -q installed"
-for path in /usr/bin/ens-fcgi /usr/lib/systemd/system/ens-fcgi.service /usr/share/ens /etc/logrotate.d/ens \
-            /var/lib/ens /run/ens /etc/ens /var/lib/systemd/deb-systemd-helper-enabled/ens-fcgi.socket.dsh-also; do
-  check "$path is left after purge" test ! -e "$path"
+for path in /usr/bin/ens-fcgi /usr/bin/ens-apns /usr/lib/systemd/system/ens-fcgi.service /usr/lib/systemd/system/ens-apns.service \
+            /usr/share/ens /etc/logrotate.d/ens /var/lib/ens /run/ens /etc/ens \
+            /var/lib/systemd/deb-systemd-helper-enabled/ens-fcgi.socket.dsh-also; do
+  check "$path is left after purge" test ! -e "$path" -a ! -L "$path"
 done
 
 # 7. The upgrade from the previous release's package (scripts/rolling-upgrade.sh names the
@@ -271,16 +284,23 @@ else
   version=$(dpkg-deb -f "$deb" Version)
   say "upgrade: $(basename "$prev_deb") installed and configured, then $(basename "$deb") over it"
   installed_version() { dpkg-query -W -f='${Version}' ens 2>/dev/null; }
-  # sender_run LABEL [N]: the installed ens-apns as ens until it has written a heartbeat to
+  # unit_exec UNIT: the command line UNIT starts (ExecStart=), read from the file its name
+  # leads to (an alias followed, as systemd does). Without systemd here, sender_run runs
+  # it as the unit's User= would.
+  unit_exec() { sed -n 's/^ExecStart=//p' "$(readlink -f "/usr/lib/systemd/system/$1")"; }
+  # sender_run LABEL COMMAND [N]: the installed sender (COMMAND, a unit's ExecStart) as ens
+  # until it has written a heartbeat to
   # SenderHosts (at most 20 s), N notifications handed to it on its socket (as a
   # responder does: each acknowledged once spooled), then SIGTERM, after which it must
-  # exit 0 (a clean stop); sets SENDER_RELEASE to the release the heartbeat recorded.
+  # exit 0 (a clean stop); sets SENDER_RELEASE to the release the heartbeat recorded and
+  # SENDER_EXE to the program the process ran.
   sender_run() {
-    local pid rc=0 from
+    local pid rc=0 from command
     from=$(date +%s)
-    SENDER_RELEASE=
-    setpriv --reuid ens --regid ens --init-groups /usr/bin/ens-apns --config /etc/ens/ens.conf \
-      >>"$ENS_VAR/upgrade-ens-apns.log" 2>&1 </dev/null &
+    SENDER_RELEASE='' SENDER_EXE=''
+    read -r -a command <<<"$2"
+    setpriv --reuid ens --regid ens --init-groups "${command[@]}" \
+      >>"$ENS_VAR/upgrade-sender.log" 2>&1 </dev/null &
     pid=$!
     for _ in $(seq 1 100); do
       SENDER_RELEASE=$(mariadb --no-defaults -S "$db_socket" -uroot -N -B ens_upg \
@@ -288,8 +308,9 @@ else
       if [ -n "$SENDER_RELEASE" ] || ! kill -0 "$pid" 2>/dev/null; then break; fi
       sleep 0.2
     done
-    if [ "${2:-0}" -gt 0 ]; then
-      python3 - "$ROOT/bench/pushes.py" "$2" <<'PY' || fail "$1: the sender did not acknowledge $2 notifications"
+    SENDER_EXE=$(readlink "/proc/$pid/exe" 2>/dev/null || echo "not running")
+    if [ "${3:-0}" -gt 0 ]; then
+      python3 - "$ROOT/bench/pushes.py" "$3" <<'PY' || fail "$1: the sender did not acknowledge $3 notifications"
 import importlib.util, json, secrets, socket, sys, time
 spec = importlib.util.spec_from_file_location("pushes", sys.argv[1])
 pushes = importlib.util.module_from_spec(spec)
@@ -309,7 +330,7 @@ PY
     fi
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" || rc=$?
-    [ "$rc" -eq 0 ] || fail "$1: ens-apns exited $rc after SIGTERM (see $ENS_VAR/upgrade-ens-apns.log)"
+    [ "$rc" -eq 0 ] || fail "$1: the sender ($2) exited $rc after SIGTERM (see $ENS_VAR/upgrade-sender.log)"
     SENDER_RELEASE=${SENDER_RELEASE:-no heartbeat}
   }
   # What the upgrade must keep: the operator's files, the state, their owners and modes.
@@ -332,8 +353,13 @@ PY
     || { cat "$ENS_VAR/upgrade-migrate-previous.out"; fail "ens-cron migrate of $prev_version"; }
   check "ens-cron keys of $prev_version as ens" runuser -u ens -- ens-cron keys --config /etc/ens/ens.conf
   check "ens-cron token create of $prev_version as ens" runuser -u ens -- ens-cron token create --label deb-upgrade --config /etc/ens/ens.conf
-  sender_run "$prev_version" 3; before_release=$SENDER_RELEASE
-  spooled=$(grep 'delivery stopped' "$ENS_VAR/upgrade-ens-apns.log" | tail -1 | grep -o 'spool.size=[0-9]*' | cut -d= -f2)
+  # The previous release's sender unit, ens-apns.service, enabled as docs/deployment.md
+  # says (offline: systemctl makes the multi-user.target.wants/ link), and run.
+  wants=/etc/systemd/system/multi-user.target.wants
+  systemctl enable ens-apns.service >"$ENS_VAR/upgrade-enable.out" 2>&1 || { cat "$ENS_VAR/upgrade-enable.out"; fail "systemctl enable ens-apns.service of $prev_version"; }
+  check "systemctl enable ens-apns.service of $prev_version made no $wants/ens-apns.service" test -L "$wants/ens-apns.service"
+  sender_run "$prev_version" "$(unit_exec ens-apns.service)" 3; before_release=$SENDER_RELEASE before_exe=$SENDER_EXE
+  spooled=$(grep 'delivery stopped' "$ENS_VAR/upgrade-sender.log" | tail -1 | grep -o 'spool.size=[0-9]*' | cut -d= -f2)
   check "the previous sender stopped with ${spooled:-no} notifications in its spool, not 3" test "${spooled:-0}" = 3
   check "the previous sender recorded release '$before_release' in SenderHosts, not $prev_version" test "$before_release" = "$prev_version"
   check "the previous sender made no spool directory" test -d /var/lib/ens/spool
@@ -357,18 +383,38 @@ PY
   grep -B4 'deb-systemd-invoke stop' "$ENS_VAR/control-upgrade/prerm" | grep -q '"$1" = remove' \
     || fail "the prerm may stop the units on an upgrade (only on remove)"
   migrated=$(ens-cron migrate --config /etc/ens/ens.conf 2>&1) || { printf '%s\n' "$migrated"; fail "ens-cron migrate of $version after the upgrade"; }
-  sender_run "$version"; after_release=$SENDER_RELEASE
-  replayed=$(grep 'replaying spooled notifications' "$ENS_VAR/upgrade-ens-apns.log" | tail -1 | grep -o 'spool.size=[0-9]*' | cut -d= -f2)
+  # The sender's unit after the upgrade: ens-sender.service enabled in ens-apns.service's
+  # place, ens-apns.service an alias of it (so systemctl start/stop/status ens-apns work),
+  # no link left on the alias; the program the enabled unit starts runs the kept spool.
+  check "ens-sender.service is not enabled after the upgrade (ens-apns.service was)" \
+    test "$(readlink -f "$wants/ens-sender.service")" = "$(readlink -f /usr/lib/systemd/system/ens-sender.service)"
+  check "systemctl is-enabled ens-sender.service: '$(systemctl is-enabled ens-sender.service 2>&1)', not enabled" \
+    test "$(systemctl is-enabled ens-sender.service 2>/dev/null)" = enabled
+  check "the upgrade left $wants/ens-apns.service" test ! -L "$wants/ens-apns.service"
+  check "ens-apns.service does not lead to ens-sender.service after the upgrade" \
+    test "$(readlink -f /usr/lib/systemd/system/ens-apns.service)" = "$(readlink -f /usr/lib/systemd/system/ens-sender.service)"
+  check "systemctl is-enabled ens-apns.service: '$(systemctl is-enabled ens-apns.service 2>&1)', not alias" \
+    test "$(systemctl is-enabled ens-apns.service 2>/dev/null)" = alias
+  after_exec=$(unit_exec ens-sender.service)
+  check "ens-sender.service starts '$after_exec', not /usr/bin/ens-sender" grep -q '^/usr/bin/ens-sender ' <<<"$after_exec"
+  sender_run "$version" "$after_exec"; after_release=$SENDER_RELEASE after_exe=$SENDER_EXE
+  check "the upgraded sender ran $after_exe, not /usr/bin/ens-sender" test "$after_exe" = /usr/bin/ens-sender
+  replayed=$(grep 'replaying spooled notifications' "$ENS_VAR/upgrade-sender.log" | tail -1 | grep -o 'spool.size=[0-9]*' | cut -d= -f2)
   check "the upgraded sender found ${replayed:-no} notifications in the kept spool, not 3" test "${replayed:-0}" = 3
   check "the upgraded sender recorded release '$after_release' in SenderHosts, not $version" test "$after_release" = "$version"
   check "ens-fcgi --check of $version with the kept configuration" \
     bash -c "runuser -u ens -- ens-fcgi --check --config /etc/ens/ens.conf | grep -q 'configuration OK'"
   alive=$(cgi /alive) || true
   grep -q '"responseCode":"Alive"' <<<"$alive" || { printf '%s\n' "$alive"; fail "/alive through the upgraded ens-fcgi"; }
-  say "upgrade $prev_version -> $version: configuration, secrets and state kept (the spool's ${spooled:-0} notifications found by the new sender: ${replayed:-0}); $asked, then $(tail -1 <<<"$migrated"); SenderHosts $before_release -> $after_release ($((SECONDS - upgrade_started)) s)"
+  say "upgrade $prev_version -> $version: configuration, secrets and state kept (the spool's ${spooled:-0} notifications found by the new sender: ${replayed:-0}); $asked, then $(tail -1 <<<"$migrated"); SenderHosts $before_release -> $after_release; the sender unit ens-apns.service ($before_exe) -> ens-sender.service ($after_exe), enabled, ens-apns.service: $(systemctl is-enabled ens-apns.service 2>&1) ($((SECONDS - upgrade_started)) s)"
   scripts/stack.sh down >/dev/null 2>&1 || fail "scripts/stack.sh down"
   rm -rf /etc/ens/ens.conf /etc/ens/secrets/*
   apt-get purge -y -qq ens > "$ENS_VAR/apt-purge-upgrade.out" 2>&1 || { cat "$ENS_VAR/apt-purge-upgrade.out"; fail "apt-get purge after the upgrade"; }
+  for link in "$wants/ens-sender.service" "$wants/ens-apns.service" \
+              /var/lib/systemd/deb-systemd-helper-enabled/ens-apns.service.dsh-also \
+              /var/lib/systemd/deb-systemd-helper-enabled/ens-sender.service.dsh-also; do
+    check "$link is left after the purge" test ! -e "$link" -a ! -L "$link"
+  done
 fi
 
 if [ "$failures" -gt 0 ]; then say "$failures check(s) failed ($((SECONDS - started)) s)"; exit 1; fi

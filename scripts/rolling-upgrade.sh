@@ -5,7 +5,8 @@
 # after cluster-chaos). As docs/operations.md "Upgrading" tells an operator:
 #
 #   1. the previous release (PREVIOUS_RELEASE below) is built in a git worktree of its
-#      own (var/release-prev: a debug build of ens-fcgi, ens-apns and ens-cron); the
+#      own (var/release-prev: a debug build of ens-fcgi, its sender and ens-cron; the
+#      sender is ens-apns up to 0.3.0, ens-sender after: scripts/sender.sh); the
 #      cluster starts on it, on its own migrations, under the steady mix of
 #      scripts/cluster_load.py (check-ins, registrations, Exchange callbacks)
 #   2. `ens-cron migrate` of this tree's release, while both hosts still run the previous
@@ -53,6 +54,9 @@ now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
 # json FILE EXPR: a Python expression over the JSON object in FILE (as j).
 json() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+# sender_bin, sender_product: the sender of either release.
+# shellcheck source=scripts/sender.sh
+. "$ROOT/scripts/sender.sh"
 
 # --- the previous release -------------------------------------------------------------------
 
@@ -113,7 +117,7 @@ build_previous() {
   flock 8
   prev_tree
   local started=$SECONDS product
-  for product in ens-fcgi ens-apns ens-cron; do
+  for product in ens-fcgi "$(sender_product "$PREV_TREE")" ens-cron; do
     prev_swift_build --product "$product" || die "the previous release's $product did not build (log: $PREV_TREE/.build/rolling-upgrade-build.log)"
   done
   BUILD_SECONDS=$((SECONDS - started))
@@ -148,7 +152,7 @@ case "${1:-}" in
   build-previous-deb) build_previous_deb; exit 0 ;;
   previous-deb) previous_deb; exit ;;
   --short|"") ;;
-  *) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 
 # --- the run --------------------------------------------------------------------------------
@@ -171,8 +175,8 @@ LOAD=(python3 "$ROOT/scripts/cluster_load.py")
 export CLUSTER_SH=$CLUSTER
 WORK=$CLUSTER_VAR/upgrade
 
-for bin in ens-fcgi ens-apns ens-cron; do
-  [ -x "$CURRENT_BIN/$bin" ] || die "$CURRENT_BIN/$bin is missing: build first (make build)"
+for bin in "$CURRENT_BIN/ens-fcgi" "$(sender_bin "$CURRENT_BIN")" "$CURRENT_BIN/ens-cron"; do
+  [ -x "$bin" ] || die "$bin is missing: build first (make build)"
 done
 mkdir -p "$ROOT/var"
 exec 9>"$ROOT/var/.cluster-$CLUSTER_ID.lock"
@@ -325,7 +329,7 @@ lb_drained() { [ "$(lb_workers)" -le 1 ]; }
 
 upgrade_host() {
   local h=$1 other=${OTHER[$1]} dir=$CLUSTER_VAR/host$1 t_out t_drained t_stopped t_started t_back
-  local fcgi_log=$dir/log/ens-fcgi.log apns_log=$dir/log/ens-apns.log
+  local fcgi_log=$dir/log/ens-fcgi.log apns_log=$dir/log/ens-sender.log
   local pool_stops sender_stops spool_left replayed before_keys added removed
   lb_mark
   t_out=$(now)
@@ -395,7 +399,7 @@ done
 sleep 4
 apns_reset() { curl -s -o /dev/null -XPOST "http://127.0.0.1:$((CLUSTER_PORT + 2))/reset"; }
 # APNs recovers as soon as host 2's stop begins (in the background: the drain waits).
-( wait_until 120 bash -c "! kill -0 \$(cat '$CLUSTER_VAR/host2/run/ens-apns.pid' 2>/dev/null) 2>/dev/null"; apns_reset ) &
+( wait_until 120 bash -c "! kill -0 \$(cat '$CLUSTER_VAR/host2/run/ens-sender.pid' 2>/dev/null) 2>/dev/null"; apns_reset ) &
 reset_pid=$!
 upgrade_host 2
 wait "$reset_pid" || true

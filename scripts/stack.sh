@@ -5,7 +5,7 @@
 #   scripts/stack.sh up | down | status
 #   scripts/stack.sh db-start | db-stop | fcgi-start | fcgi-stop | nginx-start | nginx-stop
 #   scripts/stack.sh apache-start | apache-stop | apache-site-check  # Apache httpd (below)
-#   scripts/stack.sh apns-start | apns-stop | sim-start | sim-stop | ews-sim-start | ews-sim-stop
+#   scripts/stack.sh sender-start | sender-stop | sim-start | sim-stop | ews-sim-start | ews-sim-stop
 #   scripts/stack.sh fcm-sim-start | fcm-sim-stop | graph-sim-start | graph-sim-stop
 #   scripts/stack.sh dns-sim-start | dns-sim-stop   # SRV answers for Dovecot discovery
 #   scripts/stack.sh keys-start | keys-stop  # the key-pool refiller (`ens-cron keys` every second)
@@ -17,7 +17,8 @@
 # Microsoft Graph simulator the two after those: HTTPS, control; the DNS simulator
 # ENS_PORT+13 over UDP; MariaDB listens on
 # ENS_PORT+20 on loopback with TLS besides its socket), ENS_BIN (directory
-# holding ens-fcgi etc., default .build/release), ENS_RATE (per-IP requests/s allowed
+# holding ens-fcgi etc., default .build/release; an older release's, with ens-apns for
+# ens-sender, will do), ENS_RATE (per-IP requests/s allowed
 # by nginx, default 1000000 for local use), ENS_FRONT (nginx, default, or apache:
 # Apache httpd on the same port for `up`), ENS_MARIADB_OPTIONS (more mariadbd options,
 # for a benchmark's comparison of server settings).
@@ -366,18 +367,21 @@ ews_sim_start() {
 
 ews_sim_stop() { stop_by_pidfile ews-sim 10; }
 
-apns_start() {
-  if pid_alive "$VAR/run/ens-apns.pid"; then return 0; fi
+# The sender: $BIN's ens-sender, or the ens-apns of an older release's directory
+# (scripts/sender.sh); its pid file and log are ens-sender's whichever it is.
+sender_start() {
+  if pid_alive "$VAR/run/ens-sender.pid"; then return 0; fi
   # A sender killed with -9 leaves its socket file behind; without removing it, the
   # readiness check below would pass before the new sender listens.
   rm -f "$VAR/run/apns.sock"
-  # Two malloc arenas: see deploy/ens-apns.service.
-  MALLOC_ARENA_MAX=2 "$BIN/ens-apns" --config "$CONFIG" >>"$VAR/log/ens-apns.log" 2>&1 < /dev/null &
-  echo $! > "$VAR/run/ens-apns.pid"
-  wait_until 20 test -S "$VAR/run/apns.sock" || die "ens-apns did not start; see $VAR/log/ens-apns.log"
+  # Two malloc arenas: see deploy/systemd/ens-sender.service.
+  MALLOC_ARENA_MAX=2 "$(sender_bin "$BIN")" --config "$CONFIG" >>"$VAR/log/ens-sender.log" 2>&1 < /dev/null &
+  echo $! > "$VAR/run/ens-sender.pid"
+  wait_until 20 test -S "$VAR/run/apns.sock" || die "$(basename "$(sender_bin "$BIN")") did not start; see $VAR/log/ens-sender.log"
 }
 
-apns_stop() { stop_by_pidfile ens-apns 40; }
+# ens-apns.pid: a sender this script started before the rename (0.4.0).
+sender_stop() { stop_by_pidfile ens-sender 40; stop_by_pidfile ens-apns 40; }
 
 nginx_render() {
   local user_directive=""
@@ -612,17 +616,17 @@ front_start() {
 
 up() {
   init_dirs; init_secrets; init_tls; write_config
-  db_start; db_setup; sim_start; fcm_sim_start; ews_sim_start; graph_sim_start; dns_sim_start; apns_start; fcgi_start; front_start; keys_start
+  db_start; db_setup; sim_start; fcm_sim_start; ews_sim_start; graph_sim_start; dns_sim_start; sender_start; fcgi_start; front_start; keys_start
 }
 
 down() {
-  keys_stop; apache_stop; nginx_stop; fcgi_stop; apns_stop; dns_sim_stop; graph_sim_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
+  keys_stop; apache_stop; nginx_stop; fcgi_stop; sender_stop; dns_sim_stop; graph_sim_stop; ews_sim_stop; fcm_sim_stop; sim_stop; db_stop
   # The suexec starters a root run of mod_fcgid or CGI left under /var/www.
   [ "$(id -u)" -ne 0 ] || rm -rf "/var/www/ens-stack-$APACHE_PORT"
 }
 
 status() {
-  for name in mysqld apns-sim fcm-sim ews-sim graph-sim dns-sim ens-apns ens-fcgi nginx apache; do
+  for name in mysqld apns-sim fcm-sim ews-sim graph-sim dns-sim ens-sender ens-fcgi nginx apache; do
     if pid_alive "$VAR/run/$name.pid"; then echo "$name: running (pid $(cat "$VAR/run/$name.pid"))"; else echo "$name: stopped"; fi
   done
 }
@@ -642,8 +646,11 @@ case "${1:-}" in
   apache-start) apache_start ;;
   apache-stop) apache_stop ;;
   apache-site-check) apache_site_check ;;
-  apns-start) apns_start ;;
-  apns-stop) apns_stop ;;
+  sender-start) sender_start ;;
+  sender-stop) sender_stop ;;
+  # The names these two had before the sender was ens-sender (0.4.0); the next release drops them.
+  apns-start) sender_start ;;
+  apns-stop) sender_stop ;;
   sim-start) sim_start ;;
   sim-stop) sim_stop ;;
   ews-sim-start) ews_sim_start ;;
@@ -657,5 +664,5 @@ case "${1:-}" in
   keys-start) keys_start ;;
   keys-stop) keys_stop ;;
   token) token "${2:-dev}" ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -67,7 +67,7 @@ public enum ConfigReference {
         SIGHUP (systemctl reload) makes every ENS process read this file again: a file with
         an error is reported and the running configuration kept; keys marked "a reload
         applies it" take effect, every other changed key is logged as needing a restart
-        (systemctl restart ens-fcgi, ens-apns).
+        (systemctl restart ens-fcgi, ens-sender).
         """
 
     private static func reloadNote(_ reload: ConfigKey.Reload) -> String {
@@ -106,7 +106,7 @@ public enum ConfigReference {
             ".SH DESCRIPTION",
         ]
         out += roff("""
-            ens-fcgi, ens-apns and ens-cron read one file of `key = value` lines: --config PATH, \
+            ens-fcgi, ens-sender and ens-cron read one file of `key = value` lines: --config PATH, \
             else $ENS_CONFIG, else /etc/ens/ens.conf. Lines starting with # are comments, blank \
             lines are ignored, and there are no comments after a value. Each key may be set once; \
             a key left out keeps its default. An unknown key, a key set twice or a bad value stops \
@@ -159,7 +159,7 @@ public enum ConfigReference {
             ".TP", ".I /usr/share/ens/ens.conf.example", "Every key with its default.",
             ".SH SEE ALSO",
             ".BR ens-fcgi (1),",
-            ".BR ens-apns (1),",
+            ".BR ens-sender (1),",
             ".BR ens-cron (1)",
         ]
         return out.joined(separator: "\n") + "\n"

@@ -200,7 +200,7 @@ public final class SharedServices: Sendable {
     public let callbackGate: ConcurrencyGate
     /// The bearer token GET /metrics requires (metrics.token_file); nil: /metrics is off.
     public let metricsToken: String?
-    /// The connections to ens-apns this process keeps between callbacks' hand-offs.
+    /// The connections to ens-sender this process keeps between callbacks' hand-offs.
     public let senderConnections: SenderConnections
 
     public init(vault: Vault, apiTokens: APITokenSet, privateKeys: PrivateKeyCache, liveness: LivenessRecorder, backends: BackendServices,

@@ -101,7 +101,7 @@ public struct Jobs {
                 "shard": "\(maintenance.shard)",
                 "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
             ])
-            print("\(named("renew", maintenance)): \(counts.deadSubscriptions) subscriptions marked not subscribed, \(counts.wakeups) wake-up pushes handed to ens-apns")
+            print("\(named("renew", maintenance)): \(counts.deadSubscriptions) subscriptions marked not subscribed, \(counts.wakeups) wake-up pushes handed to ens-sender")
         }
     }
 

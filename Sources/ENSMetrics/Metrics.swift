@@ -5,7 +5,7 @@ public import ENSModel
 
 /// Prometheus metrics, shared between processes through small files.
 ///
-/// Each ENS process (every responder worker slot, ens-apns) keeps its counters in
+/// Each ENS process (every responder worker slot, ens-sender) keeps its counters in
 /// memory and writes them once a second to `<metrics.dir>/<name>.prom` as plain
 /// `series value` lines. The /metrics endpoint, answered by whichever responder nginx
 /// picks, adds up the series of all files and renders the exposition format with HELP

@@ -112,7 +112,7 @@ public struct Migrator {
     /// A contract step removes what an older release needs: it runs only when no host in
     /// SenderHosts runs one (a host with no recorded release runs one from before
     /// 0.2.0). A host that stopped for good must be drained and removed first
-    /// (`ens-apns drain --host`). Names each host that holds it back.
+    /// (`ens-sender drain --host`). Names each host that holds it back.
     func contractGate(name: String, text: String) throws {
         guard let required = try Self.requiredRelease(name: name, text: text) else { return }
         let hosts = try database.query("SELECT host, release_version FROM SenderHosts ORDER BY host").map { try $0.decode(String.self, String?.self) }
@@ -121,7 +121,7 @@ public struct Migrator {
             let named = behind.map { host, release in "\(host) runs \(release ?? "a release before 0.2.0")" }.joined(separator: "; ")
             throw Failure(problem: """
                 contract step \(name) needs every host at release \(required.map(String.init).joined(separator: ".")) or later: \(named). \
-                Upgrade those hosts first (or drain and remove one that is gone: ens-apns drain --host)
+                Upgrade those hosts first (or drain and remove one that is gone: ens-sender drain --host)
                 """)
         }
     }

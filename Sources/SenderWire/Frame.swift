@@ -1,4 +1,4 @@
-/// The responders' Unix-socket protocol to ens-apns. Every frame:
+/// The responders' Unix-socket protocol to ens-sender. Every frame:
 ///
 ///     "EN" | version (1 byte) | type (1 byte) | payload length (4 bytes, big-endian) | payload
 ///

@@ -1,7 +1,7 @@
 internal import POSIX
 import Synchronization
 
-/// A responder's hand-off to ens-apns: gives it notifications and waits until the
+/// A responder's hand-off to ens-sender: gives it notifications and waits until the
 /// sender says they are durably spooled (or refuses them).
 ///
 /// Without `connections` every call opens a connection of its own. With them, a
@@ -17,7 +17,7 @@ public struct SenderClient: Sendable {
 
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public let problem: String
-        public var description: String { "ens-apns unreachable: \(problem)" }
+        public var description: String { "ens-sender unreachable: \(problem)" }
     }
 
     public let socketPath: String
@@ -36,7 +36,7 @@ public struct SenderClient: Sendable {
     }
 
     /// Hands over several notifications on one connection, all frames at once, and reads
-    /// their answers, which come in the same order (`ens-apns drain`: one sync on the
+    /// their answers, which come in the same order (`ens-sender drain`: one sync on the
     /// sender's side covers the lot). Fewer answers than notifications: the sender hung
     /// up after the ones given (it was busy, say); the rest were not taken. Throws only
     /// when there is no answer at all.
@@ -137,7 +137,7 @@ public struct SenderClient: Sendable {
     }
 }
 
-/// The connections to ens-apns one responder process keeps between hand-offs, shared by
+/// The connections to ens-sender one responder process keeps between hand-offs, shared by
 /// its threads. At most `kept` wait idle (two by default: 64 processes, the pool's
 /// most, then hold 128 of the 256 the sender serves, leaving room for ens-cron and
 /// bursts); a thread that finds none connects afresh, and closes its connection after
@@ -167,7 +167,7 @@ public final class SenderConnections: Sendable {
         closeIdle()
     }
 
-    /// Closes every idle connection (a reload: ens-apns may have moved or restarted).
+    /// Closes every idle connection (a reload: ens-sender may have moved or restarted).
     public func closeIdle() {
         for entry in idle.withLock({ list in defer { list.removeAll() }; return list }) { FileDescriptor.close(entry.fd) }
     }

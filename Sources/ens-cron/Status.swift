@@ -23,7 +23,7 @@ struct Status: ParsableCommand {
             do {
                 report.spool = try Spool.inspect(directory: settings.push.spoolDirectory)
             } catch {
-                // ens-cron may not be allowed to read the spool (it is ens-apns's): say so, go on.
+                // ens-cron may not be allowed to read the spool (it is ens-sender's): say so, go on.
                 report.spoolProblem = "\(settings.push.spoolDirectory): \(error)"
             }
             report.cronJobs = CronJobLog(path: settings.maintenance.cronStatusFile).read().values.sorted { $0.job < $1.job }

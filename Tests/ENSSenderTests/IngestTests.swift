@@ -10,7 +10,7 @@ import Testing
 @testable import ENSSender
 @testable import MailBackends
 
-/// ens-apns's intake on its own: a real Unix socket, a real spool, no APNs.
+/// ens-sender's intake on its own: a real Unix socket, a real spool, no APNs.
 @Suite struct IngestTests {
     /// Keeps every message logged through it.
     struct CollectingLogHandler: LogHandler {

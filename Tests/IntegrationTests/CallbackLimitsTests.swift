@@ -8,7 +8,7 @@ import Testing
 
 /// What one mailbox's callbacks can do to everyone else, and what ENS answers Exchange
 /// when it could not take a batch: caps on items, devices and pushes per record, and a
-/// 503 (Exchange redelivers) for every ens-apns refusal but a malformed notification.
+/// 503 (Exchange redelivers) for every ens-sender refusal but a malformed notification.
 /// The test stack caps pushes at 40 per record per minute (scripts/test.sh).
 @Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
 struct CallbackLimitsTests {
@@ -29,10 +29,10 @@ struct CallbackLimitsTests {
 
     @Test func aBusySenderMeansExchangeRetriesAndTheMailStillArrives() throws {
         let registered = try RegisteredUser.register(with: api)
-        // A responder keeps its connections to ens-apns between hand-offs, and a kept one
+        // A responder keeps its connections to ens-sender between hand-offs, and a kept one
         // is served however full the intake is; a reload lets them go.
         #expect(try TestStack.reloadResponders(with: try String(contentsOfFile: TestStack.configPath, encoding: .utf8)))
-        // Every intake connection taken: ens-apns answers "busy" to the responder. The
+        // Every intake connection taken: ens-sender answers "busy" to the responder. The
         // connections the reload let go may still count until the intake sees them
         // close, so more are held until the intake refuses one.
         let socket = TestStack.directory + "/run/apns.sock"

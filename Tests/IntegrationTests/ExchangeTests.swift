@@ -5,7 +5,7 @@ import Testing
 @testable import MailBackends
 
 /// /registerdevicev2 against the Exchange simulator and the callback path end to end:
-/// registration -> subscription -> SendNotification -> GetItem -> ens-apns -> APNs
+/// registration -> subscription -> SendNotification -> GetItem -> ens-sender -> APNs
 /// simulator. Also: every registration outcome, the sealed callback URL, Unsubscribe
 /// for superseded and deleted records, hostile SOAP, slow Exchange, SEG policy.
 @Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
@@ -103,7 +103,7 @@ struct ExchangeTests {
         // The same batch delivered again (Exchange retries when our answer got lost)
         // carries the same collapse id, so the device shows the message once.
         #expect(push.collapseID?.count == 32)
-        // ens-apns records the delivery on the device (batched, within a second).
+        // ens-sender records the delivery on the device (batched, within a second).
         #expect(try TestStack.eventually(within: 5) {
             try database.queryOne("""
                 SELECT d.last_notified_at FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
@@ -244,11 +244,11 @@ struct ExchangeTests {
         let (user, password) = try mailboxUser("pox.test")
         let token = TestSecrets.apnsToken()
         #expect(try register(user, creds: basicCreds(user, password, token: token))["responseCode"] == "UserSubscribed")
-        try TestStack.stack("apns-stop")
-        defer { _ = try? TestStack.stack("apns-start") }
+        try TestStack.stack("sender-stop")
+        defer { _ = try? TestStack.stack("sender-start") }
         let first = try ExchangeSimulator.newMail(user.email, subject: "During the outage", fromName: "Eve")
         #expect(first.first?["httpStatus"] as? Int == 503)
-        try TestStack.stack("apns-start")
+        try TestStack.stack("sender-start")
         // The simulator retries like Exchange (30 s, scaled down for tests) and gets OK.
         #expect(TestStack.eventually(within: 60) { pushes(to: token).contains { alert($0)?["body"] == "During the outage" } })
     }

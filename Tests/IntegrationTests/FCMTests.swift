@@ -9,7 +9,7 @@ import POSIX
 import Testing
 
 /// Android devices end to end: registration with an FCM token, Exchange's new mail
-/// through ens-apns to the FCM simulator (HTTP/2, OAuth token endpoint, Google's
+/// through ens-sender to the FCM simulator (HTTP/2, OAuth token endpoint, Google's
 /// message rules), mixed with APNs devices, and Google's answers.
 @Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
 struct FCMTests {

@@ -118,7 +118,7 @@ struct FoundationTests {
             return limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }
                 .map { $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2).joined(separator: " ") }
         }
-        let processes = ["ens-fcgi --config", "ens-fcgi --worker", "ens-apns --config"].flatMap { pattern in
+        let processes = ["ens-fcgi --config", "ens-fcgi --worker", "ens-sender --config"].flatMap { pattern in
             TestStack.pids(matching: pattern).map { (pattern, $0) }
         }
         #expect(Set(processes.map(\.0)).count == 3, "the supervisor, its workers and the sender all run: \(processes)")
@@ -193,7 +193,7 @@ struct FoundationTests {
         // reload never reads half a file.
         func write(_ text: String) throws { try text.write(toFile: config, atomically: true, encoding: .utf8) }
         defer { try? write(original) }
-        let sender = try #require(TestStack.pids(matching: "ens-apns --config").first)
+        let sender = try #require(TestStack.pids(matching: "ens-sender --config").first)
         let pool = try #require(TestStack.pids(matching: "ens-fcgi --config").first)
         let workers = Set(TestStack.pids(matching: "ens-fcgi --worker"))
         func log(_ name: String) -> String { (try? String(contentsOfFile: TestStack.directory + "/log/\(name).log", encoding: .utf8)) ?? "" }
@@ -201,23 +201,23 @@ struct FoundationTests {
             String(log(name).dropFirst(offset)).components(separatedBy: text).count - 1
         }
 
-        var mark = (log("ens-apns").count, log("ens-fcgi").count)
+        var mark = (log("ens-sender").count, log("ens-fcgi").count)
         try write(original + "\npush.connections = 3\n")
         kill(sender, SIGHUP)
         kill(pool, SIGHUP)
-        #expect(TestStack.eventually(within: 10) { count("restart_needed=push.connections", in: "ens-apns", after: mark.0) == 1 })
+        #expect(TestStack.eventually(within: 10) { count("restart_needed=push.connections", in: "ens-sender", after: mark.0) == 1 })
         #expect(TestStack.eventually(within: 10) { count("restart_needed=push.connections", in: "ens-fcgi", after: mark.1) == 1 + workers.count },
                 "the supervisor and each worker say so")
 
-        mark = (log("ens-apns").count, log("ens-fcgi").count)
+        mark = (log("ens-sender").count, log("ens-fcgi").count)
         try write(original + "\nno.such.key = 1\n")
         kill(sender, SIGHUP)
-        #expect(TestStack.eventually(within: 10) { count("configuration not reloaded", in: "ens-apns", after: mark.0) == 1 })
+        #expect(TestStack.eventually(within: 10) { count("configuration not reloaded", in: "ens-sender", after: mark.0) == 1 })
 
-        mark = (log("ens-apns").count, log("ens-fcgi").count)
+        mark = (log("ens-sender").count, log("ens-fcgi").count)
         try write(original)
         kill(sender, SIGHUP)
-        #expect(TestStack.eventually(within: 10) { count(#"msg="configuration reloaded" applied="#, in: "ens-apns", after: mark.0) == 1 })
+        #expect(TestStack.eventually(within: 10) { count(#"msg="configuration reloaded" applied="#, in: "ens-sender", after: mark.0) == 1 })
         Thread.sleep(forTimeInterval: 0.5)
         #expect(kill(sender, 0) == 0 && kill(pool, 0) == 0, "still running")
         #expect(Set(TestStack.pids(matching: "ens-fcgi --worker")) == workers, "no worker restarted")

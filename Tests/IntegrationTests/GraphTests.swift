@@ -13,7 +13,7 @@ import Testing
 /// delegated token proves the mailbox once, ENS subscribes with its own application
 /// (certificate client assertion), the Graph simulator validates both notification
 /// URLs and posts change notifications and lifecycle events, ENS hands each new message
-/// to ens-apns before answering 202. Includes the mistakes other projects made
+/// to ens-sender before answering 202. Includes the mistakes other projects made
 /// (research/graph.md §6): validation answered as JSON or 201, 403 on a bad clientState,
 /// lifecycle events without `resource` refused, notifications lost on a crash.
 @Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
@@ -268,12 +268,12 @@ struct GraphTests {
 
     @Test func aSenderOutageIsAnswered503AndGraphsRetryDeliversOnce() throws {
         let user = try GraphMailboxUser.register(with: api)
-        try TestStack.stack("apns-stop")
+        try TestStack.stack("sender-stop")
         var restarted = false
-        defer { if !restarted { _ = try? TestStack.stack("apns-start") } }
+        defer { if !restarted { _ = try? TestStack.stack("sender-start") } }
         let deliveries = try GraphSimulator.newMail(user.user.email, subject: "While down")
         #expect(GraphSimulator.statuses(deliveries) == [503], "\(deliveries)")
-        try TestStack.stack("apns-start")
+        try TestStack.stack("sender-start")
         restarted = true
         #expect(TestStack.eventually(within: 60) { !user.pushes(to: user.token, subject: "While down").isEmpty })
         Thread.sleep(forTimeInterval: 2)
@@ -289,13 +289,13 @@ struct GraphTests {
             _ = try? GraphSimulator.newMail(user.user.email, subject: "Burst", count: total, wait: true)
         }
         _ = TestStack.eventually(within: 20) { user.pushes(to: user.token, subject: "Burst").count >= 10 }
-        let victim = TestStack.pids(matching: "ens-apns --config").first
+        let victim = TestStack.pids(matching: "ens-sender --config").first
         #expect(victim != nil, "the sender runs, so it can be killed")
         if let pid = victim {
             kill(pid, SIGKILL)
             _ = TestStack.eventually(within: 10) { kill(pid, 0) != 0 }
         }
-        try TestStack.stack("apns-start")
+        try TestStack.stack("sender-start")
         burst.join()
         // Every message reaches the phone: its push's id derives from the message, whether
         // it carries sender and subject or (a lookup that found the mailbox's four Graph

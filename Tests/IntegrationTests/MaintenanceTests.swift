@@ -182,7 +182,7 @@ struct MaintenanceTests {
         let (user, _) = try subscribedUserWithDevice(TestSecrets.apnsToken())
         try cron(["all"])
         let text = try cron(["status"])
-        for section in ["Subscriptions", "Devices", "Spool (ens-apns)", "Cron jobs", "API tokens:", "RSA key pool:"] {
+        for section in ["Subscriptions", "Devices", "Spool (ens-sender)", "Cron jobs", "API tokens:", "RSA key pool:"] {
             #expect(text.contains(section), "\(section) in \(text)")
         }
         #expect(text.contains("com.example.mail") && text.contains("apns"))

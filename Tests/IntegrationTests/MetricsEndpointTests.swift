@@ -32,7 +32,7 @@ struct MetricsEndpointTests {
         #expect(value(text, "ens_push_spool_depth") != nil)
         #expect(value(text, #"ens_subscriptions{state="healthy"}"#) != nil)
         #expect(value(text, #"ens_devices{state="enabled"}"#) != nil)
-        // Two responder processes and ens-apns.
+        // Two responder processes and ens-sender.
         #expect((value(text, "ens_metrics_sources") ?? 0) >= 3)
         // Callback paths carry sealed tokens: only the route is ever a label.
         #expect(!text.contains(#"endpoint="/ews/1"#) && !text.split(separator: "\n").contains { $0.contains("endpoint=\"/ews/") && !$0.contains("endpoint=\"/ews/\"") })

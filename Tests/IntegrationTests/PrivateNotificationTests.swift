@@ -6,7 +6,7 @@ import POSIX
 import Testing
 
 /// Private notifications end to end (docs/privacy.md): each privacy mode through nginx,
-/// Exchange's new mail and ens-apns to the APNs and FCM simulators, what the push
+/// Exchange's new mail and ens-sender to the APNs and FCM simulators, what the push
 /// services receive in each mode, `encrypted` previews opened by Python's
 /// `cryptography` (an implementation independent of ENS's), `secure` content fetched
 /// once, the history, the operator's floor, and check-ins against the server's time.

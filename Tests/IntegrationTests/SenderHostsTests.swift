@@ -9,7 +9,7 @@ import Testing
 
 /// Several hosts, one database: each sender's heartbeat in SenderHosts,
 /// `ens-cron status` and reap naming a host lost with a non-empty spool, and
-/// `ens-apns drain` handing such a spool to this host's running sender.
+/// `ens-sender drain` handing such a spool to this host's running sender.
 @Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
 struct SenderHostsTests {
     let client = SenderClient(socketPath: TestStack.directory + "/run/apns.sock")
@@ -21,7 +21,7 @@ struct SenderHostsTests {
     }
 
     static func drain(_ arguments: String...) throws -> (status: Int32, output: String) {
-        try run("ens-apns", ["drain"] + arguments)
+        try run("ens-sender", ["drain"] + arguments)
     }
 
     static func scratchDirectory() throws -> String {
@@ -95,9 +95,9 @@ struct SenderHostsTests {
         try TestStack.stack("sim-stop")
         let notifications = (0..<40).map { _ in SenderTests.notification(token: TestSecrets.apnsToken(), subject: "drained") }
         do {
-            defer { _ = try? TestStack.stack("apns-start"); _ = try? TestStack.stack("sim-start") }
+            defer { _ = try? TestStack.stack("sender-start"); _ = try? TestStack.stack("sim-start") }
             for notification in notifications { #expect(try client.submit(notification) == .accepted) }
-            try TestStack.stack("apns-stop")
+            try TestStack.stack("sender-stop")
             let spool = TestStack.directory + "/spool"
             try TestStack.run("/bin/cp", ["-a", spool + "/.", copy])
             // This host now stands for the one that takes over: its own spool starts empty.
@@ -132,7 +132,7 @@ struct SenderHostsTests {
         #expect(before > 5)
         let log = source + "/drain.out"
         let pid = try #require(Int32(try TestStack.run("/bin/sh", ["-c", "\"$0\" drain --config \"$ENS_TEST_VAR/ens.conf\" --from \"$1\" >\"$2\" 2>&1 & echo $!",
-                                                                    Self.binary + "ens-apns", source, log])))
+                                                                    Self.binary + "ens-sender", source, log])))
         // Killed once it has marked something done, long before it is through.
         let marked = TestStack.eventually(within: 30) {
             ((try? FileManager.default.contentsOfDirectory(atPath: source + "/log")) ?? []).contains { $0.hasSuffix(".done") }
@@ -219,7 +219,7 @@ struct SenderHostsTests {
         let administrator = TestStack.administratorConnection(database: "ens")
         try administrator.execute("UPDATE SenderHosts SET heartbeat_at = UTC_TIMESTAMP(3) - INTERVAL 10 MINUTE WHERE host = \(lost)")
         text = try Self.run("ens-cron", ["status"]).output
-        #expect(text.contains("\(lost): lost with 7 queued notifications: drain its spool with `ens-apns drain --from <copy of \(lost)'s push.spool_dir> --host \(lost)`"), "\(text)")
+        #expect(text.contains("\(lost): lost with 7 queued notifications: drain its spool with `ens-sender drain --from <copy of \(lost)'s push.spool_dir> --host \(lost)`"), "\(text)")
         #expect(!text.contains("\(idle): lost"))
         let json = try JSONSerialization.jsonObject(with: Data(try Self.run("ens-cron", ["status", "--json"]).output.utf8)) as? [String: Any]
         let hosts = try #require(json?["senderHosts"] as? [[String: Any]])

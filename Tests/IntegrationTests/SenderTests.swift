@@ -8,7 +8,7 @@ import POSIX
 import Synchronization
 import Testing
 
-/// ens-apns end to end: Unix socket → durable spool → HTTP/2 → the APNs simulator.
+/// ens-sender end to end: Unix socket → durable spool → HTTP/2 → the APNs simulator.
 @Suite(.serialized, .enabled(if: TestStack.isRunning, "needs the stack scripts/test.sh starts"))
 struct SenderTests {
     let client = SenderClient(socketPath: TestStack.directory + "/run/apns.sock")
@@ -232,7 +232,7 @@ struct SenderTests {
         #expect((rejected["403 InvalidProviderToken"] as? NSNumber)?.intValue == 2, "\(rejected)")
         #expect(TestStack.eventually(within: 10) { (try? counter("credential_refused")) ?? 0 >= 2 })
         #expect(try counter("dropped") == dropped, "nothing dropped")
-        let log = try String(contentsOfFile: TestStack.directory + "/log/ens-apns.log", encoding: .utf8)
+        let log = try String(contentsOfFile: TestStack.directory + "/log/ens-sender.log", encoding: .utf8)
         #expect(log.contains("refused the app's credential") && log.contains("accepts the app's credential again"))
         _ = try APNsSimulator.control("/reset", [:])
     }
@@ -271,13 +271,13 @@ struct SenderTests {
                     accepted.append(1)
                     // Once a third is in (at least: eight threads count at once), one thread kills.
                     if accepted.values.count >= total / 3, killed.appendIfEmpty(1) {
-                        if let pid = TestStack.pids(matching: "ens-apns --config").first {
+                        if let pid = TestStack.pids(matching: "ens-sender --config").first {
                             kill(pid, SIGKILL)
                             killed.append(Int(pid))
                             // Restart only once it is really gone.
                             _ = TestStack.eventually(within: 10) { kill(pid, 0) != 0 }
                         }
-                        _ = try? TestStack.stack("apns-start")
+                        _ = try? TestStack.stack("sender-start")
                     }
                 }
             })

@@ -88,7 +88,7 @@ struct ShardingTests {
             .write(toFile: mapPath, atomically: true, encoding: .utf8)
         let original = try String(contentsOfFile: TestStack.configPath, encoding: .utf8)
         func restart() throws {
-            for step in ["fcgi-stop", "apns-stop", "fcgi-start", "apns-start"] { try TestStack.stack(step) }
+            for step in ["fcgi-stop", "sender-stop", "fcgi-start", "sender-start"] { try TestStack.stack(step) }
         }
         try (original + "\ndb.shard_map = \(mapPath)\n").write(toFile: TestStack.configPath, atomically: true, encoding: .utf8)
         defer {
@@ -115,7 +115,7 @@ struct ShardingTests {
             .write(toFile: mapPath, atomically: true, encoding: .utf8)
         let original = try String(contentsOfFile: TestStack.configPath, encoding: .utf8)
         try (original + "\ndb.shard_map = \(mapPath)\n").write(toFile: config, atomically: true, encoding: .utf8)
-        for program in ["ens-cron", "ens-fcgi", "ens-apns"] {
+        for program in ["ens-cron", "ens-fcgi", "ens-sender"] {
             let arguments = program == "ens-cron" ? ["reap", "--config", config] : ["--check", "--config", config]
             let (status, output) = try ChildProcess.run("/bin/sh", ["-c", "\"$0\" \"$@\" 2>&1", TestStack.root + "/.build/debug/" + program] + arguments)
             #expect(status != 0, "\(program) started with a malformed map")

@@ -4,7 +4,7 @@
 # about 1%, so a change of a few percent in the responder or the sender shows here when
 # it cannot in bench/ab-callbacks.sh. An experiment kept in bench/lab/ (not maintained).
 #
-# Stops the bench stack's ens-fcgi and ens-apns, runs them under callgrind (one worker,
+# Stops the bench stack's ens-fcgi and ens-sender, runs them under callgrind (one worker,
 # one thread), sends the workload at a low rate, zeroes the counters after a warm-up,
 # and prints instructions per request for each process with the largest inclusive
 # costs. Afterwards both are restarted normally (scripts/stack.sh up).
@@ -52,18 +52,18 @@ restore() {
 }
 trap restore EXIT
 
-kill "$(cat "$ENS_VAR/run/ens-fcgi.pid")" "$(cat "$ENS_VAR/run/ens-apns.pid")" 2>/dev/null || true
+kill "$(cat "$ENS_VAR/run/ens-fcgi.pid")" "$(cat "$ENS_VAR/run/ens-sender.pid")" 2>/dev/null || true
 for _ in $(seq 40); do pgrep -f "$ENS_VAR/ens.conf" >/dev/null || break; sleep 0.5; done
 
 MALLOC_ARENA_MAX=2 valgrind --tool=callgrind --callgrind-out-file="$OUT/apns.%p" \
-  "$ENS_BIN/ens-apns" --config "$OUT/ens.conf" >"$OUT/apns.log" 2>&1 </dev/null &
+  "$(sender_bin "$ENS_BIN")" --config "$OUT/ens.conf" >"$OUT/apns.log" 2>&1 </dev/null &
 for _ in $(seq 120); do [ -S "$ENS_VAR/run/apns.sock" ] && grep -q "started\|listening" "$OUT/apns.log" && break; sleep 0.5; done
 valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$OUT/fcgi.%p" \
   "$ENS_BIN/ens-fcgi" --config "$OUT/ens.conf" >"$OUT/fcgi.log" 2>&1 </dev/null &
 for _ in $(seq 120); do grep -q "responder started" "$OUT/fcgi.log" && break; sleep 0.5; done
 
 worker=$(pgrep -f "valgrind.*--worker.*$OUT/ens.conf" | head -1)
-sender=$(pgrep -f "valgrind.*ens-apns.*$OUT/ens.conf" | head -1)
+sender=$(pgrep -f "valgrind.*$SENDER_PROCESS.*$OUT/ens.conf" | head -1)
 if [ -z "$worker" ] || [ -z "$sender" ]; then
   echo "instructions: the processes did not start under valgrind; see $OUT" >&2; exit 1
 fi
@@ -108,4 +108,4 @@ for line, name in zip(lines, demangled or names):
 }
 # callgrind_control -d wrote each process's first dump, <name>.<pid>.1.
 report ens-fcgi "$OUT/fcgi.$worker.1"
-if [ "$WORKLOAD" = callbacks ]; then report ens-apns "$OUT/apns.$sender.1"; fi
+if [ "$WORKLOAD" = callbacks ]; then report ens-sender "$OUT/apns.$sender.1"; fi

@@ -1,4 +1,4 @@
-// libFuzzer target: the responder → ens-apns Unix-socket stream.
+// libFuzzer target: the responder → ens-sender Unix-socket stream.
 //
 // The first input byte chooses how the rest is cut into socket reads (1–16 bytes at a
 // time); each read goes to FrameDecoder.append, followed by next() until it needs

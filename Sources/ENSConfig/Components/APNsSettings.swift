@@ -39,7 +39,7 @@ public struct APNsSettings: SettingsComponent {
                 doc: "Certificate authentication for one bundle id (apns-topic): a PKCS#12 file (.p12/.pfx), or a PEM file holding the certificate and its unencrypted key.",
                 details: """
                 A bundle id with a certificate uses it (on its own connections); others
-                use the token. ens-apns needs the token, at least one certificate, or
+                use the token. ens-sender needs the token, at least one certificate, or
                 both.
                 """,
                 examples: ["apns.certificate.com.example.mail = /etc/ens/secrets/apns-com.example.mail.p12"]) { settings, bundleID, path in
@@ -59,7 +59,7 @@ extension APNsSettings {
     public func signingKeyPEM() throws(ConfigError) -> String? {
         if keyID.isEmpty && teamID.isEmpty {
             guard !certificates.isEmpty else {
-                throw ConfigError(key: "apns.key_id", problem: "must be set (with apns.team_id and apns.key_file), or configure apns.certificate.<bundle id>, to run ens-apns")
+                throw ConfigError(key: "apns.key_id", problem: "must be set (with apns.team_id and apns.key_file), or configure apns.certificate.<bundle id>, to run ens-sender")
             }
             return nil
         }

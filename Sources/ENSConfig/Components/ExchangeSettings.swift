@@ -136,7 +136,7 @@ public struct ExchangeSettings: SettingsComponent {
         key("exchange.autodiscover_cache_hours", \.autodiscoverCacheLifetime, .duration(0...720, .hours),
             doc: "How long Autodiscover results are cached per email domain (0 = not cached)."),
         key("exchange.notification_ttl_seconds", \.notificationTTL, .duration(0...2_592_000, .seconds),
-            doc: "apns-expiration of new-mail notifications: how long APNs (and ens-apns) keep trying."),
+            doc: "apns-expiration of new-mail notifications: how long APNs (and ens-sender) keep trying."),
         key("exchange.proof_failure_limit", \.proofFailureLimit, .integer(1...1000), reload: .responders,
             doc: "Proof of possession (docs/security.md): a registration adds a device only after its credentials open the user's mailbox at its Exchange.",
             details: """

@@ -18,7 +18,7 @@ public struct FCMSettings: SettingsComponent {
         pattern("fcm.service_account.", .bundleID, .path,
                 doc: "Firebase Cloud Messaging (HTTP v1) for one Android package name (the `bundleid` an Android client registers with): a service-account key file, the JSON Google's console issues (mode 0600, owner ens).",
                 details: """
-                ens-apns signs an OAuth assertion with the account's key, exchanges it at
+                ens-sender signs an OAuth assertion with the account's key, exchanges it at
                 the file's token_uri for an access token, and reuses that token until five
                 minutes before it expires. No account: Android devices can register, but
                 nothing is delivered to them.

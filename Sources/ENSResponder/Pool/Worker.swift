@@ -134,7 +134,7 @@ public struct Worker {
 
         var signal = Signals.wait(for: Signals.shutdownSignals + [Signals.reload])
         while signal == Signals.reload {
-            // A reload also lets go of the connections kept to ens-apns: the next
+            // A reload also lets go of the connections kept to ens-sender: the next
             // hand-offs connect afresh, to push.socket as it now is.
             services.senderConnections.closeIdle()
             if let fresh = ConfigReload.perform(path: configPath, running: configuration.file, logger: logger,

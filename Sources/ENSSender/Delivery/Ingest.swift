@@ -4,7 +4,7 @@ public import Logging
 internal import POSIX
 import Synchronization
 
-/// ens-apns's intake: serves every responder connection on the Unix socket from one
+/// ens-sender's intake: serves every responder connection on the Unix socket from one
 /// thread, and acknowledges a notification only once it is durably spooled.
 ///
 /// Each turn reads what the ready connections sent, writes every submission in it to

@@ -8,7 +8,7 @@ internal import OpenSSL
 internal import POSIX
 import Synchronization
 
-/// ens-apns: takes notifications on a Unix socket, spools them durably, and delivers
+/// ens-sender: takes notifications on a Unix socket, spools them durably, and delivers
 /// them over multiplexed HTTP/2 connections, each through the `PushProvider` of its
 /// device token (APNs today). The spool, the retry queue and the multiplexer do not
 /// know which provider a notification goes to.
@@ -121,7 +121,7 @@ public final class Sender: Sendable {
     /// Queues what `Ingest` made durable for delivery, in arrival order. Delivery looks
     /// every 20 ms at most rather than being woken for each: what arrived meanwhile then
     /// goes out together, in one write per connection (waking delivery for every arrival
-    /// cost ens-apns 15% more CPU per notification in B6).
+    /// cost ens-sender 15% more CPU per notification in B6).
     public func enqueue(_ spooled: [(entry: SpoolEntry, notification: PushNotification)]) {
         arrivals.withLock { $0.append(contentsOf: spooled) }
     }
@@ -315,7 +315,7 @@ public final class Sender: Sendable {
             ]
             switch refusal {
             case .began:
-                logger.critical("the push service refused the app's credential: its notifications are kept in the spool and wait until the credential is fixed (then restart ens-apns) or they expire", metadata: metadata)
+                logger.critical("the push service refused the app's credential: its notifications are kept in the spool and wait until the credential is fixed (then restart ens-sender) or they expire", metadata: metadata)
             case .extended:
                 logger.error("the push service still refuses the app's credential; its notifications keep waiting", metadata: metadata)
             case .alreadyPaused:

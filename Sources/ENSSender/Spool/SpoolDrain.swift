@@ -3,7 +3,7 @@ public import OpenSSL
 internal import POSIX
 
 /// Hands what another host's spool still holds to this host's running sender
-/// (`ens-apns drain`), for a host lost with notifications in its spool.
+/// (`ens-sender drain`), for a host lost with notifications in its spool.
 ///
 /// The source is read the way `Spool` reads its own (segments, records sealed under keys
 /// derived from the shared master key, `.done` marks), but never through `Spool`, which
@@ -172,7 +172,7 @@ public struct SpoolDrain {
             do {
                 outcomes = try submit(waiting.map(\.notification))
             } catch {
-                throw Failure(problem: "\(error) (is ens-apns running on this host?)")
+                throw Failure(problem: "\(error) (is ens-sender running on this host?)")
             }
             var retry: [(offset: UInt32, notification: PushNotification)] = []
             for (index, item) in waiting.enumerated() {

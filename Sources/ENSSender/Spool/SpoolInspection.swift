@@ -4,7 +4,7 @@ internal import POSIX
 
 extension Spool {
     /// How much waits in a spool, read from its files without opening any record (no
-    /// key needed, nothing changed): for `ens-cron status`. A segment ens-apns is
+    /// key needed, nothing changed): for `ens-cron status`. A segment ens-sender is
     /// appending to meanwhile may be counted a record short.
     public static func inspect(directory: String) throws -> StatusReport.Spool {
         let log = directory + "/log"

@@ -2,10 +2,10 @@ public import MariaDB
 internal import Logging
 public import ENSModel
 
-/// One host's sender (ens-apns) as its heartbeat row in SenderHosts says: how much its
+/// One host's sender (ens-sender) as its heartbeat row in SenderHosts says: how much its
 /// spool holds and when it last wrote. Several hosts share the database, each with its
 /// own spool; a host whose heartbeat stopped while its spool held notifications is lost
-/// until another host drains that spool (`ens-apns drain`).
+/// until another host drains that spool (`ens-sender drain`).
 public struct SenderHost: Sendable, Equatable {
     public var host: String
     public var spoolEntries: Int
@@ -39,7 +39,7 @@ public struct SenderHost: Sendable, Equatable {
 
     /// What the operator is told to run for a lost host, on the host that takes over.
     public var drainCommand: String {
-        "ens-apns drain --from <copy of \(host)'s push.spool_dir> --host \(host)"
+        "ens-sender drain --from <copy of \(host)'s push.spool_dir> --host \(host)"
     }
 
     // MARK: The table

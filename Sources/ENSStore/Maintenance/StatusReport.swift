@@ -120,7 +120,7 @@ public struct StatusReport: Sendable {
             [$0.app, $0.provider, "\($0.enabled)", "\($0.disabled)"]
         })
         lines.append("")
-        lines.append("Spool (ens-apns)")
+        lines.append("Spool (ens-sender)")
         if let spool {
             lines.append("  \(spool.pending) notifications waiting in \(spool.segments) segment file(s); oldest waiting since \(when(spool.oldestWrittenAt))")
         } else {

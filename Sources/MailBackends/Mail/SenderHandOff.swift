@@ -5,7 +5,7 @@ internal import SenderWire
 internal import Logging
 
 /// The last step of every new-mail path (Exchange, Graph, blind): a callback's
-/// notifications go to ens-apns on one connection, where one sync covers them all, and
+/// notifications go to ens-sender on one connection, where one sync covers them all, and
 /// what the sender did not take is given back to the record's per-minute cap, so the
 /// mail server's redelivery after a 503 is not charged twice.
 struct SenderHandOff {
@@ -22,7 +22,7 @@ struct SenderHandOff {
             outcomes = try SenderClient(socketPath: context.settings.push.socket, connections: context.services.senderConnections)
                 .submit(batch: notifications)
         } catch {
-            logger.error("ens-apns unreachable; the mail server will retry", metadata: ["record": "\(recordID)", "error": "\(error)"])
+            logger.error("ens-sender unreachable; the mail server will retry", metadata: ["record": "\(recordID)", "error": "\(error)"])
             try store.returnNotifications(recordID: recordID, count: reserved)
             return false
         }
@@ -33,7 +33,7 @@ struct SenderHandOff {
             case .accepted:
                 handed += 1
             case .refused(let reason) where reason == "bad-notification" || reason == "bad-frame":
-                logger.error("ens-apns refused a malformed notification", metadata: ["record": "\(recordID)", "reason": "\(reason)"])
+                logger.error("ens-sender refused a malformed notification", metadata: ["record": "\(recordID)", "reason": "\(reason)"])
             case .refused(let reason):
                 // spool-full, io-error, busy: not acknowledged, so not ours to lose.
                 retry = retry ?? reason
@@ -41,7 +41,7 @@ struct SenderHandOff {
         }
         if outcomes.count < notifications.count { retry = retry ?? "the sender hung up before answering them all" }
         guard let retry else { return true }
-        logger.error("ens-apns did not take every notification; the mail server will retry", metadata: [
+        logger.error("ens-sender did not take every notification; the mail server will retry", metadata: [
             "record": "\(recordID)", "reason": "\(retry)", "taken": "\(handed)", "notifications": "\(notifications.count)",
         ])
         try store.returnNotifications(recordID: recordID, count: reserved - handed)

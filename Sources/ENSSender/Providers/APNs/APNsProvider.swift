@@ -3,7 +3,7 @@ public import ENSModel
 public import SenderWire
 public import OpenSSL
 
-/// How ens-apns authenticates to APNs, per topic (bundle id): a client certificate if
+/// How ens-sender authenticates to APNs, per topic (bundle id): a client certificate if
 /// one is configured for the topic, else the shared provider token (JWT); a topic with
 /// neither cannot be delivered.
 public struct APNsCredentials: Sendable {

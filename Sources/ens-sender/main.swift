@@ -8,23 +8,55 @@ internal import ENSConfig
 internal import ENSMetrics
 internal import ENSModel
 
-/// ens-apns: the push sender (named for its first provider, APNs); `drain` hands a lost
-/// host's spool to it. A command of its own, so that each has its own --config.
-struct ENSAPNsCommand: ParsableCommand {
+/// ens-sender: the push sender (APNs and FCM); `drain` hands a lost host's spool to it.
+/// A command of its own, so that each has its own --config. Up to 0.3.0 it was called
+/// ens-apns, after its first provider; that name stays a link to it for one release
+/// (OldName).
+struct SenderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "ens-apns",
+        commandName: "ens-sender",
         abstract: "ENS push sender (serve, the default) and its drain command.",
-        version: "ens-apns \(Release.version)",
-        subcommands: [ENSAPNs.self, Drain.self],
-        defaultSubcommand: ENSAPNs.self
+        discussion: OldName.note,
+        version: "ens-sender \(Release.version)",
+        subcommands: [Serve.self, Drain.self],
+        defaultSubcommand: Serve.self
     )
 }
 
+/// `ens-apns`, the name of this program up to 0.3.0: /usr/bin/ens-apns (and the unit
+/// ens-apns.service) still lead to it in 0.4.0, and go in the next release. Started by
+/// that name, it says so on standard error and in its log; nothing else changes.
+enum OldName {
+    static let name = "ens-apns"
+    static let note = """
+        ens-apns is the old name of ens-sender (up to 0.3.0): a link to it, and ens-apns.service \
+        an alias of ens-sender.service, in 0.4.0 only. The old name is deprecated and goes in the next release.
+        """
+
+    /// This process was started as ens-apns (argv[0], as a link to ens-sender gives it).
+    static var invoked: Bool {
+        CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) == name } ?? false
+    }
+
+    static let warning = "started as ens-apns, the old name of ens-sender: it is deprecated and goes in the next release; run ens-sender (and ens-sender.service)"
+
+    /// The warning, when started as ens-apns: to `logger` (the log, on standard error)
+    /// when there is one, else on standard error as a line of its own.
+    static func warn(_ logger: Logger? = nil) {
+        guard invoked else { return }
+        if let logger {
+            logger.warning("\(warning)")
+        } else {
+            printError("ens-sender: \(warning)")
+        }
+    }
+}
+
 /// The sender itself.
-struct ENSAPNs: ParsableCommand {
+struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "ENS push sender: takes notifications from the responders on push.socket, spools them durably and delivers them to APNs over HTTP/2.",
+        abstract: "ENS push sender: takes notifications from the responders on push.socket, spools them durably and delivers them to APNs and FCM over HTTP/2.",
         discussion: """
             A notification is acknowledged only once it is appended to the spool log in \
             push.spool_dir and fdatasynced; after a crash or restart the spool is replayed. SIGTERM stops \
@@ -56,15 +88,17 @@ struct ENSAPNs: ParsableCommand {
             fcmAccounts = try Self.fcmAccounts(settings)
             hostName = try settings.push.senderHostName()
         } catch {
-            printError("ens-apns: \(error)")
+            printError("ens-sender: \(error)")
             throw ExitCode(1)
         }
         if check {
+            OldName.warn()
             print("configuration OK")
             return
         }
-        LogfmtLogHandler.bootstrap(label: "ens-apns", level: settings.logging.level)
-        let logger = Logger(label: "ens-apns")
+        LogfmtLogHandler.bootstrap(label: "ens-sender", level: settings.logging.level)
+        let logger = Logger(label: "ens-sender")
+        OldName.warn(logger)
         settings.logDeprecatedKeys(logger)
         Signals.ignoreBrokenPipe()
         Signals.block(Signals.shutdownSignals + [Signals.reload])
@@ -151,7 +185,7 @@ struct ENSAPNs: ParsableCommand {
     }
 }
 
-extension ENSAPNs {
+extension Serve {
     /// Token auth (if apns.key_id is set) and a certificate per configured bundle id.
     static func credentials(_ settings: ENSConfiguration) throws -> APNsCredentials {
         var token: ProviderToken?
@@ -204,4 +238,4 @@ extension ENSAPNs {
     }
 }
 
-ENSAPNsCommand.main()
+SenderCommand.main()

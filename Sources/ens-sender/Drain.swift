@@ -9,10 +9,10 @@ internal import ENSConfig
 internal import ENSStore
 internal import SenderWire
 
-/// `ens-apns drain`: another host's spool, handed to this host's running sender.
+/// `ens-sender drain`: another host's spool, handed to this host's running sender.
 struct Drain: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Hand the notifications in a lost host's spool directory to this host's running ens-apns.",
+        abstract: "Hand the notifications in a lost host's spool directory to this host's running ens-sender.",
         discussion: """
             --from names a copy (or a mount) of the lost host's push.spool_dir; it must be writable, \
             and the hosts must share the master key. Each notification is marked done there only \
@@ -46,20 +46,21 @@ struct Drain: ParsableCommand {
         } catch {
             fail("\(error)")
         }
-        LogfmtLogHandler.bootstrap(label: "ens-apns", level: settings.logging.level)
+        LogfmtLogHandler.bootstrap(label: "ens-sender", level: settings.logging.level)
+        OldName.warn()
         let lock: Int32?
         do {
             lock = try Files.tryLock(from + "/drain.lock")
         } catch {
             fail("cannot lock \(from)/drain.lock: \(error) (the spool to drain must be writable)")
         }
-        guard let lock else { fail("another ens-apns drain is working on \(from)") }
+        guard let lock else { fail("another ens-sender drain is working on \(from)") }
         defer { FileDescriptor.close(lock) }
 
         let client = SenderClient(socketPath: settings.push.socket, timeoutMilliseconds: 30_000)
         let progress = TerminalProgress.shared
         let drain = SpoolDrain(directory: from, masterKey: masterKey, submit: client.submit(batch:),
-                               report: { progress.finish(); printError("ens-apns drain: \($0)") },
+                               report: { progress.finish(); printError("ens-sender drain: \($0)") },
                                progress: { progress.report("notifications handed over", $0) })
         let summary: SpoolDrain.Summary
         do {
@@ -69,7 +70,7 @@ struct Drain: ParsableCommand {
             fail("\(error)")
         }
         progress.finish()
-        Logger(label: "ens-apns").notice("spool drained", metadata: [
+        Logger(label: "ens-sender").notice("spool drained", metadata: [
             "host": "\(host ?? "-")", "handed_over": "\(summary.handedOver)", "expired": "\(summary.expired)",
             "unreadable": "\(summary.unreadable)", "refused": "\(summary.refused)",
             "segments.damaged": "\(summary.damagedSegments)", "segments.left": "\(summary.segmentsLeft)",
@@ -87,7 +88,7 @@ struct Drain: ParsableCommand {
     private func refuseLiveSpools(_ settings: ENSConfiguration) throws {
         guard let source = Files.identity(from) else { throw ConfigError(key: nil, problem: "\(from) does not exist") }
         if let own = Files.identity(settings.push.spoolDirectory), own == source {
-            throw ConfigError(key: nil, problem: "\(from) is this host's own spool (push.spool_dir), which its ens-apns delivers; drain only a lost host's spool")
+            throw ConfigError(key: nil, problem: "\(from) is this host's own spool (push.spool_dir), which its ens-sender delivers; drain only a lost host's spool")
         }
         guard let host else { return }
         guard ENSConfiguration.isValidSenderHostName(host) else { throw ConfigError(key: nil, problem: "--host '\(host.prefix(80))' is not a host name") }
@@ -98,7 +99,7 @@ struct Drain: ParsableCommand {
         // try? (ignored on purpose): a lost host is often lost with the database it used;
         // the heartbeat check is a guard against draining a live host, not a condition.
         if let row = try? SenderHost.all(database: database).first(where: { $0.host == host }), !row.isSilent(now: .now()) {
-            throw ConfigError(key: nil, problem: "\(host) wrote its sender heartbeat at \(row.heartbeatAt.databaseString.prefix(19)) UTC: its ens-apns is running; stop it before draining its spool")
+            throw ConfigError(key: nil, problem: "\(host) wrote its sender heartbeat at \(row.heartbeatAt.databaseString.prefix(19)) UTC: its ens-sender is running; stop it before draining its spool")
         }
     }
 
@@ -110,12 +111,12 @@ struct Drain: ParsableCommand {
                 print("removed \(host) from SenderHosts")
             }
         } catch {
-            printError("ens-apns drain: cannot remove \(host) from SenderHosts (\(error)); `ens-cron status` lists it until it is removed")
+            printError("ens-sender drain: cannot remove \(host) from SenderHosts (\(error)); `ens-cron status` lists it until it is removed")
         }
     }
 
     private func fail(_ message: String) -> Never {
-        printError("ens-apns drain: \(message)")
+        printError("ens-sender drain: \(message)")
         Self.exit(withError: ExitCode(1))
     }
 }
