@@ -31,30 +31,11 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 SHORT=0
 [ "${1:-}" = --short ] && SHORT=1
-export CLUSTER_ID=${CLUSTER_ID:-2}
-export ENS_BIN=${ENS_BIN:-$ROOT/.build/release}
-if [ "$CLUSTER_ID" = 0 ]; then export CLUSTER_VAR=${CLUSTER_VAR:-$ROOT/var/cluster}; else export CLUSTER_VAR=${CLUSTER_VAR:-$ROOT/var/cluster-$CLUSTER_ID}; fi
-export CLUSTER_PORT=${CLUSTER_PORT:-$((38443 - 100 * CLUSTER_ID))}
-export ENS_VAR=$CLUSTER_VAR ENS_PORT=$CLUSTER_PORT
-# Exchange's retry schedule 10x faster (30 s, 60 s ... become 3 s, 6 s ...), so a callback
-# that failed during a fault is redelivered within the run.
-export ENS_EWS_RETRY_SCALE=0.1
-# Many records from one token and one client address within the hour.
-export ENS_RECORDS_PER_TOKEN_PER_HOUR=100000
-# Every registration takes a new RSA key from the pool (0.1-0.7 s each to make here):
-# a pool large enough for the run's registrations, filled before the load starts.
-if [ $SHORT = 1 ]; then export ENS_KEY_POOL=${ENS_KEY_POOL:-40}; else export ENS_KEY_POOL=${ENS_KEY_POOL:-150}; fi
-CLUSTER=$ROOT/scripts/cluster.sh
-LOAD=(python3 "$ROOT/scripts/cluster_load.py")
-export CLUSTER_SH=$CLUSTER
+RUN_NAME=cluster-chaos
+# shellcheck source=scripts/cluster-run.sh
+. "$ROOT/scripts/cluster-run.sh"
+cluster_environment 150
 WORK=$CLUSTER_VAR/chaos
-
-say() { printf 'cluster-chaos: %s\n' "$*"; }
-die() { printf 'cluster-chaos: error: %s\n' "$*" >&2; exit 2; }
-now() { date +%s.%N; }
-since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
-# json FILE EXPR: a Python expression over the JSON object in FILE (as j).
-json() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
 # shellcheck source=scripts/sender.sh
 . "$ROOT/scripts/sender.sh"

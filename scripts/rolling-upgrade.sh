@@ -48,12 +48,9 @@ export PATH=/opt/swift/usr/bin:$PATH
 PREVIOUS_RELEASE=3fa6848d092d13e0ab7df46e18cb904095c5ca94
 PREV_TREE=${ENS_PREVIOUS_TREE:-$ROOT/var/release-prev}
 
-say() { printf 'rolling-upgrade: %s\n' "$*"; }
-die() { printf 'rolling-upgrade: error: %s\n' "$*" >&2; exit 2; }
-now() { date +%s.%N; }
-since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
-# json FILE EXPR: a Python expression over the JSON object in FILE (as j).
-json() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+RUN_NAME=rolling-upgrade
+# shellcheck source=scripts/cluster-run.sh
+. "$ROOT/scripts/cluster-run.sh"
 # sender_bin, sender_product: the sender of either release.
 # shellcheck source=scripts/sender.sh
 . "$ROOT/scripts/sender.sh"
@@ -159,20 +156,8 @@ esac
 
 SHORT=0
 [ "${1:-}" = --short ] && SHORT=1
-export CLUSTER_ID=${CLUSTER_ID:-2}
-export ENS_BIN=${ENS_BIN:-$ROOT/.build/release}
+cluster_environment 100
 CURRENT_BIN=$ENS_BIN
-if [ "$CLUSTER_ID" = 0 ]; then export CLUSTER_VAR=${CLUSTER_VAR:-$ROOT/var/cluster}; else export CLUSTER_VAR=${CLUSTER_VAR:-$ROOT/var/cluster-$CLUSTER_ID}; fi
-export CLUSTER_PORT=${CLUSTER_PORT:-$((38443 - 100 * CLUSTER_ID))}
-export ENS_VAR=$CLUSTER_VAR ENS_PORT=$CLUSTER_PORT
-# As cluster-chaos: Exchange's retries 10x faster, so a callback that failed is redelivered
-# within the run; many records from one token; a key pool filled before the load.
-export ENS_EWS_RETRY_SCALE=0.1
-export ENS_RECORDS_PER_TOKEN_PER_HOUR=100000
-if [ $SHORT = 1 ]; then export ENS_KEY_POOL=${ENS_KEY_POOL:-40}; else export ENS_KEY_POOL=${ENS_KEY_POOL:-100}; fi
-CLUSTER=$ROOT/scripts/cluster.sh
-LOAD=(python3 "$ROOT/scripts/cluster_load.py")
-export CLUSTER_SH=$CLUSTER
 WORK=$CLUSTER_VAR/upgrade
 
 for bin in "$CURRENT_BIN/ens-fcgi" "$(sender_bin "$CURRENT_BIN")" "$CURRENT_BIN/ens-cron"; do
