@@ -89,9 +89,17 @@ struct SubscribedRecord {
     var generation: Int64
     var subscriptionID: String { "sub-\(generation)" }
     var devices: [(id: Int64, token: DeviceToken)]
+    /// The backend, its URL and the server devices prove themselves at.
+    let backend: MailBackend
+    let backendURL: String
+    let endpoint: String
 
     /// Created, then subscribed (last heard from at `heardAt`), with `devices` devices.
-    init(database: any SQLDatabase, vault: Vault, devices count: Int = 1, heardAt: Timestamp = .now(), badge: Bool = false) throws {
+    init(database: any SQLDatabase, vault: Vault, devices count: Int = 1, heardAt: Timestamp = .now(), badge: Bool = false,
+         backend: MailBackend = .ews, backendURL: String = "https://mail.example.test/EWS/Exchange.asmx", endpoint: String = Self.endpoint) throws {
+        self.backend = backend
+        self.backendURL = backendURL
+        self.endpoint = endpoint
         userID = Hex.encode(try Digest.randomBytes(32))
         let subscriptions = SubscriptionStore(database: database, vault: vault)
         id = try subscriptions.createRecord(userID: userID, publicKeyPEM: "pem", key: TestKeys.primary).id
@@ -101,7 +109,7 @@ struct SubscribedRecord {
         for _ in 0..<count {
             let token = try #require(DeviceToken(hex: Hex.encode(try Digest.randomBytes(32))))
             let settings = DeviceSettings(bundleID: "com.example.mail", defaultSound: "default", ewsDeviceID: nil, badge: badge, development: false)
-            _ = try subscriptions.register(recordID: id, token: token, settings: settings, endpoint: Self.endpoint, now: heardAt)
+            _ = try subscriptions.register(recordID: id, token: token, settings: settings, endpoint: endpoint, now: heardAt)
             let device = try #require(try subscriptions.device(recordID: id, token: token))
             devices.append((device.id, token))
         }
@@ -112,8 +120,8 @@ struct SubscribedRecord {
         let store = MailSubscriptionStore(database: database, vault: vault)
         let (next, _) = try #require(try store.beginRegistration(recordID: id, now: now))
         generation = next
-        #expect(try store.completeRegistration(recordID: id, generation: next, backend: .ews, backendURL: "https://mail.example.test/EWS/Exchange.asmx",
-                                               endpoint: Self.endpoint, subscriptionID: subscriptionID, watermark: "w-0", version: nil,
+        #expect(try store.completeRegistration(recordID: id, generation: next, backend: backend, backendURL: backendURL,
+                                               endpoint: endpoint, subscriptionID: subscriptionID, watermark: "w-0", version: nil,
                                                heartbeatMinutes: 30, now: now))
     }
 }
