@@ -40,7 +40,7 @@ let unitTests: [(module: String, alsoImports: [Target.Dependency])] = [
     ("EWS", ["Curl", "ENSModel", "MailBackends", "POSIX", "XML"]),
     ("Graph", ["Codecs", "ENSConfig", "ENSModel", "ENSResponder", "ENSVault", "MailBackends", "OpenSSL", "POSIX"]),
     ("ENSSender", ["Codecs", "ENSMetrics", "ENSModel", "ENSVault", "MailBackends", "OpenSSL", "POSIX", "SenderWire", logging]),
-    ("MailBackends", []),
+    ("MailBackends", ["Codecs", "ENSConfig", "ENSHTTP", "ENSModel", "ENSStore", "ENSVault", "MariaDB", "OpenSSL", "POSIX", "SenderWire", logging]),
     ("ENSResponder", ["Codecs", "ENSConfig", "ENSHTTP", "ENSModel", "ENSStore", "ENSVault", "MailBackends", "MariaDB", "OpenSSL", logging]),
 ]
 let unitTestTargets: [Target] = unitTests.map { module, alsoImports in
