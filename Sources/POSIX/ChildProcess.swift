@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+internal import CLinux
 
 /// Spawning and reaping child processes (for the responder supervisor).
 public enum ChildProcess {
@@ -86,7 +87,9 @@ extension ChildProcess {
     /// can miss SIGCHLD on Linux and hang in waitUntilExit; this uses waitpid directly.)
     public static func run(_ executable: String, _ arguments: [String]) throws(SystemError) -> (status: Int32, output: String) {
         var pipeFDs: [Int32] = [0, 0]
-        guard pipe(&pipeFDs) == 0 else { throw SystemError(call: "pipe", errno: errno) }
+        // Close-on-exec: a child another thread spawns meanwhile must not inherit this
+        // pipe's write end, or the read below waits for that child to exit too.
+        guard ens_pipe_cloexec(&pipeFDs) == 0 else { throw SystemError(call: "pipe2", errno: errno) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

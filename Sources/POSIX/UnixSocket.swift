@@ -19,7 +19,7 @@ public enum UnixSocket {
     }
 
     /// Binds and listens on `path` the way OpenSMTPD's control socket does: refuse if a live
-    /// process answers there, unlink a stale path, bind under a tight umask, then chmod.
+    /// process answers there, unlink a stale path, bind with no permissions, then chmod.
     /// Returns the listening descriptor and the inode of the socket file (to unlink only
     /// our own socket later).
     public static func listen(path: String, mode: UInt32, backlog: Int32) throws(ListenError) -> (fd: Int32, inode: UInt64) {
@@ -30,14 +30,20 @@ public enum UnixSocket {
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .system(SystemError(call: "socket", errno: errno)) }
-        let previousMask = umask(0o177)
+        // The socket file takes the socket's own mode (less the umask) at bind: none, so
+        // nobody can connect before the chmod below. Not umask(), which is the whole
+        // process's and would narrow files other threads create meanwhile.
+        guard fchmod(fd, 0) == 0 else {
+            let code = errno
+            close(fd)
+            throw .system(SystemError(call: "fchmod", errno: code))
+        }
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
         let bindErrno = errno
-        umask(previousMask)
         guard bound == 0 else {
             close(fd)
             throw .system(SystemError(call: "bind", errno: bindErrno))
