@@ -15,9 +15,10 @@ static inline int ens_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0UL, 0U
 #include <sys/syscall.h>
 #include <unistd.h>
 static inline int ens_memfd_create(const char *name) { return (int)syscall(SYS_memfd_create, name, 0U); }
-// pipe2(2) with O_CLOEXEC (glibc declares pipe2 only with _GNU_SOURCE).
-#include <fcntl.h>
-static inline int ens_pipe_cloexec(int fds[2]) { return (int)syscall(SYS_pipe2, fds, O_CLOEXEC); }
+// pipe2(2) (glibc declares it only with _GNU_SOURCE). No header beyond those above: a
+// header included here first (fcntl.h's struct stat) would belong to this module, and
+// every file using it would have to import CLinux.
+static inline int ens_pipe2(int fds[2], int flags) { return (int)syscall(SYS_pipe2, fds, flags); }
 static inline uint64_t ens_atomic_load_u64(const uint64_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 static inline void ens_atomic_store_u64(uint64_t *word, uint64_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
 static inline bool ens_atomic_cas_u64(uint64_t *word, uint64_t expected, uint64_t desired) {

@@ -89,7 +89,7 @@ extension ChildProcess {
         var pipeFDs: [Int32] = [0, 0]
         // Close-on-exec: a child another thread spawns meanwhile must not inherit this
         // pipe's write end, or the read below waits for that child to exit too.
-        guard ens_pipe_cloexec(&pipeFDs) == 0 else { throw SystemError(call: "pipe2", errno: errno) }
+        guard ens_pipe2(&pipeFDs, O_CLOEXEC) == 0 else { throw SystemError(call: "pipe2", errno: errno) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

@@ -48,8 +48,8 @@ public final class MariaDBInstance: @unchecked Sendable {
             // In bash, which closes descriptors of any number: the server and the
             // watchdog outlive this script, and must not keep a descriptor this script
             // inherited from the test process (a pipe another thread's Shell.run is
-            // reading, or a socket a test waits to see closed: ChildProcess opens its
-            // pipes without close-on-exec, so a child spawned meanwhile inherits them).
+            // reading, or a socket a test waits to see closed: not every descriptor a
+            // test process holds is close-on-exec).
             // Arguments: $1 directory, $2 install, $3 server, $4 user, $5 test process.
             let script = """
                 set -e
