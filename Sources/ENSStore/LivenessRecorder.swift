@@ -11,11 +11,13 @@ public import ENSModel
 /// (an fsync, and on Galera a certification round) per request, for a timestamp: check-in
 /// times decide, days later, whether a device is reaped; a callback's time decides
 /// whether the subscription counts as lost, after its heartbeat interval plus
-/// subscription.grace_seconds (300 s by default). Responder threads note them here; one
-/// flusher thread per process writes everything noted in the last second, one UPDATE per
-/// batch. A crash loses at most the last second's notes: a device repeats its check-in
-/// at its next one, and a subscription whose heartbeat is lost is seen alive again at
-/// its next heartbeat, in time unless the grace is shorter than one heartbeat interval.
+/// subscription.grace_seconds. Responder threads note them here; one flusher thread per
+/// process writes everything noted in the last second, one UPDATE per batch of up to
+/// 512, and once more when the process stops. A process killed outright loses at most
+/// the last second's notes: a device repeats its check-in at its next one; a
+/// subscription whose heartbeat was lost looks lapsed before its next heartbeat comes
+/// (the grace is shorter than the interval), so ens-cron wakes its devices and they
+/// register again, as after any lost subscription (docs/exchange.md).
 public final class LivenessRecorder: Sendable {
     /// A callback that delivered nothing, as the newest one a record had in this batch.
     struct HeardCallback: Sendable {
@@ -102,16 +104,18 @@ public final class LivenessRecorder: Sendable {
             let callbacks = batch.callbacks[shard] ?? [:]
             let database = shards(shard)
             do {
-                for chunk in Array(devices).chunked(500) {
-                    try database.execute("UPDATE Devices SET last_checkin_at = \(time) WHERE id IN (\(list: chunk))")
+                for chunk in Array(devices).chunked(Self.batchLimit) {
+                    let ids = Self.padded(Array(chunk), with: chunk[chunk.startIndex])
+                    try database.execute("UPDATE Devices SET last_checkin_at = \(time) WHERE id IN (\(list: ids))")
                 }
-                for chunk in Array(users).chunked(500) {
+                for chunk in Array(users).chunked(Self.batchLimit) {
+                    let ids = Self.padded(Array(chunk), with: chunk[chunk.startIndex])
                     try database.execute("""
                         UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id AND d.secret_hash IS NULL
-                        SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id IN (\(list: chunk))
+                        SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id IN (\(list: ids))
                         """)
                 }
-                for chunk in Array(callbacks).chunked(500) {
+                for chunk in Array(callbacks).chunked(Self.batchLimit) {
                     try Self.writeCallbacks(chunk, to: database)
                 }
                 written += devices.count + users.count + callbacks.count
@@ -131,9 +135,10 @@ public final class LivenessRecorder: Sendable {
     /// records itself at once, with its watermark, and must not be moved back; nor must
     /// another host's later heartbeat on a cluster).
     private static func writeCallbacks(_ batch: ArraySlice<(key: Int64, value: HeardCallback)>, to database: any SQLDatabase) throws {
-        let rows = batch.map { [SQLValue.int($0.key), .int($0.value.generation), .text($0.value.at.databaseString), $0.value.watermark.sqlValue] }
-        // The first, typed row (id 0 is no record) gives the constructed table its
-        // column types; parameters alone would give it none.
+        let rows = padded(batch.map { [SQLValue.int($0.key), .int($0.value.generation), .text($0.value.at.databaseString), $0.value.watermark.sqlValue] },
+                          with: [.int(0), .int(0), .null, .null])
+        // The first, typed row (id 0 is no record, nor is a padding row) gives the
+        // constructed table its column types; parameters alone would give it none.
         try database.execute("""
             UPDATE EnsSubscriptionInfo s JOIN (
                 WITH heard (id, generation, at, watermark) AS (
@@ -142,6 +147,19 @@ public final class LivenessRecorder: Sendable {
             SET s.last_callback_at = heard.at, s.watermark = COALESCE(heard.watermark, s.watermark)
             WHERE s.last_callback_at IS NULL OR s.last_callback_at <= heard.at
             """)
+    }
+
+    /// Ids or rows one statement carries at most.
+    static let batchLimit = 512
+
+    /// `items` padded with `filler` to the next power of two: a batch of any size is one
+    /// of ten statement shapes, each a prepared statement its connection keeps (and the
+    /// server counts against max_prepared_stmt_count, for all its clients together), not
+    /// one of 512. The filler changes nothing: a repeated id, or a row of no record.
+    static func padded<Item>(_ items: [Item], with filler: Item) -> [Item] {
+        precondition(!items.isEmpty && items.count <= batchLimit, "a batch holds 1 to \(batchLimit) items")
+        let size = items.count == 1 ? 1 : 1 << (Int.bitWidth - (items.count - 1).leadingZeroBitCount)
+        return items + Array(repeating: filler, count: size - items.count)
     }
 
     /// Runs the flusher until `stop()`; then flushes one last time.
