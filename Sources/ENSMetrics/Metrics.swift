@@ -1,5 +1,5 @@
 public import Logging
-internal import POSIX
+public import POSIX
 import Synchronization
 public import ENSModel
 
@@ -140,16 +140,22 @@ public enum MetricsText {
     /// Sums every `*.prom` file of `directory`: every series of a live process's file,
     /// only the counters and histograms of a stale one (see `staleAfter`). `sources`
     /// counts the live files, `staleSources` the others.
-    public static func collect(directory: String, now: Timestamp = .now()) -> (values: [String: Double], sources: Int, staleSources: Int) {
+    public static func collect(directory: String, now: Timestamp = .now()) throws(SystemError) -> (values: [String: Double], sources: Int, staleSources: Int) {
         var total: [String: Double] = [:]
         var sources = 0
         var staleSources = 0
         let staleBefore = now.millisecondsSinceEpoch - Int64(staleAfter.wholeMilliseconds)
-        // No directory yet (no process has written its file), or one this process cannot
-        // read, is no sources: a state of the host, not of the code. The answer says it
-        // (`ens_metrics_sources` 0) rather than failing, and `ens-cron status` shows the
-        // processes themselves.
-        for name in ((try? Files.list(directory)) ?? []) where name.hasSuffix(".prom") {
+        // No directory yet (no process has written its file) is no sources, and the
+        // answer says so (`ens_metrics_sources` 0). One that cannot be read (its
+        // permissions, not a directory) is a misconfiguration, thrown: summing nothing
+        // would look like a host where nothing runs.
+        let names: [String]
+        do {
+            names = try Files.list(directory)
+        } catch where error.isMissing {
+            names = []
+        }
+        for name in names where name.hasSuffix(".prom") {
             let path = directory + "/" + name
             guard let modified = Files.signature(path)?.modified,
                   let bytes = try? Files.read(path, limit: 4 << 20),

@@ -16,6 +16,10 @@ public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
         self.errno = errno
     }
 
+    /// The call named a path that does not exist (ENOENT): for callers to whom that is
+    /// an answer ("nothing there yet"), not a failure.
+    public var isMissing: Bool { errno == ENOENT }
+
     public var description: String {
         "\(call) failed: \(String(cString: strerror(errno))) (errno \(errno))"
     }

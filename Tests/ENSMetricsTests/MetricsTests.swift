@@ -41,7 +41,7 @@ import Testing
             try a.write()
             try b.write()
             try directory.appendingPathComponent("notes.txt").write("ens_push_spool_depth 1000\n")  // not a .prom file
-            let (values, sources, stale) = MetricsText.collect(directory: directory.path)
+            let (values, sources, stale) = try MetricsText.collect(directory: directory.path)
             #expect(sources == 2 && stale == 0)
             #expect(values["ens_http_requests_total{endpoint=\"/alive\",code=\"200\"}"] == 7)
             #expect(values["ens_push_spool_depth"] == 7)
@@ -66,9 +66,9 @@ import Testing
             try gone.write()
             // Seen from 11 s later: neither process has written since.
             let later = Timestamp(millisecondsSinceEpoch: Timestamp.now().millisecondsSinceEpoch + 11_000)
-            let before = MetricsText.collect(directory: directory.path)
+            let before = try MetricsText.collect(directory: directory.path)
             #expect(before.values["ens_push_spool_depth"] == 9 && before.sources == 2 && before.staleSources == 0)
-            let (values, sources, stale) = MetricsText.collect(directory: directory.path, now: later)
+            let (values, sources, stale) = try MetricsText.collect(directory: directory.path, now: later)
             #expect(sources == 0 && stale == 2)
             #expect(values[counter] == 7)
             #expect(values["ens_push_spool_depth"] == nil)
@@ -86,7 +86,7 @@ import Testing
             let restarted = MetricsRecorder(file: path, startedAt: Timestamp(millisecondsSinceEpoch: 1_800_000_000_000))
             try restarted.write()
             try MetricsRecorder(file: directory.appendingPathComponent("apns.prom").path, startedAt: Timestamp(millisecondsSinceEpoch: 1_750_000_000_000)).write()
-            let (values, _, _) = MetricsText.collect(directory: directory.path)
+            let (values, _, _) = try MetricsText.collect(directory: directory.path)
             #expect(values[MetricsText.startTimeKey(process: "fcgi-3")] == 1_800_000_000)
             #expect(values[MetricsText.startTimeKey(process: "apns")] == 1_750_000_000)
             let text = MetricsText.render(values)
@@ -157,5 +157,17 @@ import Testing
         }
         // Same name and values, told apart by how they split into labels.
         #expect(cache.key("m", [("a", "b")]) != cache.key("m", [("ab", "")]))
+    }
+
+    /// No directory yet is no sources; a path that cannot be listed (here a file, since
+    /// root reads any directory) is an error, not a host where nothing runs.
+    @Test func aMissingDirectoryIsNoSourcesAndAnUnreadableOneAnError() throws {
+        try withTemporaryDirectory { directory in
+            let missing = try MetricsText.collect(directory: directory.appendingPathComponent("not-yet").path)
+            #expect(missing.sources == 0 && missing.staleSources == 0 && missing.values.isEmpty)
+            let file = directory.appendingPathComponent("a-file")
+            try file.write("x")
+            #expect(throws: (any Error).self) { try MetricsText.collect(directory: file.path) }
+        }
     }
 }

@@ -5,6 +5,7 @@ internal import ENSMetrics
 internal import ENSStore
 internal import OpenSSL
 internal import POSIX
+internal import Logging
 internal import MailBackends
 
 /// GET /metrics: the Prometheus text format, for a scraper holding the bearer token in
@@ -26,7 +27,13 @@ enum MetricsEndpoint {
             refused.extraHeaders.append(("WWW-Authenticate", #"Bearer realm="ens-metrics""#))
             return refused
         }
-        let collected = MetricsText.collect(directory: directory)
+        let collected: (values: [String: Double], sources: Int, staleSources: Int)
+        do {
+            collected = try MetricsText.collect(directory: directory)
+        } catch {
+            context.logger.error("metrics.directory cannot be read", metadata: ["metrics.directory": "\(directory)", "error": "\(error)"])
+            throw APIError.internalError
+        }
         var values = collected.values
         values["ens_metrics_sources"] = Double(collected.sources)
         values["ens_metrics_stale_sources"] = Double(collected.staleSources)

@@ -64,7 +64,7 @@ public struct DNSResolver: Sendable {
         let listed: [Nameserver]
         do {
             listed = nameservers(inResolvConf: String(decoding: try Files.read(path), as: UTF8.self))
-        } catch where error.errno == ENOENT {
+        } catch where error.isMissing {
             listed = []
         } catch {
             return DNSResolver(nameservers: [], timeout: timeout, unavailable: "\(path): \(error)")
