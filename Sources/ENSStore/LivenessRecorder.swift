@@ -41,8 +41,6 @@ public final class LivenessRecorder: Sendable {
         var users: [Int: Set<Int64>] = [:]
         var callbacks: [Int: [Int64: HeardCallback]] = [:]
 
-        var isEmpty: Bool { devices.isEmpty && users.isEmpty && callbacks.isEmpty }
-
         mutating func merge(_ other: Pending) {
             devices.merge(other.devices) { $0.union($1) }
             users.merge(other.users) { $0.union($1) }

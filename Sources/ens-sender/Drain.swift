@@ -5,7 +5,6 @@ import Logging
 import OpenSSL
 import POSIX
 internal import ENSConfig
-internal import ENSConfig
 internal import ENSStore
 internal import SenderWire
 

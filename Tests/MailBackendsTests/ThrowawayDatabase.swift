@@ -203,7 +203,7 @@ struct ScriptedSource: MailNotificationSource {
 
 // MARK: A stand-in sender
 
-/// ens-apns's intake as far as a responder can tell: a Unix socket speaking SenderWire
+/// ens-sender's intake as far as a responder can tell: a Unix socket speaking SenderWire
 /// that answers each submission `accepted`, or `refused` with `refusing` when set, and
 /// keeps what it was handed. One thread, one connection at a time.
 final class StandInSender: @unchecked Sendable {
@@ -220,33 +220,8 @@ final class StandInSender: @unchecked Sendable {
 
     init(directory: URL) throws {
         path = directory.path + "/sender.sock"
-        listener = try Self.listen(path: path)
+        listener = try UnixSocket.listen(path: path, mode: 0o600, backlog: 8).fd
         thread = try OSThread.start { [self] in serve() }
-    }
-
-    /// Listens on `path` without `UnixSocket.listen`, which narrows the process's umask
-    /// while it binds: in a test process that is every thread's umask, and a directory
-    /// another suite creates meanwhile would get mode 0600.
-    private static func listen(path: String) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SystemError(call: "socket", errno: errno) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        precondition(bytes.count < MemoryLayout.size(ofValue: address.sun_path), "the stand-in sender's socket path is too long")
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard bound == 0, Glibc.listen(fd, 8) == 0 else {
-            let error = SystemError(call: "bind", errno: errno)
-            close(fd)
-            throw error
-        }
-        return fd
     }
 
     private func serve() {
