@@ -15,7 +15,7 @@
 #   make chaos   bounded fault injection against a private stack under var/chaos
 #                (MariaDB restart, worker kill -9, ens-sender kill -9, ENS down 3 min)
 #   make cluster three Galera nodes (each in a network namespace of its own as root),
-#                two ENS hosts and an nginx load balancer on https://localhost:38443
+#                two ENS hosts and an nginx load balancer on https://localhost:30443
 #                (scripts/cluster.sh, var/cluster); prints a token and the demo command
 #   make cluster-stop    stop it
 #   make cluster-chaos   bounded failure tests against a private cluster (var/cluster-2):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # B9: the cluster (scripts/cluster.sh with CLUSTER_ID 3: var/cluster-3, load balancer on
-# 38143). Through the load balancer, on the same three-node Galera cluster in the same
+# 30143). Through the load balancer, on the same three-node Galera cluster in the same
 # run, alternating in rounds: registrations/s (/registerdevicev2 with sealed Basic
 # credentials and force=1 for users made beforehand: ENS opens them, autodiscovers,
 # subscribes anew at the Exchange simulator and commits; new users' RSA keys are not
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export CLUSTER_ID=3
-export CLUSTER_VAR=$ROOT/var/cluster-3 CLUSTER_PORT=38143
+export CLUSTER_VAR=$ROOT/var/cluster-3 CLUSTER_PORT=30143
 export ENS_VAR=$CLUSTER_VAR ENS_PORT=$CLUSTER_PORT ENS_BIN=${ENS_BIN:-$ROOT/.build/release}
 export BENCH_URL_BASE=https://127.0.0.1:$CLUSTER_PORT
 export CLUSTER_SH=$ROOT/scripts/cluster.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make cluster-chaos: failure tests against a private cluster (scripts/cluster.sh,
-# CLUSTER_ID 2: var/cluster-2, load balancer on 38243). Under a steady mix of check-ins,
+# CLUSTER_ID 2: var/cluster-2, load balancer on 30243). Under a steady mix of check-ins,
 # registrations and Exchange callbacks through the load balancer (scripts/cluster_load.py):
 #
 #   1. node-kill   SIGKILL of Galera node 2 (host 2's first node), restarted at its

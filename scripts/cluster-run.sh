@@ -10,7 +10,7 @@ cluster_environment() {
   export CLUSTER_ID=${CLUSTER_ID:-2}
   export ENS_BIN=${ENS_BIN:-$ROOT/.build/release}
   if [ "$CLUSTER_ID" = 0 ]; then export CLUSTER_VAR=${CLUSTER_VAR:-$ROOT/var/cluster}; else export CLUSTER_VAR=${CLUSTER_VAR:-$ROOT/var/cluster-$CLUSTER_ID}; fi
-  export CLUSTER_PORT=${CLUSTER_PORT:-$((38443 - 100 * CLUSTER_ID))}
+  export CLUSTER_PORT=${CLUSTER_PORT:-$((30443 - 100 * CLUSTER_ID))}
   export ENS_VAR=$CLUSTER_VAR ENS_PORT=$CLUSTER_PORT
   # Exchange's retry schedule 10x faster (30 s, 60 s ... become 3 s, 6 s ...), so a
   # callback that failed during a fault is redelivered within the run.

@@ -27,7 +27,7 @@
 #
 # Environment: CLUSTER_ID (0-3, default 0: several clusters side by side; make test uses 1,
 # make cluster-chaos 2, B9 3), CLUSTER_PORT (the load balancer's HTTPS port, default
-# 38443 - 100*CLUSTER_ID; the simulators take the nine after it, host N's nginx
+# 30443 - 100*CLUSTER_ID; the simulators take the nine after it, host N's nginx
 # CLUSTER_PORT+10+N; without root Galera node N uses +20+N SQL, +30+N gcomm, +40+N IST,
 # +50+N SST), CLUSTER_VAR (default var/cluster, var/cluster-ID), ENS_BIN (default
 # .build/release), CLUSTER_MIGRATIONS (the db.migrations_dir `up` migrates from and the
@@ -42,7 +42,7 @@ case $ID in 0|1|2|3) ;; *) echo "cluster: CLUSTER_ID must be 0-3" >&2; exit 2 ;;
 if [ "$ID" = 0 ]; then DEFAULT_VAR=$ROOT/var/cluster; else DEFAULT_VAR=$ROOT/var/cluster-$ID; fi
 mkdir -p "${CLUSTER_VAR:-$DEFAULT_VAR}"
 TOP=$(cd "${CLUSTER_VAR:-$DEFAULT_VAR}" && pwd)
-PORT=${CLUSTER_PORT:-$((38443 - 100 * ID))}
+PORT=${CLUSTER_PORT:-$((30443 - 100 * ID))}
 BIN=${ENS_BIN:-$ROOT/.build/release}
 STACK=$ROOT/scripts/stack.sh
 GAL=$TOP/gal

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ENSKit's tests (clients/ENSKit, docs/client.md):
 #   scripts/enskit-test.sh         the unit tests, then the stack tests against a private
-#                                  stack (var/enskit, port 58443) from the server's debug
+#                                  stack (var/enskit, port 24443) from the server's debug
 #                                  build, through nginx with the simulators; the stack is
 #                                  always torn down. Part of make test.
 #   scripts/enskit-test.sh unit    the unit tests only (recorded answers, crypto vectors;
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 unset ENS_SERVER_ONLY
 ROOT=$PWD
 export PATH=/opt/swift/usr/bin:$PATH
-export ENS_VAR=$ROOT/var/enskit ENS_PORT=${ENSKIT_TEST_PORT:-58443} ENS_BIN=${ENS_BIN:-$ROOT/.build/debug}
+export ENS_VAR=$ROOT/var/enskit ENS_PORT=${ENSKIT_TEST_PORT:-24443} ENS_BIN=${ENS_BIN:-$ROOT/.build/debug}
 export ENS_TOKEN_REFRESH=2 ENS_HEALTH_CACHE_MS=200 ENS_KEY_POOL=20
 # Run from scripts/test.sh, this inherits its stack's settings; the SEG policy URL names
 # that stack's simulator, so this stack has none of its own.

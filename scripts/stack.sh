@@ -57,6 +57,14 @@ ME=$(id -un)
 # shellcheck source=scripts/common.sh
 . "$(dirname "$0")/common.sh"
 
+# The stack listens on PORT to PORT+25. A port inside the kernel's ephemeral range can be
+# held at any moment by some outgoing connection's local end, and then a listener fails
+# to bind now and then; every default port here is below that range.
+if read -r eph_low eph_high < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null \
+  && [ "$((PORT + 25))" -ge "$eph_low" ] && [ "$PORT" -le "$eph_high" ]; then
+  echo "stack: warning: ports $PORT-$((PORT + 25)) overlap the ephemeral range $eph_low-$eph_high; a listener may fail to bind" >&2
+fi
+
 # stop_by_pidfile NAME SECONDS: SIGTERM the process in $VAR/run/NAME.pid, wait up to
 # SECONDS for it to finish what it is doing, then SIGKILL it; remove the pid file.
 stop_by_pidfile() {
@@ -300,7 +308,11 @@ start_simulator() {
   if pid_alive "$VAR/run/$name.pid"; then return 0; fi
   rm -f "$VAR/run/$name.pid"
   python3 "$ROOT/Tests/tools/$script" "$@" --ready-file "$VAR/run/$name.pid" >>"$VAR/log/$label.log" 2>&1 < /dev/null &
-  wait_until 30 test -s "$VAR/run/$name.pid" || die "$script did not start; see $VAR/log/$label.log"
+  if ! wait_until 30 test -s "$VAR/run/$name.pid"; then
+    # Its last lines here too: a CI log is often all there is to read afterwards.
+    tail -n 15 "$VAR/log/$label.log" | sed "s/^/$label.log: /" >&2
+    die "$script did not start; see $VAR/log/$label.log"
+  fi
 }
 
 # The APNs simulator (Tests/tools/apns_simulator.py): HTTP/2 over TLS, strict about

@@ -169,7 +169,7 @@ else
   echo "cluster checks SKIPPED: they need root (network namespaces for the Galera nodes); run make cluster-chaos and make rolling-upgrade as root"
 fi
 # ENSKit (clients/ENSKit), the device side as a Swift package: its unit tests, then its
-# stack tests against a private stack of its own (var/enskit, port 58443). Its build and
+# stack tests against a private stack of its own (var/enskit, port 24443). Its build and
 # the .deb's have been running beside the tests (prebuild, above): they finish first.
 [ -z "$prebuild_pid" ] || wait "$prebuild_pid" || true
 if [ -n "$prebuild_pid" ]; then

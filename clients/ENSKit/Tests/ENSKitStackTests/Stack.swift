@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @testable import ENSKit
 
-/// The private stack scripts/enskit-test.sh starts (var/enskit, port 58443): ENS behind
+/// The private stack scripts/enskit-test.sh starts (var/enskit, port 24443): ENS behind
 /// nginx with the Exchange, Graph, APNs and FCM simulators. The tests are enabled only
 /// when the script says where it is.
 enum Stack {
