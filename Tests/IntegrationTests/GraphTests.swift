@@ -228,14 +228,14 @@ struct GraphTests {
 
     @Test func throttlingAndVanishedMessagesStillGiveAGenericAlert() throws {
         let user = try GraphMailboxUser.register(with: api)
-        try GraphSimulator.fail("get-message", status: 404, code: "ErrorItemNotFound", count: 1)
+        try GraphSimulator.fail("get-message", status: 404, code: "ErrorItemNotFound", count: 1, onlyFor: user.user.email)
         _ = try GraphSimulator.newMail(user.user.email, subject: "Moved away")
         #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token).isEmpty })
         let generic = try #require(user.pushes(to: user.token).first)
         let alert = (generic.payload["aps"] as? [String: Any])?["alert"] as? [String: String]
         #expect(alert?["title"] == "New mail" && alert?["body"] != "Moved away")
 
-        try GraphSimulator.fail("get-message", status: 429, code: "ApplicationThrottled", retryAfter: 30, count: 1)
+        try GraphSimulator.fail("get-message", status: 429, code: "ApplicationThrottled", retryAfter: 30, count: 1, onlyFor: user.user.email)
         let before = try GraphSimulator.requests("get-message", of: user.user.email)
         _ = try GraphSimulator.newMail(user.user.email, subject: "Throttled one")
         _ = try GraphSimulator.newMail(user.user.email, subject: "Throttled two")

@@ -403,8 +403,9 @@ CONTROL API (plain HTTP/1.1 on 127.0.0.1:C, JSON). Unknown paths 404; a bad requ
   POST /fail {"operation": token|me|get-user|create|patch|reauthorize|delete|list|
        get-subscription|get-message|get-folder, "status"? (400..599), "code"?,
        "message"?, "retryAfter"? (seconds), "delayMs"?, "count"? (0 or absent: until
-       /reset)} -> the next count matching requests get that answer (a later /fail for
-       the operation replaces it).
+       /reset), "mail"? (only requests concerning that user; not for token)} -> the next
+       count matching requests get that answer (a later /fail for the operation, and
+       mail, replaces it; one for the user's mailbox is taken before one for any).
   POST /hold {"mail", "ms"} -> every API request concerning that user is held ms before
        it is processed (0 clears).
   POST /mode {"duplicates"?, "reorder"?, "resourceStyle"?, "validateOnPatch"?,
@@ -1181,7 +1182,7 @@ class Simulator:
         try:
             if hold:
                 time.sleep(hold / 1000)
-            failure = self.failures.take(op)
+            failure = self.failures.take((op, (mail or "").lower()), op)
             if failure:
                 if failure.get("delayMs"):
                     time.sleep(failure["delayMs"] / 1000)
@@ -2347,9 +2348,15 @@ class Simulator:
         for name in ("code", "message"):
             if req.get(name) is not None and not isinstance(req[name], str):
                 raise ValueError(f"'{name}' must be a string")
-        self.failures.inject(op, {"status": status, "code": req.get("code"),
-                                  "message": req.get("message"), "retryAfter": req.get("retryAfter"),
-                                  "delayMs": req.get("delayMs")}, req.get("count"))
+        mail = req.get("mail")
+        if mail is not None and (not isinstance(mail, str) or op == "token"):
+            raise ValueError("'mail' must be a string, and names no mailbox for 'token'")
+        # Scoped to one mailbox, a failure cannot be taken by another test's mailbox
+        # (suites run side by side against one simulator).
+        self.failures.inject(op if mail is None else (op, mail.lower()),
+                             {"status": status, "code": req.get("code"),
+                              "message": req.get("message"), "retryAfter": req.get("retryAfter"),
+                              "delayMs": req.get("delayMs")}, req.get("count"))
         return {"ok": True}
 
     def control_hold(self, req):

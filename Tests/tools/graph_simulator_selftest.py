@@ -1114,6 +1114,14 @@ def throttling(sim, ctx):
     check(recs[-1]["beforeRetryAfter"] is True and recs[-2]["status"] == 429
           and recs[-1]["path"] == "/v1.0/users/{id}/messages/{id}" and recs[-1]["select"] == ["subject"],
           "API request records")
+    bpath = f"/v1.0/users/bob@a.test/messages/{ctx['mid']}?$select=subject"
+    sim.ok("/fail", {"operation": "get-message", "status": 503, "count": 1, "mail": "Alice@A.test"})
+    st, _, _ = sim.api("GET", bpath, ta)
+    check(st != 503, "a failure scoped to one mailbox spares another")
+    graph_error(sim.api("GET", mpath, ta), 503, "ServiceUnavailable", "a failure scoped to the mailbox")
+    check(sim.api("GET", mpath, ta)[0] == 200, "a scoped failure used up")
+    check(sim.control("/fail", {"operation": "token", "status": 503, "mail": "alice@a.test"})[0] == 400,
+          "no mailbox for token failures")
     sim.ok("/fail", {"operation": "create", "status": 503, "count": 1, "delayMs": 100})
     graph_error(sim.api("POST", "/v1.0/subscriptions", ta, {}), 503, "ServiceUnavailable",
                 "injected create failure")

@@ -54,8 +54,10 @@ enum GraphSimulator {
         try subscriptions(of: mail).filter { $0["state"] as? String == "live" }
     }
 
-    static func fail(_ operation: String, status: Int, code: String? = nil, retryAfter: Int? = nil, count: Int = 0) throws {
+    static func fail(_ operation: String, status: Int, code: String? = nil, retryAfter: Int? = nil, count: Int = 0,
+                     onlyFor mail: String? = nil) throws {
         var body: [String: Any] = ["operation": operation, "status": status, "count": count]
+        if let mail { body["mail"] = mail }
         if let code { body["code"] = code }
         if let retryAfter { body["retryAfter"] = retryAfter }
         try control("/fail", body)
