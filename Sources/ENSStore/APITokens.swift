@@ -13,6 +13,11 @@ public enum APITokens {
         "ens_" + Hex.encode(try Digest.randomBytes(32))
     }
 
+    /// A new token; the CSPRNG failing is no state to go on in (`randomBytes`).
+    static func freshToken() -> String {
+        "ens_" + Hex.encode(randomBytes(32))
+    }
+
     public static func hash(_ token: String) -> [UInt8] {
         Digest.sha256(token)
     }
@@ -25,22 +30,22 @@ public enum APITokens {
     }
 
     /// Stores a new token's hash; returns the token, which is shown once and never again.
-    public static func create(label: String, database: any SQLDatabase) throws -> String {
-        let token = try generate()
+    public static func create(label: String, database: any SQLDatabase) throws(DatabaseError) -> String {
+        let token = freshToken()
         try database.execute("INSERT INTO APITokens (token_hash, label) VALUES (\(hash(token)), \(label))")
         return token
     }
 
     /// Revokes by label or id; returns how many tokens were revoked.
-    public static func revoke(labelOrID: String, database: any SQLDatabase) throws -> Int {
+    public static func revoke(labelOrID: String, database: any SQLDatabase) throws(DatabaseError) -> Int {
         if let id = Int64(labelOrID) {
             return try database.execute("UPDATE APITokens SET revoked_at = CURRENT_TIMESTAMP(3) WHERE id = \(id) AND revoked_at IS NULL").affectedRows
         }
         return try database.execute("UPDATE APITokens SET revoked_at = CURRENT_TIMESTAMP(3) WHERE label = \(labelOrID) AND revoked_at IS NULL").affectedRows
     }
 
-    public static func list(database: any SQLDatabase) throws -> [Listing] {
-        try database.query("SELECT id, label, created_at, revoked_at FROM APITokens ORDER BY id LIMIT 10000").map { row in
+    public static func list(database: any SQLDatabase) throws(DatabaseError) -> [Listing] {
+        try database.query("SELECT id, label, created_at, revoked_at FROM APITokens ORDER BY id LIMIT 10000").map { row throws(DatabaseError) in
             let (id, label, createdAt, revokedAt) = try row.decode(Int64.self, String.self, String.self, String?.self)
             return Listing(id: id, label: label, createdAt: createdAt, revokedAt: revokedAt)
         }
@@ -49,6 +54,7 @@ public enum APITokens {
     /// Writes the hashes of all live tokens to `path`, atomically, one hex hash a line.
     /// Returns how many were written.
     @discardableResult
+    /// Throws a statement's `DatabaseError` or the file's `SystemError`.
     public static func writeCache(path: String, database: any SQLDatabase) throws -> Int {
         var hashes: [String] = []
         var lastID: Int64 = 0

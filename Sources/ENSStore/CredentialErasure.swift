@@ -14,7 +14,7 @@ public struct CredentialErasure {
     /// dead): not subscribed any more, and its credentials, with the fresh ones sealed
     /// to its box key, erased; nothing will call back with them that ENS should answer.
     /// Later attempts (a registration under way) keep theirs.
-    public func endSubscription(recordID: Int64, generation: Int64) throws {
+    public func endSubscription(recordID: Int64, generation: Int64) throws(DatabaseError) {
         try database.execute("UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND generation = \(generation)")
         try database.execute("DELETE FROM MailCredentials WHERE record_id = \(recordID) AND generation <= \(generation)")
         try database.execute("DELETE FROM MailCredentialsFresh WHERE record_id = \(recordID) AND generation <= \(generation)")
@@ -29,7 +29,7 @@ public struct CredentialErasure {
     /// offered and no callback took yet go too, and so do the record's orphans
     /// (`orphansErased`). Returns whether a live subscription ended.
     @discardableResult
-    public func deviceLeft(recordID: Int64, tokenHash: [UInt8], binding: RowBinding) throws -> Bool {
+    public func deviceLeft(recordID: Int64, tokenHash: [UInt8], binding: RowBinding) throws(DatabaseError) -> Bool {
         var ended = false
         let supplied = try database.query("SELECT generation FROM MailCredentials WHERE record_id = \(recordID) AND supplied_by = \(tokenHash)")
         for row in supplied {
@@ -47,7 +47,7 @@ public struct CredentialErasure {
     /// before its device is recorded). A supplier of NULL with a valid MAC is a row
     /// from before migration 016. Returns whether a live subscription ended.
     @discardableResult
-    public func orphansErased(recordID: Int64, binding: RowBinding, now: Timestamp = .now()) throws -> Bool {
+    public func orphansErased(recordID: Int64, binding: RowBinding, now: Timestamp = .now()) throws(DatabaseError) -> Bool {
         let settled = now.adding(seconds: -3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds).databaseString
         var ended = false
         for row in try database.query("""
@@ -80,7 +80,7 @@ public struct CredentialErasure {
 
     /// Erases one generation's credentials and the fresh ones sealed to its box key;
     /// the live subscription's ends. Returns whether a live subscription ended.
-    private func erase(recordID: Int64, generation: Int64) throws -> Bool {
+    private func erase(recordID: Int64, generation: Int64) throws(DatabaseError) -> Bool {
         let ended = try database.execute("""
             UPDATE EnsSubscriptionInfo SET registered = 0 WHERE id = \(recordID) AND generation = \(generation) AND registered = 1
             """).affectedRows > 0

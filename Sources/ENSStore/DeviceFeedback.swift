@@ -31,7 +31,7 @@ public final class DeviceFeedback {
 
     /// Writes noted deliveries when the interval has passed, the batch is full, or
     /// `force` (at shutdown). Rows stay noted if the write fails, for the next try.
-    public func flush(nowMilliseconds: Int64, force: Bool = false) throws {
+    public func flush(nowMilliseconds: Int64, force: Bool = false) throws(DatabaseError) {
         guard !deliveredRows.isEmpty, let time = newestDelivery else { return }
         guard force || deliveredRows.count >= Self.maximumBatch || nowMilliseconds - lastFlush >= Self.flushIntervalMilliseconds else { return }
         lastFlush = nowMilliseconds
@@ -41,7 +41,7 @@ public final class DeviceFeedback {
         newestDelivery = nil
     }
 
-    public func disable(deviceRowID: Int64, invalidSince: Timestamp) throws {
+    public func disable(deviceRowID: Int64, invalidSince: Timestamp) throws(DatabaseError) {
         let since = invalidSince.databaseString
         try database.execute("""
             UPDATE Devices SET disabled_at = \(since)
@@ -74,8 +74,8 @@ public final class ShardedDeviceFeedback {
 
     /// Flushes every shard's feedback; one shard's failure does not hold the others back
     /// (its rows stay noted), and the first is thrown after all were tried.
-    public func flush(nowMilliseconds: Int64, force: Bool = false) throws {
-        var firstError: (any Error)?
+    public func flush(nowMilliseconds: Int64, force: Bool = false) throws(DatabaseError) {
+        var firstError: DatabaseError?
         for number in byShard.keys.sorted() {
             do {
                 try byShard[number]?.flush(nowMilliseconds: nowMilliseconds, force: force)

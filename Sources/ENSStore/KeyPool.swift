@@ -21,8 +21,8 @@ public struct KeyPool {
     /// DELETE is the claim: row locks do not reach other Galera nodes, so two hosts can
     /// pick the same key; the one whose DELETE finds it gone, or whose COMMIT loses
     /// certification, runs again for another key.
-    public func take() throws -> (publicKeyPEM: String, key: RSAPrivateKey)? {
-        try database.transaction {
+    public func take() throws(DatabaseError) -> (publicKeyPEM: String, key: RSAPrivateKey)? {
+        try database.atomically { () throws(DatabaseError) in
             guard let row = try database.queryOne("SELECT id, private_key_sealed FROM KeyPool ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED") else {
                 return nil
             }
@@ -32,12 +32,12 @@ public struct KeyPool {
             }
             // The public half handed out is made from the sealed key, never read from the
             // row (a writer's own key there would have devices seal to them).
-            let key = try vault.openPoolKey(sealed)
-            return (try key.publicKeyPEM, key)
+            let key = try storedValue("pool key") { try vault.openPoolKey(sealed) }
+            return (try storedValue("pool key's public half") { try key.publicKeyPEM }, key)
         }
     }
 
-    public func count() throws -> Int {
+    public func count() throws(DatabaseError) -> Int {
         try database.queryOne("SELECT COUNT(*) FROM KeyPool")?.decode(Int.self) ?? 0
     }
 
@@ -50,9 +50,11 @@ public struct KeyPool {
         while missing > 0 {
             let batch = min(missing, 50)
             let keys = try KeyGenerator.generate(count: batch, threads: threads)
-            try database.transaction {
+            try database.atomically { () throws(DatabaseError) in
                 for key in keys {
-                    try database.execute("INSERT INTO KeyPool (public_key_pem, private_key_sealed) VALUES (\(try key.publicKeyPEM), \(try vault.sealPoolKey(key)))")
+                    let publicKeyPEM = try storedValue("pool key's public half") { try key.publicKeyPEM }
+                    let sealed = try storedValue("pool key") { try vault.sealPoolKey(key) }
+                    try database.execute("INSERT INTO KeyPool (public_key_pem, private_key_sealed) VALUES (\(publicKeyPEM), \(sealed))")
                 }
             }
             added += batch
@@ -66,6 +68,7 @@ public struct KeyPool {
 
 /// RSA-2048 generation on several threads.
 public enum KeyGenerator {
+    /// Throws `OpenSSLError` or, when no thread starts, `SystemError`.
     public static func generate(count: Int, threads: Int) throws -> [RSAPrivateKey] {
         let results = SynchronizedBox<[Result<RSAPrivateKey, OpenSSLError>]>([])
         let perThread = (count + max(threads, 1) - 1) / max(threads, 1)

@@ -79,7 +79,7 @@ public final class LivenessRecorder: Sendable {
 
     /// Writes what is pending (one database: shard 0 alone). Returns how many ids were written.
     @discardableResult
-    public func flush(database: any SQLDatabase, now: Timestamp = .now()) throws -> Int {
+    public func flush(database: any SQLDatabase, now: Timestamp = .now()) throws(DatabaseError) -> Int {
         try flush(shards: { _ in database }, now: now)
     }
 
@@ -87,7 +87,7 @@ public final class LivenessRecorder: Sendable {
     /// not take stays pending (the database may be restarting); the first failure is
     /// thrown once every shard was tried.
     @discardableResult
-    public func flush(shards: (Int) -> any SQLDatabase, now: Timestamp = .now()) throws -> Int {
+    public func flush(shards: (Int) -> any SQLDatabase, now: Timestamp = .now()) throws(DatabaseError) -> Int {
         let batch = pending.withLock { state -> Pending in
             let taken = state
             state = Pending()
@@ -95,7 +95,7 @@ public final class LivenessRecorder: Sendable {
         }
         let time = now.databaseString
         var written = 0
-        var firstError: (any Error)?
+        var firstError: DatabaseError?
         for shard in Set(batch.devices.keys).union(batch.users.keys).union(batch.callbacks.keys).sorted() {
             let devices = batch.devices[shard] ?? []
             let users = batch.users[shard] ?? []
@@ -132,7 +132,7 @@ public final class LivenessRecorder: Sendable {
     /// last_callback_at is not later than the note (a callback that delivered mail
     /// records itself at once, with its watermark, and must not be moved back; nor must
     /// another host's later heartbeat on a cluster).
-    private static func writeCallbacks(_ batch: ArraySlice<(key: Int64, value: HeardCallback)>, to database: any SQLDatabase) throws {
+    private static func writeCallbacks(_ batch: ArraySlice<(key: Int64, value: HeardCallback)>, to database: any SQLDatabase) throws(DatabaseError) {
         let rows = padded(batch.map { [SQLValue.int($0.key), .int($0.value.generation), .text($0.value.at.databaseString), $0.value.watermark.sqlValue] },
                           with: [.int(0), .int(0), .null, .null])
         // The first, typed row (id 0 is no record, nor is a padding row) gives the

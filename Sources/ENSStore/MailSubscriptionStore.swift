@@ -114,11 +114,11 @@ public struct MailSubscriptionStore {
         public var isLive: Bool { registered && subscriptionID != nil && backendURL != nil && isAuthentic }
     }
 
-    public func subscriptionState(recordID: Int64) throws -> SubscriptionState? {
+    public func subscriptionState(recordID: Int64) throws(DatabaseError) -> SubscriptionState? {
         try database.queryOne("""
             SELECT generation, registered, mail_backend, subscription_id, backend_url, backend_version, endpoint, backend_tenant, binding_mac
             FROM EnsSubscriptionInfo WHERE id = \(recordID)
-            """).map { row in
+            """).map { row throws(DatabaseError) in
             let (generation, registered, backend, subscriptionID, backendURL, backendVersion, endpoint, tenant, mac)
                 = try row.decode(Int64.self, Bool.self, MailBackend.self, String?.self, String?.self, String?.self, String?.self, String?.self,
                                  [UInt8]?.self)
@@ -135,8 +135,8 @@ public struct MailSubscriptionStore {
     /// are, so the current subscription keeps delivering whatever this attempt meets.
     /// Returns the attempt's generation and the record's key material for sealing the
     /// new callback URL; nil if the record is gone.
-    public func beginRegistration(recordID: Int64, now: Timestamp) throws -> (generation: Int64, keyMaterial: [UInt8])? {
-        try database.transaction {
+    public func beginRegistration(recordID: Int64, now: Timestamp) throws(DatabaseError) -> (generation: Int64, keyMaterial: [UInt8])? {
+        try database.atomically { () throws(DatabaseError) in
             // The row lock taken by the UPDATE holds until COMMIT, so the SELECT reads
             // this attempt's number even when another attempt runs at the same time.
             try database.execute("""
@@ -160,8 +160,8 @@ public struct MailSubscriptionStore {
     /// Unsubscribe.
     /// `endpoint` is the server's origin (`Devices.endpoint`).
     public func completeRegistration(recordID: Int64, generation: Int64, backend: MailBackend, backendURL: String, endpoint: String, subscriptionID: String,
-                                     watermark: String?, version: String?, heartbeatMinutes: Int, now: Timestamp) throws -> Bool {
-        try database.transaction {
+                                     watermark: String?, version: String?, heartbeatMinutes: Int, now: Timestamp) throws(DatabaseError) -> Bool {
+        try database.atomically { () throws(DatabaseError) in
             let won = try database.execute("""
                 UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, mail_backend = \(backend), backend_url = \(backendURL),
                     backend_tenant = NULL, endpoint = \(endpoint), binding_mac = \(binding.subscription(recordID: recordID, generation: generation, backend: backend.rawValue,
@@ -186,13 +186,13 @@ public struct MailSubscriptionStore {
     /// stay locked until it commits, so a redelivery meanwhile waits for the outcome
     /// (committed: a duplicate; rolled back: the redelivery's to deliver), at most
     /// `claimWait` before the conflict is thrown and the backend is asked to retry.
-    public func claimItems(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws -> [[UInt8]] {
+    public func claimItems(recordID: Int64, keys: [[UInt8]], now: Timestamp) throws(DatabaseError) -> [[UInt8]] {
         // In one order, so two batches sharing items cannot each hold what the other waits for.
-        try keys.sorted { $0.lexicographicallyPrecedes($1) }.filter { key in
+        try keys.sorted { $0.lexicographicallyPrecedes($1) }.compactMapTyped { key throws(DatabaseError) in
             try database.execute("""
                 SET STATEMENT innodb_lock_wait_timeout = \(unsafe: String(Self.claimWaitSeconds)) FOR
                 INSERT IGNORE INTO MailItemsSeen (record_id, item_hash, seen_at) VALUES (\(recordID), \(key), \(now.databaseString))
-                """).affectedRows > 0
+                """).affectedRows > 0 ? key : nil
         }
     }
 
@@ -208,7 +208,7 @@ public struct MailSubscriptionStore {
     /// as the subscription exists. `suppliedBy` is the registering device's token hash:
     /// the credentials are erased when that device leaves the record (`CredentialErasure`).
     public func storeCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], boxPublicKey: [UInt8], suppliedBy: [UInt8],
-                                 now: Timestamp) throws {
+                                 now: Timestamp) throws(DatabaseError) {
         let mac = binding.boxKey(recordID: recordID, generation: generation, publicKey: boxPublicKey)
         let supplierMAC = binding.credentialSupplier(recordID: recordID, generation: generation, suppliedBy: suppliedBy)
         try database.execute("""
@@ -228,7 +228,7 @@ public struct MailSubscriptionStore {
     ///
     /// A fresh row whose supplier fails its MAC (`supplier_mac`: a writer cleared or
     /// swapped it) is not handed out (refused, logged): the current credentials stay.
-    public func storedCredentials(recordID: Int64, generation: Int64) throws -> (sealed: [UInt8], fresh: FreshCredentials?)? {
+    public func storedCredentials(recordID: Int64, generation: Int64) throws(DatabaseError) -> (sealed: [UInt8], fresh: FreshCredentials?)? {
         guard let row = try database.queryOne("""
             SELECT c.sealed, f.id, f.box, f.supplied_by, f.supplier_mac FROM MailCredentials c
             LEFT JOIN MailCredentialsFresh f ON f.record_id = c.record_id AND f.generation = c.generation
@@ -265,7 +265,7 @@ public struct MailSubscriptionStore {
     /// are never handed to a subscription at another server.
     /// A box key whose `RowBinding` MAC fails (written without the master key) is
     /// `.tampered`: nothing is sealed to it.
-    public func liveBoxKey(recordID: Int64, endpoint: String) throws -> BoxKey {
+    public func liveBoxKey(recordID: Int64, endpoint: String) throws(DatabaseError) -> BoxKey {
         guard let row = try database.queryOne("""
             SELECT c.generation, c.box_public_key, c.box_key_mac FROM EnsSubscriptionInfo s
             JOIN MailCredentials c ON c.record_id = s.id AND c.generation = s.generation
@@ -288,8 +288,8 @@ public struct MailSubscriptionStore {
     /// A refusal of the token endpoint is forgotten: the device did what its check-in
     /// was told (docs/api.md), and these are tried at the next callback. `suppliedBy`
     /// is the offering device's token hash (`CredentialErasure`).
-    public func offerFreshCredentials(recordID: Int64, generation: Int64, box: [UInt8], suppliedBy: [UInt8], now: Timestamp) throws {
-        try database.transaction {
+    public func offerFreshCredentials(recordID: Int64, generation: Int64, box: [UInt8], suppliedBy: [UInt8], now: Timestamp) throws(DatabaseError) {
+        try database.atomically { () throws(DatabaseError) in
             let supplierMAC = binding.freshSupplier(recordID: recordID, generation: generation, suppliedBy: suppliedBy, box: box)
             try database.execute("""
                 INSERT INTO MailCredentialsFresh (record_id, generation, box, supplied_by, supplier_mac, created_at)
@@ -308,9 +308,9 @@ public struct MailSubscriptionStore {
     /// now in use are `fresh`'s supplier's (when it names one, as every row since
     /// migration 016 does): they go when it leaves. (A concurrent callback that took
     /// the same row first erased it: the supplier that one set stays.)
-    public func adoptFreshCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], fresh: FreshCredentials) throws {
+    public func adoptFreshCredentials(recordID: Int64, generation: Int64, sealed: [UInt8], fresh: FreshCredentials) throws(DatabaseError) {
         let throughFreshID = fresh.id
-        try database.transaction {
+        try database.atomically { () throws(DatabaseError) in
             if let supplier = fresh.suppliedBy {
                 let supplierMAC = binding.credentialSupplier(recordID: recordID, generation: generation, suppliedBy: supplier)
                 try database.execute("""
@@ -369,8 +369,8 @@ public struct MailSubscriptionStore {
     /// expired. UTC_TIMESTAMP(3) rather than NOW(3), which follows the session's
     /// time_zone: a connection set up differently would read another hour. The claim raises the fence and reads it back with
     /// LAST_INSERT_ID(expr), which this connection alone sees, in the same statement.
-    public func claimCredentialRefresh(recordID: Int64, generation: Int64, lifetime: Duration) throws -> RefreshClaim {
-        let claim = try Digest.randomBytes(16)
+    public func claimCredentialRefresh(recordID: Int64, generation: Int64, lifetime: Duration) throws(DatabaseError) -> RefreshClaim {
+        let claim = randomBytes(16)
         let microseconds = Self.microseconds(lifetime)
         let claimed = try database.execute("""
             UPDATE MailCredentials SET refresh_claim = \(claim), refresh_fence = LAST_INSERT_ID(refresh_fence + 1),
@@ -392,7 +392,7 @@ public struct MailSubscriptionStore {
     /// adopted), else its fence with the time it has left by the database's clock. A
     /// claimant asks this just before sending the refresh token, and sends it only with
     /// a deadline inside what is left.
-    public func credentialRefreshClaim(recordID: Int64, generation: Int64, fence: RefreshFence) throws -> RefreshFence? {
+    public func credentialRefreshClaim(recordID: Int64, generation: Int64, fence: RefreshFence) throws(DatabaseError) -> RefreshFence? {
         guard let row = try database.queryOne("""
             SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), refresh_claim_until) FROM MailCredentials
             WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_fence = \(fence.value)
@@ -403,7 +403,7 @@ public struct MailSubscriptionStore {
     }
 
     /// Whether another callback's claim is still held, by the database's clock.
-    public func credentialRefreshUnderWay(recordID: Int64, generation: Int64) throws -> Bool {
+    public func credentialRefreshUnderWay(recordID: Int64, generation: Int64) throws(DatabaseError) -> Bool {
         try database.queryOne("""
             SELECT 1 FROM MailCredentials WHERE record_id = \(recordID) AND generation = \(generation)
               AND refresh_claim IS NOT NULL AND refresh_claim_until >= UTC_TIMESTAMP(3)
@@ -415,7 +415,7 @@ public struct MailSubscriptionStore {
     /// fresh credentials came meanwhile (their credentials stay, and this claimant's
     /// must not be used). A claim past its expiry that nobody took over still writes:
     /// the rotated refresh token it carries is the only one that works now.
-    public func finishCredentialRefresh(recordID: Int64, generation: Int64, fence: RefreshFence, sealed: [UInt8]) throws -> Bool {
+    public func finishCredentialRefresh(recordID: Int64, generation: Int64, fence: RefreshFence, sealed: [UInt8]) throws(DatabaseError) -> Bool {
         try database.execute("""
             UPDATE MailCredentials SET sealed = \(sealed), refresh_claim = NULL, refresh_claim_until = NULL
             WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_fence = \(fence.value)
@@ -426,7 +426,7 @@ public struct MailSubscriptionStore {
     /// Frees the claim without new credentials, if `fence` still holds it; with
     /// `refusedAt`, the token endpoint refused the refresh token (`RefreshClaim.refused`
     /// from then on).
-    public func abandonCredentialRefresh(recordID: Int64, generation: Int64, fence: RefreshFence, refusedAt: Timestamp?) throws {
+    public func abandonCredentialRefresh(recordID: Int64, generation: Int64, fence: RefreshFence, refusedAt: Timestamp?) throws(DatabaseError) {
         try database.execute("""
             UPDATE MailCredentials SET refresh_claim = NULL, refresh_claim_until = NULL, refused_at = \(refusedAt?.databaseString)
             WHERE record_id = \(recordID) AND generation = \(generation) AND refresh_fence = \(fence.value)
@@ -442,13 +442,13 @@ public struct MailSubscriptionStore {
 
     // MARK: Callbacks
 
-    public func callbackRecord(id: Int64) throws -> CallbackRecord? {
+    public func callbackRecord(id: Int64) throws(DatabaseError) -> CallbackRecord? {
         try database.queryOne("SELECT \(unsafe: Self.callbackColumns) FROM EnsSubscriptionInfo WHERE id = \(id)").map(Self.callbackRecord)
     }
 
     /// The record a backend's subscription id belongs to (Graph's notifications name
     /// the subscription, not the record).
-    public func callbackRecord(subscriptionID: String, backend: MailBackend) throws -> CallbackRecord? {
+    public func callbackRecord(subscriptionID: String, backend: MailBackend) throws(DatabaseError) -> CallbackRecord? {
         try database.queryOne("""
             SELECT \(unsafe: Self.callbackColumns) FROM EnsSubscriptionInfo WHERE subscription_id = \(subscriptionID) AND mail_backend = \(backend)
             """).map(Self.callbackRecord)
@@ -457,7 +457,7 @@ public struct MailSubscriptionStore {
     /// The record a callback names and the devices `notifiableDevices` would give, in
     /// one round trip: a callback's only read. (Each statement costs MariaDB more than
     /// the rows it reads; bench/b6-floor.py measures it.)
-    public func callbackRecordAndDevices(id: Int64, now: Timestamp, limit: Int) throws -> (record: CallbackRecord, devices: [NotifiableDevice])? {
+    public func callbackRecordAndDevices(id: Int64, now: Timestamp, limit: Int) throws(DatabaseError) -> (record: CallbackRecord, devices: [NotifiableDevice])? {
         // Every enabled device of the record (devices.max_per_record keeps them few),
         // ordered here: an ORDER BY on the joined table would make MariaDB build a
         // temporary table for every callback.
@@ -479,7 +479,7 @@ public struct MailSubscriptionStore {
         // The most recently active first, as `notifiableDevices` orders them.
         found.sort { ($0.checkIn, $1.id) > ($1.checkIn, $0.id) }
         let recent = found.prefix(limit)
-        let devices = try recent.compactMap { try notifiableDevice($0.row, now: now) }
+        let devices = try recent.compactMapTyped { row throws(DatabaseError) in try notifiableDevice(row.row, now: now) }
         return (record, devices)
     }
 
@@ -502,7 +502,7 @@ public struct MailSubscriptionStore {
 
     /// A rich (`blind`) subscription and its record in one round trip, for a POST to the
     /// subscription's own URL (`RoutingToken.blindID`).
-    public func blindCallback(blindID: Int64) throws -> (record: CallbackRecord, blind: GraphBlindStore.BlindSubscription)? {
+    public func blindCallback(blindID: Int64) throws(DatabaseError) -> (record: CallbackRecord, blind: GraphBlindStore.BlindSubscription)? {
         guard let row = try database.queryOne("""
             SELECT \(unsafe: Self.callbackColumns), b.* FROM EnsSubscriptionInfo
             JOIN (SELECT \(unsafe: GraphBlindStore.aliasedColumns) FROM GraphBlindSubscriptions WHERE id = \(blindID)) b
@@ -515,7 +515,7 @@ public struct MailSubscriptionStore {
         return (try Self.callbackRecord(Row(values: Array(row.values[..<split]))), blind)
     }
 
-    private static func callbackRecord(_ row: Row) throws -> CallbackRecord {
+    private static func callbackRecord(_ row: Row) throws(DatabaseError) -> CallbackRecord {
         let (recordID, storedUserID, generation, pendingGeneration, pendingStartedAt, backend, subscriptionID, watermark, backendURL, backendVersion,
              backendTenant, endpoint, bindingMAC, keyMaterial, notifyCount, notifyWindowStartedAt)
             = try Row(values: Array(row.values[..<16])).decode(
@@ -534,7 +534,7 @@ public struct MailSubscriptionStore {
 
     /// A callback was answered: the heartbeat the renewal job watches, and the newest
     /// watermark (kept so a re-subscription could resume from it).
-    public func recordCallback(recordID: Int64, generation: Int64, watermark: String?, now: Timestamp) throws {
+    public func recordCallback(recordID: Int64, generation: Int64, watermark: String?, now: Timestamp) throws(DatabaseError) {
         try database.execute("""
             UPDATE EnsSubscriptionInfo SET last_callback_at = \(now.databaseString),
                 watermark = COALESCE(\(watermark), watermark)
@@ -545,8 +545,8 @@ public struct MailSubscriptionStore {
     /// The backend said the subscription is gone (EWS: e.g. ErrorReadEventsFailed): devices will
     /// hear UserRecordPresentNotSubscribed at their next check-in and register again.
     /// Its stored credentials are erased: nothing calls back with them any more.
-    public func markUnsubscribed(recordID: Int64, generation: Int64) throws {
-        try database.transaction {
+    public func markUnsubscribed(recordID: Int64, generation: Int64) throws(DatabaseError) {
+        try database.atomically { () throws(DatabaseError) in
             try CredentialErasure(database: database).endSubscription(recordID: recordID, generation: generation)
         }
     }
@@ -563,14 +563,14 @@ public struct MailSubscriptionStore {
     /// themselves at `endpoint`, the live subscription's server, at most `limit`, the
     /// most recently active first. A device bound to another server (a squatter's, or
     /// the one a mailbox moved away from) hears nothing from this one.
-    public func notifiableDevices(recordID: Int64, endpoint: String?, now: Timestamp, limit: Int) throws -> [NotifiableDevice] {
+    public func notifiableDevices(recordID: Int64, endpoint: String?, now: Timestamp, limit: Int) throws(DatabaseError) -> [NotifiableDevice] {
         // The record's own rows, sorted after: with ORDER BY last_checkin_at ... LIMIT,
         // MariaDB may walk the whole ix_device_checkin index backwards instead.
         let rows = try database.query("""
             SELECT \(unsafe: Self.notifiableColumns) FROM Devices FORCE INDEX (uq_device_token)
             WHERE subscription_row = \(recordID) AND disabled_at IS NULL AND endpoint <=> \(endpoint) ORDER BY last_checkin_at DESC, id LIMIT \(limit)
             """)
-        return try rows.compactMap { row in try notifiableDevice(row, now: now) }
+        return try rows.compactMapTyped { row throws(DatabaseError) in try notifiableDevice(row, now: now) }
     }
 
     /// A device's columns and the sealed ones a push needs (constants: see `callbackColumns`).
@@ -581,14 +581,14 @@ public struct MailSubscriptionStore {
 
     /// A row of `notifiableColumns`; nil when its push token no longer opens, or when
     /// the row fails its MAC or its sealed token is another device's (logged).
-    private func notifiableDevice(_ row: Row, now: Timestamp) throws -> NotifiableDevice? {
+    private func notifiableDevice(_ row: Row, now: Timestamp) throws(DatabaseError) -> NotifiableDevice? {
         let columns = SubscriptionStore.deviceColumnCount
         guard let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])), binding: binding) else { return nil }
         let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[columns...])).decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
         guard let token = try SubscriptionStore.token(sealed: tokenSealed, of: device, vault: vault) else { return nil }
         var syncKey: (key: String, expiresAt: Timestamp)?
         if let sealed = syncKeySealed, let expiry = syncKeyExpiry, expiry > now {
-            syncKey = (try vault.openSyncKey(sealed, tokenHash: device.tokenHash), expiry)
+            syncKey = (try storedValue("sync key") { try vault.openSyncKey(sealed, tokenHash: device.tokenHash) }, expiry)
         }
         return NotifiableDevice(device: device, token: token, syncKey: syncKey)
     }
@@ -600,7 +600,7 @@ public struct MailSubscriptionStore {
     /// one conditional UPDATE (the row lock makes it atomic against other callbacks of
     /// the record), which also records the callback as heard (`recordCallback`'s work),
     /// so a callback with new mail writes the record once.
-    public func reserveNotifications(recordID: Int64, preferring: Int, orElse: Int, limit: Int, watermark: String?, now: Timestamp) throws -> Int? {
+    public func reserveNotifications(recordID: Int64, preferring: Int, orElse: Int, limit: Int, watermark: String?, now: Timestamp) throws(DatabaseError) -> Int? {
         let windowStart = now.adding(seconds: -60).databaseString
         for wanted in [preferring, orElse] where wanted <= limit {
             // SET runs left to right: the count is computed while the window start is
@@ -619,7 +619,7 @@ public struct MailSubscriptionStore {
 
     /// How many pushes the record may still make in its current minute, read without
     /// locking the row (a hint: `reserveNotifications` decides).
-    public func notificationsLeft(recordID: Int64, limit: Int, now: Timestamp) throws -> Int {
+    public func notificationsLeft(recordID: Int64, limit: Int, now: Timestamp) throws(DatabaseError) -> Int {
         let windowStart = now.adding(seconds: -60).databaseString
         let used = try database.queryOne("""
             SELECT IF(notify_window_started_at > \(windowStart), notify_count, 0) FROM EnsSubscriptionInfo WHERE id = \(recordID)
@@ -629,7 +629,7 @@ public struct MailSubscriptionStore {
 
     /// Gives back reserved pushes the sender did not take, so the mail server's
     /// redelivery after a 503 is not charged twice against the per-minute cap.
-    public func returnNotifications(recordID: Int64, count: Int) throws {
+    public func returnNotifications(recordID: Int64, count: Int) throws(DatabaseError) {
         guard count > 0 else { return }
         try database.execute("""
             UPDATE EnsSubscriptionInfo SET notify_count = GREATEST(CAST(notify_count AS SIGNED) - \(count), 0) WHERE id = \(recordID)

@@ -20,7 +20,7 @@ public enum MetricGauges {
 
     /// Counts records by subscription state (healthy: heard from within the heartbeat
     /// plus `grace`; stale: registered but silent; unregistered) and devices by state.
-    public static func count(database: any SQLDatabase, grace: Duration, now: Timestamp) throws -> [String: Int64] {
+    public static func count(database: any SQLDatabase, grace: Duration, now: Timestamp) throws(DatabaseError) -> [String: Int64] {
         var values: [String: Int64] = [:]
         for (family, state) in states { values[MetricsText.key(family, [("state", state)])] = 0 }
         for group in try SubscriptionHealth.groups(database: database, grace: grace, now: now) {
@@ -36,19 +36,19 @@ public enum MetricGauges {
 
     /// Counts and stores them, in one transaction (a scrape never sees half a count).
     @discardableResult
-    public static func refresh(database: any SQLDatabase, grace: Duration, now: Timestamp) throws -> [String: Int64] {
+    public static func refresh(database: any SQLDatabase, grace: Duration, now: Timestamp) throws(DatabaseError) -> [String: Int64] {
         try refresh(counting: [database], into: database, grace: grace, now: now)
     }
 
     /// Counts every shard's records and devices, and stores the sums in shard 0
     /// (`global`), whose rows /metrics reads.
     @discardableResult
-    public static func refresh(counting shards: [any SQLDatabase], into database: any SQLDatabase, grace: Duration, now: Timestamp) throws -> [String: Int64] {
+    public static func refresh(counting shards: [any SQLDatabase], into database: any SQLDatabase, grace: Duration, now: Timestamp) throws(DatabaseError) -> [String: Int64] {
         var values: [String: Int64] = [:]
         for shard in shards {
             values.merge(try count(database: shard, grace: grace, now: now), uniquingKeysWith: +)
         }
-        try database.transaction {
+        try database.atomically { () throws(DatabaseError) in
             for (series, value) in values {
                 try database.execute("""
                     INSERT INTO MetricGauges (series, value, counted_at) VALUES (\(series), \(value), \(now.databaseString))
@@ -61,7 +61,7 @@ public enum MetricGauges {
 
     /// What the last count stored, with `ens_gauges_counted_at_seconds`; every series at
     /// 0 (and the time 0) before the first count.
-    public static func stored(database: any SQLDatabase) throws -> [String: Double] {
+    public static func stored(database: any SQLDatabase) throws(DatabaseError) -> [String: Double] {
         var values: [String: Double] = [countedAtKey: 0]
         for (family, state) in states { values[MetricsText.key(family, [("state", state)])] = 0 }
         var countedAt: Timestamp?

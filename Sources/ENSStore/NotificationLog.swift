@@ -40,11 +40,15 @@ public struct NotificationLog {
     /// Logs notifications, all in one statement. A redelivered batch makes the same ids:
     /// the first row stays (its content may already have been fetched and erased, and
     /// must stay erased).
-    public func record(_ entries: [Entry]) throws {
-        let rows = try entries.compactMap { entry -> [SQLValue]? in
+    public func record(_ entries: [Entry]) throws(DatabaseError) {
+        let rows = try entries.compactMapTyped { entry throws(DatabaseError) -> [SQLValue]? in
             guard let id = Self.binaryID(entry.notificationID) else { return nil }
-            let summary = try entry.summary.map { try vault.sealLogEntry($0, part: .summary, notificationID: id, deviceID: entry.deviceID) }
-            let content = try entry.content.map { try vault.sealLogEntry($0, part: .content, notificationID: id, deviceID: entry.deviceID) }
+            let summary = try entry.summary.map { summary throws(DatabaseError) in
+                try storedValue("log summary") { try vault.sealLogEntry(summary, part: .summary, notificationID: id, deviceID: entry.deviceID) }
+            }
+            let content = try entry.content.map { content throws(DatabaseError) in
+                try storedValue("log content") { try vault.sealLogEntry(content, part: .content, notificationID: id, deviceID: entry.deviceID) }
+            }
             return [id.sqlValue, entry.deviceID.sqlValue, entry.createdAt.databaseString.sqlValue, summary.sqlValue, content.sqlValue,
                     entry.contentExpiresAt?.databaseString.sqlValue ?? .null]
         }
@@ -66,9 +70,9 @@ public struct NotificationLog {
     /// The content of one of the device's `secure` notifications, erased as it is
     /// read: nil when there is none (another device's, never made, already fetched,
     /// expired), and the caller answers all of these alike.
-    public func takeContent(notificationID: String, deviceID: Int64, now: Timestamp) throws -> [UInt8]? {
+    public func takeContent(notificationID: String, deviceID: Int64, now: Timestamp) throws(DatabaseError) -> [UInt8]? {
         guard let id = Self.binaryID(notificationID) else { return nil }
-        return try database.transaction { () throws -> [UInt8]? in
+        return try database.atomically { () throws(DatabaseError) -> [UInt8]? in
             guard let row = try database.queryOne("""
                 SELECT content_sealed FROM NotificationLog
                 WHERE id = \(id) AND device_id = \(deviceID) AND content_sealed IS NOT NULL
@@ -96,13 +100,13 @@ public struct NotificationLog {
     }
 
     /// The device's newest history entries, newest first, none older than `since`.
-    public func history(deviceID: Int64, limit: Int, since: Timestamp) throws -> [HistoryEntry] {
+    public func history(deviceID: Int64, limit: Int, since: Timestamp) throws(DatabaseError) -> [HistoryEntry] {
         guard limit > 0 else { return [] }
         return try database.query("""
             SELECT id, created_at, summary_sealed, read_at FROM NotificationLog FORCE INDEX (ix_log_device)
             WHERE device_id = \(deviceID) AND created_at >= \(since.databaseString) AND summary_sealed IS NOT NULL
             ORDER BY created_at DESC, id LIMIT \(limit)
-            """).compactMap { row in
+            """).compactMapTyped { row throws(DatabaseError) in
             let (id, createdAt, sealed, readAt) = try row.decode([UInt8].self, Timestamp.self, [UInt8].self, Timestamp?.self)
             // As with content: an entry moved here from another device is no entry.
             guard let summary = try? vault.openLogEntry(sealed, part: .summary, notificationID: id, deviceID: deviceID) else {
@@ -115,7 +119,7 @@ public struct NotificationLog {
 
     /// Marks the device's notifications among `notificationIDs` read (ids of other
     /// devices, or unknown ones, are ignored); how many were newly marked.
-    public func markRead(notificationIDs: [String], deviceID: Int64, now: Timestamp) throws -> Int {
+    public func markRead(notificationIDs: [String], deviceID: Int64, now: Timestamp) throws(DatabaseError) -> Int {
         let ids = notificationIDs.compactMap(Self.binaryID)
         guard !ids.isEmpty else { return 0 }
         return try database.execute("""
@@ -125,11 +129,11 @@ public struct NotificationLog {
     }
 
     /// When the device's newest notification was made (server time), if any is logged.
-    public func newestCreatedAt(deviceID: Int64) throws -> Timestamp? {
+    public func newestCreatedAt(deviceID: Int64) throws(DatabaseError) -> Timestamp? {
         try database.queryOne("""
             SELECT created_at FROM NotificationLog FORCE INDEX (ix_log_device)
             WHERE device_id = \(deviceID) ORDER BY created_at DESC LIMIT 1
-            """).map { row in try row.decode(Timestamp.self) }
+            """).map { row throws(DatabaseError) in try row.decode(Timestamp.self) }
     }
 
     /// A notification id's 32 hex characters as the 16 bytes the table keys on.

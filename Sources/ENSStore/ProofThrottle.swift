@@ -73,7 +73,7 @@ public struct ProofThrottle {
     }
 
     /// Whether a proof presented by `presenter` may be tried now, in one round trip.
-    public func verdict(recordID: Int64, presenter: ProofPresenter, limit: Int, window: Duration, now: Timestamp) throws -> Verdict {
+    public func verdict(recordID: Int64, presenter: ProofPresenter, limit: Int, window: Duration, now: Timestamp) throws(DatabaseError) -> Verdict {
         let cutoff = now.subtracting(window).databaseString
         guard let row = try database.queryOne("""
             SELECT (SELECT IF(window_started_at > \(cutoff), failures, 0) FROM ProofFailures WHERE throttle_key = \(deviceKey(recordID, presenter))),
@@ -91,7 +91,7 @@ public struct ProofThrottle {
     /// Counts a failed proof against the device and, unless the device is registered on
     /// the record, against its network: the first failure after a window ended opens a
     /// new one. (SET runs left to right: the count is decided on the old window start.)
-    public func recordFailure(recordID: Int64, presenter: ProofPresenter, window: Duration, now: Timestamp) throws {
+    public func recordFailure(recordID: Int64, presenter: ProofPresenter, window: Duration, now: Timestamp) throws(DatabaseError) {
         let cutoff = now.subtracting(window).databaseString
         let time = now.databaseString
         try database.execute("""
@@ -119,7 +119,7 @@ public struct ProofThrottle {
     /// A proof succeeded: the device's earlier failures (a mistyped password) no longer
     /// count. Its network's stay until their window ends: a success there by the owner
     /// must not give someone else behind the same address a new round of guesses.
-    public func recordSuccess(recordID: Int64, presenter: ProofPresenter) throws {
+    public func recordSuccess(recordID: Int64, presenter: ProofPresenter) throws(DatabaseError) {
         try database.execute("DELETE FROM ProofFailures WHERE throttle_key = \(deviceKey(recordID, presenter))")
         // The password was right: the directory's own count is back to zero too.
         if presenter.identity != nil {

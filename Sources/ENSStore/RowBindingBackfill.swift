@@ -18,7 +18,7 @@ public struct RowBindingBackfill {
 
     /// The number of subscription rows and of box keys bound.
     @discardableResult
-    public func run() throws -> (subscriptions: Int, boxKeys: Int) {
+    public func run() throws(DatabaseError) -> (subscriptions: Int, boxKeys: Int) {
         var subscriptions = 0
         var lastID: Int64 = 0
         while true {
@@ -54,7 +54,7 @@ public struct RowBindingBackfill {
 
     /// The number of device rows and of blind subscriptions bound.
     @discardableResult
-    public func runDevicesAndBlindSubscriptions() throws -> (devices: Int, blind: Int) {
+    public func runDevicesAndBlindSubscriptions() throws(DatabaseError) -> (devices: Int, blind: Int) {
         var devices = 0
         var lastID: Int64 = 0
         while true {
@@ -94,7 +94,7 @@ public struct RowBindingBackfill {
 
     /// The number of stored and of fresh credential rows bound.
     @discardableResult
-    public func runCredentialSuppliers() throws -> (stored: Int, fresh: Int) {
+    public func runCredentialSuppliers() throws(DatabaseError) -> (stored: Int, fresh: Int) {
         var stored = 0
         for row in try database.query("SELECT record_id, generation, supplied_by FROM MailCredentials WHERE supplier_mac IS NULL") {
             let (recordID, generation, suppliedBy) = try row.decode(Int64.self, Int64.self, [UInt8]?.self)

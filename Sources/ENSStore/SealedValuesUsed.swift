@@ -16,7 +16,7 @@ public struct SealedValuesUsed {
 
     /// Records `digest` (`Vault.sealedValueDigest`) until `expiresAt`; false when it was
     /// used before.
-    public func claim(digest: [UInt8], expiresAt: Timestamp) throws -> Bool {
+    public func claim(digest: [UInt8], expiresAt: Timestamp) throws(DatabaseError) -> Bool {
         let result = try database.execute("""
             INSERT IGNORE INTO SealedValuesUsed (digest, expires_at) VALUES (\(digest), \(expiresAt.databaseString))
             """)

@@ -104,7 +104,7 @@ public enum ShardIDRange {
     /// Moves the next id of each table below its shard's range up to its start (only
     /// when below, so it runs once); returns the tables it moved.
     @discardableResult
-    public static func reserve(shard: Int, database: Connection) throws -> [String] {
+    public static func reserve(shard: Int, database: Connection) throws(DatabaseError) -> [String] {
         guard shard > 0 else { return [] }
         let start = Int64(shard) * span
         var moved: [String] = []

@@ -17,7 +17,7 @@ public enum SubscriptionHealth {
     }
 
     /// Records counted by backend and state.
-    public static func groups(database: any SQLDatabase, grace: Duration, now: Timestamp) throws -> [Group] {
+    public static func groups(database: any SQLDatabase, grace: Duration, now: Timestamp) throws(DatabaseError) -> [Group] {
         try database.query("""
             SELECT mail_backend,
                    CASE WHEN registered = 0 OR subscription_id IS NULL THEN 'unregistered'
@@ -26,7 +26,7 @@ public enum SubscriptionHealth {
                         ELSE 'stale' END AS state,
                    COUNT(*), MAX(last_callback_at), MIN(last_callback_at)
             FROM EnsSubscriptionInfo GROUP BY mail_backend, state
-            """).map { row in
+            """).map { row throws(DatabaseError) in
             let (backend, state, count, newest, oldest) = try row.decode(String.self, String.self, Int.self, Timestamp?.self, Timestamp?.self)
             return Group(backend: backend, state: state, count: count, newest: newest, oldest: oldest)
         }

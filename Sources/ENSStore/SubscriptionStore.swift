@@ -38,7 +38,7 @@ public struct SubscriptionStore {
     private static let recordColumnCount = 14
 
     /// The user's own record (not one of its claims).
-    public func record(userID: String) throws -> UserRecord? {
+    public func record(userID: String) throws(DatabaseError) -> UserRecord? {
         guard let row = try database.queryOne("""
             SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s WHERE s.userid = \(userID) AND s.claim_of IS NULL
             """) else { return nil }
@@ -48,7 +48,7 @@ public struct SubscriptionStore {
     /// A UserRecord from a row of `recordColumns`; nil (and logged) for a claim whose
     /// `claim_mac` fails: a row a database writer made, or relabelled for another user
     /// or server, is no claim.
-    private func record(from row: Row) throws -> UserRecord? {
+    private func record(from row: Row) throws(DatabaseError) -> UserRecord? {
         let (id, userID, registered, generation, backend, subscriptionID, heartbeatMinutes, lastCallbackAt, endpoint, credentialsRefused,
              placeholder, claimOf, claimEndpoint, claimMAC)
             = try row.decode(Int64.self, String.self, Bool.self, Int64.self, MailBackend.self, String?.self, Int64.self, Timestamp?.self,
@@ -66,17 +66,17 @@ public struct SubscriptionStore {
     }
 
     /// Creates a record with `key`; if another request created it first, returns theirs.
-    public func createRecord(userID: String, publicKeyPEM: String, key: RSAPrivateKey) throws -> UserRecord {
+    public func createRecord(userID: String, publicKeyPEM: String, key: RSAPrivateKey) throws(DatabaseError) -> UserRecord {
         do {
             try database.execute("""
                 INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered)
-                VALUES (\(userID), \(publicKeyPEM), \(try vault.sealUserKey(key, userID: userID)), 0)
+                VALUES (\(userID), \(publicKeyPEM), \(try storedValue("user key") { try vault.sealUserKey(key, userID: userID) }), 0)
                 """)
-        } catch let error as MariaDBError where error.kind == .duplicateKey {
+        } catch where error.kind == .duplicateKey {
             // A concurrent /getpublickey for the same user won; use its key.
         }
         guard let record = try record(userID: userID) else {
-            throw StoreError.recordVanished
+            throw DatabaseError.claimLost("user record vanished")
         }
         return record
     }
@@ -84,7 +84,7 @@ public struct SubscriptionStore {
     /// The user's own record and its devices, in one round trip (check-ins are the
     /// hottest path). A device on one of the user's claims is found by
     /// `claimHolding(userID:tokenHash:)`.
-    public func recordWithDevices(userID: String) throws -> (UserRecord, [DeviceRecord])? {
+    public func recordWithDevices(userID: String) throws(DatabaseError) -> (UserRecord, [DeviceRecord])? {
         let rows = try database.query("""
             SELECT \(unsafe: Self.recordColumns), \(unsafe: Self.recordDeviceColumns)
             FROM EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id
@@ -94,7 +94,7 @@ public struct SubscriptionStore {
         let recordColumns = Self.recordColumnCount
         guard let record = try record(from: Row(values: Array(first.values[..<recordColumns]))) else { return nil }
         let binding = RowBinding(vault: vault)
-        let devices = try rows.compactMap { row -> DeviceRecord? in
+        let devices = try rows.compactMapTyped { row throws(DatabaseError) -> DeviceRecord? in
             guard try row.optionalInt(recordColumns) != nil else { return nil }
             return try Self.device(from: Row(values: Array(row.values[recordColumns...])), binding: binding)
         }
@@ -103,7 +103,7 @@ public struct SubscriptionStore {
 
     /// The claim of `userID` (migration 024) that holds the device with `tokenHash`, with
     /// that device; nil when none does.
-    public func claimHolding(userID: String, tokenHash: [UInt8]) throws -> (UserRecord, DeviceRecord)? {
+    public func claimHolding(userID: String, tokenHash: [UInt8]) throws(DatabaseError) -> (UserRecord, DeviceRecord)? {
         let rows = try database.query("""
             SELECT \(unsafe: Self.recordColumns), \(unsafe: Self.recordDeviceColumns)
             FROM EnsSubscriptionInfo s JOIN Devices d ON d.subscription_row = s.id
@@ -124,12 +124,12 @@ public struct SubscriptionStore {
     /// row beside `own`, the user's own record, that shares its key. (Two registrations
     /// making the same claim at once make one: the unique key on claim_of and
     /// claim_endpoint keeps the first.)
-    public func claim(of own: UserRecord, endpoint: String) throws -> UserRecord {
+    public func claim(of own: UserRecord, endpoint: String) throws(DatabaseError) -> UserRecord {
         precondition(!own.isClaim, "a claim is made beside the user's own record, never beside another claim")
         if let existing = try claimRow(of: own.userID, endpoint: endpoint) { return existing }
         guard let sealedKey = try database.queryOne("SELECT private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(own.id)")?.decode([UInt8].self)
-        else { throw StoreError.recordVanished }
-        let placeholder = Hex.encode(try Digest.randomBytes(32))
+        else { throw DatabaseError.claimLost("user record vanished") }
+        let placeholder = Hex.encode(randomBytes(32))
         let mac = RowBinding(vault: vault).claim(userID: placeholder, claimOf: own.userID, endpoint: endpoint)
         do {
             try database.execute("""
@@ -140,24 +140,25 @@ public struct SubscriptionStore {
             // A concurrent registration made it first: use theirs.
             guard error.kind == .duplicateKey else { throw error }
         }
-        guard let made = try claimRow(of: own.userID, endpoint: endpoint) else { throw StoreError.recordVanished }
+        guard let made = try claimRow(of: own.userID, endpoint: endpoint) else { throw DatabaseError.claimLost("user record vanished") }
         return made
     }
 
-    private func claimRow(of userID: String, endpoint: String) throws -> UserRecord? {
+    private func claimRow(of userID: String, endpoint: String) throws(DatabaseError) -> UserRecord? {
         try database.queryOne("""
             SELECT \(unsafe: Self.recordColumns) FROM EnsSubscriptionInfo s WHERE s.claim_of = \(userID) AND s.claim_endpoint = \(endpoint)
-            """).flatMap { try record(from: $0) }
+            """).flatMap { row throws(DatabaseError) in try record(from: row) }
     }
 
     /// The record's private key, from the cache or opened from its sealed form. The
     /// cache is keyed by shard and record id: ids are never reused, so they name one key forever.
-    public func privateKey(of record: UserRecord) throws -> RSAPrivateKey {
-        let open = { () throws -> RSAPrivateKey in
+    public func privateKey(of record: UserRecord) throws(DatabaseError) -> RSAPrivateKey {
+        let open = { () throws(DatabaseError) -> RSAPrivateKey in
             guard let row = try database.queryOne("SELECT private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(record.id)") else {
-                throw StoreError.recordVanished
+                throw DatabaseError.claimLost("user record vanished")
             }
-            return try vault.openUserKey(try row.decode([UInt8].self), userID: record.userID)
+            let sealed = try row.decode([UInt8].self)
+            return try storedValue("user key") { try vault.openUserKey(sealed, userID: record.userID) }
         }
         guard let keyCache else { return try open() }
         return try keyCache.key(recordID: record.id, shard: shard, open: open)
@@ -167,11 +168,12 @@ public struct SubscriptionStore {
     /// only the master key opens, bound to the userid). The stored `public_key_pem` is
     /// not read: a database writer could replace it with a key of their own so that
     /// devices seal credentials to them. (It is still written, for older binaries.)
-    public func publicKeyPEM(of record: UserRecord) throws -> String {
-        try privateKey(of: record).publicKeyPEM
+    public func publicKeyPEM(of record: UserRecord) throws(DatabaseError) -> String {
+        let key = try privateKey(of: record)
+        return try storedValue("user key's public half") { try key.publicKeyPEM }
     }
 
-    public func deleteRecord(id: Int64) throws {
+    public func deleteRecord(id: Int64) throws(DatabaseError) {
         try database.execute("DELETE FROM EnsSubscriptionInfo WHERE id = \(id)")
     }
 
@@ -191,25 +193,25 @@ public struct SubscriptionStore {
     static let deviceColumns = deviceColumns(of: "Devices")
     static let deviceColumnCount = 16
 
-    public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws -> DeviceRecord? {
+    public func device(recordID: Int64, token: DeviceToken, forUpdate: Bool = false) throws(DatabaseError) -> DeviceRecord? {
         let hash = vault.tokenHash(token)
         let query: Query = forUpdate
             ? "SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(hash) FOR UPDATE"
             : "SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(hash)"
-        return try database.queryOne(query).flatMap { try Self.device(from: $0, binding: RowBinding(vault: vault)) }
+        return try database.queryOne(query).flatMap { row throws(DatabaseError) in try Self.device(from: row, binding: RowBinding(vault: vault)) }
     }
 
-    public func devices(recordID: Int64) throws -> [DeviceRecord] {
+    public func devices(recordID: Int64) throws(DatabaseError) -> [DeviceRecord] {
         let binding = RowBinding(vault: vault)
         return try database.query("SELECT \(unsafe: Self.deviceColumns) FROM Devices WHERE subscription_row = \(recordID) ORDER BY id LIMIT 1000")
-            .compactMap { try Self.device(from: $0, binding: binding) }
+            .compactMapTyped { row throws(DatabaseError) in try Self.device(from: row, binding: binding) }
     }
 
     /// A DeviceRecord from a row of exactly `deviceColumns`; nil (and logged) when the
     /// row fails its `RowBinding` MAC: a device a database writer made, copied to
     /// another record, or gave another device's token or secret, another mode, key or
     /// server, is no device at all.
-    static func device(from row: Row, binding: RowBinding) throws -> DeviceRecord? {
+    static func device(from row: Row, binding: RowBinding) throws(DatabaseError) -> DeviceRecord? {
         let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey, endpoint, secretHash)
             = try Row(values: Array(row.values[..<13])).decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self,
                                                                 Timestamp?.self, Timestamp?.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
@@ -235,10 +237,10 @@ public struct SubscriptionStore {
     /// device of the record that holds under the old one is bound anew under the next.
     /// A row that failed its MAC stays failing (it is not bound anew: that would bless a
     /// writer's edit), and an older copy of any row, restored alone, now fails too.
-    func changingDevices<T>(recordID: Int64, _ body: (_ epoch: Int64) throws -> T) throws -> T {
-        try database.transaction {
+    func changingDevices<T>(recordID: Int64, _ body: (_ epoch: Int64) throws(DatabaseError) -> T) throws(DatabaseError) -> T {
+        try database.atomically { () throws(DatabaseError) in
             guard let epoch = try database.queryOne("SELECT device_epoch FROM EnsSubscriptionInfo WHERE id = \(recordID) FOR UPDATE")?
-                .decode(Int64.self) else { throw StoreError.recordVanished }
+                .decode(Int64.self) else { throw DatabaseError.claimLost("user record vanished") }
             let result = try body(epoch)
             let next = epoch + 1
             for device in try devices(recordID: recordID) {
@@ -253,8 +255,8 @@ public struct SubscriptionStore {
     /// hash must be the row's (MAC-bound) token hash, so a sealed token a database
     /// writer copied in from another row pushes nothing (logged). Nil when it does not
     /// open or is not the row's.
-    static func token(sealed: [UInt8], of device: DeviceRecord, vault: Vault) throws -> DeviceToken? {
-        guard let token = try vault.openToken(sealed) else { return nil }
+    static func token(sealed: [UInt8], of device: DeviceRecord, vault: Vault) throws(DatabaseError) -> DeviceToken? {
+        guard let token = try storedValue("device token", { try vault.openToken(sealed) }) else { return nil }
         guard Digest.constantTimeEqual(vault.tokenHash(token), device.tokenHash) else {
             RowIntegrity.refused("Devices", row: "\(device.id)")
             return nil
@@ -274,7 +276,7 @@ public struct SubscriptionStore {
     /// concurrent registrations of one token make one row, without locking a gap.
     /// A registration re-enables a token the sender disabled (it happens after it), and
     /// binds the device to `endpoint`, the server it just proved itself at.
-    public func register(recordID: Int64, token: DeviceToken, settings: DeviceSettings, endpoint: String, now: Timestamp) throws -> RegistrationOutcome {
+    public func register(recordID: Int64, token: DeviceToken, settings: DeviceSettings, endpoint: String, now: Timestamp) throws(DatabaseError) -> RegistrationOutcome {
         let existing = try device(recordID: recordID, token: token)
         let badge = settings.badge ?? existing?.badge ?? false
         let development = settings.development ?? existing?.development ?? false
@@ -287,10 +289,10 @@ public struct SubscriptionStore {
             try database.execute("UPDATE Devices SET last_checkin_at = \(now.databaseString) WHERE id = \(existing.id)")
             return .unchanged
         }
-        let tokenSealed = try vault.sealToken(token)
+        let tokenSealed = try storedValue("device token") { try vault.sealToken(token) }
         // One transaction: the device and the eviction it may cause are applied together
         // or not at all, and a conflict with another host's write (Galera) reruns both.
-        try changingDevices(recordID: recordID) { epoch in
+        try changingDevices(recordID: recordID) { epoch throws(DatabaseError) in
             try database.execute("""
                 INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
                                      badge, development, privacy_mode, preview_key, endpoint, secret_hash, registered_at, disabled_at, last_checkin_at)
@@ -306,7 +308,7 @@ public struct SubscriptionStore {
             // The row's id is known only now (a new row's, or the one the key matched).
             let tokenHash = vault.tokenHash(token)
             guard let id = try database.queryOne("SELECT id FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(tokenHash)")?
-                .decode(Int64.self) else { throw StoreError.recordVanished }
+                .decode(Int64.self) else { throw DatabaseError.claimLost("user record vanished") }
             let mac = RowBinding(vault: vault).device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: settings.bundleID,
                                                       privacyMode: privacy.mode.rawValue, previewKey: privacy.previewKey, endpoint: endpoint,
                                                       secretHash: secretHash, epoch: epoch)
@@ -330,13 +332,13 @@ public struct SubscriptionStore {
     /// user cannot fan a callback out without bound while a new phone still registers
     /// when old ones were never unregistered. An evicted device takes the credentials it
     /// supplied with it, as an unregistered one does.
-    private func evictBeyondDeviceLimit(recordID: Int64, keeping tokenHash: [UInt8]) throws {
+    private func evictBeyondDeviceLimit(recordID: Int64, keeping tokenHash: [UInt8]) throws(DatabaseError) {
         let devices = try database.query("""
             SELECT id, token_hash FROM Devices WHERE subscription_row = \(recordID)
             ORDER BY disabled_at IS NULL DESC, last_checkin_at DESC, id DESC
             """)
         guard devices.count > maximumDevices else { return }
-        let others = try devices.map { try $0.decode(Int64.self, [UInt8].self) }.filter { !Digest.constantTimeEqual($0.1, tokenHash) }
+        let others = try devices.map { row throws(DatabaseError) in try row.decode(Int64.self, [UInt8].self) }.filter { !Digest.constantTimeEqual($0.1, tokenHash) }
         for (id, evicted) in others.dropFirst(maximumDevices - 1) {
             try database.execute("DELETE FROM Devices WHERE id = \(id)")
             try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: evicted, binding: RowBinding(vault: vault))
@@ -344,7 +346,7 @@ public struct SubscriptionStore {
     }
 
     /// Refreshes the `badge`/`development` flags a later request carried.
-    public func refreshFlags(deviceID: Int64, badge: Bool?, development: Bool?) throws {
+    public func refreshFlags(deviceID: Int64, badge: Bool?, development: Bool?) throws(DatabaseError) {
         if let badge { try database.execute("UPDATE Devices SET badge = \(badge) WHERE id = \(deviceID)") }
         if let development { try database.execute("UPDATE Devices SET development = \(development) WHERE id = \(deviceID)") }
     }
@@ -354,9 +356,9 @@ public struct SubscriptionStore {
     /// transaction (`CredentialErasure.deviceLeft`: a live subscription running on them
     /// ends, and the other devices are told to register again).
     @discardableResult
-    public func unregister(recordID: Int64, token: DeviceToken) throws -> Bool {
+    public func unregister(recordID: Int64, token: DeviceToken) throws(DatabaseError) -> Bool {
         let tokenHash = vault.tokenHash(token)
-        return try changingDevices(recordID: recordID) { _ in
+        return try changingDevices(recordID: recordID) { _ throws(DatabaseError) in
             try database.execute("DELETE FROM Devices WHERE subscription_row = \(recordID) AND token_hash = \(tokenHash)")
             // The user's own record stays while a claim beside it has devices: the claims
             // share its key, which the user's devices seal with.
@@ -381,8 +383,8 @@ public struct SubscriptionStore {
     /// token: nobody left). A row `new` already had (registered on its own meanwhile) is
     /// dropped with its notifications; what it supplied is the same device's and stays.
     /// False when `old` is unknown.
-    public func replaceToken(recordID: Int64, old: DeviceToken, new: DeviceToken, now: Timestamp) throws -> Bool {
-        try changingDevices(recordID: recordID) { epoch in
+    public func replaceToken(recordID: Int64, old: DeviceToken, new: DeviceToken, now: Timestamp) throws(DatabaseError) -> Bool {
+        try changingDevices(recordID: recordID) { epoch throws(DatabaseError) in
             guard let oldDevice = try device(recordID: recordID, token: old, forUpdate: true) else { return false }
             if old == new { return true }
             // The sync key is sealed bound to the token's hash: it moves with the device,
@@ -396,14 +398,14 @@ public struct SubscriptionStore {
                 """) {
                 let (sealed, expiresAt) = try row.decode([UInt8].self, String.self)
                 if let key = try? vault.openSyncKey(sealed, tokenHash: oldDevice.tokenHash) {
-                    syncKey = (try vault.sealSyncKey(key, tokenHash: newHash), expiresAt)
+                    syncKey = (try storedValue("sync key") { try vault.sealSyncKey(key, tokenHash: newHash) }, expiresAt)
                 }
             }
             if let newDevice = try device(recordID: recordID, token: new, forUpdate: true) {
                 try database.execute("DELETE FROM Devices WHERE id = \(newDevice.id)")
             }
             try database.execute("""
-                UPDATE Devices SET token_hash = \(newHash), token_sealed = \(try vault.sealToken(new)),
+                UPDATE Devices SET token_hash = \(newHash), token_sealed = \(try storedValue("device token") { try vault.sealToken(new) }),
                     binding_mac = \(bindingMAC(of: oldDevice, recordID: recordID, tokenHash: newHash, epoch: epoch)),
                     registered_at = \(now.databaseString), disabled_at = NULL, last_checkin_at = \(now.databaseString),
                     sync_key_sealed = \(syncKey?.sealed), sync_key_expires_at = \(syncKey?.expiresAt)
@@ -445,10 +447,10 @@ public struct SubscriptionStore {
     /// Counts one new record against the token's hourly quota; false (nothing counted)
     /// when the hour's quota is used up. One locked read and write: the responders are
     /// several processes.
-    public func takeRecordQuota(tokenHash: [UInt8], limit: Int, now: Timestamp) throws -> Bool {
-        try database.transaction {
+    public func takeRecordQuota(tokenHash: [UInt8], limit: Int, now: Timestamp) throws(DatabaseError) -> Bool {
+        try database.atomically { () throws(DatabaseError) in
             let row = try database.queryOne("SELECT window_started_at, created FROM RecordQuota WHERE token_hash = \(tokenHash) FOR UPDATE")
-            let (started, created) = try row.map { try $0.decode(Timestamp.self, Int.self) } ?? (now, 0)
+            let (started, created) = try row.map { row throws(DatabaseError) in try row.decode(Timestamp.self, Int.self) } ?? (now, 0)
             let windowOpen = started.adding(seconds: 3600) > now
             let used = windowOpen ? created : 0
             guard used < limit else { return false }
@@ -464,7 +466,7 @@ public struct SubscriptionStore {
     /// pool was empty, or the insert failed). Without it, devices retrying through a key
     /// pool outage would use up their application's hour, and new users would be turned
     /// away with 429 for up to an hour after the pool had refilled.
-    public func returnRecordQuota(tokenHash: [UInt8]) throws {
+    public func returnRecordQuota(tokenHash: [UInt8]) throws(DatabaseError) {
         try database.execute("UPDATE RecordQuota SET created = created - 1 WHERE token_hash = \(tokenHash) AND created > 0")
     }
 
@@ -474,7 +476,7 @@ public struct SubscriptionStore {
     /// original contract's clients, which have no other check-in). It names no device
     /// and proves nothing, so it keeps no device with a secret from being reaped: those
     /// check in with v2. Coalesced through the check-in recorder when there is one.
-    public func checkIn(recordID: Int64, now: Timestamp) throws {
+    public func checkIn(recordID: Int64, now: Timestamp) throws(DatabaseError) {
         if let liveness {
             liveness.user(recordID, shard: shard)
             return
@@ -488,7 +490,7 @@ public struct SubscriptionStore {
 
     /// v2 check-in: this device is alive (reaping works per device; a record lives as
     /// long as it has devices).
-    public func checkIn(deviceID: Int64, now: Timestamp) throws {
+    public func checkIn(deviceID: Int64, now: Timestamp) throws(DatabaseError) {
         if let liveness {
             liveness.device(deviceID, shard: shard)
             return
@@ -497,8 +499,8 @@ public struct SubscriptionStore {
     }
 
     /// Changes the device's privacy mode (/updateprivacy), with its row's MAC.
-    public func setPrivacy(_ device: DeviceRecord, recordID: Int64, _ privacy: DevicePrivacy) throws {
-        try changingDevices(recordID: recordID) { epoch in
+    public func setPrivacy(_ device: DeviceRecord, recordID: Int64, _ privacy: DevicePrivacy) throws(DatabaseError) {
+        _ = try changingDevices(recordID: recordID) { epoch throws(DatabaseError) in
             try database.execute("""
                 UPDATE Devices SET privacy_mode = \(privacy.mode.rawValue), preview_key = \(privacy.previewKey),
                     binding_mac = \(bindingMAC(of: device, recordID: recordID, privacy: privacy, epoch: epoch))
@@ -507,26 +509,22 @@ public struct SubscriptionStore {
         }
     }
 
-    public func storeSyncKey(deviceID: Int64, tokenHash: [UInt8], syncKey: String, expiresAt: Timestamp) throws {
+    public func storeSyncKey(deviceID: Int64, tokenHash: [UInt8], syncKey: String, expiresAt: Timestamp) throws(DatabaseError) {
         try database.execute("""
-            UPDATE Devices SET sync_key_sealed = \(try vault.sealSyncKey(syncKey, tokenHash: tokenHash)),
+            UPDATE Devices SET sync_key_sealed = \(try storedValue("sync key") { try vault.sealSyncKey(syncKey, tokenHash: tokenHash) }),
                 sync_key_expires_at = \(expiresAt.databaseString)
             WHERE id = \(deviceID)
             """)
     }
 
     /// The device's sync key while unexpired; nil once past its expiry.
-    public func syncKey(deviceID: Int64, now: Timestamp) throws -> (key: String, expiresAt: Timestamp)? {
+    public func syncKey(deviceID: Int64, now: Timestamp) throws(DatabaseError) -> (key: String, expiresAt: Timestamp)? {
         guard let row = try database.queryOne("""
             SELECT token_hash, sync_key_sealed, sync_key_expires_at FROM Devices
             WHERE id = \(deviceID) AND sync_key_sealed IS NOT NULL AND sync_key_expires_at > \(now.databaseString)
             """) else { return nil }
         let (tokenHash, sealed, expiry) = try row.decode([UInt8].self, [UInt8].self, Timestamp.self)
-        return (try vault.openSyncKey(sealed, tokenHash: tokenHash), expiry)
+        return (try storedValue("sync key") { try vault.openSyncKey(sealed, tokenHash: tokenHash) }, expiry)
     }
 }
 
-public enum StoreError: Error, CustomStringConvertible {
-    case recordVanished
-    public var description: String { "a user record disappeared while it was being created" }
-}

@@ -28,7 +28,7 @@ public final class PrivateKeyCache: Sendable {
         let recordID: Int64
     }
 
-    public func key(recordID: Int64, shard: Int = 0, open: () throws -> RSAPrivateKey) throws -> RSAPrivateKey {
+    public func key<E: Error>(recordID: Int64, shard: Int = 0, open: () throws(E) -> RSAPrivateKey) throws(E) -> RSAPrivateKey {
         guard capacity > 0 else { return try open() }
         let entry = Entry(shard: shard, recordID: recordID)
         if let cached = state.withLock({ $0.entries[entry] }) { return cached }

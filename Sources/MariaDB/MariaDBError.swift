@@ -25,6 +25,10 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
         case other
         /// The caller used the wrapper wrongly (e.g. read a column as the wrong type).
         case misuse
+        /// A stored value the caller cannot use although its column read fine: a sealed
+        /// value that does not open (a row altered or moved, another master key), or one
+        /// it could not seal for writing.
+        case invalidValue
     }
 
     public let kind: Kind
@@ -44,6 +48,12 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
     /// A column or call used the wrong way (also for decoders outside this module).
     public static func misuse(_ what: String) -> MariaDBError {
         MariaDBError(kind: .misuse, code: 0, sqlState: "HY000", operation: what, serverMessage: what)
+    }
+
+    /// A stored value that is not usable (`Kind.invalidValue`); `what` names the value,
+    /// never holds it.
+    public static func invalidValue(_ what: String) -> MariaDBError {
+        MariaDBError(kind: .invalidValue, code: 0, sqlState: "HY000", operation: what, serverMessage: what)
     }
 
     /// The connection broke during `operation`: what a stand-in for a connection
@@ -134,6 +144,7 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
     var isStaleConnection: Bool { Int32(code) == CR_SERVER_GONE_ERROR }
 
     public var description: String {
+        if kind == .invalidValue { return "a stored value is not usable: \(operation)" }
         let base = "MariaDB \(operation) failed: error \(code) (SQLSTATE \(sqlState), \(kind))"
         guard Int32(code) == CR_SSL_CONNECTION_ERROR else { return base }
         return base + ": TLS failed (the server's certificate is not signed by the configured CA or does not name the host connected to, or the server offers no TLS)"

@@ -108,7 +108,7 @@ public struct DovecotServerStore {
     }
 
     /// Adds a server, or replaces the one of that name (its credential serial kept).
-    public func save(_ server: DovecotServer, now: Timestamp) throws {
+    public func save(_ server: DovecotServer, now: Timestamp) throws(DatabaseError) {
         precondition(DovecotServer.isValidName(server.name), "DovecotServerStore.save: an invalid name")
         let domains = server.domains.joined(separator: ",")
         let mac = binding.dovecotServer(name: server.name, imapURL: server.imapURL, domains: domains, caPEM: server.caPEM,
@@ -123,24 +123,24 @@ public struct DovecotServerStore {
     }
 
     /// Every server whose row is intact, by name.
-    public func all() throws -> [DovecotServer] {
+    public func all() throws(DatabaseError) -> [DovecotServer] {
         try database.query("SELECT name, imap_url, domains, ca_pem, driver, credential_serial, binding_mac FROM DovecotServers ORDER BY name")
-            .compactMap(intact)
+            .compactMapTyped { row throws(DatabaseError) in try intact(row) }
     }
 
     /// The server named `name`, if its row is intact.
-    public func server(named name: String) throws -> DovecotServer? {
+    public func server(named name: String) throws(DatabaseError) -> DovecotServer? {
         guard DovecotServer.isValidName(name), let row = try database.queryOne("""
             SELECT name, imap_url, domains, ca_pem, driver, credential_serial, binding_mac FROM DovecotServers WHERE name = \(name)
             """) else { return nil }
         return try intact(row)
     }
 
-    public func remove(named name: String) throws -> Bool {
+    public func remove(named name: String) throws(DatabaseError) -> Bool {
         try database.execute("DELETE FROM DovecotServers WHERE name = \(name)").affectedRows > 0
     }
 
-    private func intact(_ row: Row) throws -> DovecotServer? {
+    private func intact(_ row: Row) throws(DatabaseError) -> DovecotServer? {
         let (name, url, domains, ca, driverName, serial, mac) = try row.decode(String.self, String.self, String.self, [UInt8]?.self, String.self,
                                                                                Int64.self, [UInt8]?.self)
         guard RowBinding.matches(mac, binding.dovecotServer(name: name, imapURL: url, domains: domains, caPEM: ca, driver: driverName,

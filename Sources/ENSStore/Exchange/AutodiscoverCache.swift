@@ -16,7 +16,7 @@ public struct AutodiscoverCache {
         binding = RowBinding(vault: vault)
     }
 
-    public func ewsURL(domain: String, now: Timestamp) throws -> String? {
+    public func ewsURL(domain: String, now: Timestamp) throws(DatabaseError) -> String? {
         guard let row = try database.queryOne("""
             SELECT ews_url, expires_at, binding_mac FROM EWSUrlCache WHERE domain = \(domain) AND expires_at > \(now.databaseString)
             """) else { return nil }
@@ -28,7 +28,7 @@ public struct AutodiscoverCache {
         return url
     }
 
-    public func remember(domain: String, ewsURL: String, expiresAt: Timestamp) throws {
+    public func remember(domain: String, ewsURL: String, expiresAt: Timestamp) throws(DatabaseError) {
         let mac = binding.urlCache(domain: domain, ewsURL: ewsURL, expiresAt: String(expiresAt.millisecondsSinceEpoch))
         try database.execute("""
             INSERT INTO EWSUrlCache (domain, ews_url, expires_at, binding_mac) VALUES (\(domain), \(ewsURL), \(expiresAt.databaseString), \(mac))
@@ -36,7 +36,7 @@ public struct AutodiscoverCache {
             """)
     }
 
-    public func forget(domain: String) throws {
+    public func forget(domain: String) throws(DatabaseError) {
         try database.execute("DELETE FROM EWSUrlCache WHERE domain = \(domain)")
     }
 }

@@ -66,7 +66,7 @@ public struct GraphBlindStore {
     }
 
     /// A row of `columns`; nil (logged) when it fails its MAC.
-    func subscription(from row: Row) throws -> BlindSubscription? {
+    func subscription(from row: Row) throws(DatabaseError) -> BlindSubscription? {
         let (id, record, thumbprint, certificate, certificateID, previousThumbprint, previousID, resource, subscription, expires, renewed)
             = try Row(values: Array(row.values[..<11])).decode(Int64.self, Int64.self, [UInt8].self, [UInt8].self, String.self, [UInt8]?.self,
                                                                 String?.self, String.self, String?.self, Timestamp?.self, Timestamp?.self)
@@ -81,29 +81,29 @@ public struct GraphBlindStore {
                                  subscriptionID: subscription, expiresAt: expires, renewedAt: renewed)
     }
 
-    public func subscription(recordID: Int64, thumbprint: [UInt8]) throws -> BlindSubscription? {
+    public func subscription(recordID: Int64, thumbprint: [UInt8]) throws(DatabaseError) -> BlindSubscription? {
         try database.queryOne("""
             SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE record_id = \(recordID) AND thumbprint = \(thumbprint)
             """).flatMap(subscription(from:))
     }
 
     /// The rich subscription a notification names (Graph's subscription id).
-    public func subscription(subscriptionID: String) throws -> BlindSubscription? {
+    public func subscription(subscriptionID: String) throws(DatabaseError) -> BlindSubscription? {
         try database.queryOne("""
             SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE subscription_id = \(subscriptionID)
             """).flatMap(subscription(from:))
     }
 
-    public func subscriptions(recordID: Int64) throws -> [BlindSubscription] {
+    public func subscriptions(recordID: Int64) throws(DatabaseError) -> [BlindSubscription] {
         try database.query("""
             SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE record_id = \(recordID) ORDER BY id LIMIT 100
-            """).compactMap(subscription(from:))
+            """).compactMapTyped { row throws(DatabaseError) in try subscription(from: row) }
     }
 
     /// Reserves the row of a subscription about to be created at Graph (no subscription
     /// id yet); nil when the record already has one for this certificate.
     public func reserve(recordID: Int64, thumbprint: [UInt8], certificate: [UInt8], certificateID: String, resource: String,
-                        now: Timestamp) throws -> Int64? {
+                        now: Timestamp) throws(DatabaseError) -> Int64? {
         let result = try database.execute("""
             INSERT IGNORE INTO GraphBlindSubscriptions (record_id, thumbprint, certificate, certificate_id, resource, created_at)
             VALUES (\(recordID), \(thumbprint), \(certificate), \(certificateID), \(resource), \(now.databaseString))
@@ -119,9 +119,9 @@ public struct GraphBlindStore {
     /// Graph created (or renewed, or re-created) the subscription: renewed at about
     /// half its lifetime, and a rotation's previous certificate forgotten — every
     /// notification Graph made before the PATCH has had the time since to arrive.
-    public func subscribed(id: Int64, subscriptionID: String, expiresAt: Timestamp, now: Timestamp, keepPrevious: Bool = false) throws {
+    public func subscribed(id: Int64, subscriptionID: String, expiresAt: Timestamp, now: Timestamp, keepPrevious: Bool = false) throws(DatabaseError) {
         let renewAfter = GraphSubscriptionStore.renewAfter(now: now, expiresAt: expiresAt)
-        try database.transaction {
+        try database.atomically { () throws(DatabaseError) in
             // Forgetting the previous certificate changes what the MAC covers: the row is
             // read (and its MAC checked) under its lock, and written with its new MAC.
             guard let row = try database.queryOne("SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions WHERE id = \(id) FOR UPDATE"),
@@ -142,7 +142,7 @@ public struct GraphBlindStore {
     /// A rotation PATCHed at Graph: the new certificate is current, the old one stays
     /// accepted until the next renewal.
     public func rotated(_ old: BlindSubscription, to thumbprint: [UInt8], certificate: [UInt8], certificateID: String, expiresAt: Timestamp,
-                        now: Timestamp) throws {
+                        now: Timestamp) throws(DatabaseError) {
         let id = old.id
         let mac = mac(id: id, recordID: old.recordID, thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
                       previousThumbprint: old.thumbprint, previousCertificateID: old.certificateID, resource: old.resource)
@@ -155,12 +155,12 @@ public struct GraphBlindStore {
             """)
     }
 
-    public func delete(id: Int64) throws {
+    public func delete(id: Int64) throws(DatabaseError) {
         try database.execute("DELETE FROM GraphBlindSubscriptions WHERE id = \(id)")
     }
 
     /// How many of the record's devices use a certificate (as their current one).
-    public func deviceCount(recordID: Int64, thumbprint: [UInt8]) throws -> Int {
+    public func deviceCount(recordID: Int64, thumbprint: [UInt8]) throws(DatabaseError) -> Int {
         try database.queryOne("""
             SELECT COUNT(*) FROM Devices WHERE subscription_row = \(recordID) AND privacy_mode = \(PrivacyMode.blind.rawValue)
                 AND preview_key = \(thumbprint)
@@ -168,16 +168,16 @@ public struct GraphBlindStore {
     }
 
     /// Rich subscriptions whose renewal is due (ens-cron), or that no device uses any more.
-    public func due(now: Timestamp, after lastID: Int64, limit: Int) throws -> [BlindSubscription] {
+    public func due(now: Timestamp, after lastID: Int64, limit: Int) throws(DatabaseError) -> [BlindSubscription] {
         try database.query("""
             SELECT \(unsafe: Self.columns) FROM GraphBlindSubscriptions
             WHERE (renew_after <= \(now.databaseString) OR subscription_id IS NULL) AND id > \(lastID) ORDER BY id LIMIT \(limit)
-            """).compactMap(subscription(from:))
+            """).compactMapTyped { row throws(DatabaseError) in try subscription(from: row) }
     }
 
     /// Claims a rich subscription's due renewal for the caller alone (as
     /// `GraphSubscriptionStore.claimDue`).
-    public func claimDue(id: Int64, now: Timestamp, hold: Duration) throws -> BlindSubscription? {
+    public func claimDue(id: Int64, now: Timestamp, hold: Duration) throws(DatabaseError) -> BlindSubscription? {
         guard try database.execute("""
             UPDATE GraphBlindSubscriptions SET renew_after = \(now.adding(hold).databaseString)
             WHERE id = \(id) AND renew_after <= \(now.databaseString)
@@ -186,13 +186,13 @@ public struct GraphBlindStore {
     }
 
     /// A subscription Graph removed (`subscriptionRemoved`): due at once.
-    public func renewNow(id: Int64, now: Timestamp) throws {
+    public func renewNow(id: Int64, now: Timestamp) throws(DatabaseError) {
         try database.execute("UPDATE GraphBlindSubscriptions SET renew_after = \(now.databaseString) WHERE id = \(id)")
     }
 
     /// A subscription Graph removed (`subscriptionRemoved`): expired from now, and due
     /// at once (a new subscription is not a renewal: no spacing applies).
-    public func removed(id: Int64, now: Timestamp) throws {
+    public func removed(id: Int64, now: Timestamp) throws(DatabaseError) {
         try database.execute("""
             UPDATE GraphBlindSubscriptions SET renew_after = \(now.databaseString),
                 expires_at = LEAST(COALESCE(expires_at, \(now.databaseString)), \(now.databaseString))
@@ -200,7 +200,7 @@ public struct GraphBlindStore {
             """)
     }
 
-    public func postpone(id: Int64, until retry: Timestamp) throws {
+    public func postpone(id: Int64, until retry: Timestamp) throws(DatabaseError) {
         try database.execute("UPDATE GraphBlindSubscriptions SET renew_after = \(retry.databaseString) WHERE id = \(id)")
     }
 
@@ -222,8 +222,8 @@ public struct GraphBlindStore {
     /// The cached keys (the bookkeeping row, kid '', excluded).
     /// A key a database writer put there (to sign validation tokens of their own, and so
     /// forge blind notifications) fails its MAC and is left out (logged).
-    public func signingKeys() throws -> [SigningKey] {
-        try database.query("SELECT kid, modulus, exponent, binding_mac FROM GraphSigningKeys WHERE kid <> '' ORDER BY kid LIMIT 200").compactMap { row in
+    public func signingKeys() throws(DatabaseError) -> [SigningKey] {
+        try database.query("SELECT kid, modulus, exponent, binding_mac FROM GraphSigningKeys WHERE kid <> '' ORDER BY kid LIMIT 200").compactMapTyped { row throws(DatabaseError) in
             let (kid, modulus, exponent, mac) = try row.decode(String.self, [UInt8].self, [UInt8].self, [UInt8]?.self)
             guard RowBinding.matches(mac, binding.signingKey(kid: kid, modulus: modulus, exponent: exponent)) else {
                 RowIntegrity.refused("GraphSigningKeys", row: kid)
@@ -234,13 +234,13 @@ public struct GraphBlindStore {
     }
 
     /// When the keys were last fetched, by anyone.
-    public func lastKeyFetch() throws -> Timestamp? {
+    public func lastKeyFetch() throws(DatabaseError) -> Timestamp? {
         try database.queryOne("SELECT fetched_at FROM GraphSigningKeys WHERE kid = ''")?.decode(Timestamp.self)
     }
 
     /// Claims the right to fetch the keys now: true for at most one caller (of every
     /// process and host) per `spacing`.
-    public func claimKeyFetch(now: Timestamp, spacing: Duration) throws -> Bool {
+    public func claimKeyFetch(now: Timestamp, spacing: Duration) throws(DatabaseError) -> Bool {
         let cutoff = now.subtracting(spacing)
         if try database.execute("""
             UPDATE GraphSigningKeys SET fetched_at = \(now.databaseString) WHERE kid = '' AND fetched_at <= \(cutoff.databaseString)
@@ -251,8 +251,8 @@ public struct GraphBlindStore {
     }
 
     /// Replaces the cached keys with a fetched JWKS.
-    public func replaceSigningKeys(_ keys: [SigningKey], now: Timestamp) throws {
-        try database.transaction {
+    public func replaceSigningKeys(_ keys: [SigningKey], now: Timestamp) throws(DatabaseError) {
+        try database.atomically { () throws(DatabaseError) in
             try database.execute("DELETE FROM GraphSigningKeys WHERE kid <> ''")
             for key in keys {
                 try database.execute("""

@@ -23,7 +23,7 @@ public struct GraphSubscriptionStore {
     /// until it expires (its "heartbeat" is its lifetime), and is renewed after half.
     /// `binding` MACs tenant, path and endpoint (`RowBinding`).
     public func completeRegistration(recordID: Int64, generation: Int64, tenantID: String, userPath: String, subscription id: String,
-                                     expiresAt: Timestamp, now: Timestamp, binding: RowBinding) throws -> Bool {
+                                     expiresAt: Timestamp, now: Timestamp, binding: RowBinding) throws(DatabaseError) -> Bool {
         let lifetime = max(1, (expiresAt.millisecondsSinceEpoch - now.millisecondsSinceEpoch) / 60_000)
         let endpoint = Self.endpoint(tenantID: tenantID)
         let mac = binding.subscription(recordID: recordID, generation: generation, backend: MailBackend.graph.rawValue, backendURL: userPath,
@@ -49,7 +49,7 @@ public struct GraphSubscriptionStore {
     }
 
     /// Where a record's mailbox is: its tenant and its path under Graph's /v1.0.
-    public func mailbox(recordID: Int64) throws -> (tenantID: String, userPath: String)? {
+    public func mailbox(recordID: Int64) throws(DatabaseError) -> (tenantID: String, userPath: String)? {
         guard let row = try database.queryOne("""
             SELECT backend_tenant, backend_url FROM EnsSubscriptionInfo WHERE id = \(recordID) AND mail_backend = \(MailBackend.graph)
             """) else { return nil }
@@ -63,7 +63,7 @@ public struct GraphSubscriptionStore {
     /// it (Graph must never see a renewal twice within ten minutes). Never later than
     /// already planned. Returns when the renewal is due.
     @discardableResult
-    public func requestRenewal(recordID: Int64, generation: Int64, now: Timestamp) throws -> Timestamp? {
+    public func requestRenewal(recordID: Int64, generation: Int64, now: Timestamp) throws(DatabaseError) -> Timestamp? {
         let spacing = Int64(Self.renewalSpacing.components.seconds)
         try database.execute("""
             UPDATE EnsSubscriptionInfo
@@ -73,13 +73,13 @@ public struct GraphSubscriptionStore {
             """)
         return try database.queryOne("""
             SELECT renew_after FROM EnsSubscriptionInfo WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph)
-            """).flatMap { row throws in try row.decode(Timestamp?.self) }
+            """).flatMap { row throws(DatabaseError) in try row.decode(Timestamp?.self) }
     }
 
     /// `subscriptionRemoved`: Graph has ended the subscription, so ens-cron's next run
     /// creates a new one at once (a new subscription is not a renewal: the ten-minute
     /// spacing does not apply). The subscription counts as expired from now.
-    public func subscriptionRemoved(recordID: Int64, generation: Int64, now: Timestamp) throws {
+    public func subscriptionRemoved(recordID: Int64, generation: Int64, now: Timestamp) throws(DatabaseError) {
         try database.execute("""
             UPDATE EnsSubscriptionInfo SET renew_after = \(now.databaseString),
                 subscription_expires_at = LEAST(COALESCE(subscription_expires_at, \(now.databaseString)), \(now.databaseString))
@@ -111,7 +111,7 @@ public struct GraphSubscriptionStore {
         }
     }
 
-    public func due(now: Timestamp, after lastID: Int64, limit: Int) throws -> [Due] {
+    public func due(now: Timestamp, after lastID: Int64, limit: Int) throws(DatabaseError) -> [Due] {
         try database.query("""
             SELECT \(unsafe: Self.dueColumns)
             FROM EnsSubscriptionInfo
@@ -123,7 +123,7 @@ public struct GraphSubscriptionStore {
     /// A constant, so `unsafe:` splices no input into the SQL.
     private static let dueColumns = "id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at, endpoint, binding_mac, userid"
 
-    private static func due(from row: Row) throws -> Due {
+    private static func due(from row: Row) throws(DatabaseError) -> Due {
         let (id, generation, tenant, path, subscription, expires, renewed, endpoint, mac, userID)
             = try row.decode(Int64.self, Int64.self, String?.self, String?.self, String?.self, Timestamp?.self, Timestamp?.self, String?.self,
                              [UInt8]?.self, String.self)
@@ -136,7 +136,7 @@ public struct GraphSubscriptionStore {
     /// neither another responder nor ens-cron starts it too, and returns the row; nil
     /// when it is not due or someone else has it. If the caller fails or dies, the
     /// renewal is due again after `hold`.
-    public func claimDue(recordID: Int64, generation: Int64, now: Timestamp, hold: Duration) throws -> Due? {
+    public func claimDue(recordID: Int64, generation: Int64, now: Timestamp, hold: Duration) throws(DatabaseError) -> Due? {
         guard try database.execute("""
             UPDATE EnsSubscriptionInfo SET renew_after = \(now.adding(hold).databaseString)
             WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph) AND registered = 1
@@ -149,7 +149,7 @@ public struct GraphSubscriptionStore {
     }
 
     /// A renewal (or re-creation) succeeded.
-    public func renewed(recordID: Int64, generation: Int64, subscriptionID: String, expiresAt: Timestamp, now: Timestamp) throws {
+    public func renewed(recordID: Int64, generation: Int64, subscriptionID: String, expiresAt: Timestamp, now: Timestamp) throws(DatabaseError) {
         let lifetime = max(1, (expiresAt.millisecondsSinceEpoch - now.millisecondsSinceEpoch) / 60_000)
         try database.execute("""
             UPDATE EnsSubscriptionInfo SET subscription_id = \(subscriptionID), subscription_expires_at = \(expiresAt.databaseString),
@@ -161,7 +161,7 @@ public struct GraphSubscriptionStore {
 
     /// A renewal that failed for a reason that may pass (Graph down, throttled): tried
     /// again after `retry`, unless the subscription expires first.
-    public func postpone(recordID: Int64, generation: Int64, until retry: Timestamp) throws {
+    public func postpone(recordID: Int64, generation: Int64, until retry: Timestamp) throws(DatabaseError) {
         try database.execute("""
             UPDATE EnsSubscriptionInfo SET renew_after = \(retry.databaseString)
             WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph)

@@ -35,8 +35,8 @@ public struct CronLease: Sendable {
     }
 
     /// Claims the lease `name` if it is free or expired.
-    public static func claim(_ name: String, holder: String, duration: Duration, database: any SQLDatabase) throws -> Outcome {
-        let token = try Digest.randomBytes(16)
+    public static func claim(_ name: String, holder: String, duration: Duration, database: any SQLDatabase) throws(DatabaseError) -> Outcome {
+        let token = randomBytes(16)
         // The row exists from the first claim on; INSERT IGNORE makes it without a
         // separate setup step (two first claims at once: one insert wins, both UPDATEs
         // then compete as usual).
@@ -56,7 +56,7 @@ public struct CronLease: Sendable {
 
     /// Extends the lease by `duration` from now. False when it is no longer this
     /// holder's (it expired and someone else claimed it).
-    public func renew(database: any SQLDatabase) throws -> Bool {
+    public func renew(database: any SQLDatabase) throws(DatabaseError) -> Bool {
         if try database.execute("""
             UPDATE CronLeases SET expires_at = NOW(3) + INTERVAL \(duration.components.seconds) SECOND
             WHERE name = \(name) AND token = \(token)
@@ -69,7 +69,7 @@ public struct CronLease: Sendable {
     }
 
     /// Frees the lease for the next run, if it is still this holder's.
-    public func release(database: any SQLDatabase) throws {
+    public func release(database: any SQLDatabase) throws(DatabaseError) {
         try database.execute("UPDATE CronLeases SET holder = NULL, token = NULL, expires_at = NULL WHERE name = \(name) AND token = \(token)")
     }
 }

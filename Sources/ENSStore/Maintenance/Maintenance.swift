@@ -68,7 +68,7 @@ public struct Maintenance {
     }
 
     /// Runs `statement` (which must carry `LIMIT limit`) until it affects fewer rows.
-    private func inBatches(_ statement: Query, _ what: String, limit: Int = batchSize) throws -> Int {
+    private func inBatches(_ statement: Query, _ what: String, limit: Int = batchSize) throws(DatabaseError) -> Int {
         var total = 0
         while true {
             let affected = try database.execute(statement).affectedRows
@@ -102,7 +102,7 @@ public struct Maintenance {
     public static let deliveredEventMemory: Duration = .seconds(6 * 3600)
 
     /// `binding` checks the suppliers of stored credentials (`CredentialErasure`).
-    public func reap(binding: RowBinding) throws -> ReapCounts {
+    public func reap(binding: RowBinding) throws(DatabaseError) -> ReapCounts {
         var counts = ReapCounts()
         let devices = Self.deviceBatchSize
         let stale = try reapSuppliers(disabled: false, cutoff: ago(policy.deviceRetention), binding: binding)
@@ -125,7 +125,7 @@ public struct Maintenance {
                   AND NOT EXISTS (SELECT 1 FROM EnsSubscriptionInfo c WHERE c.claim_of = s.userid AND s.claim_of IS NULL)
                 ORDER BY s.id LIMIT \(limit)
                 """)
-            let ids = try rows.map { try $0.decode(Int64.self) }
+            let ids = try rows.map { row throws(DatabaseError) in try row.decode(Int64.self) }
             if let last = ids.last { lastID = last }
             if !ids.isEmpty {
                 // Re-checked inside the DELETE: a device registered meanwhile keeps its record.
@@ -180,7 +180,7 @@ public struct Maintenance {
             LIMIT \(limit)
             """) {
             let recordID = try row.decode(Int64.self)
-            let ended = try database.transaction { try CredentialErasure(database: database).orphansErased(recordID: recordID, binding: binding, now: now) }
+            let ended = try database.atomically { () throws(DatabaseError) in try CredentialErasure(database: database).orphansErased(recordID: recordID, binding: binding, now: now) }
             if ended { counts.subscriptionsEndedWithSupplier += 1 }
         }
         try reapNotificationLog(&counts)
@@ -193,7 +193,7 @@ public struct Maintenance {
     /// the device that gave it. Few (at most one current supplier per subscription), found
     /// through the devices' own index; the batch DELETEs after take every other device.
     /// Each is re-checked under its row lock: one that checked in meanwhile stays.
-    private func reapSuppliers(disabled: Bool, cutoff: String, binding: RowBinding) throws -> (devices: Int, ended: Int) {
+    private func reapSuppliers(disabled: Bool, cutoff: String, binding: RowBinding) throws(DatabaseError) -> (devices: Int, ended: Int) {
         let supplies = """
             (EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = d.subscription_row AND c.supplied_by = d.token_hash) \
             OR EXISTS (SELECT 1 FROM MailCredentialsFresh f WHERE f.record_id = d.subscription_row AND f.supplied_by = d.token_hash))
@@ -205,8 +205,8 @@ public struct Maintenance {
             found = try database.query("SELECT d.id FROM Devices d WHERE d.last_checkin_at < \(cutoff) AND \(unsafe: supplies)")
         }
         var removed = (devices: 0, ended: 0)
-        for id in try found.map({ try $0.decode(Int64.self) }) {
-            let (gone, ended) = try database.transaction { () throws -> (Bool, Bool) in
+        for id in try found.map({ row throws(DatabaseError) in try row.decode(Int64.self) }) {
+            let (gone, ended) = try database.atomically { () throws(DatabaseError) -> (Bool, Bool) in
                 let row: Row?
                 if disabled {
                     row = try database.queryOne("SELECT subscription_row, token_hash FROM Devices WHERE id = \(id) AND disabled_at < \(cutoff) FOR UPDATE")
@@ -233,7 +233,7 @@ public struct Maintenance {
     /// past its expiry erased; entries past the retention removed; per device, entries
     /// beyond the newest history.count removed once their content is gone. The newest
     /// entry of a device always stays (until the retention): check-ins compare against it.
-    private func reapNotificationLog(_ counts: inout ReapCounts) throws {
+    private func reapNotificationLog(_ counts: inout ReapCounts) throws(DatabaseError) {
         let limit = Self.batchSize
         counts.expiredContent = try inBatches("""
             UPDATE NotificationLog SET content_sealed = NULL, content_expires_at = NULL
@@ -257,7 +257,7 @@ public struct Maintenance {
     // MARK: sync-keys
 
     /// Expired sync keys are erased, sealed value and expiry both.
-    public func purgeSyncKeys() throws -> Int {
+    public func purgeSyncKeys() throws(DatabaseError) -> Int {
         try inBatches("""
             UPDATE Devices SET sync_key_sealed = NULL, sync_key_expires_at = NULL
             WHERE sync_key_expires_at IS NOT NULL AND sync_key_expires_at <= \(now.databaseString) LIMIT \(Self.batchSize)

@@ -45,15 +45,15 @@ public struct SenderHost: Sendable, Equatable {
     // MARK: The table
 
     /// Every host's row, by name.
-    public static func all(database: any SQLDatabase) throws -> [SenderHost] {
-        try database.query("SELECT host, spool_entries, oldest_entry_at, heartbeat_at, release_version FROM SenderHosts ORDER BY host").map { row in
+    public static func all(database: any SQLDatabase) throws(DatabaseError) -> [SenderHost] {
+        try database.query("SELECT host, spool_entries, oldest_entry_at, heartbeat_at, release_version FROM SenderHosts ORDER BY host").map { row throws(DatabaseError) in
             let (host, entries, oldest, heartbeat, release) = try row.decode(String.self, Int.self, Timestamp?.self, Timestamp.self, String?.self)
             return SenderHost(host: host, spoolEntries: entries, oldestEntryAt: oldest, heartbeatAt: heartbeat, release: release)
         }
     }
 
     /// Writes this host's row (a heartbeat).
-    public func write(database: any SQLDatabase) throws {
+    public func write(database: any SQLDatabase) throws(DatabaseError) {
         try database.execute("""
             INSERT INTO SenderHosts (host, spool_entries, oldest_entry_at, heartbeat_at, release_version)
             VALUES (\(host), \(spoolEntries), \(oldestEntryAt?.databaseString), \(heartbeatAt.databaseString), \(release))
@@ -64,7 +64,7 @@ public struct SenderHost: Sendable, Equatable {
 
     /// Removes a lost host's row once its spool was drained elsewhere; a host that wrote
     /// within `lostAfter` is running again and keeps its row. True if a row went.
-    public static func forget(_ host: String, database: any SQLDatabase, now: Timestamp) throws -> Bool {
+    public static func forget(_ host: String, database: any SQLDatabase, now: Timestamp) throws(DatabaseError) -> Bool {
         try database.execute("""
             DELETE FROM SenderHosts WHERE host = \(host) AND heartbeat_at < \(now.subtracting(lostAfter).databaseString)
             """).affectedRows > 0

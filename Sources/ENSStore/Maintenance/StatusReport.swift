@@ -58,7 +58,7 @@ public struct StatusReport: Sendable {
     public static let jobs = ["api-keys", "reap", "renew", "sync-keys", "keys", "gauges"]
 
     /// Reads the database's side of the report.
-    public static func gather(database: any SQLDatabase, configuration: ENSConfiguration, now: Timestamp) throws -> StatusReport {
+    public static func gather(database: any SQLDatabase, configuration: ENSConfiguration, now: Timestamp) throws(DatabaseError) -> StatusReport {
         var report = StatusReport(generatedAt: now)
         var byBackend: [String: Subscriptions] = [:]
         for backend in MailBackend.allCases { byBackend[backend.rawValue] = Subscriptions(backend: backend.rawValue) }

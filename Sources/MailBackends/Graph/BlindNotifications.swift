@@ -122,7 +122,6 @@ struct BlindNotifications {
         }
         guard !accepted.isEmpty else { return true }
         let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
-        let graphStore = GraphSubscriptionStore(database: context.database)
         let keys = accepted.map { Array(Digest.sha256("graph-blind:\(blind.id):\($0.messageID)").prefix(16)) }
         var duplicates = 0
         let handed: Int
