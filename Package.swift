@@ -169,7 +169,8 @@ let package = Package(
         ),
 
         // MARK: Services
-        // The maintenance jobs ens-cron runs under its locks.
+        // Maintenance: the jobs ens-cron runs under its locks, their run log and the
+        // status report (its statements are in ENSStore/Maintenance).
         .target(
             name: "ENSMaintenance",
             dependencies: [

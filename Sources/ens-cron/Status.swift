@@ -3,6 +3,7 @@ import ArgumentParser
 import ENSSender
 import Logging
 import POSIX
+internal import ENSMaintenance
 internal import ENSStore
 
 /// `ens-cron status`: how healthy is this ENS, for a person or (`--json`) a script.
@@ -21,7 +22,8 @@ struct Status: ParsableCommand {
             let database = Databases.connection(try settings.serviceDatabase())
             var report = try StatusReport.gather(database: database, configuration: settings, now: options.clock)
             do {
-                report.spool = try Spool.inspect(directory: settings.push.spoolDirectory)
+                let contents = try Spool.inspect(directory: settings.push.spoolDirectory)
+                report.spool = .init(pending: contents.pending, segments: contents.segments, oldestWrittenAt: contents.oldestWrittenAt)
             } catch {
                 // ens-cron may not be allowed to read the spool (it is ens-sender's): say so, go on.
                 report.spoolProblem = "\(settings.push.spoolDirectory): \(error)"

@@ -1,14 +1,22 @@
 public import ENSModel
-public import ENSStore
 internal import POSIX
+
+/// What waits in a spool, as `Spool.inspect` counts it.
+public struct SpoolContents: Sendable, Equatable {
+    public let pending: Int
+    public let segments: Int
+    /// When the oldest segment that still holds a pending notification was last
+    /// written: its notifications have waited at least since then.
+    public let oldestWrittenAt: Timestamp?
+}
 
 extension Spool {
     /// How much waits in a spool, read from its files without opening any record (no
     /// key needed, nothing changed): for `ens-cron status`. A segment ens-sender is
     /// appending to meanwhile may be counted a record short.
-    public static func inspect(directory: String) throws -> StatusReport.Spool {
+    public static func inspect(directory: String) throws -> SpoolContents {
         let log = directory + "/log"
-        guard Files.exists(log) else { return StatusReport.Spool(pending: 0, segments: 0, oldestWrittenAt: nil) }
+        guard Files.exists(log) else { return SpoolContents(pending: 0, segments: 0, oldestWrittenAt: nil) }
         var pending = 0
         var segments = 0
         var oldest: Timestamp?
@@ -21,7 +29,7 @@ extension Spool {
             segments += 1
             if oldest == nil { oldest = lastWritten(path) }  // segments sort oldest first
         }
-        return StatusReport.Spool(pending: pending, segments: segments, oldestWrittenAt: oldest)
+        return SpoolContents(pending: pending, segments: segments, oldestWrittenAt: oldest)
     }
 
     /// When the oldest segment holding a notification to deliver was last written (its

@@ -1,5 +1,5 @@
 internal import Codecs
-public import ENSModel
+internal import ENSModel
 
 /// One push from a Dovecot server's plugin, as its body says it (docs/dovecot.md): the
 /// ox driver's PUT and ENS's Lua script's POST carry the same JSON object,

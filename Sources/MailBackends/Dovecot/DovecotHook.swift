@@ -1,6 +1,6 @@
 internal import Codecs
 internal import ENSConfig
-public import ENSHTTP
+internal import ENSHTTP
 internal import ENSModel
 internal import ENSStore
 internal import ENSVault

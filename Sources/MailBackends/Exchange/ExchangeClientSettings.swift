@@ -1,4 +1,4 @@
-public import ENSHTTP
+internal import ENSHTTP
 public import ENSConfig
 public import EWS
 internal import POSIX

@@ -1,4 +1,4 @@
-public import ENSHTTP
+internal import ENSHTTP
 internal import Curl
 internal import ENSModel
 internal import ENSStore

@@ -1,4 +1,4 @@
-public import ENSHTTP
+internal import ENSHTTP
 internal import ENSConfig
 internal import POSIX
 internal import Codecs

@@ -1,5 +1,5 @@
 internal import ENSConfig
-public import ENSHTTP
+internal import ENSHTTP
 public import Curl
 internal import ENSModel
 

@@ -1,4 +1,4 @@
-public import ENSHTTP
+internal import ENSHTTP
 internal import ENSConfig
 internal import Codecs
 internal import ENSModel

@@ -1,7 +1,7 @@
-public import MariaDB
-internal import POSIX
 public import ENSConfig
 public import ENSModel
+public import ENSStore
+internal import POSIX
 
 /// What `ens-cron status` tells an operator: "how healthy is my ENS?" without SQL.
 /// Counts only: no user id, address, token or URL is ever part of it.
@@ -58,7 +58,7 @@ public struct StatusReport: Sendable {
     public static let jobs = ["api-keys", "reap", "renew", "sync-keys", "keys", "gauges"]
 
     /// Reads the database's side of the report.
-    public static func gather(database: any SQLDatabase, configuration: ENSConfiguration, now: Timestamp) throws(DatabaseError) -> StatusReport {
+    public static func gather(database: Database, configuration: ENSConfiguration, now: Timestamp) throws(DatabaseError) -> StatusReport {
         var report = StatusReport(generatedAt: now)
         var byBackend: [String: Subscriptions] = [:]
         for backend in MailBackend.allCases { byBackend[backend.rawValue] = Subscriptions(backend: backend.rawValue) }
@@ -79,21 +79,15 @@ public struct StatusReport: Sendable {
         report.subscriptions = byBackend.keys.sorted().compactMap { byBackend[$0] }
 
         var byApp: [String: Devices] = [:]
-        for row in try database.query("""
-            SELECT bundle_id, disabled_at IS NULL, COUNT(*) FROM Devices GROUP BY bundle_id, disabled_at IS NULL
-            """) {
-            let (app, enabled, count) = try row.decode(String.self, Int.self, Int.self)
-            var entry = byApp[app] ?? Devices(app: app, provider: Self.pushCredentials(app: app, configuration))
-            if enabled == 1 { entry.enabled += count } else { entry.disabled += count }
-            byApp[app] = entry
+        for group in try StatusCounts.devices(database: database) {
+            var entry = byApp[group.app] ?? Devices(app: group.app, provider: Self.pushCredentials(app: group.app, configuration))
+            if group.enabled { entry.enabled += group.count } else { entry.disabled += group.count }
+            byApp[group.app] = entry
         }
         report.devices = byApp.keys.sorted().compactMap { byApp[$0] }
 
-        for row in try database.query("SELECT revoked_at IS NULL, COUNT(*) FROM APITokens GROUP BY revoked_at IS NULL") {
-            let (active, count) = try row.decode(Int.self, Int.self)
-            if active == 1 { report.activeTokens = count } else { report.revokedTokens = count }
-        }
-        report.keyPool = try database.queryOne("SELECT COUNT(*) FROM KeyPool")?.decode(Int.self) ?? 0
+        (report.activeTokens, report.revokedTokens) = try StatusCounts.apiTokens(database: database)
+        report.keyPool = try StatusCounts.keyPool(database: database)
         report.senderHosts = try SenderHost.all(database: database)
         report.keyPoolTarget = configuration.secrets.keyPoolSize
         return report
