@@ -49,6 +49,10 @@ python3 scripts/check_inventory.py || fail=1
 # 3c. Every repository path in backticks and every relative link in docs/ and README.md exists.
 python3 scripts/check_doc_paths.py || fail=1
 
+# 3c'. The Swift sources keep to 150 columns, with no trailing whitespace, no tabs and one
+# newline at the end (swift-format cannot check only that; scripts/check_format.py says why).
+python3 scripts/check_format.py || fail=1
+
 # 3d. No tracker numbers in the code, the tests or the docs: an issue is where work was
 # asked for, not where the code's reasons live (say the reason instead). The history of
 # benchmark rounds and the changelog may name them.

@@ -76,7 +76,8 @@ public final class HTTP2Multiplexer {
     /// Starts a POST; its completion comes out of `poll` with `tag`. With a client
     /// certificate, libcurl only reuses connections made with the same certificate, so
     /// each credential gets its own connections to a host.
-    public func post(tag: Int, url: String, headers: [(String, String)], body: [UInt8], clientCertificate: ClientCertificate? = nil) throws(CurlError) {
+    public func post(tag: Int, url: String, headers: [(String, String)], body: [UInt8],
+                     clientCertificate: ClientCertificate? = nil) throws(CurlError) {
         guard let handle = curl_easy_init() else { throw CurlError(code: CURLE_FAILED_INIT, detail: "curl_easy_init") }
         let transfer = Transfer(tag: tag, handle: handle)
         for (name, value) in headers { transfer.headerList = curl_slist_append(transfer.headerList, "\(name): \(value)") }

@@ -25,7 +25,8 @@ public struct IMAPServerConfiguration: Sendable {
     /// Where the client may connect; nil: anywhere (a server the operator registered).
     public var destinationPolicy: DestinationPolicy?
 
-    public init(url: String, caBundlePath: String? = nil, caPEM: [UInt8]? = nil, pinnedPublicKey: String? = nil, connectTimeout: Duration = .seconds(5),
+    public init(url: String, caBundlePath: String? = nil, caPEM: [UInt8]? = nil,
+                pinnedPublicKey: String? = nil, connectTimeout: Duration = .seconds(5),
                 totalTimeout: Duration = .seconds(25), connectTo: [String] = [], destinationPolicy: DestinationPolicy? = nil) {
         self.url = url
         self.caBundlePath = caBundlePath

@@ -74,7 +74,8 @@ enum DurationUnit: String, Sendable {
 
 extension ConfigValue where Value == Int {
     static func integer(_ range: ClosedRange<Int>) -> ConfigValue {
-        ConfigValue("an integer from \(range.lowerBound) to \(range.upperBound)", range: range, format: { String($0) }) { key, value throws(ConfigError) in
+        ConfigValue("an integer from \(range.lowerBound) to \(range.upperBound)",
+                    range: range, format: { String($0) }) { key, value throws(ConfigError) in
             try integer(key, value, range)
         }
     }
@@ -90,7 +91,8 @@ extension ConfigValue where Value == Int {
 extension ConfigValue where Value == Int32 {
     static func int32(_ range: ClosedRange<Int32>) -> ConfigValue {
         let wide = Int(range.lowerBound)...Int(range.upperBound)
-        return ConfigValue("an integer from \(range.lowerBound) to \(range.upperBound)", range: wide, format: { String($0) }) { key, value throws(ConfigError) in
+        return ConfigValue("an integer from \(range.lowerBound) to \(range.upperBound)",
+                           range: wide, format: { String($0) }) { key, value throws(ConfigError) in
             Int32(try ConfigValue<Int>.integer(key, value, wide))
         }
     }
@@ -98,7 +100,8 @@ extension ConfigValue where Value == Int32 {
 
 extension ConfigValue where Value == Duration {
     static func duration(_ range: ClosedRange<Int>, _ unit: DurationUnit) -> ConfigValue {
-        ConfigValue("\(unit.rawValue), from \(range.lowerBound) to \(range.upperBound)", range: range, format: { String(unit.count($0)) }) { key, value throws(ConfigError) in
+        ConfigValue("\(unit.rawValue), from \(range.lowerBound) to \(range.upperBound)", range: range,
+                    format: { String(unit.count($0)) }) { key, value throws(ConfigError) in
             unit.duration(try ConfigValue<Int>.integer(key, value, range))
         }
     }
@@ -183,7 +186,8 @@ extension ConfigValue where Value == String {
         ConfigValue("an https:// URL ending in \(path), or empty") { key, value throws(ConfigError) in
             guard value.isEmpty || value.hasPrefix("https://"), value.isEmpty || value.hasSuffix(path), value.utf8.count < 200,
                   !value.contains(where: { $0 == " " || $0 == "?" || $0 == "#" }) else {
-                throw ConfigError(key: key, problem: "must be the https:// URL of \(location), ending in \(path) (e.g. https://ens.example.com\(path))")
+                throw ConfigError(key: key,
+                                  problem: "must be the https:// URL of \(location), ending in \(path) (e.g. https://ens.example.com\(path))")
             }
             return value
         }
@@ -192,7 +196,8 @@ extension ConfigValue where Value == String {
     /// An HTTP proxy: `http://host:port` and nothing more (no user info: a password
     /// does not belong in this file; no path). Lowercased.
     static let proxyURL = ConfigValue("http://host:port") { key, value throws(ConfigError) in
-        let problem = ConfigError(key: key, problem: "must be an http://host:port URL of an HTTP proxy (e.g. http://proxy.example.com:3128), without user info or path")
+        let problem = ConfigError(key: key,
+            problem: "must be an http://host:port URL of an HTTP proxy (e.g. http://proxy.example.com:3128), without user info or path")
         let text = value.lowercased()
         guard text.hasPrefix("http://") else { throw problem }
         var authority = text.dropFirst(7)
@@ -257,7 +262,8 @@ extension ConfigValue where Value == [String] {
 }
 
 extension ConfigValue where Value == [IPNetwork] {
-    static let networks = ConfigValue("networks in CIDR form, comma-separated", format: { $0.map(\.description).joined(separator: ", ") }) { key, value throws(ConfigError) in
+    static let networks = ConfigValue("networks in CIDR form, comma-separated",
+                                      format: { $0.map(\.description).joined(separator: ", ") }) { key, value throws(ConfigError) in
         try ConfigValue<[String]>.list(value).map { text throws(ConfigError) in
             guard let network = IPNetwork(text) else {
                 throw ConfigError(key: key, problem: "must list networks in CIDR form (e.g. 10.1.0.0/16, fd00::/8), got '\(text)'")
@@ -274,7 +280,8 @@ extension ConfigValue where Value == PrivacyMode {
 extension ConfigValue where Value == [DatabaseEndpoint] {
     /// `host:port` entries, comma-separated: an IPv6 address in brackets, 3306 when the
     /// port is left out. Empty: none (db.host and db.port apply).
-    static let endpoints = ConfigValue("host:port entries, comma-separated (at most 16; an IPv6 address in brackets)", format: { $0.map(\.description).joined(separator: ", ") }) { key, value throws(ConfigError) in
+    static let endpoints = ConfigValue("host:port entries, comma-separated (at most 16; an IPv6 address in brackets)",
+                                       format: { $0.map(\.description).joined(separator: ", ") }) { key, value throws(ConfigError) in
         let entries = ConfigValue<[String]>.list(value)
         guard entries.count <= 16 else { throw ConfigError(key: key, problem: "lists \(entries.count) servers; at most 16") }
         var parsed: [DatabaseEndpoint] = []
@@ -294,7 +301,8 @@ extension ConfigValue where Value == [DatabaseEndpoint] {
                 portText = host[host.index(after: colon)...]
                 host = host[..<colon]
             }
-            guard !host.isEmpty, host.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: "/") }) else { throw bad }
+            guard !host.isEmpty,
+                  host.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: "/") }) else { throw bad }
             var port = 3306
             if let portText {
                 guard let number = Int(portText), (1...65535).contains(number) else { throw bad }

@@ -64,7 +64,8 @@ public struct ENSConfiguration: Sendable {
                 var name = key
                 if let alias = ConfigSchema.aliasesByOldName[key] {
                     guard file.values[alias.new] == nil else {
-                        throw ConfigError(key: key, problem: "is the old name of \(alias.new), which is set too (line \(file.lines[alias.new] ?? 0)); keep only \(alias.new)")
+                        throw ConfigError(key: key,
+                            problem: "is the old name of \(alias.new), which is set too (line \(file.lines[alias.new] ?? 0)); keep only \(alias.new)")
                     }
                     deprecatedKeysUsed.append((key, alias.new))
                     name = alias.new

@@ -28,7 +28,9 @@ extension PushSettings {
         if let hostName { return hostName }
         let system = ProcessInfoLite.hostName
         guard ENSConfiguration.isValidSenderHostName(system) else {
-            throw ConfigError(key: "push.host_name", problem: "is not set and the system host name '\(system.prefix(80))' does not fit (1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'): set it")
+            throw ConfigError(key: "push.host_name",
+                              problem: "is not set and the system host name '\(system.prefix(80))' does not fit (1 to 64 characters of A-Z, a-z, " +
+                                       "0-9, '.', '_' and '-'): set it")
         }
         return system
     }

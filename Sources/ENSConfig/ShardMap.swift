@@ -121,7 +121,8 @@ public struct ShardMap: Sendable, Equatable {
                 throw fail("shard number must be 1 to 999 (shard 0 is db.*), got '\(words[1].prefix(20))'")
             }
             guard !shards.contains(where: { $0.number == number }) else { throw fail("shard \(number) is listed twice") }
-            let ranges = try Self.ranges(words[3], claiming: &claimed, by: number, fail: fail) { bucket, owner in "bucket \(bucket) is shard \(owner)'s already" }
+            let ranges = try Self.ranges(words[3], claiming: &claimed, by: number,
+                                         fail: fail) { bucket, owner in "bucket \(bucket) is shard \(owner)'s already" }
             let location: Location
             if words[4] == "socket" {
                 guard words[5].hasPrefix("/") else { throw fail("socket must be an absolute path") }

@@ -77,7 +77,8 @@ public struct APIResponse: Sendable {
 
     /// The CGI response bytes: `Status:` line, headers, blank line, body (HEAD: no body).
     public func cgiBytes(includeBody: Bool) -> [UInt8] {
-        var head = "Status: \(status) \(Self.reason(status))\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\nCache-Control: no-store\r\n"
+        var head = "Status: \(status) \(Self.reason(status))\r\nContent-Type: \(contentType)\r\n" +
+                   "Content-Length: \(body.count)\r\nCache-Control: no-store\r\n"
         for (name, value) in extraHeaders { head += "\(name): \(value)\r\n" }
         head += "\r\n"
         var bytes = Array(head.utf8)

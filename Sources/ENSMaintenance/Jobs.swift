@@ -84,7 +84,12 @@ public struct Jobs {
             "proof_failures.expired": "\(counts.expiredProofFailures)", "sealed_values.expired": "\(counts.expiredSealedValues)",
             "subscriptions.ended_with_supplier": "\(counts.subscriptionsEndedWithSupplier)",
         ])
-        print("\(named("reap", maintenance)): \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, \(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned registrations' credentials erased; \(counts.expiredProofFailures) expired proof failure counts removed; \(counts.expiredSealedValues) expired single-use marks removed; \(counts.subscriptionsEndedWithSupplier) subscriptions ended with the device that supplied their credentials")
+        print("\(named("reap", maintenance)): \(counts.staleDevices) stale devices, \(counts.disabledDevices) disabled devices, " +
+              "\(counts.emptyRecords) empty records, \(counts.expiredURLCache) expired URL cache rows removed; \(counts.expiredContent) secure " +
+              "contents erased, \(counts.oldNotifications) notification log entries removed; \(counts.abandonedCredentials) abandoned " +
+              "registrations' credentials erased; \(counts.expiredProofFailures) expired proof failure counts removed; " +
+              "\(counts.expiredSealedValues) expired single-use marks removed; \(counts.subscriptionsEndedWithSupplier) subscriptions ended with " +
+              "the device that supplied their credentials")
     }
 
     public func renew() throws {
@@ -95,13 +100,16 @@ public struct Jobs {
         let vault = Vault(masterKey: try settings.secrets.masterKey())
         let keepers = try MailBackendTable.keepers(settings, vault: vault)
         for maintenance in maintenances {
-            let counts = try maintenance.renew(vault: vault, sender: SenderClient(socketPath: settings.push.socket), privacyFloor: settings.privacy.minimumMode,
+            let counts = try maintenance.renew(vault: vault, sender: SenderClient(socketPath: settings.push.socket),
+                                               privacyFloor: settings.privacy.minimumMode,
                                                keepers: keepers)
             logger.info("renew done", metadata: [
                 "shard": "\(maintenance.shard)",
-                "subscriptions.dead": "\(counts.deadSubscriptions)", "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
+                "subscriptions.dead": "\(counts.deadSubscriptions)",
+                "wakeups.sent": "\(counts.wakeups)", "wakeups.refused": "\(counts.wakeupsRefused)",
             ])
-            print("\(named("renew", maintenance)): \(counts.deadSubscriptions) subscriptions marked not subscribed, \(counts.wakeups) wake-up pushes handed to ens-sender")
+            print("\(named("renew", maintenance)): \(counts.deadSubscriptions) subscriptions marked not subscribed, \(counts.wakeups) wake-up " +
+                  "pushes handed to ens-sender")
         }
     }
 
@@ -119,7 +127,8 @@ public struct Jobs {
     /// scrape (`MetricGauges`).
     public func gauges() throws {
         try recorded("gauges") {
-            let values = try MetricGauges.refresh(counting: maintenances.map(\.database), into: database, grace: settings.deviceAPI.subscriptionGrace, now: .now())
+            let values = try MetricGauges.refresh(counting: maintenances.map(\.database), into: database,
+                                                  grace: settings.deviceAPI.subscriptionGrace, now: .now())
             logger.info("gauges done", metadata: ["series": "\(values.count)"])
         }
     }

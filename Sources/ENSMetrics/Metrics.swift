@@ -87,19 +87,24 @@ public enum MetricsText {
     public static let families: [String: (type: String, help: String)] = [
         "ens_http_requests_total": ("counter", "Requests answered by the responders, by endpoint and HTTP status."),
         "ens_http_request_duration_seconds": ("histogram", "Time from reading a request to writing its answer, by endpoint."),
-        "ens_push_responses_total": ("counter", "Push-service answers by provider, HTTP status (code) and the provider's reason (code 0: no answer, a transport failure)."),
+        "ens_push_responses_total": ("counter",
+            "Push-service answers by provider, HTTP status (code) and the provider's reason (code 0: no answer, a transport failure)."),
         "ens_push_intake_total": ("counter", "Notifications handed to the sender, by outcome: accepted into the spool or refused."),
-        "ens_push_notifications_total": ("counter", "Spooled notifications by provider and outcome: delivered, dropped, disabled (token rejected), expired."),
+        "ens_push_notifications_total": ("counter",
+            "Spooled notifications by provider and outcome: delivered, dropped, disabled (token rejected), expired."),
         "ens_push_spool_depth": ("gauge", "Notifications in the spool, not yet delivered."),
         "ens_push_in_flight": ("gauge", "Push-service requests in flight."),
         "ens_push_paused_credentials": ("gauge", "Apps whose push credential the service refused; their notifications wait in the spool."),
         "ens_subscriptions": ("gauge", "User records by mail subscription state, as ens-cron gauges last counted them."),
         "ens_devices": ("gauge", "Devices by state, as ens-cron gauges last counted them."),
-        "ens_gauges_counted_at_seconds": ("gauge", "When ens-cron gauges last counted ens_subscriptions and ens_devices, in seconds since the Unix epoch (0: never)."),
+        "ens_gauges_counted_at_seconds": ("gauge",
+            "When ens-cron gauges last counted ens_subscriptions and ens_devices, in seconds since the Unix epoch (0: never)."),
         "ens_mail_events_total": ("counter", "Change notifications a mail backend sent, by outcome: delivered, duplicate, or dropped and why."),
         "ens_metrics_sources": ("gauge", "Processes whose metrics files were read for this answer."),
-        "ens_metrics_stale_sources": ("gauge", "Metrics files not written for a while (their process is gone): counted for counters, not for gauges."),
-        "process_start_time_seconds": ("gauge", "When each ENS process started, in seconds since the Unix epoch, by process (fcgi-N: a responder worker slot, apns: the sender)."),
+        "ens_metrics_stale_sources": ("gauge",
+            "Metrics files not written for a while (their process is gone): counted for counters, not for gauges."),
+        "process_start_time_seconds": ("gauge",
+            "When each ENS process started, in seconds since the Unix epoch, by process (fcgi-N: a responder worker slot, apns: the sender)."),
     ]
 
     /// The label that names a process in `process_start_time_seconds`.
@@ -140,7 +145,8 @@ public enum MetricsText {
     /// Sums every `*.prom` file of `directory`: every series of a live process's file,
     /// only the counters and histograms of a stale one (see `staleAfter`). `sources`
     /// counts the live files, `staleSources` the others.
-    public static func collect(directory: String, now: Timestamp = .now()) throws(SystemError) -> (values: [String: Double], sources: Int, staleSources: Int) {
+    public static func collect(directory: String, now: Timestamp = .now())
+        throws(SystemError) -> (values: [String: Double], sources: Int, staleSources: Int) {
         var total: [String: Double] = [:]
         var sources = 0
         var staleSources = 0
@@ -300,7 +306,8 @@ public final class RequestCounters: Sendable {
         let snapshot = state.withLock { $0 }
         for (key, count) in snapshot.mailEvents {
             let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
-            values[MetricsText.key("ens_mail_events_total", [("backend", parts[0]), ("outcome", parts.count > 1 ? parts[1] : "")]), default: 0] += Double(count)
+            values[MetricsText.key("ens_mail_events_total", [("backend", parts[0]), ("outcome", parts.count > 1 ? parts[1] : "")]),
+                   default: 0] += Double(count)
         }
         let buckets = Self.latencyBuckets
         for (endpoint, label) in labels.enumerated() {
@@ -317,7 +324,8 @@ public final class RequestCounters: Sendable {
             for slot in 0...buckets.count {
                 cumulative += snapshot.buckets[endpoint * (buckets.count + 1) + slot]
                 let le = slot < buckets.count ? MetricsText.format(buckets[slot]) : "+Inf"
-                values[MetricsText.key("ens_http_request_duration_seconds_bucket", [("endpoint", label), ("le", le)]), default: 0] += Double(cumulative)
+                values[MetricsText.key("ens_http_request_duration_seconds_bucket", [("endpoint", label), ("le", le)]),
+                       default: 0] += Double(cumulative)
             }
             values[MetricsText.key("ens_http_request_duration_seconds_sum", [("endpoint", label)]), default: 0] += snapshot.sums[endpoint]
             values[MetricsText.key("ens_http_request_duration_seconds_count", [("endpoint", label)]), default: 0] += Double(total)

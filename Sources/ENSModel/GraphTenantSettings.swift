@@ -8,7 +8,8 @@ public struct GraphTenantSettings: Sendable, Equatable {
     public var certificateFile = ""
     public var keyFile = ""
 
-    public init(name: String, tenantID: String = "", domains: [String] = [], clientID: String = "", certificateFile: String = "", keyFile: String = "") {
+    public init(name: String, tenantID: String = "", domains: [String] = [],
+                clientID: String = "", certificateFile: String = "", keyFile: String = "") {
         self.name = name
         self.tenantID = tenantID
         self.domains = domains

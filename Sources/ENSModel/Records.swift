@@ -69,7 +69,9 @@ public struct DeviceRecord: Sendable, Equatable {
 
     /// Whether the device is bound to the record's live subscription's server.
     public func isBound(to record: UserRecord) -> Bool { endpoint != nil && endpoint == record.endpoint }
-    public init(id: Int64, tokenHash: [UInt8], bundleID: String, defaultSound: String? = nil, ewsDeviceID: String? = nil, badge: Bool, development: Bool, disabledAt: Timestamp? = nil, lastNotifiedAt: Timestamp? = nil, privacy: DevicePrivacy, endpoint: String? = nil, secretHash: [UInt8]? = nil) {
+    public init(id: Int64, tokenHash: [UInt8], bundleID: String, defaultSound: String? = nil, ewsDeviceID: String? = nil, badge: Bool,
+                development: Bool, disabledAt: Timestamp? = nil, lastNotifiedAt: Timestamp? = nil,
+                privacy: DevicePrivacy, endpoint: String? = nil, secretHash: [UInt8]? = nil) {
         self.id = id
         self.tokenHash = tokenHash
         self.bundleID = bundleID

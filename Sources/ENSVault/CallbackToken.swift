@@ -92,7 +92,8 @@ public struct CallbackToken: Sendable, Equatable {
     /// A sealed URL for a new subscription: the path suffix, and the seal its
     /// credentials are stored under (the URL key inside it is never stored). With a
     /// `bucket` (a host with a shard map) the `k3.` form, else `k2.`.
-    public static func makeSealed(recordID: Int64, generation: Int64, bucket: Int? = nil, vault: Vault) throws -> (suffix: String, seal: CredentialSeal) {
+    public static func makeSealed(recordID: Int64, generation: Int64, bucket: Int? = nil,
+                                  vault: Vault) throws -> (suffix: String, seal: CredentialSeal) {
         precondition(bucket.map { (0..<4096).contains($0) } ?? true, "a bucket is 0..<4096")
         let urlKey = try Digest.randomBytes(urlKeySize)
         let numbers = SealedNumbers.bytes(recordID) + SealedNumbers.bytes(generation) + (bucket.map(SealedNumbers.bytes(bucket:)) ?? [])

@@ -63,12 +63,14 @@ public struct RoutingToken: Sendable, Equatable {
         if let (prefix, associatedData, blind, withBucket) = sealedForms.first(where: { suffix.hasPrefix($0.0) }) {
             let encoded = suffix.dropFirst(prefix.count)
             guard encoded.utf8.count <= 64, let sealed = Base64.decodeURLSafe(String(encoded)),
-                  let plain = try? vault.routingSealKey.open(sealed, associatedData: associatedData), plain.count == (withBucket ? 18 : 16) else { return nil }
+                  let plain = try? vault.routingSealKey.open(sealed,
+                      associatedData: associatedData), plain.count == (withBucket ? 18 : 16) else { return nil }
             let recordID = SealedNumbers.int64(plain, at: 0)
             let second = SealedNumbers.int64(plain, at: 8)
             let bucket = withBucket ? SealedNumbers.bucket(plain, at: 16) : nil
             guard recordID >= 0, second >= 0, !withBucket || bucket != nil else { return nil }
-            if blind { self.init(recordID: recordID, blindID: second, bucket: bucket) } else { self.init(recordID: recordID, generation: second, bucket: bucket) }
+            if blind { self.init(recordID: recordID, blindID: second, bucket: bucket) } else { self.init(recordID: recordID,
+                generation: second, bucket: bucket) }
             return
         }
         let parts = suffix.split(separator: "/", omittingEmptySubsequences: false)
@@ -85,7 +87,8 @@ public struct RoutingToken: Sendable, Equatable {
     public func path(vault: Vault) -> String {
         precondition(blindID == nil, "a rich subscription's URL is blindPath's")
         let plain = SealedNumbers.bytes(recordID) + SealedNumbers.bytes(generation) + (bucket.map(SealedNumbers.bytes(bucket:)) ?? [])
-        guard let sealed = try? vault.routingSealKey.seal(plain, associatedData: bucket == nil ? Self.associatedData : Self.bucketAssociatedData) else {
+        guard let sealed = try? vault.routingSealKey.seal(plain,
+                                                          associatedData: bucket == nil ? Self.associatedData : Self.bucketAssociatedData) else {
             return legacyPath(vault: vault)
         }
         return (bucket == nil ? Self.sealedPrefix : Self.bucketPrefix) + Base64.encodeURLSafe(sealed)

@@ -69,7 +69,8 @@ public enum SealedParameter {
         stream.reserveCapacity(maximumLength + 34)
         var counter: UInt32 = 0
         while stream.count < maximumLength + 2 {
-            let label = Array("synthetic message".utf8) + [UInt8(counter >> 24), UInt8(counter >> 16 & 0xFF), UInt8(counter >> 8 & 0xFF), UInt8(counter & 0xFF)]
+            let label = Array("synthetic message".utf8) + [UInt8(counter >> 24), UInt8(counter >> 16 & 0xFF),
+                                                           UInt8(counter >> 8 & 0xFF), UInt8(counter & 0xFF)]
             stream += Digest.hmacSHA256(key: blockKey, message: label)
             counter += 1
         }

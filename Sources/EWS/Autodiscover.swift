@@ -85,7 +85,8 @@ public struct Autodiscover {
                 }
                 let (url, kind) = candidates.removeFirst()
                 seenURLs.insert(url)
-                switch ask(url, kind, address: address, credentials: mayPresent(url) ? credentials : nil, redirects: &redirects, seenURLs: &seenURLs) {
+                switch ask(url, kind, address: address, credentials: mayPresent(url) ? credentials : nil,
+                           redirects: &redirects, seenURLs: &seenURLs) {
                 case .settings(let ewsURL):
                     let listed = URLParts(ewsURL).map { client.configuration.destinationPolicy.lists(host: $0.host) } ?? false
                     return .found(ewsURL: ewsURL, trusted: overHTTPSOnly || listed)
@@ -216,7 +217,8 @@ public struct Autodiscover {
             for setting in user.path(ns, "UserSettings")?.children(ns, "UserSetting") ?? [] {
                 if let name = setting.child(ns, "Name")?.trimmedText, let value = setting.child(ns, "Value")?.trimmedText { settings[name] = value }
             }
-            guard let found = [settings["ExternalEwsUrl"], settings["InternalEwsUrl"]].compactMap({ $0 }).first(where: isHTTPS) else { return .nothing }
+            guard let found = [settings["ExternalEwsUrl"],
+                               settings["InternalEwsUrl"]].compactMap({ $0 }).first(where: isHTTPS) else { return .nothing }
             return .settings(ewsURL: found)
         case "RedirectAddress" where target.contains("@"): return .redirectAddress(target)
         case "RedirectUrl" where !target.isEmpty: return .redirectURL(target)

@@ -312,7 +312,8 @@ public final class EWSClient {
     public func inboxUnreadCount(ewsURL: String, credentials: EWSCredentials, version: EWSVersion, mailbox: String? = nil,
                                  timeout: Duration, challengeFirst: Bool = false) throws(EWSError) -> Int {
         let folder = mailbox.map {
-            "<t:DistinguishedFolderId Id=\"inbox\"><t:Mailbox><t:EmailAddress>\(SOAP.escape($0))</t:EmailAddress></t:Mailbox></t:DistinguishedFolderId>"
+            "<t:DistinguishedFolderId Id=\"inbox\">" +
+            "<t:Mailbox><t:EmailAddress>\(SOAP.escape($0))</t:EmailAddress></t:Mailbox></t:DistinguishedFolderId>"
         } ?? "<t:DistinguishedFolderId Id=\"inbox\"/>"
         let body = """
             <m:GetFolder><m:FolderShape><t:BaseShape>IdOnly</t:BaseShape><t:AdditionalProperties>\
@@ -321,7 +322,8 @@ public final class EWSClient {
             """
         let response = try call(ewsURL, credentials, version, operation: "GetFolder", body: body, timeout: timeout, challengeFirst: challengeFirst)
         guard let first = Self.messages(response, "GetFolderResponseMessage").first else { throw .malformed("no GetFolderResponseMessage") }
-        guard let count = try first.get().path(Namespace.messages, "Folders")?.children.first?.child(Namespace.types, "UnreadCount").flatMap({ Int($0.trimmedText) }) else {
+        guard let count = try first.get().path(Namespace.messages, "Folders")?.children.first?
+            .child(Namespace.types, "UnreadCount").flatMap({ Int($0.trimmedText) }) else {
             throw .malformed("GetFolder answer without UnreadCount")
         }
         return count

@@ -34,7 +34,8 @@ extension EWSClient {
     /// budget under way (`withDeadline`) and the same outbound policy as Exchange's. The
     /// answer's refresh token replaces the old one when the provider rotates it, and its
     /// `expires_in` (on this server's clock) becomes the new expiry.
-    public func refreshAccessToken(_ refresh: OAuthRefresh, now: Timestamp = .now()) throws(OAuthRefreshError) -> (accessToken: String, refresh: OAuthRefresh) {
+    public func refreshAccessToken(_ refresh: OAuthRefresh,
+                                   now: Timestamp = .now()) throws(OAuthRefreshError) -> (accessToken: String, refresh: OAuthRefresh) {
         // Checked when the device handed it over; checked again, as a refresh token must
         // never travel in the clear.
         guard URLParts(refresh.tokenEndpoint)?.scheme == "https" else { throw .refused("not sent: the token endpoint is not https") }
@@ -57,7 +58,8 @@ extension EWSClient {
     }
 
     /// Reads a token endpoint's answer (RFC 6749 §5.1 and §5.2).
-    static func tokens(from response: HTTPResponse, refreshing refresh: OAuthRefresh, now: Timestamp) throws(OAuthRefreshError) -> (accessToken: String, refresh: OAuthRefresh) {
+    static func tokens(from response: HTTPResponse, refreshing refresh: OAuthRefresh,
+                       now: Timestamp) throws(OAuthRefreshError) -> (accessToken: String, refresh: OAuthRefresh) {
         let body = try? JSONParser.parse(response.body, maximumDepth: 4)
         guard response.status == 200 else {
             let code = body?["error"]?.stringValue.flatMap(errorCode) ?? "HTTP \(response.status)"

@@ -36,7 +36,8 @@ public struct GraphApplication: Sendable {
             thumbprint = try CertificateThumbprint(certificateDER: identity.certificateDER)
             key = try RSASigningKey(pem: String(decoding: keyPEM, as: UTF8.self))
         } catch {
-            throw Invalid(problem: "tenant \(settings.name): the certificate and key do not make an RSA identity of 2048 bits or more (\(error.operation))")
+            throw Invalid(problem: "tenant \(settings.name): the certificate and key do not make an RSA identity of 2048 bits or more " +
+                                   "(\(error.operation))")
         }
         name = settings.name
         tenantID = settings.tenantID

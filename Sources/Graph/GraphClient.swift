@@ -131,7 +131,8 @@ public final class GraphClient {
             ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
             ("client_assertion", assertion), ("grant_type", "client_credentials"),
         ])
-        let response = try transfer(HTTPRequest(method: .post, url: endpoint, headers: [("Content-Type", "application/x-www-form-urlencoded")], body: form),
+        let response = try transfer(HTTPRequest(method: .post, url: endpoint,
+                                                headers: [("Content-Type", "application/x-www-form-urlencoded")], body: form),
                                     deadline: deadline)
         let body = try? JSONParser.parse(response.body)
         guard response.status == 200 else {
@@ -163,7 +164,8 @@ public final class GraphClient {
 
     // MARK: Subscriptions (application token)
 
-    public func createSubscription(_ request: SubscriptionRequest, application: GraphApplication, deadline: Deadline? = nil) throws(GraphError) -> GraphSubscription {
+    public func createSubscription(_ request: SubscriptionRequest, application: GraphApplication,
+                                   deadline: Deadline? = nil) throws(GraphError) -> GraphSubscription {
         var body = JSONObjectWriter()
         body.add("changeType", "created")
         body.add("notificationUrl", request.notificationURL)
@@ -183,10 +185,12 @@ public final class GraphClient {
     }
 
     /// Extends a subscription (which also reauthorizes it).
-    public func renewSubscription(id: String, until expiresAt: Timestamp, application: GraphApplication, deadline: Deadline? = nil) throws(GraphError) -> GraphSubscription {
+    public func renewSubscription(id: String, until expiresAt: Timestamp, application: GraphApplication,
+                                  deadline: Deadline? = nil) throws(GraphError) -> GraphSubscription {
         var body = JSONObjectWriter()
         body.add("expirationDateTime", expiresAt.isoString)
-        return try subscription(call(.patch, "/v1.0/subscriptions/\(PercentEncoding.escape(id))", application: application, body: body.finished(), deadline: deadline))
+        return try subscription(call(.patch, "/v1.0/subscriptions/\(PercentEncoding.escape(id))",
+                                     application: application, body: body.finished(), deadline: deadline))
     }
 
     /// Points a rich subscription at another certificate (a device's key rotation),
@@ -197,7 +201,8 @@ public final class GraphClient {
         body.add("expirationDateTime", expiresAt.isoString)
         body.add("encryptionCertificate", Base64.encode(encryption.certificate))
         body.add("encryptionCertificateId", encryption.certificateID)
-        return try subscription(call(.patch, "/v1.0/subscriptions/\(PercentEncoding.escape(id))", application: application, body: body.finished(), deadline: deadline))
+        return try subscription(call(.patch, "/v1.0/subscriptions/\(PercentEncoding.escape(id))",
+                                     application: application, body: body.finished(), deadline: deadline))
     }
 
     public func deleteSubscription(id: String, application: GraphApplication, deadline: Deadline? = nil) throws(GraphError) {
@@ -230,7 +235,8 @@ public final class GraphClient {
         let configuration = try fetchJSON(self.configuration.loginURL + "/common/.well-known/openid-configuration", deadline: deadline)
         // Only from the identity platform ENS is configured with (graph.login_url): a
         // configuration document is no reason to fetch keys anywhere else.
-        guard let jwksURL = configuration["jwks_uri"]?.stringValue, jwksURL.hasPrefix(self.configuration.loginURL + "/"), jwksURL.utf8.count <= 2048 else {
+        guard let jwksURL = configuration["jwks_uri"]?.stringValue,
+              jwksURL.hasPrefix(self.configuration.loginURL + "/"), jwksURL.utf8.count <= 2048 else {
             throw .malformed("the OpenID configuration's jwks_uri is not under graph.login_url")
         }
         guard case .array(let keys)? = try fetchJSON(jwksURL, deadline: deadline)["keys"] else { throw .malformed("a JWKS without keys") }
@@ -247,7 +253,8 @@ public final class GraphClient {
     // MARK: Mail (application token)
 
     /// Sender and subject of one message, nothing more (`$select`).
-    public func summary(userPath: String, messageID: String, application: GraphApplication, deadline: Deadline? = nil) throws(GraphError) -> MailSummary {
+    public func summary(userPath: String, messageID: String, application: GraphApplication,
+                        deadline: Deadline? = nil) throws(GraphError) -> MailSummary {
         let message = try call(.get, "/v1.0/\(userPath)/messages/\(PercentEncoding.escape(messageID))?$select=subject,from",
                                application: application, deadline: deadline)
         let sender = message["from"]?["emailAddress"]
@@ -258,7 +265,9 @@ public final class GraphClient {
     /// The Inbox's unread count.
     public func inboxUnreadCount(userPath: String, application: GraphApplication, deadline: Deadline? = nil) throws(GraphError) -> Int {
         let folder = try call(.get, "/v1.0/\(userPath)/mailFolders/inbox?$select=unreadItemCount", application: application, deadline: deadline)
-        guard let count = folder["unreadItemCount"]?.scalarText.flatMap(Int.init), count >= 0 else { throw .malformed("a folder without unreadItemCount") }
+        guard let count = folder["unreadItemCount"]?.scalarText.flatMap(Int.init), count >= 0 else {
+            throw .malformed("a folder without unreadItemCount")
+        }
         return count
     }
 

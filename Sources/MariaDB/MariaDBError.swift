@@ -59,14 +59,16 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
     /// The connection broke during `operation`: what a stand-in for a connection
     /// (a test's fault injector) throws to act out a server that went away.
     public static func connectionLost(during operation: String) -> MariaDBError {
-        MariaDBError(kind: .connectionLost, code: 2013, sqlState: "HY000", operation: operation, serverMessage: "Lost connection to server during query")
+        MariaDBError(kind: .connectionLost, code: 2013, sqlState: "HY000", operation: operation,
+                     serverMessage: "Lost connection to server during query")
     }
 
     /// A row the caller meant to claim by writing it was gone when written (another
     /// session, on this node or another Galera node, took it first): a conflict, so the
     /// transaction runs again.
     public static func claimLost(_ what: String) -> MariaDBError {
-        MariaDBError(kind: .conflict, code: UInt32(ER_LOCK_DEADLOCK), sqlState: "40001", operation: what, serverMessage: "claim lost to another session")
+        MariaDBError(kind: .conflict, code: UInt32(ER_LOCK_DEADLOCK), sqlState: "40001",
+                     operation: what, serverMessage: "claim lost to another session")
     }
 
     /// A Galera node found not ready by the health check (wsrep status), reported the
@@ -147,7 +149,8 @@ public struct MariaDBError: Error, CustomStringConvertible, CustomDebugStringCon
         if kind == .invalidValue { return "a stored value is not usable: \(operation)" }
         let base = "MariaDB \(operation) failed: error \(code) (SQLSTATE \(sqlState), \(kind))"
         guard Int32(code) == CR_SSL_CONNECTION_ERROR else { return base }
-        return base + ": TLS failed (the server's certificate is not signed by the configured CA or does not name the host connected to, or the server offers no TLS)"
+        return base + ": TLS failed (the server's certificate is not signed by the configured CA or does not name the host connected to, or the " +
+                      "server offers no TLS)"
     }
 
     public var debugDescription: String {

@@ -126,4 +126,3 @@ public struct AESGCMKey: Sendable {
         return Array(plaintext[0..<total])
     }
 }
-

@@ -131,7 +131,8 @@ public struct ClientIdentity: Sendable, Equatable {
         }
         let count = Int(copenssl_x509_stack_count(parsedChain))
         guard count <= Self.maximumChainLength else {
-            throw .openSSL(OpenSSLError(operation: "open PKCS#12", reasons: ["it carries \(count) CA certificates, more than \(Self.maximumChainLength)"]))
+            throw .openSSL(OpenSSLError(operation: "open PKCS#12",
+                                        reasons: ["it carries \(count) CA certificates, more than \(Self.maximumChainLength)"]))
         }
         do {
             var chain: [[UInt8]] = []

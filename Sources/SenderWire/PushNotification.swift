@@ -86,7 +86,8 @@ public struct PushNotification: Sendable, Equatable {
         }
         // Records spooled before tokens carried their provider are all APNs's.
         let provider = try members["provider"].map { member throws(Invalid) -> DeviceToken.Provider in
-            guard let name = member.stringValue, let provider = DeviceToken.Provider(rawValue: name) else { throw Invalid(problem: "unknown 'provider'") }
+            guard let name = member.stringValue, let provider = DeviceToken.Provider(rawValue: name) else { throw Invalid(problem: "unknown " +
+                                                                                                                                   "'provider'") }
             return provider
         } ?? .apns
         let tokenText = try string("token")
@@ -94,7 +95,8 @@ public struct PushNotification: Sendable, Equatable {
             throw Invalid(problem: "'token' is not a device token")
         }
         let topic = try string("topic")
-        guard topic.utf8.count <= 255, !topic.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else { throw Invalid(problem: "'topic' is not an app id") }
+        guard topic.utf8.count <= 255, !topic.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else { throw Invalid(problem: "'topic' is not an " +
+                                                                                                                             "app id") }
         guard let environment = Environment(rawValue: try string("environment")) else { throw Invalid(problem: "bad 'environment'") }
         guard let pushType = PushType(rawValue: try string("pushType")) else { throw Invalid(problem: "bad 'pushType'") }
         guard let expiration = try integer("expiration") else { throw Invalid(problem: "missing 'expiration'") }

@@ -268,7 +268,8 @@ struct Reap: ParsableCommand {
 }
 
 struct Renew: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Renew Graph subscriptions, mark EWS subscriptions without heartbeats (and Graph ones ENS may no longer renew) as not subscribed, and wake their devices.")
+    static let configuration = CommandConfiguration(abstract: "Renew Graph subscriptions, mark EWS subscriptions without heartbeats (and Graph " +
+                                                              "ones ENS may no longer renew) as not subscribed, and wake their devices.")
     @OptionGroup var options: CommonOptions
 
     func run() throws {

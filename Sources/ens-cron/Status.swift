@@ -10,7 +10,8 @@ internal import ENSStore
 /// Reads only: the database (counts), the spool's files and the cron status file.
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show subscriptions by backend and health, devices by app and state, the spool, the cron jobs' last runs, API tokens and the key pool.",
+        abstract: "Show subscriptions by backend and health, devices by app and state, the spool, the cron jobs' last runs, API tokens and the key " +
+                  "pool.",
         discussion: "Counts only: no user, address, token or URL is shown. Exit status 0, or 1 when the database cannot be read."
     )
     @OptionGroup var options: CommonOptions

@@ -87,10 +87,12 @@ struct Drain: ParsableCommand {
     private func refuseLiveSpools(_ settings: ENSConfiguration) throws {
         guard let source = Files.identity(from) else { throw ConfigError(key: nil, problem: "\(from) does not exist") }
         if let own = Files.identity(settings.push.spoolDirectory), own == source {
-            throw ConfigError(key: nil, problem: "\(from) is this host's own spool (push.spool_dir), which its ens-sender delivers; drain only a lost host's spool")
+            throw ConfigError(key: nil,
+                problem: "\(from) is this host's own spool (push.spool_dir), which its ens-sender delivers; drain only a lost host's spool")
         }
         guard let host else { return }
-        guard ENSConfiguration.isValidSenderHostName(host) else { throw ConfigError(key: nil, problem: "--host '\(host.prefix(80))' is not a host name") }
+        guard ENSConfiguration.isValidSenderHostName(host) else { throw ConfigError(key: nil,
+                                                                                    problem: "--host '\(host.prefix(80))' is not a host name") }
         if host == (try? settings.push.senderHostName()) {
             throw ConfigError(key: nil, problem: "--host \(host) is this host; drain only a lost host's spool")
         }
@@ -98,7 +100,9 @@ struct Drain: ParsableCommand {
         // try? (ignored on purpose): a lost host is often lost with the database it used;
         // the heartbeat check is a guard against draining a live host, not a condition.
         if let row = try? SenderHost.all(database: database).first(where: { $0.host == host }), !row.isSilent(now: .now()) {
-            throw ConfigError(key: nil, problem: "\(host) wrote its sender heartbeat at \(row.heartbeatAt.databaseString.prefix(19)) UTC: its ens-sender is running; stop it before draining its spool")
+            throw ConfigError(key: nil,
+                              problem: "\(host) wrote its sender heartbeat at \(row.heartbeatAt.databaseString.prefix(19)) UTC: its ens-sender is " +
+                                       "running; stop it before draining its spool")
         }
     }
 

@@ -38,7 +38,8 @@ enum OldName {
         CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) == name } ?? false
     }
 
-    static let warning = "started as ens-apns, the old name of ens-sender: it is deprecated and goes in the next release; run ens-sender (and ens-sender.service)"
+    static let warning = "started as ens-apns, the old name of ens-sender: it is deprecated and goes in the next release; run ens-sender (and " +
+                         "ens-sender.service)"
 
     /// The warning, when started as ens-apns: to `logger` (the log, on standard error)
     /// when there is one, else on standard error as a line of its own.
@@ -56,7 +57,8 @@ enum OldName {
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "ENS push sender: takes notifications from the responders on push.socket, spools them durably and delivers them to APNs and FCM over HTTP/2.",
+        abstract: "ENS push sender: takes notifications from the responders on push.socket, spools them durably and delivers them to APNs and FCM " +
+                  "over HTTP/2.",
         discussion: """
             A notification is acknowledged only once it is appended to the spool log in \
             push.spool_dir and fdatasynced; after a crash or restart the spool is replayed. SIGTERM stops \
@@ -124,7 +126,8 @@ struct Serve: ParsableCommand {
                     "spool.size": "\(recovery.pending)", "spool.torn_segments": "\(recovery.tornSegments)", "spool.imported": "\(recovery.imported)",
                 ])
             }
-            var providers: [any PushProvider] = [APNsProvider(credentials: credentials, productionURL: settings.apns.productionURL, sandboxURL: settings.apns.sandboxURL)]
+            var providers: [any PushProvider] = [APNsProvider(credentials: credentials, productionURL: settings.apns.productionURL,
+                                                              sandboxURL: settings.apns.sandboxURL)]
             if !fcmAccounts.isEmpty {
                 providers.append(try FCMProvider(accounts: fcmAccounts, url: settings.fcm.url, caBundlePath: settings.push.caFile))
             }

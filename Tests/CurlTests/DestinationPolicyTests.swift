@@ -109,4 +109,3 @@ import POSIX
         }
     }
 }
-

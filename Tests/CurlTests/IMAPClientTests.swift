@@ -79,7 +79,8 @@ import Testing
         defer { dovecot.stop() }
         try dovecot.addUser("alice@example.org", password: "alice-pass")
         let imap = try client(dovecot, url: "imap://127.0.0.1:\(dovecot.port + 1)/")
-        #expect(try imap.run("NOOP", replyName: "CAPABILITY", login: "alice@example.org", password: "alice-pass").contains { $0.contains("METADATA") })
+        #expect(try imap.run("NOOP", replyName: "CAPABILITY", login: "alice@example.org",
+                             password: "alice-pass").contains { $0.contains("METADATA") })
         let log = try Shell.run("cat \"$1/dovecot.log\"", [dovecot.directory.path])
         #expect(log.contains("method=PLAIN") && log.contains(", TLS"), "\(log)")
     }
@@ -97,7 +98,8 @@ import Testing
     /// continuation lines are not untagged replies.
     @Test func repliesSpliceLiteralsAndKeepOnlyUntaggedLines() {
         let bytes = Array("* CAPABILITY IMAP4rev1 METADATA\r\n* METADATA \"\" (/private/x {12}\r\nline1\r\nline2)\r\nA003 OK done\r\n+ go\r\n".utf8)
-        #expect(IMAPReplies.lines(bytes) == ["* CAPABILITY IMAP4rev1 METADATA", "* METADATA \"\" (/private/x line1\r\nline2)", "A003 OK done", "+ go"])
+        #expect(IMAPReplies.lines(bytes) == ["* CAPABILITY IMAP4rev1 METADATA",
+                                             "* METADATA \"\" (/private/x line1\r\nline2)", "A003 OK done", "+ go"])
         let replies = IMAPReplies(limit: 1000)
         bytes.withUnsafeBytes { replies.append($0) }
         #expect(replies.untagged(named: "METADATA") == ["\"\" (/private/x line1\r\nline2)"])

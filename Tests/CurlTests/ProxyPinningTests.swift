@@ -30,7 +30,8 @@ import Testing
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
             let listening = listen(descriptor, 16)
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self,
+                                                                              capacity: 1) { getsockname(descriptor, $0, &length) } }
             fd = descriptor
             port = Int(UInt16(bigEndian: address.sin_port))
             try #require(bound == 0 && listening == 0)
@@ -138,7 +139,8 @@ import Testing
         defer { proxy.stop() }
         let client = try HTTPClient(configuration: HTTPClientConfiguration(
             connectTimeout: .seconds(1), totalTimeout: .seconds(3),
-            destinationPolicy: DestinationPolicy(allowedNetworks: ["127.0.0.0/8", "::1/128"].compactMap(IPNetwork.init), allowedHostSuffixes: ["localhost"]),
+            destinationPolicy: DestinationPolicy(allowedNetworks: ["127.0.0.0/8", "::1/128"].compactMap(IPNetwork.init),
+                                                 allowedHostSuffixes: ["localhost"]),
             proxy: "http://127.0.0.1:\(proxy.port)"
         ))
         #expect(throws: CurlError.self) { try client.send(HTTPRequest(method: .get, url: "http://localhost:4242/x")) }

@@ -59,7 +59,8 @@ import Testing
             ("graph.tenant", "is not a known setting"),
             ("push.socket_dir", "is not a known setting"),
             ("graph.tenant.contoso.secret", "is not a tenant setting (id, domains, client_id, certificate_file, key_file)"),
-            ("graph.tenant.Contoso.id", "must be graph.tenant.<name>.<field>, the name in lowercase letters, digits, - and _ (e.g. graph.tenant.contoso.id)"),
+            ("graph.tenant.Contoso.id",
+             "must be graph.tenant.<name>.<field>, the name in lowercase letters, digits, - and _ (e.g. graph.tenant.contoso.id)"),
             ("graph.tenant.id", "must be graph.tenant.<name>.<field>, the name in lowercase letters, digits, - and _ (e.g. graph.tenant.contoso.id)"),
         ]
         for (key, problem) in cases {
@@ -67,7 +68,8 @@ import Testing
                 try ENSConfiguration(file: ConfigFile(parsing: "\(key) = /x\n"))
             }
         }
-        #expect(throws: ConfigError(key: "fcm.service_account.", line: 1, problem: "must end with a bundle id (e.g. apns.certificate.com.example.mail)")) {
+        #expect(throws: ConfigError(key: "fcm.service_account.", line: 1,
+                                    problem: "must end with a bundle id (e.g. apns.certificate.com.example.mail)")) {
             try ENSConfiguration(file: ConfigFile(parsing: "fcm.service_account. = /x.json\n"))
         }
     }
@@ -79,8 +81,10 @@ import Testing
             ("privacy.minimum_mode = loud", "must be one of preview, generic, encrypted, secure"),
             ("log.level = chatty", "must be one of trace, debug, info, notice, warning, error, critical"),
             ("fcgi.batch_scheduling = perhaps", "must be yes or no"),
-            ("exchange.callback_url = http://ens.example.com/ews/", "must be the https:// URL of the callback location, ending in /ews/ (e.g. https://ens.example.com/ews/)"),
-            ("graph.callback_url = https://ens.example.com/ews/", "must be the https:// URL of the Graph notification location, ending in /graph/ (e.g. https://ens.example.com/graph/)"),
+            ("exchange.callback_url = http://ens.example.com/ews/",
+             "must be the https:// URL of the callback location, ending in /ews/ (e.g. https://ens.example.com/ews/)"),
+            ("graph.callback_url = https://ens.example.com/ews/",
+             "must be the https:// URL of the Graph notification location, ending in /graph/ (e.g. https://ens.example.com/graph/)"),
             ("exchange.allowed_hosts = localhost", "must list host names (e.g. mail.example.com, example.org), got 'localhost'"),
             ("graph.tenant.a.domains = contoso", "must list mail domains (e.g. contoso.com, contoso.onmicrosoft.com), got 'contoso'"),
             ("db.name = a-b", "must be 1–64 letters, digits or underscores"),

@@ -34,7 +34,8 @@ import Testing
     /// db.hosts: the nodes of a Galera cluster, in order, with IPv6 in brackets and
     /// 3306 where the port is left out; refused beside a socket, and garbage named.
     @Test func databaseServersAreListedInOrder() throws {
-        let config = try ENSConfiguration(file: ConfigFile(parsing: "db.socket =\ndb.hosts = 10.0.0.11:3307, db2.example.test ,[fd00::13]:3308, [fd00::14]\n"))
+        let config = try ENSConfiguration(file: ConfigFile(parsing: "db.socket =\ndb.hosts = 10.0.0.11:3307, db2.example.test ,[fd00::13]:3308, " +
+                                                                    "[fd00::14]\n"))
         #expect(config.database.hosts.map(\.description) == ["10.0.0.11:3307", "db2.example.test:3306", "[fd00::13]:3308", "[fd00::14]:3306"])
         #expect(try ENSConfiguration(file: ConfigFile(parsing: "db.socket =\ndb.hosts =\n")).database.hosts.isEmpty)
 
@@ -106,7 +107,8 @@ import Testing
     @Test func exchangeProxyIsAnHTTPHostAndPort() throws {
         #expect(ENSConfiguration().exchange.proxy == nil)
         #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy =\n")).exchange.proxy == nil)
-        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = http://Proxy.example.com:3128/\n")).exchange.proxy == "http://proxy.example.com:3128")
+        #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = http://Proxy.example.com:3128/\n")).exchange.proxy
+                == "http://proxy.example.com:3128")
         #expect(try ENSConfiguration(file: ConfigFile(parsing: "exchange.proxy = http://[fd00::1]:8080\n")).exchange.proxy == "http://[fd00::1]:8080")
         for bad in ["https://proxy.example.com:3128", "http://user:pw@proxy.example.com:3128", "http://proxy.example.com",
                     "http://proxy.example.com:3128/path", "http://fd00::1:8080", "http://proxy.example.com:0", "socks5://p:1080"] {
@@ -135,7 +137,8 @@ import Testing
             apns.certificate.com.example.other = /etc/ens/secrets/other.pem
             """)
         let config = try ENSConfiguration(file: file)
-        #expect(config.apns.certificates["com.example.mail"] == APNsCertificateFiles(path: "/etc/ens/secrets/mail.p12", passwordFile: "/etc/ens/secrets/mail.password"))
+        #expect(config.apns.certificates["com.example.mail"] == APNsCertificateFiles(path: "/etc/ens/secrets/mail.p12",
+                                                                                     passwordFile: "/etc/ens/secrets/mail.password"))
         #expect(config.apns.certificates["com.example.other"] == APNsCertificateFiles(path: "/etc/ens/secrets/other.pem", passwordFile: nil))
         #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "apns.certificate. = /x.p12")) }
         #expect(throws: ConfigError.self) { try ENSConfiguration(file: ConfigFile(parsing: "apns.certificate.com.x = relative.p12")) }
@@ -147,7 +150,8 @@ import Testing
             fcm.service_account.com.example.other = /etc/ens/secrets/fcm-other.json
             fcm.url = https://fcm.example.test
             """))
-        #expect(config.fcm.serviceAccountFiles == ["com.example.mail": "/etc/ens/secrets/fcm-mail.json", "com.example.other": "/etc/ens/secrets/fcm-other.json"])
+        #expect(config.fcm.serviceAccountFiles == ["com.example.mail": "/etc/ens/secrets/fcm-mail.json",
+                                                   "com.example.other": "/etc/ens/secrets/fcm-other.json"])
         #expect(config.fcm.url == "https://fcm.example.test")
         #expect(ENSConfiguration().fcm.serviceAccountFiles.isEmpty && ENSConfiguration().fcm.url == "https://fcm.googleapis.com")
         for bad in ["fcm.service_account. = /x.json", "fcm.service_account.com.x = relative.json", "fcm.url = http://fcm.example.test"] {
@@ -201,6 +205,7 @@ struct ConfigReloadTests {
         // Changed, added and removed keys alike.
         #expect(reload.needRestart == ["fcgi.threads", "keys.pool_size", "push.connections"])
         #expect(ConfigReload(running: running, reloaded: running) == ConfigReload(running: reloaded, reloaded: reloaded))
-        #expect(ConfigReload(running: running, reloaded: running).applied.isEmpty && ConfigReload(running: running, reloaded: running).needRestart.isEmpty)
+        #expect(ConfigReload(running: running,
+                             reloaded: running).applied.isEmpty && ConfigReload(running: running, reloaded: running).needRestart.isEmpty)
     }
 }

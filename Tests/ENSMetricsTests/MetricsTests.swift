@@ -23,7 +23,8 @@ import Testing
         #expect(lines.contains(#"ens_http_request_duration_seconds_bucket{endpoint="/alive",le="0.25"} 2"#))
         #expect(lines.contains(#"ens_http_request_duration_seconds_bucket{endpoint="/alive",le="+Inf"} 2"#))
         #expect(lines.contains(#"ens_http_request_duration_seconds_count{endpoint="/alive"} 2"#))
-        #expect(lines.contains(#"ens_http_requests_total{code="200",endpoint="/alive"} 2"#) || lines.contains(#"ens_http_requests_total{endpoint="/alive",code="200"} 2"#))
+        #expect(lines.contains(#"ens_http_requests_total{code="200",endpoint="/alive"} 2"#)
+            || lines.contains(#"ens_http_requests_total{endpoint="/alive",code="200"} 2"#))
         #expect(lines.contains("# TYPE ens_http_request_duration_seconds histogram"))
         #expect(lines.contains("# TYPE ens_http_requests_total counter"))
         // Buckets of one series are in le order, +Inf last.
@@ -85,7 +86,8 @@ import Testing
             try first.write()
             let restarted = MetricsRecorder(file: path, startedAt: Timestamp(millisecondsSinceEpoch: 1_800_000_000_000))
             try restarted.write()
-            try MetricsRecorder(file: directory.appendingPathComponent("apns.prom").path, startedAt: Timestamp(millisecondsSinceEpoch: 1_750_000_000_000)).write()
+            try MetricsRecorder(file: directory.appendingPathComponent("apns.prom").path,
+                                startedAt: Timestamp(millisecondsSinceEpoch: 1_750_000_000_000)).write()
             let (values, _, _) = try MetricsText.collect(directory: directory.path)
             #expect(values[MetricsText.startTimeKey(process: "fcgi-3")] == 1_800_000_000)
             #expect(values[MetricsText.startTimeKey(process: "apns")] == 1_750_000_000)

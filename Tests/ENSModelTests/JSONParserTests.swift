@@ -276,7 +276,8 @@ import Testing
 
     @Test func errorDescriptionNeverContainsTheInput() {
         let secret = "hunter2-correct-horse"
-        for text in ["{\"password\":\"\(secret)\"", "{\"password\":\"\(secret)\"} trailing", "{\"\(secret)\":1,\"\(secret)\":2}", "[\"\(secret)\u{01}\"]"] {
+        for text in ["{\"password\":\"\(secret)\"", "{\"password\":\"\(secret)\"} trailing",
+                     "{\"\(secret)\":1,\"\(secret)\":2}", "[\"\(secret)\u{01}\"]"] {
             do {
                 _ = try parse(text)
                 Issue.record("expected a refusal")

@@ -189,7 +189,8 @@ import Testing
 @Suite struct RetryAfterTests {
     /// IMF-fixdate read the same as Python's email.utils (an independent parser) reads it.
     @Test func httpDatesMatchPythonsParser() throws {
-        let dates = ["Sun, 06 Nov 1994 08:49:37 GMT", "Wed, 25 Nov 2026 12:00:00 GMT", "Thu, 29 Feb 2024 23:59:59 GMT", "Fri, 31 Dec 1999 00:00:00 GMT"]
+        let dates = ["Sun, 06 Nov 1994 08:49:37 GMT", "Wed, 25 Nov 2026 12:00:00 GMT",
+                     "Thu, 29 Feb 2024 23:59:59 GMT", "Fri, 31 Dec 1999 00:00:00 GMT"]
         let expected = try Shell.python("""
             import sys
             from email.utils import parsedate_to_datetime

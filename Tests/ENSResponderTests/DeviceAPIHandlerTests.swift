@@ -32,7 +32,8 @@ struct DeviceAPIHandlerTests {
 
     static func context(_ database: any SQLDatabase, _ registrar: ScriptedRegistrar, _ configuration: ENSConfiguration) -> RequestContext {
         let services = SharedServices(
-            vault: Vault(masterKey: try! configuration.secrets.masterKey()), apiTokens: APITokenSet(path: "/nonexistent", checkInterval: .seconds(3600)),
+            vault: Vault(masterKey: try! configuration.secrets.masterKey()), apiTokens: APITokenSet(path: "/nonexistent",
+                                                                                                    checkInterval: .seconds(3600)),
             privateKeys: PrivateKeyCache(capacity: 16), liveness: LivenessRecorder(), mailBackends: MailRegistrars(fallback: registrar)
         )
         return RequestContext(settings: configuration, services: services, database: database,
@@ -171,7 +172,8 @@ struct DeviceAPIHandlerTests {
         #expect(answer.status == 503 && answer.responseCode == "ServiceUnavailable")
         #expect(!registrar.calls.withLock { $0.contains { $0.operation == "offer" } })
         // Without creds a check-in needs no place.
-        let plain = try call("/getsubscriptionstatusv2", ["userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": token, "ignoreLastMessageDate": 1])])
+        let plain = try call("/getsubscriptionstatusv2",
+                             ["userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": token, "ignoreLastMessageDate": 1])])
         #expect(plain.responseCode == "UserSubscribed")
     }
 
@@ -179,24 +181,31 @@ struct DeviceAPIHandlerTests {
         let user = try newUser()
         let token = Self.token()
         #expect(try register(user, token: token).responseCode == "UserSubscribed")
-        let status = try call("/getsubscriptionstatusv2", ["userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": token, "ignoreLastMessageDate": 1])])
+        let status = try call("/getsubscriptionstatusv2",
+                              ["userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": token, "ignoreLastMessageDate": 1])])
         #expect(status.responseCode == "UserSubscribed")
         let v1 = try call("/getsubscriptionstatus", ["userid": user.userID])
         #expect(v1.responseCode == "UserSubscribed")
-        let unknown = try call("/getsubscriptionstatusv2", ["userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": Self.token(), "ignoreLastMessageDate": 1])])
+        let unknown = try call("/getsubscriptionstatusv2",
+                               ["userid": user.userID, "subscriptionPayload": try user.seal(["pushToken": Self.token(), "ignoreLastMessageDate": 1])])
         #expect(unknown.responseCode == "UserSubscriptionNotFound")
 
         let future = "12/31/2099 00:00:00.000"
-        let sync = try call("/updatesynckey", ["userid": user.userID, "info": try user.seal(["apnsToken": token, "backgroundSyncKey": "k1", "syncKeyExpirationTime": future])])
+        let sync = try call("/updatesynckey",
+            ["userid": user.userID, "info": try user.seal(["apnsToken": token, "backgroundSyncKey": "k1", "syncKeyExpirationTime": future])])
         #expect(sync.responseCode == "UpdateSuccess")
-        let expired = try call("/updatesynckey", ["userid": user.userID, "info": try user.seal(["apnsToken": token, "backgroundSyncKey": "k1", "syncKeyExpirationTime": "01/01/2020 00:00:00.000"])])
+        let expired = try call("/updatesynckey",
+                               ["userid": user.userID,
+                                "info": try user.seal(["apnsToken": token, "backgroundSyncKey": "k1",
+                                                       "syncKeyExpirationTime": "01/01/2020 00:00:00.000"])])
         #expect(expired.responseCode == "UpdateFail")
 
         // /updatedevice: a bare token confirms the device; the object form moves it.
         #expect(try call("/updatedevice", ["userid": user.userID, "token": try user.seal(token)]).responseCode == "UpdateSuccess")
         #expect(try call("/updatedevice", ["userid": user.userID, "token": try user.seal(Self.token())]).responseCode == "UpdateFail")
         let moved = Self.token()
-        #expect(try call("/updatedevice", ["userid": user.userID, "token": try user.seal(["oldApnsToken": token, "apnsToken": moved])]).responseCode == "UpdateSuccess")
+        #expect(try call("/updatedevice",
+            ["userid": user.userID, "token": try user.seal(["oldApnsToken": token, "apnsToken": moved])]).responseCode == "UpdateSuccess")
 
         // The last device leaves: the record goes with it.
         #expect(try call("/unregister", ["userid": user.userID, "token": try user.seal(moved)]).responseCode == "DeviceUnregistered")

@@ -48,7 +48,8 @@ struct DispatcherTests {
     }
 
     let probe = Probe()
-    let context = InProcess.context(database: Connection(configuration: MariaDBConfiguration(unixSocket: "/nonexistent", user: "nobody", password: "", database: nil)))
+    let context = InProcess.context(database: Connection(configuration: MariaDBConfiguration(unixSocket: "/nonexistent", user: "nobody",
+                                                                                             password: "", database: nil)))
 
     func send(_ method: String, _ path: String, token: String? = InProcess.apiToken, contentType: String? = "application/json",
               body: String = "", variables: [String: String] = [:]) -> MemoryRequest {
@@ -165,7 +166,8 @@ struct DispatcherTests {
     }
 
     @Test func withoutAMapNothingIsRoutedAndURLsNameNoBucket() throws {
-        let context = InProcess.context(database: Databases.connection(DatabaseSettings(unixSocket: "/nonexistent", user: "u", password: "", database: "ens")))
+        let context = InProcess.context(database: Databases.connection(DatabaseSettings(unixSocket: "/nonexistent", user: "u",
+                                                                                        password: "", database: "ens")))
         _ = try InProcess.call("/getpublickey", ["userid": Self.shard1User], context: context)
         #expect(context.shard == 0 && !context.bucketsInURLs && context.urlBucket(userID: Self.shard1User) == nil)
     }

@@ -82,7 +82,8 @@ final class ScriptedRegistrar: MailboxRegistering, @unchecked Sendable {
             let store = MailSubscriptionStore(database: context.database, vault: context.services.vault)
             if let (generation, _) = try store.beginRegistration(recordID: request.record.id, now: .now()) {
                 _ = try store.completeRegistration(recordID: request.record.id, generation: generation, backend: .ews,
-                                                   backendURL: "https://mail.example.test/EWS/Exchange.asmx", endpoint: Self.endpoint, subscriptionID: "scripted-\(generation)",
+                                                   backendURL: "https://mail.example.test/EWS/Exchange.asmx",
+                                                   endpoint: Self.endpoint, subscriptionID: "scripted-\(generation)",
                                                    watermark: nil, version: nil, heartbeatMinutes: 30, now: .now())
             }
         }

@@ -11,7 +11,8 @@ import Testing
 /// limit_req with nodelay, per zone and key, in a table that two mappings (two
 /// processes) share, which never holds an address.
 struct RequestLimitsTests {
-    static func table(_ directory: URL, mode: RequestLimitsMode = .always, configuration: ENSConfiguration = ENSConfiguration()) throws -> RequestLimits {
+    static func table(_ directory: URL, mode: RequestLimitsMode = .always,
+                      configuration: ENSConfiguration = ENSConfiguration()) throws -> RequestLimits {
         try RequestLimits.file(path: directory.path + "/limits.table", mode: mode, rates: RequestLimits.rates(configuration))
     }
 
@@ -129,7 +130,8 @@ struct RequestLimitsTests {
                 return .ok(.alive)
             })
             let dispatcher = Dispatcher(router: router, maxBodyBytes: 1024, limits: limits, tokenCheck: { _ in false })
-            let context = InProcess.context(database: Connection(configuration: MariaDBConfiguration(unixSocket: "/nonexistent", user: "nobody", password: "", database: nil)))
+            let context = InProcess.context(database: Connection(configuration: MariaDBConfiguration(unixSocket: "/nonexistent",
+                user: "nobody", password: "", database: nil)))
             func status(asked: Bool, address: String = "192.0.2.1", method: String = "GET") -> Int {
                 let request = MemoryRequest(method: method, path: "/alive",
                                             variables: ["REMOTE_ADDR": address].merging(asked ? ["ENS_LIMITS": "1"] : [:]) { a, _ in a })

@@ -52,7 +52,8 @@ import OpenSSL
         #expect(verdict(200, "") == PushVerdict(action: .delivered, reason: ""))
         #expect(verdict(410, #"{"reason":"Unregistered","timestamp":1700000000123}"#)
             == PushVerdict(action: .disableToken(timestamp: 1_700_000_000_123), reason: "Unregistered"))
-        #expect(verdict(403, #"{"reason":"ExpiredProviderToken"}"#) == PushVerdict(action: .refreshCredentialsAndRetry, reason: "ExpiredProviderToken"))
+        #expect(verdict(403, #"{"reason":"ExpiredProviderToken"}"#) == PushVerdict(action: .refreshCredentialsAndRetry,
+                                                                                   reason: "ExpiredProviderToken"))
         // A credential an operator must fix: its notifications wait, never dropped.
         for (status, reason) in [(403, "InvalidProviderToken"), (403, "MissingProviderToken"), (403, "BadCertificate"),
                                  (403, "BadCertificateEnvironment"), (403, "Forbidden"), (400, "TopicDisallowed")] {

@@ -53,7 +53,8 @@ import OpenSSL
         let apns = try #require(DeviceToken(hex: hexLooking))
         let fcm = try #require(DeviceToken(fcm: hexLooking))
         // An APNs token hashes as it always did (its hex), so stored rows still match.
-        #expect(vault.tokenHash(apns) == Digest.hmacSHA256(key: masterKey.derivedBytes(label: "ens/v1/device-token-hash"), message: Array(hexLooking.utf8)))
+        #expect(vault.tokenHash(apns) == Digest.hmacSHA256(key: masterKey.derivedBytes(label: "ens/v1/device-token-hash"),
+                                                           message: Array(hexLooking.utf8)))
         #expect(vault.tokenHash(apns) != vault.tokenHash(fcm))
         #expect(try vault.openToken(try vault.sealToken(fcm)) == fcm)
         #expect(try vault.openToken(try vault.sealToken(apns)) == apns)
@@ -64,7 +65,8 @@ import OpenSSL
         let parsed = try PushNotification(json: notification.json)
         #expect(parsed == notification)
         var wrongKind = notification.json
-        wrongKind = Array(String(decoding: wrongKind, as: UTF8.self).replacingOccurrences(of: "\"provider\":\"fcm\"", with: "\"provider\":\"apns\"").utf8)
+        wrongKind = Array(String(decoding: wrongKind, as: UTF8.self).replacingOccurrences(of: "\"provider\":\"fcm\"",
+                                                                                          with: "\"provider\":\"apns\"").utf8)
         #expect(throws: PushNotification.Invalid.self) { try PushNotification(json: wrongKind) }
     }
 
@@ -138,7 +140,8 @@ import OpenSSL
     }
 
     @Test func aBackgroundPushIsANormalPriorityDataMessage() throws {
-        let notification = try Self.notification(.background, payload: #"{"aps":{"content-available":1},"ens":{"userid":"ab12","action":"resubscribe"}}"#)
+        let notification = try Self.notification(.background,
+                                                 payload: #"{"aps":{"content-available":1},"ens":{"userid":"ab12","action":"resubscribe"}}"#)
         let message = try Self.message(notification, now: 1_900_001_000_000)
         #expect(message["notification"] == nil)
         let android = try #require(message["android"] as? [String: Any])

@@ -4,9 +4,11 @@ public enum Fixtures {
     public static let exchangeOnlineSendNotification = """
         <?xml version="1.0" encoding="utf-8"?>
         <soap11:Envelope xmlns:soap11="http://schemas.xmlsoap.org/soap/envelope/">
-          <soap11:Header><t:RequestServerVersion xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types" Version="Exchange2010"/></soap11:Header>
+          <soap11:Header><t:RequestServerVersion xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types" \
+        Version="Exchange2010"/></soap11:Header>
           <soap11:Body>
-            <m:SendNotification xmlns:m="http://schemas.microsoft.com/exchange/services/2006/messages" xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types">
+            <m:SendNotification xmlns:m="http://schemas.microsoft.com/exchange/services/2006/messages" \
+        xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types">
               <m:ResponseMessages>
                 <m:SendNotificationResponseMessage ResponseClass="Success">
                   <m:ResponseCode>NoError</m:ResponseCode>

@@ -37,7 +37,8 @@ public final class MariaDBInstance: @unchecked Sendable {
             throw MariaDBInstanceFailure(output: "mariadbd or mariadb-install-db is not installed")
         }
         // Short: a Unix socket's path has at most 107 bytes.
-        directory = URL(fileURLWithPath: "/tmp", isDirectory: true).appendingPathComponent("ens-mdb-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        directory = URL(fileURLWithPath: "/tmp",
+                        isDirectory: true).appendingPathComponent("ens-mdb-\(UUID().uuidString.prefix(8))", isDirectory: true)
         let started = Date()
         // Server options shared by the install (its bootstrap server) and the server:
         // small buffers and log, no doublewrite, a flush per second rather than per commit.

@@ -183,7 +183,8 @@ import XML
         #expect(path.hasPrefix("b2."))
         let read = try #require(RoutingToken(path: path, vault: vault))
         #expect(read.recordID == 42 && read.blindID == 7)
-        #expect(RoutingToken(path: try RoutingToken(recordID: 42, blindID: 7).blindPath(vault: vault), vault: vault) == read, "a fresh nonce, the same route")
+        #expect(RoutingToken(path: try RoutingToken(recordID: 42, blindID: 7).blindPath(vault: vault), vault: vault) == read,
+                "a fresh nonce, the same route")
         let own = RoutingToken(recordID: 42, generation: 7).path(vault: vault)
         #expect(RoutingToken(path: "b2." + own.dropFirst(3), vault: vault) == nil, "a record's route is no blind route")
         #expect(RoutingToken(path: "r2." + path.dropFirst(3), vault: vault) == nil, "nor the other way round")
@@ -286,7 +287,8 @@ import XML
     @Test func poxErrorsGiveNothing() throws {
         let error = """
             <Autodiscover xmlns="http://schemas.microsoft.com/exchange/autodiscover/responseschema/2006">
-            <Response><Error Time="1" Id="2"><ErrorCode>500</ErrorCode><Message>The e-mail address cannot be found.</Message></Error></Response></Autodiscover>
+            <Response><Error Time="1" Id="2"><ErrorCode>500</ErrorCode><Message>The e-mail address cannot be \
+            found.</Message></Error></Response></Autodiscover>
             """
         #expect(Autodiscover.readPOX(try XMLTree.parse(Array(error.utf8))) == .nothing)
     }
@@ -302,8 +304,10 @@ import XML
             </UserResponse></UserResponses></Response></GetUserSettingsResponseMessage></s:Body></s:Envelope>
             """
         #expect(Autodiscover.readSOAP(try XMLTree.parse(Array(response.utf8))) == .settings(ewsURL: "https://mail.soap.test/EWS/Exchange.asmx"))
-        let redirect = response.replacingOccurrences(of: "<UserResponse><ErrorCode>NoError</ErrorCode>", with: "<UserResponse><ErrorCode>RedirectAddress</ErrorCode>")
-            .replacingOccurrences(of: #"<RedirectTarget i:nil="true" xmlns:i="http://www.w3.org/2001/XMLSchema-instance"/>"#, with: "<RedirectTarget>c@elsewhere.test</RedirectTarget>")
+        let redirect = response.replacingOccurrences(of: "<UserResponse><ErrorCode>NoError</ErrorCode>",
+                                                     with: "<UserResponse><ErrorCode>RedirectAddress</ErrorCode>")
+            .replacingOccurrences(of: #"<RedirectTarget i:nil="true" xmlns:i="http://www.w3.org/2001/XMLSchema-instance"/>"#,
+                                  with: "<RedirectTarget>c@elsewhere.test</RedirectTarget>")
         #expect(Autodiscover.readSOAP(try XMLTree.parse(Array(redirect.utf8))) == .redirectAddress("c@elsewhere.test"))
     }
 

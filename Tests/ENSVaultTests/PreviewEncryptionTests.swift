@@ -127,7 +127,8 @@ import Testing
         blobs.append(Self.bytes(try Self.vectorValue("blob", vector)))
         var tampered = blobs[2]
         tampered[tampered.count - 1] ^= 1
-        let opened = try Self.hexList(try Shell.python(try Self.documentedDecryptor(), [scalar, notificationID] + (blobs + [tampered]).map(Hex.encode)))
+        let opened = try Self.hexList(try Shell.python(try Self.documentedDecryptor(),
+                                                       [scalar, notificationID] + (blobs + [tampered]).map(Hex.encode)))
         let expected: [[UInt8]?] = plaintexts + [Self.bytes(try Self.vectorValue("plaintext", vector)), nil]
         #expect(opened == expected)
         // The wrong id: nothing opens.
@@ -160,7 +161,8 @@ import Testing
         let (recipient, _) = try Self.recipient(seed: 0x0E1)
         var generator = SeededGenerator(seed: 0x0E2)
         let plaintexts = Self.plaintextSizes.map { generator.bytes($0) }
-        let blobs = try Self.hexList(try Self.tool(["encrypt", Hex.encode(recipient.publicKey.x963), Self.notificationID] + plaintexts.map(Hex.encode)))
+        let blobs = try Self.hexList(try Self.tool(["encrypt", Hex.encode(recipient.publicKey.x963),
+                                                    Self.notificationID] + plaintexts.map(Hex.encode)))
         try #require(blobs.count == plaintexts.count)
         for (blob, plaintext) in zip(blobs, plaintexts) {
             let blob = try #require(blob)
@@ -248,7 +250,8 @@ import Testing
         // An ephemeral point off the curve.
         var offCurve = blob
         offCurve.replaceSubrange(1..<66, with: [0x04] + [UInt8](repeating: 1, count: 64))
-        #expect(throws: PreviewEncryptionError.cannotOpen) { try PreviewEncryption.open(offCurve, with: recipient, notificationID: Self.notificationID) }
+        #expect(throws: PreviewEncryptionError.cannotOpen) { try PreviewEncryption.open(offCurve, with: recipient,
+                                                                                        notificationID: Self.notificationID) }
         #expect(PreviewEncryptionError.cannotOpen.description == "cannot open the encrypted preview")
     }
 

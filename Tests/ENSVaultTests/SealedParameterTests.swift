@@ -44,7 +44,8 @@ import Testing
         let (plaintext, valid) = SealedParameter.open(text, with: key, maximumBlocks: SealedParameter.maximumBlocks)
         #expect(!valid, sourceLocation: sourceLocation)
         // The stand-in is the same for the same input: nothing to average over.
-        #expect(SealedParameter.open(text, with: key, maximumBlocks: SealedParameter.maximumBlocks).plaintext == plaintext, sourceLocation: sourceLocation)
+        #expect(SealedParameter.open(text, with: key, maximumBlocks: SealedParameter.maximumBlocks).plaintext == plaintext,
+                sourceLocation: sourceLocation)
     }
 
     // MARK: Against the openssl CLI

@@ -21,7 +21,8 @@ struct OAuthTokenExchangeTests {
     }
 
     @Test func aRotatedRefreshTokenAndTheExpiryAreTaken() throws {
-        let (token, renewed) = try Self.read(200, #"{"token_type":"Bearer","access_token":"eyJ.new","expires_in":3599,"refresh_token":"rt.new","scope":"x"}"#)
+        let (token, renewed) = try Self.read(200,
+            #"{"token_type":"Bearer","access_token":"eyJ.new","expires_in":3599,"refresh_token":"rt.new","scope":"x"}"#)
         #expect(token == "eyJ.new")
         #expect(renewed.refreshToken == "rt.new")
         #expect(renewed.accessTokenExpiresAt == Self.now.adding(seconds: 3599))

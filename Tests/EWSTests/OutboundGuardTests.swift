@@ -23,7 +23,8 @@ import Testing
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
             let listening = listen(descriptor, 16)
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self,
+                                                                              capacity: 1) { getsockname(descriptor, $0, &length) } }
             fd = descriptor
             port = Int(UInt16(bigEndian: address.sin_port))
             try #require(bound == 0 && listening == 0)
@@ -96,7 +97,8 @@ import Testing
         // not on it.
         let open = try Self.client(listener: listener, allowed: ["127.0.0.0/8"])
         let listed = try Self.client(listener: listener, allowed: ["127.0.0.0/8"], hosts: ["example.test"])
-        for (client, url) in [(open, "https://mail.example.test:8443/EWS/Exchange.asmx"), (open, "https://user:pw@mail.example.test/EWS/Exchange.asmx"),
+        for (client, url) in [(open, "https://mail.example.test:8443/EWS/Exchange.asmx"),
+                              (open, "https://user:pw@mail.example.test/EWS/Exchange.asmx"),
                               (open, "ftp://mail.example.test/x"), (listed, "https://mail.elsewhere.test/EWS/Exchange.asmx"),
                               (listed, "https://example.test.evil.test/EWS")] {
             do {

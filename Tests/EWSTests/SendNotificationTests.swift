@@ -54,9 +54,11 @@ import XML
 
     @Test func refusesTheWrongNamespaces() {
         // The https:// variants printed on some Microsoft pages are not EWS.
-        let https = Self.exchangeOnline.replacingOccurrences(of: "http://schemas.microsoft.com/exchange/services/2006/messages", with: "https://schemas.microsoft.com/exchange/services/2006/messages")
+        let https = Self.exchangeOnline.replacingOccurrences(of: "http://schemas.microsoft.com/exchange/services/2006/messages",
+                                                             with: "https://schemas.microsoft.com/exchange/services/2006/messages")
         #expect(throws: SendNotification.Invalid.self) { try SendNotification(xml: Array(https.utf8)) }
-        let soap12 = Self.exchangeOnline.replacingOccurrences(of: "http://schemas.xmlsoap.org/soap/envelope/", with: "http://www.w3.org/2003/05/soap-envelope")
+        let soap12 = Self.exchangeOnline.replacingOccurrences(of: "http://schemas.xmlsoap.org/soap/envelope/",
+                                                              with: "http://www.w3.org/2003/05/soap-envelope")
         #expect(throws: SendNotification.Invalid.self) { try SendNotification(xml: Array(soap12.utf8)) }
     }
 

@@ -36,10 +36,12 @@ import Testing
             #expect(reason(try Self.pem(in: directory, key: "rsa:1024", days: 30))?.contains("1024-bit") == true)
             #expect(reason(try Self.pem(in: directory, key: "rsa:4096", days: 30)) == nil)
             let ec = try Shell.run("""
-                openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" -subj /CN=device -days 30 -out "$1" 2>/dev/null && cat "$1"
+                openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" -subj /CN=device -days 30 -out "$1" \
+                2>/dev/null && cat "$1"
                 """, [directory.appendingPathComponent("ec.pem").path])
             #expect(reason(ec)?.contains("RSA") == true)
-            #expect(reason(try Self.pem(in: directory, key: "rsa:2048", days: 1))?.contains("expire") == true, "a day is too short to be worth a subscription")
+            #expect(reason(try Self.pem(in: directory, key: "rsa:2048", days: 1))?.contains("expire") == true,
+                    "a day is too short to be worth a subscription")
             #expect(reason("bm90IGEgY2VydGlmaWNhdGU=")?.contains("X.509") == true)
         }
     }

@@ -94,7 +94,8 @@ struct GraphWireTests {
         let path = RoutingToken(recordID: 42, generation: 3).legacyPath(vault: vault)
         #expect(RoutingToken(path: path, vault: vault) == RoutingToken(recordID: 42, generation: 3))
         let parts = path.split(separator: "/").map(String.init)
-        for forged in ["43/3/\(parts[2])", "42/4/\(parts[2])", "042/3/\(parts[2])", "42/3/\(parts[2].dropLast())A", "42/3", "42/3/\(parts[2])/x", ""] {
+        for forged in ["43/3/\(parts[2])", "42/4/\(parts[2])", "042/3/\(parts[2])",
+                       "42/3/\(parts[2].dropLast())A", "42/3", "42/3/\(parts[2])/x", ""] {
             #expect(RoutingToken(path: forged, vault: vault) == nil, "\(forged)")
         }
         let other = Vault(masterKey: try AESGCMKey(bytes: Array(repeating: 8, count: 32)))
@@ -124,7 +125,8 @@ struct GraphWireTests {
         #expect(other.withSlot(mailbox: "users/x", nowNanoseconds: 0) { true } == true)
         told.block(mailbox: "users/x", for: .seconds(30), nowNanoseconds: 0)
         #expect(other.withSlot(mailbox: "users/x", nowNanoseconds: 0) { true } == nil)
-        #expect(other.withSlot(mailbox: "users/y", nowNanoseconds: 0) { true } == true || FileSlots.stableHash("users/x") % 1024 == FileSlots.stableHash("users/y") % 1024)
+        #expect(other.withSlot(mailbox: "users/y",
+            nowNanoseconds: 0) { true } == true || FileSlots.stableHash("users/x") % 1024 == FileSlots.stableHash("users/y") % 1024)
     }
 
     @Test func theMailboxGateAdmitsItsLimitAndHonoursRetryAfter() {
@@ -168,7 +170,8 @@ struct GraphWireTests {
             graph.tenant.contoso.key_file = /etc/ens/app.key
             """
         let tenants = try ENSConfiguration(file: ConfigFile(parsing: good)).graph.completeTenants()
-        #expect(tenants.count == 1 && tenants[0].tenantID == "72f988bf-86f1-41af-91ab-2d7cd011db47" && tenants[0].domains == ["contoso.com", "contoso.onmicrosoft.com"])
+        #expect(tenants.count == 1 && tenants[0].tenantID == "72f988bf-86f1-41af-91ab-2d7cd011db47" && tenants[0].domains == ["contoso.com",
+            "contoso.onmicrosoft.com"])
         let incomplete = try ENSConfiguration(file: ConfigFile(parsing: "graph.tenant.x.id = 72f988bf-86f1-41af-91ab-2d7cd011db47"))
         #expect(throws: ConfigError.self) { try incomplete.graph.completeTenants() }
         let twice = good + "\n" + good.replacingOccurrences(of: "tenant.contoso.", with: "tenant.other.")
@@ -185,7 +188,8 @@ struct GraphWireTests {
         try withTemporaryDirectory { directory in
             let key = directory.appendingPathComponent("app.key").path
             let certificate = directory.appendingPathComponent("app.crt").path
-            _ = try Shell.run("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=ens-app -keyout \"$1\" -out \"$2\" 2>/dev/null", [key, certificate])
+            _ = try Shell.run("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=ens-app -keyout \"$1\" -out \"$2\" 2>/dev/null",
+                              [key, certificate])
             let application = try GraphApplication(settings: GraphTenantSettings(
                 name: "t", tenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47", domains: ["contoso.test"],
                 clientID: "0e5a1c2b-3d4f-4a6b-8c9d-0e1f2a3b4c5d", certificateFile: certificate, keyFile: key))
@@ -200,7 +204,8 @@ struct GraphWireTests {
             #expect(claims["iss"] as? String == application.clientID && claims["sub"] as? String == application.clientID)
             #expect(claims["exp"] as? Int == 1_800_000_600 && claims["nbf"] as? Int == 1_800_000_000)
             #expect((claims["jti"] as? String)?.count == 32)
-            #expect(try application.assertion(audience: audience, now: 1_800_000_000).split(separator: ".")[1] != parts[1][...], "a fresh jti each time")
+            #expect(try application.assertion(audience: audience, now: 1_800_000_000).split(separator: ".")[1] != parts[1][...],
+                    "a fresh jti each time")
             // x5t: base64url of the certificate's SHA-1, as openssl computes it.
             let fingerprint = try Shell.run("openssl x509 -in \"$1\" -noout -fingerprint -sha1 | sed 's/.*=//; s/://g'", [certificate])
             #expect(header["x5t"] as? String == Base64.encodeURLSafe(Hex.decode(fingerprint.lowercased()) ?? []))
@@ -221,7 +226,8 @@ struct GraphWireTests {
             let otherKey = directory.appendingPathComponent("other.key").path
             _ = try Shell.run("openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out \"$1\" 2>/dev/null", [otherKey])
             #expect(throws: GraphApplication.Invalid.self) {
-                try GraphApplication(settings: GraphTenantSettings(name: "t", tenantID: application.tenantID, domains: ["x.test"], clientID: application.clientID,
+                try GraphApplication(settings: GraphTenantSettings(name: "t",
+                    tenantID: application.tenantID, domains: ["x.test"], clientID: application.clientID,
                                                                    certificateFile: certificate, keyFile: otherKey))
             }
         }

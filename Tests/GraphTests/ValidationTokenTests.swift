@@ -28,7 +28,8 @@ import Testing
                 from cryptography.hazmat.primitives import serialization
                 from cryptography.hazmat.primitives.asymmetric import rsa
                 key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-                open(sys.argv[1], 'wb').write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+                open(sys.argv[1],
+                     'wb').write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
                 """, [directory.appendingPathComponent("issuer.pem").path])
         }
 
@@ -46,7 +47,8 @@ import Testing
 
         /// A compact JWS of `claims` with `header`, RS256 under this key (or, with
         /// `corrupt`, a signature with one byte changed).
-        func token(_ claims: [String: Any], header: [String: Any] = ["typ": "JWT", "alg": "RS256", "kid": "k1"], corrupt: Bool = false) throws -> String {
+        func token(_ claims: [String: Any], header: [String: Any] = ["typ": "JWT", "alg": "RS256", "kid": "k1"],
+                   corrupt: Bool = false) throws -> String {
             let claimsJSON = String(decoding: try JSONSerialization.data(withJSONObject: claims), as: UTF8.self)
             let headerJSON = String(decoding: try JSONSerialization.data(withJSONObject: header), as: UTF8.self)
             return try Shell.python("""
@@ -125,7 +127,10 @@ import Testing
             #expect(outcome(try with { $0["appid"] = "11111111-2222-3333-4444-555555555555" }, key: key, now: now) == .wrongCaller)
             #expect(outcome(try with { $0["appid"] = nil }, key: key, now: now) == .wrongCaller)
             #expect(outcome(try with { $0["iss"] = "https://sts.windows.net/\(Self.otherTenant)/" }, key: key, now: now) == .wrongIssuer)
-            #expect(outcome(try with { $0["tid"] = "99999999-0c55-4d7e-9d1e-5c0a3a7e0001"; $0["iss"] = "https://sts.windows.net/99999999-0c55-4d7e-9d1e-5c0a3a7e0001/" },
+            #expect(outcome(try with {
+                                $0["tid"] = "99999999-0c55-4d7e-9d1e-5c0a3a7e0001"
+                                $0["iss"] = "https://sts.windows.net/99999999-0c55-4d7e-9d1e-5c0a3a7e0001/"
+                            },
                             key: key, now: now) == .wrongIssuer, "a tenant ENS does not serve")
             // A genuine token of the other tenant does not speak for this one.
             #expect(outcome([try issuer.token(Self.claims(now: now, tenant: Self.otherTenant))], key: key, now: now) == .noTokenForTenant)
@@ -149,7 +154,8 @@ import Testing
              "value": [{"subscriptionId": "s1", "clientState": "c", "changeType": "created", "resource": "Users/u/Messages/m1",
                         "resourceData": {"id": "m1"},
                         "encryptedContent": {"data": "QUJD", "dataKey": "S0VZ", "dataSignature": "U0lH",
-                                             "encryptionCertificateId": "cert-1", "encryptionCertificateThumbprint": "07293748CC064953A3052FB978C735FB89E61C3D"}},
+                                             "encryptionCertificateId": "cert-1",
+                                             "encryptionCertificateThumbprint": "07293748CC064953A3052FB978C735FB89E61C3D"}},
                        {"subscriptionId": "s1", "clientState": "c", "changeType": "created", "resourceData": {"id": "m2"},
                         "encryptedContent": {"data": "not base64!", "dataKey": "S0VZ", "dataSignature": "U0lH",
                                              "encryptionCertificateId": "cert-1", "encryptionCertificateThumbprint": "AB"}}]}
@@ -164,6 +170,8 @@ import Testing
         #expect(subscription == "s1" && message == "m1" && content.certificateID == "cert-1" && content.data == "QUJD")
         let plain = try ChangeNotificationBatch(json: Array(#"{"value": []}"#.utf8))
         #expect(plain.validationTokens == nil && !plain.hasUnusableToken)
-        #expect(throws: ChangeNotificationBatch.Malformed.self) { try ChangeNotificationBatch(json: Array(#"{"value": [], "validationTokens": "x"}"#.utf8)) }
+        #expect(throws: ChangeNotificationBatch.Malformed.self) {
+            try ChangeNotificationBatch(json: Array(#"{"value": [], "validationTokens": "x"}"#.utf8))
+        }
     }
 }

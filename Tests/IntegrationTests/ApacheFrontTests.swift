@@ -122,7 +122,8 @@ struct ApacheFrontTests {
         defer { Self.restoreApache() }
         let client = try TestStack.client()
         // /getpublickey: 10, then refused, though the address is under its API limit.
-        let creations = try statuses(16) { try TestStack.post("/getpublickey", body: Array("{}".utf8), contentType: "application/json", client: client).status }
+        let creations = try statuses(16) { try TestStack.post("/getpublickey", body: Array("{}".utf8),
+                                                              contentType: "application/json", client: client).status }
         #expect(limited(creations, allowed: 10, ok: 401), "\(creations)")
         // The API limit counted those 16 too: 4 more requests, then refused.
         let alive = try statuses(10) { try TestStack.get("/alive", client: client).status }

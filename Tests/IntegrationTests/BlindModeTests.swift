@@ -36,7 +36,8 @@ struct BlindModeTests {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             let name = directory + "/" + UUID().uuidString.prefix(8)
             let output = try TestStack.run("/usr/bin/env", ["python3", TestStack.root + "/Tests/tools/graph_decrypt.py", "--new-certificate",
-                                                            name + ".key", name + ".crt", "--bits", "\(bits)", "--days", "\(days)"] + (ec ? ["--ec"] : []))
+                                                            name + ".key", name + ".crt", "--bits", "\(bits)",
+                                                            "--days", "\(days)"] + (ec ? ["--ec"] : []))
             let answer = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
             return DeviceKey(keyPath: name + ".key", certificateBase64: try #require(answer["encryptionCertificate"] as? String))
         }
@@ -46,7 +47,8 @@ struct BlindModeTests {
             let input = TestStack.directory + "/blind-keys/in-" + UUID().uuidString.prefix(8) + ".json"
             try JSONSerialization.data(withJSONObject: blind).write(to: URL(fileURLWithPath: input))
             let certificateID = try #require(blind["encryptionCertificateId"] as? String)
-            let output = try TestStack.run("/bin/sh", ["-c", "python3 '\(TestStack.root)/Tests/tools/graph_decrypt.py' --key '\(certificateID)=\(keyPath)' < '\(input)'"])
+            let output = try TestStack.run("/bin/sh",
+                ["-c", "python3 '\(TestStack.root)/Tests/tools/graph_decrypt.py' --key '\(certificateID)=\(keyPath)' < '\(input)'"])
             return try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
         }
     }
@@ -163,7 +165,8 @@ struct BlindModeTests {
         #expect(ens["blind"] == nil, "over 4 KB: the push names the notification only")
         let id = try #require(ens["id"] as? String)
         let info: [String: Any] = ["pushToken": user.token, "id": id, "deviceSecret": TestSecrets.deviceSecret(for: user.token)]
-        let fetched = try api.call("/getnotification", ["userid": user.user.userID, "info": try user.user.sealJSON(info, for: "getnotification.info")])
+        let fetched = try api.call("/getnotification",
+                                   ["userid": user.user.userID, "info": try user.user.sealJSON(info, for: "getnotification.info")])
         let object = try #require(try JSONSerialization.jsonObject(with: Data(fetched.body)) as? [String: Any])
         let content = try #require(object["content"] as? [String: Any], "\(fetched.bodyText)")
         #expect(try key.decrypt(content)["subject"] as? String == subject)
@@ -187,7 +190,9 @@ struct BlindModeTests {
         _ = try GraphSimulator.control("/mode", ["blindFault": "none"])
         _ = try privateMail(user, "Genuine after the forgeries")
         #expect(try decrypted(user.token, key: key, subject: "Genuine after the forgeries") != nil)
-        let subjects = blindPushes(to: user.token).compactMap { $0["blind"] as? [String: Any] }.compactMap { try? key.decrypt($0)["subject"] as? String }
+        let subjects = blindPushes(to: user.token).compactMap { $0["blind"] as? [String: Any] }.compactMap {
+            try? key.decrypt($0)["subject"] as? String
+        }
         #expect(subjects == ["Genuine after the forgeries"], "\(subjects)")
         let log = try String(contentsOfFile: TestStack.directory + "/log/ens-fcgi.log", encoding: .utf8)
         #expect(log.contains("the batch's validation tokens do not prove Graph sent it"))
@@ -236,13 +241,15 @@ struct BlindModeTests {
         }
         let garbage = try api.call("/registerdevicev2", [
             "userid": user.user.userID, "email": user.user.email,
-            "creds": try user.user.sealJSON(["apnsToken": TestSecrets.apnsToken(), "graphAccessToken": try GraphSimulator.userToken(user.user.email)]),
+            "creds": try user.user.sealJSON(["apnsToken": TestSecrets.apnsToken(),
+                                             "graphAccessToken": try GraphSimulator.userToken(user.user.email)]),
             "bundleid": "com.example.mail", "privacy": "blind", "privacyCertificate": "bm90IGEgY2VydGlmaWNhdGU=",
         ])
         #expect(garbage.status == 400 && garbage.bodyText.contains("X.509") && garbage.json["refusal"] == "notX509", "\(garbage.bodyText)")
         let missing = try api.call("/registerdevicev2", [
             "userid": user.user.userID, "email": user.user.email,
-            "creds": try user.user.sealJSON(["apnsToken": TestSecrets.apnsToken(), "graphAccessToken": try GraphSimulator.userToken(user.user.email)]),
+            "creds": try user.user.sealJSON(["apnsToken": TestSecrets.apnsToken(),
+                                             "graphAccessToken": try GraphSimulator.userToken(user.user.email)]),
             "bundleid": "com.example.mail", "privacy": "blind",
         ])
         #expect(missing.status == 400 && missing.bodyText.contains("privacyCertificate") && missing.json["refusal"] == "missingCertificate")
@@ -251,8 +258,10 @@ struct BlindModeTests {
 
     @Test func anExchangeMailboxCannotBeBlind() throws {
         let user = try RegisteredUser.register(with: api)
-        let answer = try user.register(with: api, token: TestSecrets.apnsToken(), extra: ["privacy": "blind", "privacyCertificate": try DeviceKey.make().certificateBase64])
-        #expect(answer.status == 400 && answer.bodyText.contains("Exchange Online") && answer.json["refusal"] == "notExchangeOnline", "\(answer.bodyText)")
+        let answer = try user.register(with: api, token: TestSecrets.apnsToken(),
+                                       extra: ["privacy": "blind", "privacyCertificate": try DeviceKey.make().certificateBase64])
+        #expect(answer.status == 400 && answer.bodyText.contains("Exchange Online") && answer.json["refusal"] == "notExchangeOnline",
+                "\(answer.bodyText)")
     }
 
     // MARK: Rotation and renewal
@@ -264,14 +273,17 @@ struct BlindModeTests {
         // Made by Graph before the rotation, delivered after it.
         TestSecrets.rememberPrivate("In flight during the rotation")
         let held = try GraphSimulator.control("/newmail", ["mail": user.user.email, "subject": "In flight during the rotation", "deliver": false])
-        let inFlight = try #require(held["notifications"] as? [[String: Any]]).filter { ($0["body"] as? String)?.contains("encryptedContent") == true }
+        let inFlight = try #require(held["notifications"] as? [[String: Any]]).filter {
+            ($0["body"] as? String)?.contains("encryptedContent") == true
+        }
         try #require(inFlight.count == 1)
         let der = try #require(Data(base64Encoded: newKey.certificateBase64))
         let info: [String: Any] = ["pushToken": user.token, "privacy": "blind", "privacyCertificateSHA256": Hex.encode(Digest.sha256(Array(der))),
                                    "deviceSecret": TestSecrets.deviceSecret(for: user.token)]
         let sealedInfo = try user.user.sealJSON(info, for: "updateprivacy.info")
         // The certificate travels beside the sealed info, which names it by its hash.
-        let swapped = try api.call("/updateprivacy", ["userid": user.user.userID, "info": sealedInfo, "privacyCertificate": try DeviceKey.make().certificateBase64])
+        let swapped = try api.call("/updateprivacy",
+                                   ["userid": user.user.userID, "info": sealedInfo, "privacyCertificate": try DeviceKey.make().certificateBase64])
         #expect(swapped.status == 400 && swapped.bodyText.contains("SHA-256") && swapped.json["refusal"] == "hashMismatch", "\(swapped.bodyText)")
         // That refusal spent the sealed info (single-use): the device seals it again.
         let resealed = try user.user.sealJSON(info, for: "updateprivacy.info")
@@ -311,7 +323,8 @@ struct BlindModeTests {
         // A subscription Graph removed is re-created within seconds, without ens-cron.
         _ = try GraphSimulator.control("/lifecycle", ["subscriptionId": try #require(rich["id"] as? String), "event": "subscriptionRemoved"])
         #expect(try TestStack.eventually(within: 10) {
-            try GraphSimulator.live(of: user.user.email).contains { $0["includeResourceData"] as? Bool == true && $0["id"] as? String != rich["id"] as? String }
+            try GraphSimulator.live(of: user.user.email).contains { $0["includeResourceData"] as? Bool == true
+                && $0["id"] as? String != rich["id"] as? String }
         })
         _ = try privateMail(user, "After the re-creation")
         #expect(try decrypted(user.token, key: key, subject: "After the re-creation") != nil)

@@ -70,7 +70,8 @@ struct CGIModeTests {
         same(try cgi("GET", "/alive"), try TestStack.get("/alive"), "alive")
         let user = try api.newUser()
         let json = #"{"userid":"\#(user.userID)"}"#
-        let viaNginx = try TestStack.post("/getpublickey", body: Array(json.utf8), contentType: "application/json", headers: [("ApiToken", api.token)])
+        let viaNginx = try TestStack.post("/getpublickey", body: Array(json.utf8),
+                                          contentType: "application/json", headers: [("ApiToken", api.token)])
         let viaCGI = try cgi("POST", "/getpublickey", body: json, contentType: "application/json", apiToken: api.token)
         same(viaCGI, viaNginx, "getpublickey")
         #expect(viaCGI.body.contains("BEGIN PUBLIC KEY"))
@@ -78,7 +79,8 @@ struct CGIModeTests {
         same(try cgi("POST", "/getpublickey", body: json, contentType: "application/json"),
              try TestStack.post("/getpublickey", body: Array(json.utf8), contentType: "application/json"), "no token")
         same(try cgi("POST", "/getpublickey", body: "{\"userid\":", contentType: "application/json", apiToken: api.token),
-             try TestStack.post("/getpublickey", body: Array("{\"userid\":".utf8), contentType: "application/json", headers: [("ApiToken", api.token)]),
+             try TestStack.post("/getpublickey", body: Array("{\"userid\":".utf8),
+                                contentType: "application/json", headers: [("ApiToken", api.token)]),
              "malformed")
         same(try cgi("POST", "/getpublickey", body: json, contentType: "text/plain", apiToken: api.token),
              try TestStack.post("/getpublickey", body: Array(json.utf8), contentType: "text/plain", headers: [("ApiToken", api.token)]), "media type")

@@ -74,7 +74,8 @@ struct CallbackLimitsTests {
         let original = try String(contentsOfFile: TestStack.configPath, encoding: .utf8)
         let workers = Set(TestStack.pids(matching: "ens-fcgi --worker"))
         defer { _ = try? TestStack.reloadResponders(with: original) }
-        #expect(try TestStack.reloadResponders(with: original + "\nexchange.max_items_per_callback = 2\n", applied: "exchange.max_items_per_callback"),
+        #expect(try TestStack.reloadResponders(with: original + "\nexchange.max_items_per_callback = 2\n",
+                                               applied: "exchange.max_items_per_callback"),
                 "the supervisor and each worker apply it")
         let registered = try RegisteredUser.register(with: api)
         _ = try ExchangeSimulator.newMail(registered.user.email, subject: "Reloaded", fromName: "Ann", count: 3)
@@ -170,7 +171,8 @@ struct CallbackLimitsTests {
         #expect(flood.contains(429), "the flood met its limit")
         #expect(flood.allSatisfy { $0 == 403 || $0 == 429 }, "\(Set(flood))")
         // Another guess at the same record: a bucket of its own again (403, not 429).
-        #expect(try TestStack.post("/ews/\(recordID)/\(generation)/AAAA", body: Array("<x/>".utf8), contentType: "text/xml", client: client).status == 403)
+        #expect(try TestStack.post("/ews/\(recordID)/\(generation)/AAAA", body: Array("<x/>".utf8),
+                                   contentType: "text/xml", client: client).status == 403)
 
         let callbacks = try ExchangeSimulator.newMail(registered.user.email, subject: "Despite the flood", fromName: "Ann")
         #expect(callbacks.first?["httpStatus"] as? Int == 200, "\(callbacks)")

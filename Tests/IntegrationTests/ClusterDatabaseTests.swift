@@ -126,7 +126,8 @@ struct ClusterDatabaseTests {
             UPDATE EWSUrlCache SET ews_url = 'https://lone.test/EWS/Exchange.asmx' WHERE domain IN (\(first), \(second)) ORDER BY domain
             """)
         let urls = try admin.query("SELECT ews_url FROM ens.EWSUrlCache WHERE domain IN (\(first), \(second))").map { try $0.decode(String.self) }
-        #expect(urls == ["https://lone.test/EWS/Exchange.asmx", "https://lone.test/EWS/Exchange.asmx"], "the rerun came after the transaction's commit")
+        #expect(urls == ["https://lone.test/EWS/Exchange.asmx", "https://lone.test/EWS/Exchange.asmx"],
+                "the rerun came after the transaction's commit")
         let deadlocks = try admin.queryOne("SHOW ENGINE INNODB STATUS").map { try $0.decode(String.self, String.self, String.self).2 } ?? ""
         #expect(deadlocks.contains("LATEST DETECTED DEADLOCK"))
     }
@@ -246,7 +247,8 @@ struct GaleraNodeTests {
         _ = try? TestStack.run(Self.script, ["stop", directory])
         _ = try TestStack.run(Self.script, ["start", directory, String(nodePort), String(nodePort + 1), password])
         // The table the tests read, on the node as on the stack.
-        let admin = Connection(configuration: MariaDBConfiguration(unixSocket: directory + "/mysqld.sock", user: "root", password: "", database: "ens"))
+        let admin = Connection(configuration: MariaDBConfiguration(unixSocket: directory + "/mysqld.sock",
+                                                                   user: "root", password: "", database: "ens"))
         try admin.execute("CREATE TABLE IF NOT EXISTS APITokens (id INT PRIMARY KEY)")
     }
 

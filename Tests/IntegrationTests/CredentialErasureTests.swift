@@ -105,7 +105,8 @@ struct CredentialErasureTests {
         #expect(late.lookups.isEmpty, "\(late.lookups)")
         #expect(try checkIn(user, token: user.token)["responseCode"] == "UserRecordPresentNotSubscribed")
         // Registering again (with the changed password) brings credentials again.
-        #expect(try user.register(with: api, token: user.token, creds: user.creds(token: user.token, password: changed)).json["responseCode"] == "UserSubscribed")
+        #expect(try user.register(with: api,
+            token: user.token, creds: user.creds(token: user.token, password: changed)).json["responseCode"] == "UserSubscribed")
         #expect(try user.mailReaches(user.token, subject: "Registered again"))
     }
 
@@ -127,7 +128,8 @@ struct CredentialErasureTests {
 
     func unregister(_ user: RegisteredUser, _ token: String) throws -> String? {
         try api.call("/unregister", ["userid": user.user.userID,
-                                     "token": try user.user.sealForDevice(["apnsToken": token], token: token, for: "unregister.token")]).json["responseCode"]
+                                     "token": try user.user.sealForDevice(["apnsToken": token], token: token,
+                                                                          for: "unregister.token")]).json["responseCode"]
     }
 
     /// The owner's second phone joined (its proof left its credentials for the

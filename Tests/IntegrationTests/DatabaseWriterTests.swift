@@ -28,7 +28,11 @@ struct DatabaseWriterTests {
 
     @Test func anEditedEWSURLSendsTheOpenedCredentialsNowhere() throws {
         let victim = try RegisteredUser.register(with: api)
-        let original = try #require(try database.queryOne("SELECT backend_url, endpoint FROM EnsSubscriptionInfo WHERE userid = \(victim.user.userID)"))
+        let original = try #require(try database.queryOne("""
+            SELECT backend_url, endpoint
+            FROM EnsSubscriptionInfo
+            WHERE userid = \(victim.user.userID)
+            """))
         let (url, endpoint) = try original.decode(String.self, String.self)
         // The writer points the subscription (URL and endpoint alike) at their own EWS.
         try database.execute("""

@@ -23,10 +23,12 @@ struct DeviceAPITests {
         try user.pretendSubscribed(database: database, password: password, oauthToken: oauthToken, callbackAge: callbackAge)
     }
 
-    func register(_ user: TestUser, token: String, headers: [(String, String)] = [], extra: [String: String] = [:], password: String = "hunter2-secret") throws -> HTTPResponse {
+    func register(_ user: TestUser, token: String, headers: [(String, String)] = [],
+                  extra: [String: String] = [:], password: String = "hunter2-secret") throws -> HTTPResponse {
         TestSecrets.remember(password)
         let creds = try user.sealJSON(["apnsToken": token, "userName": user.email, "password": password])
-        var parameters = ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "com.example.mail", "exchVersion": "15", "force": "0"]
+        var parameters = ["userid": user.userID, "email": user.email, "creds": creds,
+                          "bundleid": "com.example.mail", "exchVersion": "15", "force": "0"]
         parameters.merge(extra) { _, new in new }
         return try api.call("/registerdevicev2", parameters, headers: headers)
     }
@@ -52,7 +54,8 @@ struct DeviceAPITests {
         }
         let doomed = try TestStack.newToken("doomed-token")
         #expect(try api.call("/getpublickey", body, apiToken: doomed).status == 200)
-        try TestStack.run(TestStack.root + "/.build/debug/ens-cron", ["token", "revoke", "doomed-token", "--config", TestStack.directory + "/ens.conf"])
+        try TestStack.run(TestStack.root + "/.build/debug/ens-cron",
+                          ["token", "revoke", "doomed-token", "--config", TestStack.directory + "/ens.conf"])
         // Responders look at the cache file every auth.refresh_seconds (2 s in tests).
         #expect(try TestStack.eventually(within: 6) { try api.call("/getpublickey", body, apiToken: doomed).status == 401 })
     }
@@ -90,7 +93,8 @@ struct DeviceAPITests {
         let plain = try TestStack.post("/getpublickey", body: Array("email=a@b.test".utf8), contentType: "text/plain", headers: headers)
         #expect(plain.status == 415)
         #expect(plain.json["responseCode"] == "UnsupportedMediaType")
-        let large = try TestStack.post("/getpublickey", body: Array(repeating: UInt8(ascii: "a"), count: 100_000), contentType: "application/json", headers: headers)
+        let large = try TestStack.post("/getpublickey", body: Array(repeating: UInt8(ascii: "a"), count: 100_000),
+                                       contentType: "application/json", headers: headers)
         #expect(large.status == 413)
         #expect(large.json["responseCode"] == "PayloadTooLarge")
         // Refused by nginx itself (the test stack allows 1 MiB), or by ENS behind Apache
@@ -113,7 +117,8 @@ struct DeviceAPITests {
             #expect(response.status == 400, "\(body)")
             #expect(response.json["responseCode"] == "InvalidRequest", "\(body)")
         }
-        let invalidUTF8 = try TestStack.post("/getpublickey", body: [0x7b, 0x22, 0x65, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d], contentType: "application/json", headers: headers)
+        let invalidUTF8 = try TestStack.post("/getpublickey", body: [0x7b, 0x22, 0x65, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d],
+                                             contentType: "application/json", headers: headers)
         #expect(invalidUTF8.status == 400)
     }
 
@@ -186,7 +191,12 @@ struct DeviceAPITests {
         #expect(try register(user, token: token, headers: [("badge", "1")]).json["responseCode"] == "UserAlreadySubscribed")
         #expect(try register(user, token: token.uppercased()).json["responseCode"] == "UserAlreadySubscribed")
         #expect(try deviceCount(user) == 1)
-        let flags = try database.queryOne("SELECT d.badge, d.development FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)")
+        let flags = try database.queryOne("""
+            SELECT d.badge, d.development
+            FROM Devices d
+            JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+            WHERE s.userid = \(user.userID)
+            """)
         #expect(try flags?.int(0) == 1)
         #expect(try flags?.int(1) == 0)
         // force = 1 goes to Exchange even when subscribed.
@@ -210,7 +220,8 @@ struct DeviceAPITests {
                 // As a client would: a 503 (every Exchange place of a responder taken)
                 // is tried again after a moment.
                 for _ in 0..<50 {
-                    let response = try? client?.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "b"])
+                    let response = try? client?.call("/registerdevicev2",
+                                                     ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "b"])
                     guard response?.status == 503, response?.header("Retry-After") != nil else {
                         results.append(response?.status ?? -1)
                         return
@@ -256,7 +267,8 @@ struct DeviceAPITests {
         #expect(try api.call("/updatedevice", ["userid": user.userID, "token": replace]).json["responseCode"] == "UpdateSuccess")
         #expect(try deviceCount(user) == 1)
         // The settings moved with the token.
-        #expect(try register(user, token: new, headers: [("badge", "1")], extra: ["defaultSound": "chime.caf"]).json["responseCode"] == "UserAlreadySubscribed")
+        #expect(try register(user, token: new, headers: [("badge", "1")],
+                             extra: ["defaultSound": "chime.caf"]).json["responseCode"] == "UserAlreadySubscribed")
         // Merge: both tokens registered, replacing one by the other leaves one row.
         _ = try register(user, token: other)
         let merge = try user.sealJSON(["oldApnsToken": new, "apnsToken": other])
@@ -283,7 +295,8 @@ struct DeviceAPITests {
             UPDATE Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row SET d.last_notified_at = '2024-06-01 12:00:00.000'
             WHERE s.userid = \(user.userID)
             """)
-        let probes = ["01/01/2020 00:00:00.000", "06/01/2024 11:59:59.999", "06/01/2024 12:00:00.000", "06/01/2024 12:00:00.001", "01/01/2030 00:00:00.000", ""]
+        let probes = ["01/01/2020 00:00:00.000", "06/01/2024 11:59:59.999", "06/01/2024 12:00:00.000",
+                      "06/01/2024 12:00:00.001", "01/01/2030 00:00:00.000", ""]
         let answers = try probes.map { date in
             try api.call("/getsubscriptionstatus", ["userid": user.userID, "lastMessageDate": date]).json["responseCode"]
         }
@@ -325,16 +338,28 @@ struct DeviceAPITests {
 
         // Unknown device (v2), unknown user, bad date.
         #expect(try v2WithToken(user, TestSecrets.apnsToken()) == "UserSubscriptionNotFound")
-        #expect(try api.call("/getsubscriptionstatus", ["userid": String(repeating: "2", count: 64), "lastMessageDate": "01/01/2020 00:00:00.000"]).json["responseCode"] == "UserSubscriptionNotFound")
+        #expect(try api.call("/getsubscriptionstatus",
+                             ["userid": String(repeating: "2", count: 64),
+                              "lastMessageDate": "01/01/2020 00:00:00.000"]).json["responseCode"] == "UserSubscriptionNotFound")
         #expect(try api.call("/getsubscriptionstatus", ["userid": user.userID, "lastMessageDate": "2020-01-01"]).status == 400)
         // Check-ins are recorded, per device (v2) and per user (v1). Responders write
         // them in batches once a second, so they land within about a second.
         let recent = { (query: Query) throws -> Bool in
             try TestStack.eventually(within: 5) { try database.queryOne(query)?.optionalInt(0) == 1 }
         }
-        try database.execute("UPDATE Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row SET d.last_checkin_at = '2000-01-01 00:00:00' WHERE s.userid = \(user.userID)")
+        try database.execute("""
+            UPDATE Devices d
+            JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+            SET d.last_checkin_at = '2000-01-01 00:00:00'
+            WHERE s.userid = \(user.userID)
+            """)
         _ = try v2("01/01/2020 00:00:00.000", 1)
-        #expect(try recent("SELECT d.last_checkin_at > NOW() - INTERVAL 1 MINUTE FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)"))
+        #expect(try recent("""
+            SELECT d.last_checkin_at > NOW() - INTERVAL 1 MINUTE
+            FROM Devices d
+            JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+            WHERE s.userid = \(user.userID)
+            """))
         try database.execute("UPDATE EnsSubscriptionInfo SET last_checkin_at = NULL WHERE userid = \(user.userID)")
         _ = try v1("01/01/2020 00:00:00.000")
         #expect(try recent("SELECT last_checkin_at > NOW() - INTERVAL 1 MINUTE FROM EnsSubscriptionInfo WHERE userid = \(user.userID)"))

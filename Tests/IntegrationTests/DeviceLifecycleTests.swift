@@ -19,7 +19,8 @@ struct DeviceLifecycleTests {
 
     func updateSyncKey(_ registered: RegisteredUser, token: String, key: String) throws -> String? {
         TestSecrets.remember(key)
-        let info = try registered.user.sealForDevice(["apnsToken": token, "backgroundSyncKey": key, "syncKeyExpirationTime": "01/01/2099 00:00:00.000"],
+        let info = try registered.user.sealForDevice(["apnsToken": token, "backgroundSyncKey": key,
+                                                      "syncKeyExpirationTime": "01/01/2099 00:00:00.000"],
                                                      token: token, for: "updatesynckey.info")
         return try api.call("/updatesynckey", ["userid": registered.user.userID, "info": info]).json["responseCode"]
     }
@@ -104,9 +105,14 @@ struct DeviceLifecycleTests {
         let legacy = TestSecrets.apnsToken()
         #expect(try registered.register(with: api, token: legacy, sealedFor: nil, withSecret: false).json["responseCode"] == "UserUpdated")
         let bare = try registered.user.seal(legacy)
-        #expect(try api.call("/updatedevice", ["userid": registered.user.userID, "token": bare], headers: [("badge", "1")]).json["responseCode"] == "UpdateSuccess")
+        #expect(try api.call("/updatedevice", ["userid": registered.user.userID, "token": bare],
+                             headers: [("badge", "1")]).json["responseCode"] == "UpdateSuccess")
         let badges = try database.query("""
-            SELECT d.badge FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(registered.user.userID) ORDER BY d.id
+            SELECT d.badge
+            FROM Devices d
+            JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+            WHERE s.userid = \(registered.user.userID)
+            ORDER BY d.id
             """).map { try $0.int(0) }
         #expect(badges == [0, 1])
         let unknown = try registered.user.seal(TestSecrets.apnsToken())

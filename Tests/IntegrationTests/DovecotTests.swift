@@ -54,7 +54,8 @@ import Testing
             if let imapURL { creds["imapUrl"] = imapURL }
             creds.merge(extra) { _, new in new }
             return try api.call("/registerdevicev2", [
-                "userid": user.userID, "email": email, "creds": try user.sealJSON(creds, for: "registerdevicev2.creds"), "bundleid": "com.example.mail",
+                "userid": user.userID, "email": email, "creds": try user.sealJSON(creds,
+                                                                                  for: "registerdevicev2.creds"), "bundleid": "com.example.mail",
             ])
         }
     }
@@ -113,7 +114,8 @@ import Testing
 
         // The device leaves; the next delivery hears 410 and the script clears the opt-in.
         let left = try api.call("/unregister", ["userid": account.user.userID,
-                                                "token": try account.user.sealForDevice(["apnsToken": account.token], token: account.token, for: "unregister.token")])
+                                                "token": try account.user.sealForDevice(["apnsToken": account.token],
+                                                                                        token: account.token, for: "unregister.token")])
         #expect(left.json["responseCode"] == "DeviceUnregistered", "\(left.bodyText)")
         try dovecot.deliver(Self.message(subject: "After leaving"), to: account.email)
         #expect(TestStack.eventually(within: 10) { (try? dovecot.metadata(key, of: account.email)) == "" }, "\(dovecot.log)")
@@ -203,11 +205,13 @@ import Testing
         func hook(_ body: String, authorization: String?) throws -> HTTPResponse {
             var headers = [("Content-Type", "application/json; charset=utf-8")]
             if let authorization { headers.append(("Authorization", authorization)) }
-            return try TestStack.client().send(HTTPRequest(method: .put, url: TestStack.baseURL + "/dovecot/v1", headers: headers, body: Array(body.utf8)))
+            return try TestStack.client().send(HTTPRequest(method: .put, url: TestStack.baseURL + "/dovecot/v1",
+                                                           headers: headers, body: Array(body.utf8)))
         }
         func basic(_ user: String, _ secret: String) -> String { "Basic " + Base64.encode(Array("\(user):\(secret)".utf8)) }
         func event(_ token: String, uid: Int, subject: String = "forged") -> String {
-            #"{"user":"\#(token)","event":"messageNew","folder":"INBOX","imap-uidvalidity":1,"imap-uid":\#(uid),"from":"x <x@example.net>","subject":"\#(subject)","unseen":1}"#
+            #"{"user":"\#(token)","event":"messageNew","folder":"INBOX","imap-uidvalidity":1,"imap-uid":\#(uid),"from":"x <x@example.net>","# +
+            #""subject":"\#(subject)","unseen":1}"#
         }
         // No credential, a wrong one, another server's credential with this server's name.
         #expect(try hook(event(token, uid: 1), authorization: nil).status == 401)
@@ -246,7 +250,8 @@ import Testing
         try #require(try account.register(with: api).json["responseCode"] == "UserSubscribed")
         // Folded every 70 characters, as a mailer writes a long header.
         let words = (0..<1500).map { "word\($0)" }
-        let subject = stride(from: 0, to: words.count, by: 10).map { words[$0..<min($0 + 10, words.count)].joined(separator: " ") }.joined(separator: "\r\n ")
+        let subject = stride(from: 0, to: words.count,
+                             by: 10).map { words[$0..<min($0 + 10, words.count)].joined(separator: " ") }.joined(separator: "\r\n ")
         #expect(subject.utf8.count > 100_000 / 10)
         try dovecot.deliver(Self.message(subject: subject + String(repeating: " pad", count: 22_000)), to: account.email)
         #expect(TestStack.eventually(within: 15) { !Self.pushes(to: account.token).isEmpty }, "\(dovecot.log)")
@@ -295,7 +300,8 @@ import Testing
 
         let autoconfigAnswer = try byAutoconfig.register(with: api)
         #expect(autoconfigAnswer.json["responseCode"] == "UserSubscribed", "\(autoconfigAnswer.status) \(autoconfigAnswer.bodyText)")
-        let fetched = try ExchangeSimulator.requests().filter { ($0["operation"] as? String) == "Autoconfig" && ($0["host"] as? String)?.hasSuffix("hosted.test") == true }
+        let fetched = try ExchangeSimulator.requests().filter { ($0["operation"] as? String) == "Autoconfig"
+            && ($0["host"] as? String)?.hasSuffix("hosted.test") == true }
         #expect(!fetched.isEmpty)
         for request in fetched {
             #expect((request["path"] as? String)?.contains("?") == false && request["auth"] as? String == "none", "\(request)")

@@ -75,7 +75,11 @@ struct ExchangeTests {
         #expect(try row.optionalText(2)?.isEmpty == false)
         #expect(try row.text(3) == "https://mail.pox.test/EWS/Exchange.asmx")
         #expect(try row.text(4) == "Exchange2010_SP2")
-        #expect(try database.queryOne("SELECT ews_url FROM EWSUrlCache WHERE domain = 'pox.test'")?.text(0) == "https://mail.pox.test/EWS/Exchange.asmx")
+        #expect(try database.queryOne("""
+            SELECT ews_url
+            FROM EWSUrlCache
+            WHERE domain = 'pox.test'
+            """)?.text(0) == "https://mail.pox.test/EWS/Exchange.asmx")
 
         // The callback URL Exchange holds carries no credential in clear.
         let subscription = try #require(try ExchangeSimulator.subscriptions(of: user.email).first)
@@ -118,7 +122,8 @@ struct ExchangeTests {
 
         // A second registration of the same device does not touch Exchange.
         let before = try ExchangeSimulator.subscriptions(of: user.email).count
-        #expect(try register(user, creds: basicCreds(user, password, token: token), headers: [("badge", "1")])["responseCode"] == "UserAlreadySubscribed")
+        #expect(try register(user, creds: basicCreds(user, password, token: token),
+                             headers: [("badge", "1")])["responseCode"] == "UserAlreadySubscribed")
         #expect(try ExchangeSimulator.subscriptions(of: user.email).count == before)
     }
 
@@ -163,7 +168,8 @@ struct ExchangeTests {
         let creds: [String: Any] = ["apnsToken": token, "CBAData": ["certificate": pkcs12, "password": bundlePassword]]
         #expect(try register(user, creds: creds)["responseCode"] == "UserSubscribed")
         #expect(try ExchangeSimulator.violations().isEmpty)  // no credentials over plain HTTP
-        #expect(try ExchangeSimulator.newMail(email, subject: "Signed in with a certificate", fromName: "Carol").first?["subscriptionStatus"] as? String == "OK")
+        #expect(try ExchangeSimulator.newMail(email, subject: "Signed in with a certificate",
+                                              fromName: "Carol").first?["subscriptionStatus"] as? String == "OK")
         #expect(TestStack.eventually(within: 20) { pushes(to: token).contains { alert($0)?["body"] == "Signed in with a certificate" } })
         // A bundle whose password is wrong is a credential failure.
         let wrong: [String: Any] = ["apnsToken": token, "CBAData": ["certificate": pkcs12, "password": "not-it"]]
@@ -173,16 +179,19 @@ struct ExchangeTests {
     @Test func failureOutcomes() throws {
         // Autodiscover finds nothing.
         let nowhere = try api.newUser(email: "n\(UUID().uuidString.prefix(8).lowercased())@nowhere.test")
-        #expect(try register(nowhere, creds: ["apnsToken": TestSecrets.apnsToken(), "userName": "x", "password": "y-secret"])["responseCode"] == "AutodiscoverFailed")
+        #expect(try register(nowhere,
+            creds: ["apnsToken": TestSecrets.apnsToken(), "userName": "x", "password": "y-secret"])["responseCode"] == "AutodiscoverFailed")
         // A redirect loop ends, as AutodiscoverFailed.
         try ExchangeSimulator.domain("loop.test", mode: "redirect-loop")
         let (looping, loopPassword) = try mailboxUser("loop.test")
-        #expect(try register(looping, creds: basicCreds(looping, loopPassword, token: TestSecrets.apnsToken()))["responseCode"] == "AutodiscoverFailed")
+        #expect(try register(looping,
+                             creds: basicCreds(looping, loopPassword, token: TestSecrets.apnsToken()))["responseCode"] == "AutodiscoverFailed")
         // Wrong password: Autodiscover and EWS answer 401.
         try ExchangeSimulator.domain("pox.test", mode: "pox-root")
         let (user, _) = try mailboxUser("pox.test")
         TestSecrets.remember("wrong-password-1")
-        #expect(try register(user, creds: basicCreds(user, "wrong-password-1", token: TestSecrets.apnsToken()))["responseCode"] == "ExchangeAuthFailed")
+        #expect(try register(user,
+                             creds: basicCreds(user, "wrong-password-1", token: TestSecrets.apnsToken()))["responseCode"] == "ExchangeAuthFailed")
         var withURL = basicCreds(user, "wrong-password-1", token: TestSecrets.apnsToken())
         withURL["ewsUrl"] = "https://mail.pox.test/EWS/Exchange.asmx"
         #expect(try register(user, creds: withURL)["responseCode"] == "ExchangeAuthFailed")
@@ -200,7 +209,8 @@ struct ExchangeTests {
     @Test func olderServersGetAnOlderSchemaVersion() throws {
         try ExchangeSimulator.domain("pox.test", mode: "pox-root")
         let (user, password) = try mailboxUser("pox.test", versions: ["Exchange2007_SP1", "Exchange2010"])
-        #expect(try register(user, creds: basicCreds(user, password, token: TestSecrets.apnsToken()), exchVersion: "6")["responseCode"] == "UserSubscribed")
+        #expect(try register(user, creds: basicCreds(user, password, token: TestSecrets.apnsToken()),
+                             exchVersion: "6")["responseCode"] == "UserSubscribed")
         #expect(try record(user)?.text(4) == "Exchange2010")
     }
 
@@ -265,7 +275,8 @@ struct ExchangeTests {
         }
         let valid = """
             <?xml version="1.0" encoding="utf-8"?><soap11:Envelope xmlns:soap11="http://schemas.xmlsoap.org/soap/envelope/"><soap11:Body>\
-            <m:SendNotification xmlns:m="http://schemas.microsoft.com/exchange/services/2006/messages" xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types">\
+            <m:SendNotification xmlns:m="http://schemas.microsoft.com/exchange/services/2006/messages" \
+            xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types">\
             <m:ResponseMessages><m:SendNotificationResponseMessage ResponseClass="Success"><m:ResponseCode>NoError</m:ResponseCode>\
             <m:Notification><t:SubscriptionId>SUB</t:SubscriptionId><t:PreviousWatermark>W0</t:PreviousWatermark><t:MoreEvents>false</t:MoreEvents>\
             <t:StatusEvent><t:Watermark>W1</t:Watermark></t:StatusEvent></m:Notification></m:SendNotificationResponseMessage></m:ResponseMessages>\
@@ -287,7 +298,8 @@ struct ExchangeTests {
         var laughs = #"<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa">"#
         for level in 1...9 { laughs += "<!ENTITY a\(level) \"" + String(repeating: "&a\(level == 1 ? "" : String(level - 1));", count: 10) + "\">" }
         laughs += "]><l>&a9;</l>"
-        let wrongNamespace = heartbeat.replacingOccurrences(of: "http://schemas.microsoft.com/exchange/services/2006/messages", with: "https://schemas.microsoft.com/exchange/services/2006/messages")
+        let wrongNamespace = heartbeat.replacingOccurrences(of: "http://schemas.microsoft.com/exchange/services/2006/messages",
+                                                            with: "https://schemas.microsoft.com/exchange/services/2006/messages")
         for hostile in [xxe, laughs, wrongNamespace, String(heartbeat.prefix(300)), "", "<?a?>", String(repeating: "<a>", count: 5000)] {
             let response = try post(path, hostile)
             #expect(response.status == 400, "\(hostile.prefix(40)): \(response.status)")
@@ -305,7 +317,8 @@ struct ExchangeTests {
         let denied = TestSecrets.apnsToken()
         let unlisted = TestSecrets.apnsToken()
         try ExchangeSimulator.control("/policy", ["deny": ["DENIED-DEVICE"]])
-        #expect(try register(user, creds: basicCreds(user, password, token: allowed), ewsDeviceID: "ALLOWED-DEVICE")["responseCode"] == "UserSubscribed")
+        #expect(try register(user, creds: basicCreds(user, password, token: allowed),
+                             ewsDeviceID: "ALLOWED-DEVICE")["responseCode"] == "UserSubscribed")
         #expect(try register(user, creds: basicCreds(user, password, token: denied), ewsDeviceID: "DENIED-DEVICE")["responseCode"] == "UserUpdated")
         #expect(try register(user, creds: basicCreds(user, password, token: unlisted), ewsDeviceID: nil)["responseCode"] == "UserUpdated")
         #expect(try ExchangeSimulator.newMail(user.email, subject: "Policy", fromName: "Fay").first?["subscriptionStatus"] as? String == "OK")

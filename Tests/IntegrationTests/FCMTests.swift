@@ -77,7 +77,8 @@ struct FCMTests {
         // last callback), and they leave with it: the iPhone's check-in asks it to
         // register again, which supplies its own.
         let unregistered = try api.call("/unregister", ["userid": user.user.userID,
-                                                        "token": try user.user.sealForDevice(["fcmToken": android], token: "fcm:" + android, for: "unregister.token")])
+                                                        "token": try user.user.sealForDevice(["fcmToken": android], token: "fcm:" + android,
+                                                                                             for: "unregister.token")])
         #expect(unregistered.json["responseCode"] == "DeviceUnregistered")
         let payload = try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1])
         #expect(try api.call("/getsubscriptionstatusv2", ["userid": user.user.userID, "subscriptionPayload": payload])
@@ -162,7 +163,8 @@ struct FCMTests {
     /// The provider on its own, against the simulator's token endpoint with a moved
     /// clock: a token is reused until five minutes before it expires, then renewed.
     @Test func theAccessTokenIsRenewedBeforeItExpires() throws {
-        let account = try FCMServiceAccount(json: Array(try Data(contentsOf: URL(fileURLWithPath: TestStack.directory + "/secrets/fcm-service-account.json"))))
+        let account = try FCMServiceAccount(json: Array(try Data(contentsOf: URL(fileURLWithPath: TestStack.directory
+                                                                                      + "/secrets/fcm-service-account.json"))))
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let clock = ManualClock(now - 56 * 60_000)  // so the first token expires 4 minutes from real now
         let provider = try FCMProvider(accounts: ["com.example.android": account], url: "https://localhost:\(Int(TestStack.port)! + 6)",

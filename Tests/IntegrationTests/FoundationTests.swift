@@ -53,7 +53,8 @@ struct FoundationTests {
 
     @Test func tlsOffersOnlyModernProtocols() throws {
         for (flag, shouldConnect) in [("-tls1_1", false), ("-tls1", false), ("-tls1_2", true), ("-tls1_3", true)] {
-            let (status, _) = try ChildProcess.run("/bin/sh", ["-c", "openssl s_client -connect 127.0.0.1:\(TestStack.port) \(flag) -brief </dev/null >/dev/null 2>&1"])
+            let (status, _) = try ChildProcess.run("/bin/sh",
+                ["-c", "openssl s_client -connect 127.0.0.1:\(TestStack.port) \(flag) -brief </dev/null >/dev/null 2>&1"])
             #expect((status == 0) == shouldConnect, "openssl s_client \(flag)")
         }
     }

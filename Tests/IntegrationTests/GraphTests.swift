@@ -31,7 +31,8 @@ struct GraphTests {
         try TestStack.run(TestStack.root + "/.build/debug/ens-cron", arguments + ["--config", TestStack.directory + "/ens.conf"])
     }
 
-    func recordColumns(_ user: GraphMailboxUser) throws -> (backend: String, subscription: String?, tenant: String?, path: String?, renewAfterHours: Double?) {
+    func recordColumns(_ user: GraphMailboxUser) throws -> (backend: String, subscription: String?, tenant: String?,
+                                                            path: String?, renewAfterHours: Double?) {
         let row = try #require(try database.queryOne("""
             SELECT mail_backend, subscription_id, backend_tenant, backend_url,
                    TIMESTAMPDIFF(SECOND, NOW(3), renew_after) / 3600 FROM EnsSubscriptionInfo WHERE userid = \(user.user.userID)
@@ -63,7 +64,8 @@ struct GraphTests {
         #expect(subscription["immutableIds"] as? Bool == true)
         #expect(subscription["hasLifecycleUrl"] as? Bool == true)
         #expect(subscription["changeType"] as? String == "created")
-        #expect((subscription["clientStateLength"] as? NSNumber)?.intValue ?? 0 > 0 && (subscription["clientStateLength"] as? NSNumber)?.intValue ?? 999 <= 128)
+        #expect((subscription["clientStateLength"] as? NSNumber)?.intValue ?? 0 > 0
+            && (subscription["clientStateLength"] as? NSNumber)?.intValue ?? 999 <= 128)
         let columns = try recordColumns(user)
         #expect(columns.backend == "graph" && columns.tenant == GraphSimulator.contoso && columns.path == "users/\(user.objectID)")
         // Renewal comes at about half of the 4,200-minute lifetime (35 h).
@@ -107,9 +109,11 @@ struct GraphTests {
         let revoked = try GraphSimulator.userToken(user.user.email)
         try GraphSimulator.control("/revoke", ["mail": user.user.email])
         #expect(try user.register(with: api, token: TestSecrets.apnsToken(), accessToken: revoked).json["responseCode"] == "ExchangeAuthFailed")
-        #expect(try user.register(with: api, token: TestSecrets.apnsToken(), accessToken: "eyJforged.token.x").json["responseCode"] == "ExchangeAuthFailed")
+        #expect(try user.register(with: api, token: TestSecrets.apnsToken(),
+                                  accessToken: "eyJforged.token.x").json["responseCode"] == "ExchangeAuthFailed")
         _ = try GraphSimulator.newMail(user.user.email, subject: "Two devices")
-        #expect(TestStack.eventually(within: 20) { !user.pushes(to: second, subject: "Two devices").isEmpty && !user.pushes(to: user.token, subject: "Two devices").isEmpty })
+        #expect(TestStack.eventually(within: 20) { !user.pushes(to: second,
+            subject: "Two devices").isEmpty && !user.pushes(to: user.token, subject: "Two devices").isEmpty })
     }
 
     /// Forged Graph tokens from one address hold that device and that address (429,
@@ -190,7 +194,8 @@ struct GraphTests {
         }
         #expect(try postRaw(user, "not json at all").status == 202)
         // A lifecycle event has no resource, and is accepted (202 exactly).
-        let lifecycle = try postRaw(user, ["value": [["subscriptionId": subscription, "clientState": "guessed", "lifecycleEvent": "missed"]]], lifecycle: true)
+        let lifecycle = try postRaw(user,
+            ["value": [["subscriptionId": subscription, "clientState": "guessed", "lifecycleEvent": "missed"]]], lifecycle: true)
         #expect(lifecycle.status == 202)
         // A forged URL: still 202, nothing happens.
         let bogus = try TestStack.post("/graph/1/1/AAAAAAAAAAAAAAAAAAAAAA", body: Array(#"{"value":[]}"#.utf8), contentType: "application/json")
@@ -392,7 +397,8 @@ struct GraphTests {
         let forged = try TestStack.post("/graph/\(recordID)/\(generation)/\(Base64.encodeURLSafe(Array(repeating: 0, count: 16)))",
                                         body: Array(body.utf8), contentType: "application/json")
         #expect(forged.status == 202)
-        let older = try TestStack.post("/graph/\(recordID)/\(generation)/\(Base64.encodeURLSafe(mac))", body: Array(body.utf8), contentType: "application/json")
+        let older = try TestStack.post("/graph/\(recordID)/\(generation)/\(Base64.encodeURLSafe(mac))",
+                                       body: Array(body.utf8), contentType: "application/json")
         #expect(older.status == 202)
         #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token, subject: "Older URL").isEmpty })
         Thread.sleep(forTimeInterval: 1)
@@ -495,7 +501,11 @@ struct GraphTests {
 
     @Test func aSubscriptionENSMayNoLongerRenewWakesItsDevices() throws {
         let user = try GraphMailboxUser.register(with: api)
-        try database.execute("UPDATE EnsSubscriptionInfo SET renewed_at = NOW(3) - INTERVAL 1 DAY, renew_after = NOW(3) WHERE userid = \(user.user.userID)")
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo
+            SET renewed_at = NOW(3) - INTERVAL 1 DAY, renew_after = NOW(3)
+            WHERE userid = \(user.user.userID)
+            """)
         try GraphSimulator.fail("patch", status: 403, code: "ErrorAccessDenied", count: 1)
         _ = try cron(["renew"])
         let status = try api.call("/getsubscriptionstatusv2", [
@@ -510,7 +520,8 @@ struct GraphTests {
         _ = try GraphSimulator.newMail(user.user.email, subject: "Unlogged")
         _ = try TestStack.post("/graph/1/2/x?validationToken=abc", body: [], contentType: "text/plain")
         _ = try TestStack.get("/graph/405-check")
-        let logs = try FileManager.default.contentsOfDirectory(atPath: TestStack.directory + "/log").filter { $0.hasPrefix("nginx") || $0.hasPrefix("apache") }
+        let logs = try FileManager.default.contentsOfDirectory(atPath: TestStack.directory + "/log").filter { $0.hasPrefix("nginx")
+            || $0.hasPrefix("apache") }
         for log in logs {
             let text = (try? String(contentsOfFile: TestStack.directory + "/log/" + log, encoding: .utf8)) ?? ""
             #expect(!text.contains("/graph/"), "\(log) mentions a Graph notification URL")

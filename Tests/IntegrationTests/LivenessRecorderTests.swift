@@ -67,7 +67,8 @@ struct LivenessRecorderTests {
         let recorder = LivenessRecorder()
         recorder.callback(recordID: id, generation: 1, watermark: "w-1", at: try at("2026-11-29 11:00:00"))
         // A database that cannot be reached (a socket nothing listens on).
-        let away = Connection(configuration: MariaDBConfiguration(unixSocket: "/nonexistent/mysqld.sock", user: "root", password: "", database: "ens"))
+        let away = Connection(configuration: MariaDBConfiguration(unixSocket: "/nonexistent/mysqld.sock",
+                                                                  user: "root", password: "", database: "ens"))
         #expect(throws: (any Error).self) { try recorder.flush(database: away) }
         #expect(try heard(id) == ("2026-11-29 10:00:00.000", "w-start"))
         // Meanwhile an older heartbeat arrives: the kept, newer note still wins.

@@ -35,7 +35,12 @@ struct MaintenanceTests {
         let creds = try user.sealJSON(["apnsToken": token, "oauthAccessToken": "maintenance-oauth"])
         let answer = try api.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "com.example.mail"])
         #expect(answer.json["responseCode"] == "UserUpdated")
-        let row = try #require(try database.queryOne("SELECT d.id FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)")?.int(0))
+        let row = try #require(try database.queryOne("""
+            SELECT d.id
+            FROM Devices d
+            JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+            WHERE s.userid = \(user.userID)
+            """)?.int(0))
         return (user, row, answer.json["pushTag"])
     }
 
@@ -46,7 +51,11 @@ struct MaintenanceTests {
         let (fresh, freshRow) = try subscribedUserWithDevice(TestSecrets.apnsToken())
         // 31 days without a check-in (the default limit is 30).
         try database.execute("UPDATE Devices SET last_checkin_at = NOW(3) - INTERVAL 31 DAY WHERE id = \(row)")
-        try database.execute("UPDATE EnsSubscriptionInfo SET created_at = NOW(3) - INTERVAL 40 DAY, last_checkin_at = NOW(3) - INTERVAL 31 DAY WHERE userid = \(user.userID)")
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo
+            SET created_at = NOW(3) - INTERVAL 40 DAY, last_checkin_at = NOW(3) - INTERVAL 31 DAY
+            WHERE userid = \(user.userID)
+            """)
         let first = try cron(["reap"])
         #expect(first.contains("1 stale devices") || first.contains("stale devices"))
         #expect(try count("SELECT COUNT(*) FROM Devices WHERE id = \(row)") == 0)
@@ -186,7 +195,8 @@ struct MaintenanceTests {
             #expect(text.contains(section), "\(section) in \(text)")
         }
         #expect(text.contains("com.example.mail") && text.contains("apns"))
-        let jobs = text.split(separator: "\n").filter { line in ["api-keys", "reap", "renew", "sync-keys", "keys", "gauges"].contains { line.hasPrefix("  \($0) ") } }
+        let jobs = text.split(separator: "\n").filter { line in ["api-keys",
+            "reap", "renew", "sync-keys", "keys", "gauges"].contains { line.hasPrefix("  \($0) ") } }
         #expect(jobs.count == 6 && jobs.allSatisfy { $0.contains(" ok ") }, "\(jobs)")
 
         let json = try #require(try JSONSerialization.jsonObject(with: Data(cron(["status", "--json"]).utf8)) as? [String: Any])
@@ -196,7 +206,8 @@ struct MaintenanceTests {
         #expect((ews["healthy"] as? Int ?? 0) >= 1)
         let devices = try #require(json["devices"] as? [[String: Any]])
         // The stack has an APNs key and an FCM service account for com.example.mail.
-        #expect(devices.contains { $0["app"] as? String == "com.example.mail" && $0["pushCredentials"] as? String == "apns+fcm" && ($0["enabled"] as? Int ?? 0) >= 1 }, "\(devices)")
+        #expect(devices.contains { $0["app"] as? String == "com.example.mail" && $0["pushCredentials"] as? String == "apns+fcm"
+            && ($0["enabled"] as? Int ?? 0) >= 1 }, "\(devices)")
         let spool = try #require(json["spool"] as? [String: Any])
         #expect(spool["pending"] is Int)
         let cronJobs = try #require(json["cronJobs"] as? [[String: Any]])
@@ -220,7 +231,8 @@ struct MaintenanceTests {
         #expect(status == 1)
         let lines = try String(contentsOfFile: statusFile, encoding: .utf8).split(separator: "\n")
         #expect(lines.contains { $0.hasPrefix("reap failed ") }, "\(lines)")
-        try (String(contentsOfFile: statusFile, encoding: .utf8) + "garbage line\n\u{0}\u{1}\n").write(toFile: statusFile, atomically: true, encoding: .utf8)
+        try (String(contentsOfFile: statusFile, encoding: .utf8) + "garbage line\n\u{0}\u{1}\n").write(toFile: statusFile,
+            atomically: true, encoding: .utf8)
         try cron(["reap"])
         let after = try String(contentsOfFile: statusFile, encoding: .utf8)
         #expect(after.contains("reap ok ") && !after.contains("garbage"))

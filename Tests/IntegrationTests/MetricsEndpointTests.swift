@@ -35,7 +35,8 @@ struct MetricsEndpointTests {
         // Two responder processes and ens-sender.
         #expect((value(text, "ens_metrics_sources") ?? 0) >= 3)
         // Callback paths carry sealed tokens: only the route is ever a label.
-        #expect(!text.contains(#"endpoint="/ews/1"#) && !text.split(separator: "\n").contains { $0.contains("endpoint=\"/ews/") && !$0.contains("endpoint=\"/ews/\"") })
+        #expect(!text.contains(#"endpoint="/ews/1"#) && !text.split(separator: "\n").contains { $0.contains("endpoint=\"/ews/")
+            && !$0.contains("endpoint=\"/ews/\"") })
         // An unknown path is one label, not one per path.
         _ = try TestStack.post("/ews/nope", body: Array("<x/>".utf8), contentType: "text/xml")
         #expect(!text.contains("nope"))
@@ -81,7 +82,8 @@ struct MetricsEndpointTests {
             let family = ["_bucket", "_sum", "_count"].first { name.hasSuffix($0) }.map { String(name.dropLast($0.count)) } ?? name
             #expect(MetricsText.families[family] != nil, "the dashboard asks for \(name), which ENS does not export")
         }
-        for needed in ["ens_http_requests_total", "ens_push_spool_depth", "ens_push_paused_credentials", "ens_subscriptions", "process_start_time_seconds"] {
+        for needed in ["ens_http_requests_total", "ens_push_spool_depth", "ens_push_paused_credentials",
+                       "ens_subscriptions", "process_start_time_seconds"] {
             #expect(names.contains(needed), "the dashboard shows \(needed)")
         }
     }

@@ -48,7 +48,10 @@ struct MigrationTests {
             VALUES ('u1', 'pem', x'00', 1, 7, 'https://mail.example.test/EWS/Exchange.asmx', 'sub-1', 'wm-1', 'Exchange2013_SP1', 15,
                     '2026-11-24 10:00:00.000')
             """)
-        try database.execute("INSERT INTO EWSUrlCache (domain, ews_url, expires_at) VALUES ('example.test', 'https://mail.example.test/EWS/Exchange.asmx', '2030-01-01')")
+        try database.execute("""
+            INSERT INTO EWSUrlCache (domain, ews_url, expires_at)
+            VALUES ('example.test', 'https://mail.example.test/EWS/Exchange.asmx', '2030-01-01')
+            """)
 
         #expect(try migrate(database, through: 5) == ["005_backend_neutral_names.sql"])
         let row = try #require(try database.queryOne("""
@@ -61,7 +64,11 @@ struct MigrationTests {
         #expect(url == "https://mail.example.test/EWS/Exchange.asmx" && subscription == "sub-1" && watermark == "wm-1")
         #expect(version == "Exchange2013_SP1" && heartbeat == 15 && lastCallback.databaseString == "2026-11-24 10:00:00.000")
         // What stays EWS's own keeps its name.
-        #expect(try database.queryOne("SELECT ews_url FROM EWSUrlCache WHERE domain = 'example.test'")?.text(0) == "https://mail.example.test/EWS/Exchange.asmx")
+        #expect(try database.queryOne("""
+            SELECT ews_url
+            FROM EWSUrlCache
+            WHERE domain = 'example.test'
+            """)?.text(0) == "https://mail.example.test/EWS/Exchange.asmx")
         let oldColumns = try database.queryOne("""
             SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = \(name) AND TABLE_NAME = 'EnsSubscriptionInfo'
               AND COLUMN_NAME IN ('ews_url', 'ews_subscription_id', 'ews_watermark', 'ews_version', 'status_frequency_minutes')
@@ -99,7 +106,8 @@ struct MigrationTests {
                 """)
         }
         try database.execute("""
-            INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered, mail_backend, backend_url, backend_tenant, subscription_id)
+            INSERT INTO EnsSubscriptionInfo (userid, public_key_pem, private_key_sealed, registered,
+                                             mail_backend, backend_url, backend_tenant, subscription_id)
             VALUES ('g', 'pem', x'00', 1, 'graph', 'users/1', 'tenant-1', 'sub')
             """)
         #expect(try migrate(database, through: 13).contains("013_proven_endpoints.sql"))
@@ -142,7 +150,11 @@ struct MigrationTests {
         let other = MailSubscriptionStore(database: database, vault: Vault(masterKey: try AESGCMKey(bytes: Digest.randomBytes(32))))
         #expect(try other.subscriptionState(recordID: recordID)?.isAuthentic == false)
         // Edits after the migration fail, and migrate (up to date) binds nothing again.
-        try database.execute("UPDATE EnsSubscriptionInfo SET backend_url = 'https://mail.evil.test/EWS/Exchange.asmx', binding_mac = NULL WHERE id = \(recordID)")
+        try database.execute("""
+            UPDATE EnsSubscriptionInfo
+            SET backend_url = 'https://mail.evil.test/EWS/Exchange.asmx', binding_mac = NULL
+            WHERE id = \(recordID)
+            """)
         let writersKey = try P256KeyAgreementKey.generate().publicKey.x963
         try database.execute("UPDATE MailCredentials SET box_public_key = \(writersKey) WHERE record_id = \(recordID)")
         #expect(try migrate(database, through: 14, then: [
@@ -180,7 +192,8 @@ struct MigrationTests {
         let deviceMAC = binding.device(id: 1, recordID: recordID, tokenHash: owner, bundleID: "b", privacyMode: 0, previewKey: nil,
                                        endpoint: "https://mail.example.test:443", secretHash: nil, epoch: 0)
         try database.execute("""
-            INSERT INTO Devices (id, subscription_row, token_hash, token_sealed, bundle_id, privacy_mode, endpoint, registered_at, last_checkin_at, binding_mac)
+            INSERT INTO Devices (id, subscription_row, token_hash, token_sealed, bundle_id,
+                                 privacy_mode, endpoint, registered_at, last_checkin_at, binding_mac)
             VALUES (1, \(recordID), \(owner), x'00', 'b', 0, 'https://mail.example.test:443', NOW(3), NOW(3), \(deviceMAC))
             """)
         let step: [String: (Connection) throws -> Void] = [

@@ -113,7 +113,12 @@ struct OAuthRefreshTests {
     }
 
     func refused(_ recordID: Int64) throws -> Bool {
-        try database.queryOne("SELECT refused_at IS NOT NULL FROM MailCredentials c JOIN EnsSubscriptionInfo s ON s.id = c.record_id AND s.generation = c.generation WHERE s.id = \(recordID)")?.int(0) == 1
+        try database.queryOne("""
+            SELECT refused_at IS NOT NULL
+            FROM MailCredentials c
+            JOIN EnsSubscriptionInfo s ON s.id = c.record_id AND s.generation = c.generation
+            WHERE s.id = \(recordID)
+            """)?.int(0) == 1
     }
 
     func recordID(_ user: OAuthUser) throws -> Int64 {

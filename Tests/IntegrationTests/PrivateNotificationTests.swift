@@ -49,7 +49,8 @@ struct PrivateNotificationTests {
         /// `cryptography`); nil if it does not open.
         func open(_ enc: String, notificationID: String) throws -> [String: Any]? {
             let blob = Hex.encode(Array(try #require(Data(base64Encoded: enc))))
-            let output = try TestStack.run("/usr/bin/env", ["python3", TestStack.root + "/Tests/tools/preview_encryption.py", "decrypt", scalarHex, notificationID, blob])
+            let output = try TestStack.run("/usr/bin/env",
+                ["python3", TestStack.root + "/Tests/tools/preview_encryption.py", "decrypt", scalarHex, notificationID, blob])
             // A JSON list: the plaintext in hex, or null when the blob does not open.
             let opened = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [Any]
             guard let hex = opened?.first as? String, let bytes = Hex.decode(hex) else { return nil }
@@ -182,7 +183,8 @@ struct PrivateNotificationTests {
         #expect(try sealed(user, "/updateprivacy", ["pushToken": user.token, "privacy": "generic"]).json["responseCode"] == "UpdateSuccess")
         let key = try DeviceKey.make()
         let oldToken = TestSecrets.apnsToken()
-        #expect(try user.register(with: api, token: oldToken, extra: ["privacy": "encrypted", "privacyKey": key.pointBase64]).json["privacy"] == "encrypted")
+        #expect(try user.register(with: api, token: oldToken,
+                                  extra: ["privacy": "encrypted", "privacyKey": key.pointBase64]).json["privacy"] == "encrypted")
         let secureToken = TestSecrets.apnsToken()
         #expect(try user.register(with: api, token: secureToken, extra: ["privacy": "secure"]).json["privacy"] == "secure")
         let mail = PrivateMail()
@@ -344,7 +346,8 @@ struct PrivateNotificationTests {
         let othersMark = try sealed(user, "/marknotificationsread", ["pushToken": other, "ids": ids])
         #expect((object(othersMark)["marked"] as? NSNumber)?.intValue == 0, "\(othersMark.bodyText)")
         let marked = try sealed(user, "/marknotificationsread", ["pushToken": user.token, "ids": ids + [String(repeating: "0", count: 32)]])
-        #expect(object(marked)["responseCode"] as? String == "UpdateSuccess" && (object(marked)["marked"] as? NSNumber)?.intValue == 2, "\(marked.bodyText)")
+        #expect(object(marked)["responseCode"] as? String == "UpdateSuccess" && (object(marked)["marked"] as? NSNumber)?.intValue == 2,
+                "\(marked.bodyText)")
 
         try TestStack.stack("fcgi-stop")
         try TestStack.stack("fcgi-start")
@@ -356,7 +359,8 @@ struct PrivateNotificationTests {
         }
         #expect(deviceIDs.allSatisfy { $0 != nil })
         let unregistered = try api.call("/unregister", ["userid": user.user.userID,
-                                                        "token": try user.user.sealForDevice(["apnsToken": user.token], token: user.token, for: "unregister.token")])
+                                                        "token": try user.user.sealForDevice(["apnsToken": user.token],
+                                                                                             token: user.token, for: "unregister.token")])
         #expect(unregistered.json["responseCode"] == "DeviceUnregistered")
         let left = try database.queryOne("SELECT COUNT(*) FROM NotificationLog WHERE device_id IN (\(list: deviceIDs.compactMap { $0 }))")
         let count: Int64? = try left.map { try $0.decode(Int64.self) }

@@ -24,7 +24,8 @@ struct RegistrationTrustTests {
     func subscribedVictim() throws -> RegisteredUser { try RegisteredUser.register(with: api) }
 
     /// The answer to a registration for `victim`'s record with `creds`.
-    func register(_ victim: RegisteredUser, creds: [String: Any], force: Bool = false) throws -> (status: Int, json: [String: String], retryAfter: String?) {
+    func register(_ victim: RegisteredUser, creds: [String: Any],
+                  force: Bool = false) throws -> (status: Int, json: [String: String], retryAfter: String?) {
         let response = try victim.register(with: api, token: "", creds: creds, force: force)
         return (response.status, response.json, response.header("Retry-After"))
     }
@@ -107,7 +108,8 @@ struct RegistrationTrustTests {
         #expect(try deviceCount(victim.user) == 1)
         // Nor can they re-subscribe the victim's record to their own mailbox.
         let before = try subscriptionColumns(victim.user)
-        let forced = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), userName: attacker, password: "attacker-pw-1"), force: true)
+        let forced = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), userName: attacker, password: "attacker-pw-1"),
+                                  force: true)
         #expect(forced.json["responseCode"] == "ExchangeAuthFailed")
         #expect(try subscriptionColumns(victim.user) == before)
         #expect(try ExchangeSimulator.subscriptions(of: attacker).isEmpty)
@@ -132,7 +134,9 @@ struct RegistrationTrustTests {
         let before = try subscriptionColumns(victim.user)
         // The simulator's request log spans the run: other suites' squatters subscribe there.
         let subscribesBefore = try operations(to: "mail.evil.test").filter { $0 == "Subscribe" }.count
-        let answer = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), userName: "junk", password: "junk", ewsURL: "https://mail.evil.test/EWS/Exchange.asmx"), force: true)
+        let answer = try register(victim,
+                                  creds: victim.creds(token: TestSecrets.apnsToken(), userName: "junk", password: "junk",
+                                                      ewsURL: "https://mail.evil.test/EWS/Exchange.asmx"), force: true)
         #expect(answer.json["responseCode"] == "ExchangeAuthFailed")
         #expect(answer.json["message"]?.contains("ewsUrl") == true)
         #expect(try subscriptionColumns(victim.user) == before)
@@ -222,7 +226,8 @@ struct RegistrationTrustTests {
         #expect(throttled.retryAfter != nil)
         // A new device token per try changes nothing: the address has had its five.
         for attempt in 0..<5 {
-            let answer = try register(victim, creds: victim.creds(token: TestSecrets.apnsToken(), userName: guessed, password: "fresh-device-\(attempt)"))
+            let answer = try register(victim,
+                                      creds: victim.creds(token: TestSecrets.apnsToken(), userName: guessed, password: "fresh-device-\(attempt)"))
             #expect(answer.status == 429)
         }
         #expect(try ExchangeSimulator.requests().count == asked)
@@ -238,7 +243,8 @@ struct RegistrationTrustTests {
         let again = try register(victim, creds: victim.creds(token: victim.token))
         #expect(again.json["responseCode"] == "UserAlreadySubscribed", "\(again.status)")
         // The attacker's device stays held, from any address.
-        let moved = try victim.register(with: ownerElsewhere, token: attackerDevice, creds: victim.creds(token: attackerDevice, userName: guessed, password: "guess-6"))
+        let moved = try victim.register(with: ownerElsewhere, token: attackerDevice,
+                                        creds: victim.creds(token: attackerDevice, userName: guessed, password: "guess-6"))
         #expect(moved.status == 429)
         #expect(try refusedCredentials() - refusedBefore == reachedExchange)
         try expectMailStillDelivered(victim, subject: "Still the owner's")

@@ -31,7 +31,8 @@ struct RowTamperingTests {
             SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE()
             """).map { "\(try $0.decode(String.self, String.self).0).\(try $0.decode(String.self, String.self).1)" }
         let named = ColumnInventory.columns.map { "\($0.table).\($0.name)" }
-        #expect(Set(live) == Set(named), "not in the inventory: \(Set(live).subtracting(named).sorted()); not in MariaDB: \(Set(named).subtracting(live).sorted())")
+        #expect(Set(live) == Set(named),
+                "not in the inventory: \(Set(live).subtracting(named).sorted()); not in MariaDB: \(Set(named).subtracting(live).sorted())")
         #expect(named.count == Set(named).count, "a column named twice")
         // What binds a column is a MAC or a sealed column of its own table.
         for column in ColumnInventory.columns {
@@ -97,7 +98,11 @@ struct RowTamperingTests {
         try database.execute(Query(unsafeSQL: edit))
         let evil = try requests(to: "mail.evil.test")
         let next = try RegisteredUser.register(with: api, email: "n\(UUID().uuidString.prefix(8).lowercased())@\(domain)")
-        let url = try #require(try database.queryOne("SELECT backend_url FROM EnsSubscriptionInfo WHERE userid = \(next.user.userID)")).decode(String.self)
+        let url = try #require(try database.queryOne("""
+            SELECT backend_url
+            FROM EnsSubscriptionInfo
+            WHERE userid = \(next.user.userID)
+            """)).decode(String.self)
         #expect(url.contains(domain), "subscribed at \(url)")
         #expect(try requests(to: "mail.evil.test") == evil, "credentials went to the writer's host")
         #expect(try refusalsLogged("EWSUrlCache") > before, "\(edit): not logged")
@@ -183,7 +188,8 @@ struct RowTamperingTests {
         for user in [victim, writer] {
             let info = try user.user.sealForDevice(["pushToken": user.token], token: user.token, for: "getnotificationhistory.info")
             let answer = try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": info])
-            #expect(answer.bodyText.hasSuffix(#""responseCode":"NotificationHistory"}"#) && !answer.bodyText.contains(subject), "\(column): \(answer.bodyText)")
+            #expect(answer.bodyText.hasSuffix(#""responseCode":"NotificationHistory"}"#) && !answer.bodyText.contains(subject),
+                    "\(column): \(answer.bodyText)")
         }
         #expect(try refusalsLogged("NotificationLog") > before, "\(column): not logged")
     }
@@ -198,7 +204,8 @@ struct RowTamperingTests {
 
     func unregister(_ user: RegisteredUser, _ token: String) throws -> String? {
         try api.call("/unregister", ["userid": user.user.userID,
-                                     "token": try user.user.sealForDevice(["apnsToken": token], token: token, for: "unregister.token")]).json["responseCode"]
+                                     "token": try user.user.sealForDevice(["apnsToken": token], token: token,
+                                                                          for: "unregister.token")]).json["responseCode"]
     }
 
     /// A credential row's supplier edited, so that the credentials would outlive the

@@ -50,7 +50,8 @@ struct SealedUseTests {
         let user = try RegisteredUser.register(with: api)
         let seen = try user.user.sealJSON(["userName": user.user.email, "password": "an-old-password"], for: "registerdevicev2.creds")
         TestSecrets.remember("an-old-password")
-        let payload = try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1], for: "getsubscriptionstatusv2.subscriptionPayload")
+        let payload = try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1],
+                                             for: "getsubscriptionstatusv2.subscriptionPayload")
         let answer = try checkIn(user, payload: payload, creds: seen)
         #expect(answer.status == 400 && answer.bodyText == Self.refused, "\(answer.bodyText)")
         #expect(try freshCredentials(user) == 0)
@@ -116,7 +117,8 @@ struct SealedUseTests {
         let user = try RegisteredUser.register(with: api)
         // The user's first device must not get this private mail in clear either (the
         // secret scan checks every push the simulators accepted).
-        let generic = try user.user.sealJSON(["pushToken": user.token, "deviceSecret": TestSecrets.deviceSecret(for: user.token), "privacy": "generic"],
+        let generic = try user.user.sealJSON(["pushToken": user.token,
+                                              "deviceSecret": TestSecrets.deviceSecret(for: user.token), "privacy": "generic"],
                                              for: "updateprivacy.info")
         #expect(try api.call("/updateprivacy", ["userid": user.user.userID, "info": generic]).json["responseCode"] == "UpdateSuccess")
         let token = TestSecrets.apnsToken()
@@ -139,10 +141,14 @@ struct SealedUseTests {
                 proved["deviceSecret"] = secret
                 return try user.user.sealJSON(proved, for: path)
             }
-            let fetch = try api.call("/getnotification", ["userid": user.user.userID, "info": info(["pushToken": token, "id": id], "getnotification.info")])
-            let history = try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": info(["pushToken": token], "getnotificationhistory.info")])
-            let mark = try api.call("/marknotificationsread", ["userid": user.user.userID, "info": info(["pushToken": token, "ids": [id]], "marknotificationsread.info")])
-            let downgrade = try api.call("/updateprivacy", ["userid": user.user.userID, "info": info(["pushToken": token, "privacy": "preview"], "updateprivacy.info")])
+            let fetch = try api.call("/getnotification",
+                                     ["userid": user.user.userID, "info": info(["pushToken": token, "id": id], "getnotification.info")])
+            let history = try api.call("/getnotificationhistory",
+                                       ["userid": user.user.userID, "info": info(["pushToken": token], "getnotificationhistory.info")])
+            let mark = try api.call("/marknotificationsread",
+                                    ["userid": user.user.userID, "info": info(["pushToken": token, "ids": [id]], "marknotificationsread.info")])
+            let downgrade = try api.call("/updateprivacy",
+                                         ["userid": user.user.userID, "info": info(["pushToken": token, "privacy": "preview"], "updateprivacy.info")])
             if secret == nil {
                 for answer in [fetch, history, mark, downgrade] { #expect(answer.status == 400, "\(answer.bodyText)") }
             } else {
@@ -158,7 +164,8 @@ struct SealedUseTests {
             WHERE s.userid = \(user.user.userID) AND d.privacy_mode = 3
             """) != nil, "still secure")
         // The device itself, with its secret, reads it.
-        let own = try user.user.sealJSON(["pushToken": token, "id": id, "deviceSecret": TestSecrets.deviceSecret(for: token)], for: "getnotification.info")
+        let own = try user.user.sealJSON(["pushToken": token, "id": id, "deviceSecret": TestSecrets.deviceSecret(for: token)],
+                                         for: "getnotification.info")
         let fetched = try api.call("/getnotification", ["userid": user.user.userID, "info": own])
         #expect(fetched.bodyText.contains(subject), "\(fetched.bodyText)")
     }
@@ -176,7 +183,8 @@ struct SealedUseTests {
         #expect(withoutSecret.json["pushTag"]?.count == 16)
         let secret = TestSecrets.deviceSecret(for: token)
         let info = try user.user.sealJSON(["pushToken": token, "deviceSecret": secret], for: "getnotificationhistory.info")
-        #expect(try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": info]).json["responseCode"] == "UserSubscriptionNotFound")
+        #expect(try api.call("/getnotificationhistory",
+                             ["userid": user.user.userID, "info": info]).json["responseCode"] == "UserSubscriptionNotFound")
         #expect(try user.register(with: api, token: token).json["responseCode"] == "UserUpdated")
         let again = try user.user.sealJSON(["pushToken": token, "deviceSecret": secret], for: "getnotificationhistory.info")
         let answer = try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": again])

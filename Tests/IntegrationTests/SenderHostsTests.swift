@@ -101,7 +101,9 @@ struct SenderHostsTests {
             let spool = TestStack.directory + "/spool"
             try TestStack.run("/bin/cp", ["-a", spool + "/.", copy])
             // This host now stands for the one that takes over: its own spool starts empty.
-            for name in try FileManager.default.contentsOfDirectory(atPath: spool + "/log") { try FileManager.default.removeItem(atPath: spool + "/log/" + name) }
+            for name in try FileManager.default.contentsOfDirectory(atPath: spool + "/log") {
+                try FileManager.default.removeItem(atPath: spool + "/log/" + name)
+            }
         }
         #expect(!Self.segments(copy).isEmpty)
         // The lost host's row as it was left: a stale heartbeat and a full spool.
@@ -131,7 +133,8 @@ struct SenderHostsTests {
         let before = Self.segments(source).count
         #expect(before > 5)
         let log = source + "/drain.out"
-        let pid = try #require(Int32(try TestStack.run("/bin/sh", ["-c", "\"$0\" drain --config \"$ENS_TEST_VAR/ens.conf\" --from \"$1\" >\"$2\" 2>&1 & echo $!",
+        let pid = try #require(Int32(try TestStack.run("/bin/sh",
+                                                       ["-c", "\"$0\" drain --config \"$ENS_TEST_VAR/ens.conf\" --from \"$1\" >\"$2\" 2>&1 & echo $!",
                                                                     Self.binary + "ens-sender", source, log])))
         // Killed once it has marked something done, long before it is through.
         let marked = TestStack.eventually(within: 30) {
@@ -175,7 +178,8 @@ struct SenderHostsTests {
         #expect(status == 2, "\(output)")
         #expect(output.contains("segment 0000000009.seg: no readable record"), "\(output)")
         #expect(output.contains("segment \(second): 1 record(s) do not open"), "\(output)")
-        #expect(output.contains("4 notifications handed to this host's sender, 0 expired, 1 unreadable, 0 refused, 1 damaged segment(s); 2 segment file(s) left"), "\(output)")
+        #expect(output.contains("4 notifications handed to this host's sender, 0 expired, 1 unreadable, 0 refused, "
+                                + "1 damaged segment(s); 2 segment file(s) left"), "\(output)")
         #expect(Self.segments(source) == [second, "0000000009.seg"])
         let ids = Set((good + more.dropLast()).map(\.id))
         #expect(TestStack.eventually(within: 30) { Self.deliveries(of: ids).count == ids.count })
@@ -208,9 +212,11 @@ struct SenderHostsTests {
         let database = try TestStack.serviceConnection()
         let lost = "stale-\(UUID().uuidString.prefix(8))"
         let idle = "idle-\(UUID().uuidString.prefix(8))"
-        try SenderHost(host: lost, spoolEntries: 7, oldestEntryAt: Timestamp.now().subtracting(.seconds(900)), heartbeatAt: .now()).write(database: database)
+        try SenderHost(host: lost, spoolEntries: 7, oldestEntryAt: Timestamp.now().subtracting(.seconds(900)),
+                       heartbeatAt: .now()).write(database: database)
         // Stale with an empty spool: gone quiet, nothing lost.
-        try SenderHost(host: idle, spoolEntries: 0, oldestEntryAt: nil, heartbeatAt: Timestamp.now().subtracting(.seconds(600))).write(database: database)
+        try SenderHost(host: idle, spoolEntries: 0, oldestEntryAt: nil,
+                       heartbeatAt: Timestamp.now().subtracting(.seconds(600))).write(database: database)
         defer { _ = try? database.execute("DELETE FROM SenderHosts WHERE host IN (\(lost), \(idle))") }
         // Fresh: not flagged, whatever its spool holds.
         var text = try Self.run("ens-cron", ["status"]).output
@@ -219,7 +225,8 @@ struct SenderHostsTests {
         let administrator = TestStack.administratorConnection(database: "ens")
         try administrator.execute("UPDATE SenderHosts SET heartbeat_at = UTC_TIMESTAMP(3) - INTERVAL 10 MINUTE WHERE host = \(lost)")
         text = try Self.run("ens-cron", ["status"]).output
-        #expect(text.contains("\(lost): lost with 7 queued notifications: drain its spool with `ens-sender drain --from <copy of \(lost)'s push.spool_dir> --host \(lost)`"), "\(text)")
+        #expect(text.contains("\(lost): lost with 7 queued notifications: drain its spool with "
+                              + "`ens-sender drain --from <copy of \(lost)'s push.spool_dir> --host \(lost)`"), "\(text)")
         #expect(!text.contains("\(idle): lost"))
         let json = try JSONSerialization.jsonObject(with: Data(try Self.run("ens-cron", ["status", "--json"]).output.utf8)) as? [String: Any]
         let hosts = try #require(json?["senderHosts"] as? [[String: Any]])

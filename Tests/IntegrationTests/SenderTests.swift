@@ -189,9 +189,15 @@ struct SenderTests {
         try user.pretendSubscribed(database: database, oauthToken: "sender-test-oauth")
         let token = TestSecrets.apnsToken()
         let creds = try user.sealJSON(["apnsToken": token, "oauthAccessToken": "sender-test-oauth"])
-        let register = { try api.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "com.example.mail"]) }
+        let register = { try api.call("/registerdevicev2",
+                                      ["userid": user.userID, "email": user.email, "creds": creds, "bundleid": "com.example.mail"]) }
         #expect(try register().json["responseCode"] == "UserUpdated")
-        let row = try #require(try database.queryOne("SELECT d.id FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.userID)")?.int(0))
+        let row = try #require(try database.queryOne("""
+            SELECT d.id
+            FROM Devices d
+            JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+            WHERE s.userid = \(user.userID)
+            """)?.int(0))
 
         try APNsSimulator.fail(token: token, status: 410, reason: "Unregistered")
         let doomed = Self.notification(token: token, device: row)
@@ -287,9 +293,11 @@ struct SenderTests {
         #expect(accepted.values.count == total)
         let apnsIDs = Set(notifications.filter { $0.deviceToken.provider == .apns }.map(\.id))
         let fcmIDs = Set(notifications.filter { $0.deviceToken.provider == .fcm }.map(\.id))
-        #expect(waitForAccepted(apnsIDs, within: 120), "APNs: delivered \(apnsIDs.intersection(Set(APNsSimulator.accepted().compactMap(\.collapseID))).count) of \(apnsIDs.count)")
+        #expect(waitForAccepted(apnsIDs, within: 120),
+                "APNs: delivered \(apnsIDs.intersection(Set(APNsSimulator.accepted().compactMap(\.collapseID))).count) of \(apnsIDs.count)")
         let fcmDelivered = TestStack.eventually(within: 120) { fcmIDs.isSubset(of: Set(FCMSimulator.accepted().compactMap(\.collapseKey))) }
-        #expect(fcmDelivered, "FCM: delivered \(fcmIDs.intersection(Set(FCMSimulator.accepted().compactMap(\.collapseKey))).count) of \(fcmIDs.count)")
+        #expect(fcmDelivered,
+                "FCM: delivered \(fcmIDs.intersection(Set(FCMSimulator.accepted().compactMap(\.collapseKey))).count) of \(fcmIDs.count)")
         // The provider token is minted once per sender start, not per request.
         let jwts = Set(APNsSimulator.accepted().filter { apnsIDs.contains($0.collapseID ?? "") }.map(\.jwt))
         #expect(jwts.count <= 2)

@@ -117,7 +117,8 @@ struct ShardingTests {
         try (original + "\ndb.shard_map = \(mapPath)\n").write(toFile: config, atomically: true, encoding: .utf8)
         for program in ["ens-cron", "ens-fcgi", "ens-sender"] {
             let arguments = program == "ens-cron" ? ["reap", "--config", config] : ["--check", "--config", config]
-            let (status, output) = try ChildProcess.run("/bin/sh", ["-c", "\"$0\" \"$@\" 2>&1", TestStack.root + "/.build/debug/" + program] + arguments)
+            let (status, output) = try ChildProcess.run("/bin/sh",
+                                                        ["-c", "\"$0\" \"$@\" 2>&1", TestStack.root + "/.build/debug/" + program] + arguments)
             #expect(status != 0, "\(program) started with a malformed map")
             #expect(output.contains("db.shard_map") && output.contains("line 2 of the map") && output.contains("bucket f0 is shard 1's already"),
                     "\(program): \(output)")
@@ -166,7 +167,8 @@ struct ShardingTests {
             for user in [graph0, graph1, oldGraph] {
                 let deliveries = try GraphSimulator.newMail(user.user.email, subject: "Sharded Graph mail")
                 #expect(GraphSimulator.statuses(deliveries) == [202], "\(user.user.email): \(deliveries)")
-                #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token, subject: "Sharded Graph mail").isEmpty }, "\(user.user.email)")
+                #expect(TestStack.eventually(within: 20) { !user.pushes(to: user.token, subject: "Sharded Graph mail").isEmpty },
+                        "\(user.user.email)")
             }
             // The sender wrote its delivery back to the device's own shard.
             #expect(TestStack.eventually(within: 10) {
@@ -202,7 +204,8 @@ struct ShardingTests {
             ])
             #expect(status.json["responseCode"] == "UserSubscribed", "\(status.bodyText)")
             let gone = try api.call("/unregister", ["userid": user.user.userID,
-                                                    "token": try user.user.sealForDevice(["apnsToken": second], token: second, for: "unregister.token")])
+                                                    "token": try user.user.sealForDevice(["apnsToken": second], token: second,
+                                                                                         for: "unregister.token")])
             #expect(gone.json["responseCode"] == "DeviceUnregistered", "\(gone.bodyText)")
             Thread.sleep(forTimeInterval: 1.5)  // the check-in flusher writes within a second
             let after = try shard0Activity()
@@ -241,7 +244,11 @@ struct ShardingTests {
             """) == 1)
 
         // The Graph keeper renews shard 1's subscriptions.
-        try shard1.execute("UPDATE EnsSubscriptionInfo SET renewed_at = NOW(3) - INTERVAL 1 DAY, renew_after = NOW(3) WHERE userid = \(graph1.user.userID)")
+        try shard1.execute("""
+            UPDATE EnsSubscriptionInfo
+            SET renewed_at = NOW(3) - INTERVAL 1 DAY, renew_after = NOW(3)
+            WHERE userid = \(graph1.user.userID)
+            """)
         _ = try cron(["renew"])
         let live = try GraphSimulator.live(of: graph1.user.email)
         #expect(live.count == 1 && (live.first?["renewals"] as? NSNumber)?.intValue == 1, "\(live)")

@@ -29,7 +29,11 @@ struct SplitCredentialsTests {
     }
 
     func recordState(_ user: TestUser) throws -> (id: Int64, generation: Int64, keyMaterial: [UInt8]) {
-        let row = try #require(try database.queryOne("SELECT id, generation, private_key_sealed FROM EnsSubscriptionInfo WHERE userid = \(user.userID)"))
+        let row = try #require(try database.queryOne("""
+            SELECT id, generation, private_key_sealed
+            FROM EnsSubscriptionInfo
+            WHERE userid = \(user.userID)
+            """))
         let (id, generation, keyMaterial) = try row.decode(Int64.self, Int64.self, [UInt8].self)
         return (id, generation, keyMaterial)
     }
@@ -69,7 +73,8 @@ struct SplitCredentialsTests {
         let subject = "Certificate \(kind) \(UUID().uuidString.prefix(6))"
         #expect(try ExchangeSimulator.newMail(email, subject: subject, fromName: "Carol").first?["subscriptionStatus"] as? String == "OK")
         #expect(delivered(token, subject: subject))
-        let lookups = try ExchangeSimulator.requests().filter { ($0["operation"] as? String) == "GetItem" && ($0["host"] as? String)?.contains("pox.test") == true }
+        let lookups = try ExchangeSimulator.requests().filter { ($0["operation"] as? String) == "GetItem"
+            && ($0["host"] as? String)?.contains("pox.test") == true }
         #expect(lookups.last?["auth"] as? String == "certificate")
     }
 
@@ -86,7 +91,8 @@ struct SplitCredentialsTests {
         }
         TestSecrets.remember(Hex.encode(urlKey))
         let keyHex = try TestStack.run("/bin/sh", ["-c", """
-            printf %s "$1" | base64 -d | openssl pkcs12 -nocerts -nodes -passin "pass:$2" 2>/dev/null | openssl pkey -outform DER | od -An -tx1 -v | tr -d ' \\n'
+            printf %s "$1" | base64 -d | openssl pkcs12 -nocerts -nodes -passin "pass:$2" 2>/dev/null | openssl pkey -outform DER | od -An -tx1 -v | \
+            tr -d ' \\n'
             """, "sh", pkcs12, password])
         #expect(keyHex.count > 200)
         TestSecrets.remember(keyHex)
@@ -127,7 +133,8 @@ struct SplitCredentialsTests {
         // version: the credentials in its URL, nothing stored. The URL is made by
         // Python's `cryptography` from the documented construction, so this also checks
         // ENS's carrying form against an independent implementation.
-        let master = try String(contentsOfFile: TestStack.directory + "/secrets/master.key", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let master = try String(contentsOfFile: TestStack.directory + "/secrets/master.key",
+                                encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let carrying = try TestStack.run("/usr/bin/python3", [TestStack.root + "/Tests/tools/callback_url.py", "carrying", master, String(record.id),
                                                               String(record.generation), Hex.encode(record.keyMaterial), email, password])
         let vault = Vault(masterKey: try TestStack.masterKey())
@@ -155,13 +162,21 @@ struct SplitCredentialsTests {
             """)
         #expect(marked.affectedRows == 1)
         _ = try TestStack.run(TestStack.root + "/.build/debug/ens-cron", ["renew", "--config", TestStack.configPath])
-        #expect(try database.queryOne("SELECT COUNT(*) FROM Devices WHERE subscription_row = \(record.id) AND last_wakeup_at IS NOT NULL")?.int(0) == 1)
+        #expect(try database.queryOne("""
+            SELECT COUNT(*)
+            FROM Devices
+            WHERE subscription_row = \(record.id) AND last_wakeup_at IS NOT NULL
+            """)?.int(0) == 1)
         #expect(try register(user, creds: creds, force: true) == "UserSubscribed")
         #expect(try callbackURL(email).contains("/ews/k2."))
         let after = try TestStack.post("/ews/" + carrying, body: Array(body.utf8), contentType: "text/xml; charset=utf-8")
         #expect(after.status == 200 && after.bodyText.contains("Unsubscribe"), "\(after.status) \(after.bodyText)")
         let renewed = try recordState(user)
-        #expect(try database.queryOne("SELECT generation FROM MailCredentials WHERE record_id = \(record.id)")?.decode(Int64.self) == renewed.generation)
+        #expect(try database.queryOne("""
+            SELECT generation
+            FROM MailCredentials
+            WHERE record_id = \(record.id)
+            """)?.decode(Int64.self) == renewed.generation)
 
         let unregistered = try api.call("/unregister", ["userid": user.userID, "token": try user.seal(token)])
         #expect(unregistered.json["responseCode"] == "DeviceUnregistered")

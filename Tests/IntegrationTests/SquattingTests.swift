@@ -41,7 +41,8 @@ struct SquattingTests {
         let owner = RegisteredUser(user: try api.newUser(email: email), password: password, token: TestSecrets.apnsToken())
         let squatterToken = TestSecrets.apnsToken()
         let squatted = try owner.register(with: api, token: squatterToken,
-                                          creds: owner.creds(token: squatterToken, userName: "anyone", password: "anything", ewsURL: Self.squattersEWS))
+                                          creds: owner.creds(token: squatterToken, userName: "anyone",
+                                                             password: "anything", ewsURL: Self.squattersEWS))
         try #require(squatted.json["responseCode"] == "UserSubscribed", "\(squatted.bodyText)")
         return (owner, squatterToken)
     }
@@ -100,7 +101,8 @@ struct SquattingTests {
         let subscribesBefore = try requests(to: "mail.evil.test").filter { ($0["operation"] as? String) == "Subscribe" }.count
         for force in [false, true] {
             let again = try owner.register(with: api, token: squatterToken,
-                                           creds: owner.creds(token: squatterToken, userName: "anyone", password: "anything", ewsURL: Self.squattersEWS),
+                                           creds: owner.creds(token: squatterToken, userName: "anyone",
+                                                              password: "anything", ewsURL: Self.squattersEWS),
                                            force: force)
             #expect(again.json["responseCode"] == "ExchangeAuthFailed", "\(again.bodyText)")
         }
@@ -163,7 +165,8 @@ struct SquattingTests {
 
         // The owner's phone checks in as subscribed; a second phone joins the claim
         // without a second Subscribe.
-        let payload = try owner.user.sealJSON(["pushToken": owner.token, "ignoreLastMessageDate": 1], for: "getsubscriptionstatusv2.subscriptionPayload")
+        let payload = try owner.user.sealJSON(["pushToken": owner.token, "ignoreLastMessageDate": 1],
+                                              for: "getsubscriptionstatusv2.subscriptionPayload")
         let status = try api.call("/getsubscriptionstatusv2", ["userid": owner.user.userID, "subscriptionPayload": payload])
         #expect(status.json["responseCode"] == "UserSubscribed", "\(status.bodyText)")
         let subscriptions = try ExchangeSimulator.subscriptions(of: email).count

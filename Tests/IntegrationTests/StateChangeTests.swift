@@ -73,11 +73,16 @@ struct StateChangeTests {
         // them): no key in clear, and never a lower mode.
         let legacy = TestSecrets.apnsToken()
         let key = try PrivateNotificationTests.DeviceKey.make().pointBase64
-        expectRefused(try user.register(with: api, token: legacy, extra: ["privacy": "encrypted", "privacyKey": key], sealedFor: nil, withSecret: false))
-        #expect(try user.register(with: api, token: legacy, extra: ["privacy": "secure"], sealedFor: nil, withSecret: false).json["privacy"] == "secure")
+        expectRefused(try user.register(with: api, token: legacy, extra: ["privacy": "encrypted", "privacyKey": key],
+                                        sealedFor: nil, withSecret: false))
+        #expect(try user.register(with: api, token: legacy, extra: ["privacy": "secure"],
+                                  sealedFor: nil, withSecret: false).json["privacy"] == "secure")
         expectRefused(try user.register(with: api, token: legacy, extra: ["privacy": "preview"], sealedFor: nil, withSecret: false))
         try database.execute("""
-            DELETE d FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.user.userID) AND d.secret_hash IS NULL
+            DELETE d
+            FROM Devices d
+            JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+            WHERE s.userid = \(user.user.userID) AND d.secret_hash IS NULL
             """)
         // Clear and sealed must agree.
         var creds = user.creds(token: token)
@@ -113,7 +118,8 @@ struct StateChangeTests {
         let second = TestSecrets.apnsToken()
         #expect(try user.register(with: api, token: second).json["responseCode"] == "UserUpdated")
         let logged = ["userid": user.user.userID,
-                      "token": try user.user.sealJSON(["apnsToken": second, "deviceSecret": TestSecrets.deviceSecret(for: second)], for: "unregister.token")]
+                      "token": try user.user.sealJSON(["apnsToken": second, "deviceSecret": TestSecrets.deviceSecret(for: second)],
+                                                      for: "unregister.token")]
         #expect(try api.call("/unregister", logged).json["responseCode"] == "DeviceUnregistered")
         #expect(try user.register(with: api, token: second).json["responseCode"] == "UserUpdated")
         expectRefused(try api.call("/unregister", logged))
@@ -179,7 +185,8 @@ struct StateChangeTests {
             WHERE s.userid = \(user.user.userID) AND d.sync_key_sealed IS NOT NULL
             """)?.int(0) == 0)
         // A check-in's clear flags do not change it either.
-        let payload = try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1], for: "getsubscriptionstatusv2.subscriptionPayload")
+        let payload = try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1],
+                                             for: "getsubscriptionstatusv2.subscriptionPayload")
         _ = try api.call("/getsubscriptionstatusv2", ["userid": user.user.userID, "subscriptionPayload": payload], headers: [("development", "1")])
         #expect(try devices(user).map(\.development) == [0])
     }
@@ -206,7 +213,8 @@ struct StateChangeTests {
     }
 
     func checkIn(_ user: RegisteredUser, creds: String, email: Bool = true) throws -> HTTPResponse {
-        let payload = try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1], for: "getsubscriptionstatusv2.subscriptionPayload")
+        let payload = try user.user.sealJSON(["pushToken": user.token, "ignoreLastMessageDate": 1],
+                                             for: "getsubscriptionstatusv2.subscriptionPayload")
         var parameters = ["userid": user.user.userID, "subscriptionPayload": payload, "creds": creds]
         if email { parameters["email"] = user.user.email }
         return try api.call("/getsubscriptionstatusv2", parameters)
@@ -225,14 +233,16 @@ struct StateChangeTests {
         #expect(try freshCredentials(user) == 0)
 
         let secret = TestSecrets.deviceSecret(for: user.token)
-        let wrong = try checkIn(user, creds: user.user.sealJSON(madeUp.merging(["deviceSecret": secret]) { $1 }, for: "getsubscriptionstatusv2.creds"))
+        let wrong = try checkIn(user,
+                                creds: user.user.sealJSON(madeUp.merging(["deviceSecret": secret]) { $1 }, for: "getsubscriptionstatusv2.creds"))
         #expect(wrong.json["responseCode"] == "UserSubscribed" && wrong.json["credentials"] == "Unused", "\(wrong.bodyText)")
         #expect(try freshCredentials(user) == 0)
 
         let changed = "Ch4nged-\(UUID().uuidString.prefix(8))"
         TestSecrets.remember(changed)
         try ExchangeSimulator.mailbox(user.user.email, userName: user.user.email, password: changed)
-        let fresh = try user.user.sealJSON(["userName": user.user.email, "password": changed, "deviceSecret": secret], for: "getsubscriptionstatusv2.creds")
+        let fresh = try user.user.sealJSON(["userName": user.user.email, "password": changed, "deviceSecret": secret],
+                                           for: "getsubscriptionstatusv2.creds")
         let stored = try checkIn(user, creds: fresh)
         #expect(stored.json["credentials"] == "Stored", "\(stored.bodyText)")
         #expect(try freshCredentials(user) == 1)

@@ -43,9 +43,12 @@ import Testing
         let refused = [
             "", "not xml", "<clientConfig/>", "<html><body>404</body></html>",
             // A DTD could expand entities: refused by the parser, not resolved.
-            "<!DOCTYPE x [<!ENTITY a 'imap.evil.test'>]><clientConfig><emailProvider><incomingServer type=\"imap\"><hostname>&a;</hostname><port>993</port><socketType>SSL</socketType></incomingServer></emailProvider></clientConfig>",
-            "<clientConfig><emailProvider><incomingServer type=\"imap\"><hostname>h.test</hostname><port>99999</port><socketType>SSL</socketType></incomingServer></emailProvider></clientConfig>",
-            "<clientConfig><emailProvider><incomingServer type=\"imap\"><hostname></hostname><port>993</port><socketType>SSL</socketType></incomingServer></emailProvider></clientConfig>",
+            "<!DOCTYPE x [<!ENTITY a 'imap.evil.test'>]><clientConfig><emailProvider><incomingServer " +
+            "type=\"imap\"><hostname>&a;</hostname><port>993</port><socketType>SSL</socketType></incomingServer></emailProvider></clientConfig>",
+            "<clientConfig><emailProvider><incomingServer " +
+            "type=\"imap\"><hostname>h.test</hostname><port>99999</port><socketType>SSL</socketType></incomingServer></emailProvider></clientConfig>",
+            "<clientConfig><emailProvider><incomingServer " +
+            "type=\"imap\"><hostname></hostname><port>993</port><socketType>SSL</socketType></incomingServer></emailProvider></clientConfig>",
             String(repeating: "<a>", count: 5000),
         ]
         for text in refused {

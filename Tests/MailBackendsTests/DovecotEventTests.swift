@@ -7,7 +7,9 @@ import Testing
 @Suite struct DovecotEventTests {
     /// One ox PUT, as observed from Dovecot 2.3.19 (research notes, section 1).
     static let ox = #"""
-        {"user":"d1.token","event":"messageNew","folder":"INBOX","imap-uidvalidity":1795932928,"imap-uid":3,"from":"=?UTF-8?Q?J=C3=BCrgen_M=C3=BCller?= <juergen@example.net>","subject":"=?UTF-8?B?R3LDvMOfZSBhdXMgS8O2bG4g4oCUIHRlc3Qg8J+Tpw==?=","snippet":"Hallo Alice, this is the first line","unseen":3}
+        {"user":"d1.token","event":"messageNew","folder":"INBOX","imap-uidvalidity":1795932928,"imap-uid":3,\#
+        "from":"=?UTF-8?Q?J=C3=BCrgen_M=C3=BCller?= <juergen@example.net>","subject":"=?UTF-8?B?R3LDvMOfZSBhdXMgS8O2bG4g4oCUIHRlc3Qg8J+Tpw==?=",\#
+        "snippet":"Hallo Alice, this is the first line","unseen":3}
         """#
 
     @Test func theOxDriversPushReads() throws {
@@ -31,7 +33,8 @@ import Testing
             #expect(try !DovecotEvent(body: Array(body.utf8)).isNewMailInInbox)
         }
         // The documentation's spelling counts too.
-        #expect(try DovecotEvent(body: Array(#"{"user":"t","event":"MessageNew","folder":"INBOX","imap-uidvalidity":1,"imap-uid":1}"#.utf8)).isNewMailInInbox)
+        #expect(try DovecotEvent(body: Array(#"{"user":"t","event":"MessageNew","folder":"INBOX","imap-uidvalidity":1,"imap-uid":1}"#.utf8))
+                    .isNewMailInInbox)
     }
 
     @Test func whatIsNoPushIsRefusedWithItsReason() {

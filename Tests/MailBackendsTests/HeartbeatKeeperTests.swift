@@ -21,20 +21,25 @@ extension OnAThrowawayDatabase {
             // Heartbeat every 30 minutes: one heard from 2 hours ago, one a minute ago.
             let lapsed = try SubscribedRecord(database: connection, vault: database.vault, devices: 2, heardAt: now.adding(seconds: -7200))
             let alive = try SubscribedRecord(database: connection, vault: database.vault, heardAt: now.adding(seconds: -60))
-            let policy = Maintenance.Policy(deviceRetention: .seconds(90 * 86400), disabledRetention: .seconds(86400), emptyRecordRetention: .seconds(86400),
+            let policy = Maintenance.Policy(deviceRetention: .seconds(90 * 86400),
+                                            disabledRetention: .seconds(86400), emptyRecordRetention: .seconds(86400),
                                             subscriptionGrace: .seconds(300), wakeupInterval: .seconds(3600))
-            let maintenance = Maintenance(database: connection, policy: policy, now: now, logger: Logger(label: "keeper", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let maintenance = Maintenance(database: connection, policy: policy, now: now,
+                                          logger: Logger(label: "keeper", factory: { _ in SwiftLogNoOpLogHandler() }))
             try withTemporaryDirectory { directory in
                 let sender = try StandInSender(directory: directory)
                 defer { sender.stop() }
                 let client = SenderClient(socketPath: sender.path)
-                let counts = try maintenance.renew(vault: database.vault, sender: client, privacyFloor: .preview, keepers: [HeartbeatKeeper(backend: .ews)])
+                let counts = try maintenance.renew(vault: database.vault, sender: client, privacyFloor: .preview,
+                                                   keepers: [HeartbeatKeeper(backend: .ews)])
                 #expect(counts == Maintenance.RenewCounts(deadSubscriptions: 1, wakeups: 2, wakeupsRefused: 0))
-                let registered = try connection.query("SELECT id, registered FROM EnsSubscriptionInfo ORDER BY id").map { try $0.decode(Int64.self, Bool.self) }
+                let registered = try connection.query("SELECT id, registered FROM EnsSubscriptionInfo ORDER BY id").map { try $0.decode(Int64.self,
+                    Bool.self) }
                 #expect(registered.map(\.0) == [lapsed.id, alive.id] && registered.map(\.1) == [false, true])
                 let woken = sender.take()
                 #expect(Set(woken.compactMap(\.deviceRowID)) == Set(lapsed.devices.map(\.id)))
-                #expect(woken.allSatisfy { $0.pushType == .background && String(decoding: $0.payload, as: UTF8.self).contains(#""action":"resubscribe""#) })
+                #expect(woken.allSatisfy { $0.pushType == .background && String(decoding: $0.payload,
+                                                                                as: UTF8.self).contains(#""action":"resubscribe""#) })
                 // Again within the wake-up interval: nothing more.
                 #expect(try maintenance.renew(vault: database.vault, sender: client, privacyFloor: .preview) == Maintenance.RenewCounts())
                 #expect(sender.take().isEmpty)

@@ -36,7 +36,12 @@ extension OnAThrowawayDatabase {
 
         /// The ids NotificationLog holds for `devices`, as lowercase hex.
         func logged(_ devices: [Int64], _ connection: Connection) throws -> [String] {
-            try connection.query("SELECT LOWER(HEX(id)) FROM NotificationLog WHERE device_id IN (\(list: devices)) ORDER BY 1").map { try $0.decode(String.self) }
+            try connection.query("""
+                SELECT LOWER(HEX(id))
+                FROM NotificationLog
+                WHERE device_id IN (\(list: devices))
+                ORDER BY 1
+                """).map { try $0.decode(String.self) }
         }
 
         static func heartbeat(_ subscription: String) -> MailEvents {
@@ -52,7 +57,8 @@ extension OnAThrowawayDatabase {
             let context = responderContext(database, sender: nil)
             let source = ScriptedSource(MailEvents(subscriptionIDs: [record.subscriptionID], newItemIDs: ["item-1"]))
             #expect(try source.callback(record: record.id, generation: record.generation, context: context) == .unsubscribe)
-            #expect(try ScriptedSource(Self.heartbeat(record.subscriptionID)).callback(record: record.id, generation: record.generation, context: context)
+            #expect(try ScriptedSource(Self.heartbeat(record.subscriptionID)).callback(record: record.id,
+                                                                                       generation: record.generation, context: context)
                 == .unsubscribe)
             #expect(source.mailbox.asked.isEmpty, "nothing is looked up for a record that is gone")
         }
@@ -65,7 +71,8 @@ extension OnAThrowawayDatabase {
             let context = responderContext(database, sender: nil)
             #expect(try ScriptedSource(Self.heartbeat(old.subscription)).callback(record: record.id, generation: old.generation, context: context)
                 == .unsubscribe)
-            #expect(try ScriptedSource(Self.heartbeat(record.subscriptionID)).callback(record: record.id, generation: record.generation, context: context)
+            #expect(try ScriptedSource(Self.heartbeat(record.subscriptionID)).callback(record: record.id,
+                                                                                       generation: record.generation, context: context)
                 == .ok)
             #expect(try row(record.id, connection).registered, "an old subscription's callback leaves the live one alone")
         }
@@ -93,12 +100,15 @@ extension OnAThrowawayDatabase {
             let connection = database.connection()
             let record = try SubscribedRecord(database: connection, vault: database.vault)
             // A second registration has subscribed (its URL names its generation) but not committed.
-            let (pending, _) = try #require(try MailSubscriptionStore(database: connection, vault: database.vault).beginRegistration(recordID: record.id, now: .now()))
+            let (pending,
+                 _) = try #require(try MailSubscriptionStore(database: connection,
+                                                             vault: database.vault).beginRegistration(recordID: record.id, now: .now()))
             let context = responderContext(database, sender: nil)
             let answer = try ScriptedSource(Self.heartbeat("sub-\(pending)")).callback(record: record.id, generation: pending, context: context)
             #expect(answer.status == 503)
             // The live subscription still hears OK.
-            #expect(try ScriptedSource(Self.heartbeat(record.subscriptionID)).callback(record: record.id, generation: record.generation, context: context)
+            #expect(try ScriptedSource(Self.heartbeat(record.subscriptionID)).callback(record: record.id,
+                                                                                       generation: record.generation, context: context)
                 == .ok)
         }
 
@@ -120,7 +130,8 @@ extension OnAThrowawayDatabase {
             let record = try SubscribedRecord(database: connection, vault: database.vault, heardAt: registeredAt)
             try withSender { sender throws in
                 let context = responderContext(database, sender: sender.path)
-                #expect(try ScriptedSource(Self.heartbeat(record.subscriptionID)).callback(record: record.id, generation: record.generation, context: context)
+                #expect(try ScriptedSource(Self.heartbeat(record.subscriptionID)).callback(record: record.id,
+                                                                                           generation: record.generation, context: context)
                     == .ok)
                 let before = try row(record.id, connection)
                 #expect(before.heardAt == registeredAt && before.watermark == "w-0", "nothing is written at once")
@@ -152,7 +163,8 @@ extension OnAThrowawayDatabase {
                 #expect(Set(first.map(\.id)).count == 4)
                 for device in record.devices {
                     let mine = first.filter { $0.deviceRowID == device.id }
-                    #expect(mine.count == 2 && mine.allSatisfy { $0.deviceToken == device.token && $0.topic == "com.example.mail" && $0.pushType == .alert })
+                    #expect(mine.count == 2 && mine.allSatisfy { $0.deviceToken == device.token && $0.topic == "com.example.mail"
+                        && $0.pushType == .alert })
                     let payloads = mine.map { String(decoding: $0.payload, as: UTF8.self) }
                     #expect(payloads.contains { $0.contains("Quarterly figures") && $0.contains("Alice Example") })
                     #expect(payloads.contains { $0.contains("Lunch?") && $0.contains("Bob Example") })

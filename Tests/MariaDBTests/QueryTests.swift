@@ -22,7 +22,8 @@ import Testing
 
     @Test func everyBindableType() {
         let query: Query = """
-            INSERT INTO t VALUES (\(Int(-1)), \(Int64.max), \(Int32.min), \(true), \(false), \(1.5), \("é"), \([UInt8]([0, 255])), \(SQLValue.null), \(SQLValue.blob([])))
+            INSERT INTO t VALUES (\(Int(-1)), \(Int64.max), \(Int32.min), \(true), \(false), \(1.5),
+                                  \("é"), \([UInt8]([0, 255])), \(SQLValue.null), \(SQLValue.blob([])))
             """
         #expect(query.sql == "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         #expect(query.bindings == [
@@ -91,7 +92,10 @@ import Testing
     @Test func descriptionNeverContainsBoundValues() {
         let password = "hunter2-very-secret"
         let token = [UInt8]("tok-secret".utf8)
-        let query: Query = "UPDATE Users SET password = \(password), token = \(token), ids = (\(list: ["list-secret-1", "list-secret-2"])) WHERE email = \("ann@example.com")"
+        let query: Query = """
+            UPDATE Users SET password = \(password), token = \(token), ids = (\(list: ["list-secret-1", "list-secret-2"])) \
+            WHERE email = \("ann@example.com")
+            """
         for text in [query.description, "\(query)", String(describing: query)] {
             #expect(text == query.sql)
             for secret in ["hunter2", "tok-secret", "list-secret", "ann@example.com"] {

@@ -142,7 +142,8 @@ import Testing
     @Test func pythonOpensWhatSwiftSeals() throws {
         let key = try Self.key()
         var generator = SeededGenerator(seed: 0xAE5)
-        for (length, associatedData) in [(0, [UInt8]()), (1, Array("pool".utf8)), (16, []), (77, generator.bytes(33)), (1000, Array("user:abc".utf8))] {
+        for (length, associatedData) in [(0, [UInt8]()), (1, Array("pool".utf8)), (16, []),
+                                         (77, generator.bytes(33)), (1000, Array("user:abc".utf8))] {
             let plaintext = generator.bytes(length)
             let sealed = try key.seal(plaintext, associatedData: associatedData)
             let opened = try Shell.python(Self.pythonOpen, [Hex.encode(Self.keyBytes), Hex.encode(sealed), Hex.encode(associatedData)])
@@ -156,7 +157,8 @@ import Testing
         for (length, associatedData) in [(0, [UInt8]()), (5, Array("device-token".utf8)), (300, generator.bytes(7))] {
             let plaintext = generator.bytes(length)
             let nonce = generator.bytes(12)
-            let sealedHex = try Shell.python(Self.pythonSeal, [Hex.encode(Self.keyBytes), Hex.encode(nonce), Hex.encode(plaintext), Hex.encode(associatedData)])
+            let sealedHex = try Shell.python(Self.pythonSeal,
+                                             [Hex.encode(Self.keyBytes), Hex.encode(nonce), Hex.encode(plaintext), Hex.encode(associatedData)])
             let sealed = try #require(Hex.decode(sealedHex))
             #expect(try key.open(sealed, associatedData: associatedData) == plaintext, "length \(length)")
             // Given Python's nonce, the package-only seal writes Python's bytes.

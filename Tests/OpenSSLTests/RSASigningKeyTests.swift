@@ -208,11 +208,14 @@ import Testing
         try withTemporaryDirectory { directory in
             let dir = directory.path
             let output = try Shell.run("""
-                cd "$1" && openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -subj /CN=graph-app -days 2 -outform DER -out cert.der 2>/dev/null && \
+                cd "$1"
+                    && openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -subj /CN=graph-app -days 2 -outform DER -out cert.der 2>/dev/null
+                        && \
                 openssl x509 -inform DER -in cert.der -noout -fingerprint -sha1 && \
                 openssl x509 -inform DER -in cert.der -noout -fingerprint -sha256
                 """, [dir])
-            func hex(_ line: Substring) -> String { line.split(separator: "=").last.map { $0.replacingOccurrences(of: ":", with: "").lowercased() } ?? "" }
+            func hex(_ line: Substring) -> String { line.split(separator: "=").last.map { $0.replacingOccurrences(of: ":",
+                with: "").lowercased() } ?? "" }
             let lines = output.split(separator: "\n")
             let der = Array(try Data(contentsOf: directory.appendingPathComponent("cert.der")))
             let thumbprint = try CertificateThumbprint(certificateDER: der)
@@ -233,7 +236,8 @@ import Testing
     @Test func refusesWhatIsNotExactlyOneDERCertificate() throws {
         try withTemporaryDirectory { directory in
             _ = try Shell.run("""
-                cd "$1" && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout key.pem -subj /CN=x -days 2 -out cert.pem 2>/dev/null && \
+                cd "$1" && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout key.pem -subj /CN=x -days 2 -out cert.pem \
+                2>/dev/null && \
                 openssl x509 -in cert.pem -outform DER -out cert.der && openssl pkey -in key.pem -outform DER -out key.der
                 """, [directory.path])
             let der = Array(try Data(contentsOf: directory.appendingPathComponent("cert.der")))

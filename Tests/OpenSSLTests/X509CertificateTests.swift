@@ -39,7 +39,8 @@ import Testing
                 let certificate = try X509Certificate(der: der)
                 let python = try Self.pythonView(der)
                 #expect(certificate.keyAlgorithm == .rsa(bits: (python["bits"] as? Int) ?? -1), "\(key)")
-                #expect(certificate.notBefore == Int64((python["notBefore"] as? Int) ?? -1) && certificate.notAfter == Int64((python["notAfter"] as? Int) ?? -1))
+                #expect(certificate.notBefore == Int64((python["notBefore"] as? Int) ?? -1)
+                    && certificate.notAfter == Int64((python["notAfter"] as? Int) ?? -1))
                 #expect(Hex.encode(certificate.thumbprint.sha1) == python["sha1"] as? String)
                 #expect(Hex.encode(certificate.thumbprint.sha256) == python["sha256"] as? String)
             }
@@ -51,7 +52,8 @@ import Testing
     static func ecCertificate(in directory: URL) throws -> [UInt8] {
         let path = directory.appendingPathComponent("ec.der").path
         _ = try Shell.run("""
-            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" -subj /CN=device -days 30 -outform DER -out "$1" 2>/dev/null
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" -subj /CN=device -days 30 -outform DER -out \
+            "$1" 2>/dev/null
             """, [path])
         return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
     }

@@ -6,7 +6,8 @@ import Testing
 /// The `blind` payload (docs/api.md): a generic alert with mutable-content, the device's
 /// tag, and Graph's ciphertext as ENS received it; nothing of the mail in clear.
 @Suite struct BlindPayloadTests {
-    static let content = Array(#"{"id":"AAMk","data":"QUJD","dataKey":"S0VZ","dataSignature":"U0lH","encryptionCertificateId":"c1","encryptionCertificateThumbprint":"AB"}"#.utf8)
+    static let content = Array((#"{"id":"AAMk","data":"QUJD","dataKey":"S0VZ","dataSignature":"U0lH","encryptionCertificateId":"c1","# +
+                                #""encryptionCertificateThumbprint":"AB"}"#).utf8)
 
     func payload(badge: Int? = 4) -> MailPayload {
         MailPayload(sender: "Never Shown", subject: "Never shown either", userID: String(repeating: "ab", count: 32), deviceTag: "tag-1",

@@ -99,12 +99,14 @@ import Testing
         // The payload is parsed and checked, then kept as the bytes it came in (the
         // responders write it compact); only one over the limit is made compact
         // (payloadLimitCountsTheStoredForm).
-        var bytes = Array(#"{"id":"0123456789abcdef0123456789abcdef","token":"a1b2c3d4e5f60718","topic":"t","environment":"sandbox","pushType":"alert","expiration":1,"payload":{ "z" : [1, 2],"aps" : { "badge" : 3 } }}"#.utf8)
+        var bytes = Array((#"{"id":"0123456789abcdef0123456789abcdef","token":"a1b2c3d4e5f60718","topic":"t","environment":"sandbox","# +
+                           #""pushType":"alert","expiration":1,"payload":{ "z" : [1, 2],"aps" : { "badge" : 3 } }}"#).utf8)
         var parsed = try PushNotification(json: bytes)
         #expect(parsed.payload == Array(#"{ "z" : [1, 2],"aps" : { "badge" : 3 } }"#.utf8))
         #expect(try PushNotification(json: parsed.json) == parsed)
         // Uppercase token hex is accepted and kept lowercase.
-        bytes = Array(#"{"id":"0123456789abcdef0123456789abcdef","token":"A1B2C3D4E5F60718","topic":"t","environment":"sandbox","pushType":"alert","expiration":1,"payload":{"aps":{}}}"#.utf8)
+        bytes = Array((#"{"id":"0123456789abcdef0123456789abcdef","token":"A1B2C3D4E5F60718","topic":"t","environment":"sandbox","# +
+                       #""pushType":"alert","expiration":1,"payload":{"aps":{}}}"#).utf8)
         parsed = try PushNotification(json: bytes)
         #expect(parsed.deviceToken.value == "a1b2c3d4e5f60718")
     }
@@ -128,7 +130,8 @@ import Testing
 
     @Test func notJSON() {
         for text in ["", "not json", "{", #"{"id":}"#, "[1,2]", "\"string\"", "42", "null"] {
-            Self.expectInvalid(Array(text.utf8), text.hasPrefix("[") || text.hasPrefix("\"") || text == "42" || text == "null" ? "not a JSON object" : "not JSON", "\(text)")
+            Self.expectInvalid(Array(text.utf8),
+                text.hasPrefix("[") || text.hasPrefix("\"") || text == "42" || text == "null" ? "not a JSON object" : "not JSON", "\(text)")
         }
         Self.expectInvalid([0xFF, 0xFE], "not JSON")
     }
@@ -236,7 +239,8 @@ import Testing
     @Test func payloadLimitCountsTheStoredForm() throws {
         // The limit applies to the compact stored form, not to the submitted text:
         // whitespace and escapes that the stored form spells shorter do not count.
-        let prefix = #"{"id":"0123456789abcdef0123456789abcdef","token":"a1b2c3d4e5f60718","topic":"t","environment":"sandbox","pushType":"alert","expiration":1,"payload":"#
+        let prefix = #"{"id":"0123456789abcdef0123456789abcdef","token":"a1b2c3d4e5f60718","topic":"t","environment":"sandbox","pushType":"alert","# +
+                     #""expiration":1,"payload":"#
         let padded = #"{"aps" :       {},    "x":""# + String(repeating: "y", count: 4096 - 17) + "\"}"
         #expect(try PushNotification(json: Array((prefix + padded + "}").utf8)).payload.count == 4096)
         let escaped = #"{"aps":{},"x":""# + String(repeating: "\\u0079", count: 4096 - 17) + "\"}"

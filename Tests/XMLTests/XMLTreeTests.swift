@@ -77,7 +77,8 @@ import XML
 
     @Test func randomBytesNeverCrash() {
         var random = SeededGenerator(seed: 42)
-        let fragments = ["<", ">", "</", "/>", "a", "xmlns:s=\"u\"", "s:", "&amp;", "&#x0;", "<![CDATA[", "]]>", "<?", "?>", "\"", "=", " ", "<!--", "-->"]
+        let fragments = ["<", ">", "</", "/>", "a", "xmlns:s=\"u\"", "s:", "&amp;", "&#x0;",
+                         "<![CDATA[", "]]>", "<?", "?>", "\"", "=", " ", "<!--", "-->"]
         for _ in 0..<2000 {
             let count = Int.random(in: 0...40, using: &random)
             let text = (0..<count).map { _ in fragments.randomElement(using: &random)! }.joined()

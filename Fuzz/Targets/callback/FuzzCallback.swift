@@ -53,10 +53,12 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     precondition(normal.encoded == encoded, "callback payload encoding is not stable")
     let recordID = Int64(mode >> 1)
     do {
-        let path = try CallbackToken.makeCarrying(payload: encoded, recordID: recordID, generation: 3, recordKeyMaterial: recordKeyMaterial, vault: vault)
+        let path = try CallbackToken.makeCarrying(payload: encoded, recordID: recordID, generation: 3,
+                                                  recordKeyMaterial: recordKeyMaterial, vault: vault)
         guard let token = CallbackToken(path: path, vault: vault) else { preconditionFailure("a token made here is refused") }
         precondition(token.recordID == recordID && token.generation == 3, "token ids changed")
-        guard let opened = try token.openCarried(recordKeyMaterial: recordKeyMaterial, vault: vault) else { preconditionFailure("a carrying token carries nothing") }
+        guard let opened = try token.openCarried(recordKeyMaterial: recordKeyMaterial,
+                                                 vault: vault) else { preconditionFailure("a carrying token carries nothing") }
         precondition(opened == encoded, "the sealed payload changed")
         let decoded = try CallbackPayload(encoded: opened)
         precondition(decoded == normal, "the opened payload decodes differently")
@@ -85,19 +87,24 @@ public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
 /// byte "0" + path suffix) and payloads ("1" + payload) into DIR, then exits: how
 /// corpus/callback/ got its seeds.
 @_cdecl("LLVMFuzzerInitialize")
-public func initialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+public func initialize(_ argc: UnsafeMutablePointer<CInt>,
+                       _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
     guard let directory = getenv("ENS_FUZZ_WRITE_SEEDS").map({ String(cString: $0) }) else { return 0 }
     let payloads: [(String, CallbackPayload)] = [
         ("basic", CallbackPayload(credentials: EWSCredentials(method: .basic(userName: "alice@example.test", password: "pa:ss"), mailbox: nil))),
-        ("oauth", CallbackPayload(credentials: EWSCredentials(method: .oauth(accessToken: "eyJ0eXAiOiJKV1QifQ.e30.sig"), mailbox: "alice@example.test"))),
+        ("oauth",
+         CallbackPayload(credentials: EWSCredentials(method: .oauth(accessToken: "eyJ0eXAiOiJKV1QifQ.e30.sig"), mailbox: "alice@example.test"))),
         ("oauth-refresh", CallbackPayload(credentials: EWSCredentials(
             method: .oauth(accessToken: "eyJ0eXAiOiJKV1QifQ.e30.sig"), mailbox: "alice@example.test",
             refresh: OAuthRefresh(refreshToken: "rt.seed", tokenEndpoint: "https://login.example.test/common/oauth2/v2.0/token", clientID: "app",
                                   scope: "offline_access", accessTokenExpiresAt: Timestamp(millisecondsSinceEpoch: 1_800_000_000_000))))),
-        ("certificate", CallbackPayload(credentials: EWSCredentials(method: .certificate(ClientIdentity(certificateDER: [0x30, 0x03, 0x02, 0x01, 0x01], privateKeyDER: [0x30, 0x00])), mailbox: nil))),
+        ("certificate", CallbackPayload(credentials: EWSCredentials(
+            method: .certificate(ClientIdentity(certificateDER: [0x30, 0x03, 0x02, 0x01, 0x01], privateKeyDER: [0x30, 0x00])),
+            mailbox: nil))),
     ]
     for (index, (name, payload)) in payloads.enumerated() {
-        guard let path = try? CallbackToken.makeCarrying(payload: payload.encoded, recordID: Int64(index + 1), generation: Int64(index), recordKeyMaterial: recordKeyMaterial, vault: vault) else { continue }
+        guard let path = try? CallbackToken.makeCarrying(payload: payload.encoded, recordID: Int64(index + 1),
+            generation: Int64(index), recordKeyMaterial: recordKeyMaterial, vault: vault) else { continue }
         write(directory + "/token-" + name, Array("0".utf8) + Array(path.utf8))
         if let (sealed, _) = try? CallbackToken.makeSealed(recordID: Int64(index + 1), generation: Int64(index), vault: vault) {
             write(directory + "/token-sealed-" + name, Array("0".utf8) + Array(sealed.utf8))

@@ -1,6 +1,6 @@
 internal import POSIX
 
-    
+
 
 /// Apple Push Notification service: hosts and credentials.
 public struct APNsSettings: SettingsComponent {
@@ -36,7 +36,8 @@ public struct APNsSettings: SettingsComponent {
             doc: "Your 10-character Team ID, from the Apple developer account."),
     ], patterns: [
         pattern("apns.certificate.", .bundleID, .path,
-                doc: "Certificate authentication for one bundle id (apns-topic): a PKCS#12 file (.p12/.pfx), or a PEM file holding the certificate and its unencrypted key.",
+                doc: "Certificate authentication for one bundle id (apns-topic): a PKCS#12 file (.p12/.pfx), or a PEM file holding the certificate " +
+                     "and its unencrypted key.",
                 details: """
                 A bundle id with a certificate uses it (on its own connections); others
                 use the token. ens-sender needs the token, at least one certificate, or
@@ -47,7 +48,8 @@ public struct APNsSettings: SettingsComponent {
         },
         pattern("apns.certificate_password_file.", .bundleID, .optional(.path),
                 doc: "The file holding the password of a bundle id's PKCS#12 certificate (none: no password).",
-                examples: ["apns.certificate_password_file.com.example.mail = /etc/ens/secrets/apns-com.example.mail.password"]) { settings, bundleID, file in
+                examples: ["apns.certificate_password_file.com.example.mail = " +
+                           "/etc/ens/secrets/apns-com.example.mail.password"]) { settings, bundleID, file in
             settings.certificates[bundleID, default: APNsCertificateFiles(path: "", passwordFile: nil)].passwordFile = file
         },
     ])
@@ -59,7 +61,8 @@ extension APNsSettings {
     public func signingKeyPEM() throws(ConfigError) -> String? {
         if keyID.isEmpty && teamID.isEmpty {
             guard !certificates.isEmpty else {
-                throw ConfigError(key: "apns.key_id", problem: "must be set (with apns.team_id and apns.key_file), or configure apns.certificate.<bundle id>, to run ens-sender")
+                throw ConfigError(key: "apns.key_id",
+                    problem: "must be set (with apns.team_id and apns.key_file), or configure apns.certificate.<bundle id>, to run ens-sender")
             }
             return nil
         }

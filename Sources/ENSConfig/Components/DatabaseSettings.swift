@@ -1,6 +1,6 @@
 internal import POSIX
 
-    
+
 
 /// Where the database is and how ENS logs in (the service account, and the migration account ens-cron uses).
 public struct DatabaseSettings: SettingsComponent {
@@ -45,7 +45,8 @@ public struct DatabaseSettings: SettingsComponent {
         key("db.port", \.port, .integer(1...65535),
             doc: "Server TCP port, used only when db.socket is empty."),
         key("db.hosts", \.hosts, .endpoints,
-            doc: "Several servers instead of db.host and db.port: the nodes of a MariaDB Galera cluster, as host:port separated by commas (an IPv6 address in brackets; port 3306 when left out); db.socket must be empty.",
+            doc: "Several servers instead of db.host and db.port: the nodes of a MariaDB Galera cluster, as host:port separated by commas (an IPv6 " +
+                 "address in brackets; port 3306 when left out); db.socket must be empty.",
             details: """
             Each connection uses the first that accepts; when its node goes away, is
             cut off from the cluster (not Synced, not in the Primary component) or
@@ -137,18 +138,23 @@ extension DatabaseSettings {
     /// servers or TLS files beside a socket, half a client certificate.
     public func check(_ file: ConfigFile) throws(ConfigError) {
         if !hosts.isEmpty, let socket {
-            throw ConfigError(key: "db.hosts", line: file.lines["db.hosts"], problem: "lists TCP servers, but db.socket is set (\(socket)): set `db.socket =` (empty) to use them")
+            throw ConfigError(key: "db.hosts", line: file.lines["db.hosts"],
+                              problem: "lists TCP servers, but db.socket is set (\(socket)): set `db.socket =` (empty) to use them")
         }
         let anyTLS = tlsCAFile != nil || tlsCertificateFile != nil || tlsKeyFile != nil
         guard anyTLS else { return }
         guard let ca = tlsCAFile else {
-            throw ConfigError(key: "db.tls_ca_file", problem: "is needed with db.tls_cert_file or db.tls_key_file: the server's certificate is always verified")
+            throw ConfigError(key: "db.tls_ca_file",
+                              problem: "is needed with db.tls_cert_file or db.tls_key_file: the server's certificate is always verified")
         }
         if let socket {
-            throw ConfigError(key: "db.tls_ca_file", line: file.lines["db.tls_ca_file"], problem: "applies to TCP connections, but db.socket is set (\(socket)): for a database on another host set `db.socket =` (empty) and db.host")
+            throw ConfigError(key: "db.tls_ca_file", line: file.lines["db.tls_ca_file"],
+                              problem: "applies to TCP connections, but db.socket is set (\(socket)): for a database on another host set " +
+                                       "`db.socket =` (empty) and db.host")
         }
         if (tlsCertificateFile == nil) != (tlsKeyFile == nil) {
-            throw ConfigError(key: tlsCertificateFile == nil ? "db.tls_cert_file" : "db.tls_key_file", problem: "a client certificate needs both db.tls_cert_file and db.tls_key_file")
+            throw ConfigError(key: tlsCertificateFile == nil ? "db.tls_cert_file" : "db.tls_key_file",
+                              problem: "a client certificate needs both db.tls_cert_file and db.tls_key_file")
         }
         for (key, path) in [("db.tls_ca_file", ca), ("db.tls_cert_file", tlsCertificateFile), ("db.tls_key_file", tlsKeyFile)] {
             guard let path else { continue }

@@ -29,14 +29,17 @@ public struct DeviceAPISettings: SettingsComponent {
             /getpublickey per client address (ens-site.conf).
             """),
         key("subscription.grace_seconds", \.subscriptionGrace, .duration(0...86400, .seconds),
-            doc: "Grace period, in seconds, past a subscription's status frequency (the interval at which Exchange promises a callback) before the subscription counts as unhealthy.",
+            doc: "Grace period, in seconds, past a subscription's status frequency (the interval at which Exchange promises a callback) before the " +
+                 "subscription counts as unhealthy.",
             details: """
             /getsubscriptionstatus then answers UserRecordPresentNotSubscribed and the
             device registers again. Raise it if slow Exchange servers cause needless
             re-registrations.
             """),
         key("sealed.max_age_seconds", \.sealedMaximumAge, .duration(30...86400, .seconds), reload: .responders,
-            doc: "Sealed values (docs/api.md, \"Sealed values\"): a sealed object names its use (\"purpose\", e.g. \"updateprivacy.info\") and when it was sealed (\"sealedAt\", ms since the epoch), and is refused at any other endpoint or field and once its time is more than this many seconds from the server's, either way.",
+            doc: "Sealed values (docs/api.md, \"Sealed values\"): a sealed object names its use (\"purpose\", e.g. \"updateprivacy.info\") and " +
+                 "when it was sealed (\"sealedAt\", ms since the epoch), and is refused at any other endpoint or field and once its time is more " +
+                 "than this many seconds from the server's, either way.",
             details: """
             Set require_purpose to true once every app sends them: the original
             contract's forms (no purpose, no time) are then refused as well. Both

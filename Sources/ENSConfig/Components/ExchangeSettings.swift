@@ -1,6 +1,6 @@
 public import POSIX
 
-    
+
 
 /// How the EWS backend reaches Exchange, registers mailboxes and bounds what callbacks push.
 public struct ExchangeSettings: SettingsComponent {
@@ -61,7 +61,8 @@ public struct ExchangeSettings: SettingsComponent {
     public static let configuration: any WritableKeyPath<ENSConfiguration, ExchangeSettings> & Sendable = \.exchange
 
     public static let section = ConfigSection("Exchange (EWS push subscriptions; docs/exchange.md)", keys: [
-        key("exchange.callback_url", \.callbackURL, .callbackURL(path: "/ews/", location: "the callback location"), example: .value("https://ens.example.com/ews/"),
+        key("exchange.callback_url", \.callbackURL, .callbackURL(path: "/ews/", location: "the callback location"),
+            example: .value("https://ens.example.com/ews/"),
             doc: "The public https URL under which Exchange reaches the callback location (nginx's /ews/), ending in /ews/.",
             details: """
             Callback URLs are this plus a sealed token, and Exchange refuses URLs of
@@ -97,12 +98,14 @@ public struct ExchangeSettings: SettingsComponent {
             When Exchange is slower, devices get a generic "New mail" alert instead.
             """),
         key("exchange.registration_budget_ms", \.registrationBudget, .duration(1000...120_000, .milliseconds),
-            doc: "One budget for all of a registration's Exchange work: every Autodiscover hop, the proof of possession and the Subscribe attempts together.",
+            doc: "One budget for all of a registration's Exchange work: every Autodiscover hop, the proof of possession and the Subscribe attempts " +
+                 "together.",
             details: """
             Keep it well under nginx's fastcgi_read_timeout (60 s).
             """),
         key("exchange.max_concurrent_registrations", \.maximumConcurrentRegistrations, .integer(1...512),
-            doc: "Responder threads per ens-fcgi process that may do a registration's Exchange work at once, and that callbacks' lookups may hold for more than a second (a slow Exchange).",
+            doc: "Responder threads per ens-fcgi process that may do a registration's Exchange work at once, and that callbacks' lookups may hold " +
+                 "for more than a second (a slow Exchange).",
             details: """
             A request that finds the gate closed gets 503 at once (Exchange redelivers
             a callback), so slow Exchange servers never hold every thread: keep the
@@ -138,7 +141,8 @@ public struct ExchangeSettings: SettingsComponent {
         key("exchange.notification_ttl_seconds", \.notificationTTL, .duration(0...2_592_000, .seconds),
             doc: "apns-expiration of new-mail notifications: how long APNs (and ens-sender) keep trying."),
         key("exchange.proof_failure_limit", \.proofFailureLimit, .integer(1...1000), reload: .responders,
-            doc: "Proof of possession (docs/security.md): a registration adds a device only after its credentials open the user's mailbox at its Exchange.",
+            doc: "Proof of possession (docs/security.md): a registration adds a device only after its credentials open the user's mailbox at its " +
+                 "Exchange.",
             details: """
             After this many failed proofs for one user within the window (seconds)
             from one device, or from one client address (REMOTE_ADDR; an IPv6 /64),

@@ -1,4 +1,4 @@
-    
+
 
 /// Firebase Cloud Messaging HTTP v1: its host and a service account per Android package.
 public struct FCMSettings: SettingsComponent {
@@ -16,7 +16,8 @@ public struct FCMSettings: SettingsComponent {
             doc: "FCM's base URL (override only for tests)."),
     ], patterns: [
         pattern("fcm.service_account.", .bundleID, .path,
-                doc: "Firebase Cloud Messaging (HTTP v1) for one Android package name (the `bundleid` an Android client registers with): a service-account key file, the JSON Google's console issues (mode 0600, owner ens).",
+                doc: "Firebase Cloud Messaging (HTTP v1) for one Android package name (the `bundleid` an Android client registers with): a " +
+                     "service-account key file, the JSON Google's console issues (mode 0600, owner ens).",
                 details: """
                 ens-sender signs an OAuth assertion with the account's key, exchanges it at
                 the file's token_uri for an access token, and reuses that token until five

@@ -33,7 +33,8 @@ public struct GraphSettings: SettingsComponent {
     public static let configuration: any WritableKeyPath<ENSConfiguration, GraphSettings> & Sendable = \.graph
 
     public static let section = ConfigSection("Microsoft Graph (Exchange Online mailboxes; docs/graph.md)", keys: [
-        key("graph.callback_url", \.callbackURL, .callbackURL(path: "/graph/", location: "the Graph notification location"), example: .value("https://ens.example.com/graph/"),
+        key("graph.callback_url", \.callbackURL, .callbackURL(path: "/graph/", location: "the Graph notification location"),
+            example: .value("https://ens.example.com/graph/"),
             doc: "The public https URL under which Graph reaches the notification location (nginx's /graph/), ending in /graph/.",
             details: """
             Notification URLs are this plus a routing token (record, generation, MAC;
@@ -81,7 +82,8 @@ public struct GraphSettings: SettingsComponent {
             """, example: "72f988bf-86f1-41af-91ab-2d7cd011db47"),
         tenantField("domains", \.domains, .hostNames("mail domains", example: "contoso.com, contoso.onmicrosoft.com"),
               doc: "The tenant's mail domains.", example: "contoso.com, contoso.onmicrosoft.com"),
-        tenantField("client_id", \.clientID, .guid, doc: "ENS's application (client) id in that tenant.", example: "0e5a1c2b-3d4f-4a6b-8c9d-0e1f2a3b4c5d"),
+        tenantField("client_id", \.clientID, .guid, doc: "ENS's application (client) id in that tenant.",
+                    example: "0e5a1c2b-3d4f-4a6b-8c9d-0e1f2a3b4c5d"),
         tenantField("certificate_file", \.certificateFile, .path, doc: "The application's certificate (PEM), as uploaded to Entra.",
               example: "/etc/ens/secrets/graph-app.crt"),
         tenantField("key_file", \.keyFile, .path, doc: "Its RSA private key (PEM, 2048 bits or more; mode 0600, owner ens).",
@@ -109,7 +111,8 @@ extension GraphSettings {
             let tenant = tenants[name]!
             for (field, missing) in [("id", tenant.tenantID.isEmpty), ("client_id", tenant.clientID.isEmpty), ("domains", tenant.domains.isEmpty),
                                      ("certificate_file", tenant.certificateFile.isEmpty), ("key_file", tenant.keyFile.isEmpty)] where missing {
-                throw ConfigError(key: "graph.tenant.\(name).\(field)", problem: "is missing: a Graph tenant needs id, domains, client_id, certificate_file and key_file")
+                throw ConfigError(key: "graph.tenant.\(name).\(field)",
+                                  problem: "is missing: a Graph tenant needs id, domains, client_id, certificate_file and key_file")
             }
             for domain in tenant.domains {
                 if let other = owners[domain] {

@@ -1,4 +1,4 @@
-    
+
 
 /// Logging.
 public struct LoggingSettings: SettingsComponent {

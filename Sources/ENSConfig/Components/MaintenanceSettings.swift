@@ -1,6 +1,6 @@
 internal import POSIX
 
-    
+
 
 /// ens-cron: its lock and lease, the reaper's retention and the renewal wake-ups.
 public struct MaintenanceSettings: SettingsComponent {
@@ -23,7 +23,8 @@ public struct MaintenanceSettings: SettingsComponent {
         key("cron.lock_file", \.lockFile, .path,
             doc: "Lock file that keeps two ens-cron runs from overlapping: a run that finds it held logs that it skipped and exits 0."),
         key("cron.lease_seconds", \.cronLease, .duration(30...86400, .seconds),
-            doc: "The shared jobs (reap, renew, sync-keys, keys) run on one host at a time across every host using this database: each run claims a lease in the database (table CronLeases) and renews it every third of this many seconds while it works.",
+            doc: "The shared jobs (reap, renew, sync-keys, keys) run on one host at a time across every host using this database: each run claims " +
+                 "a lease in the database (table CronLeases) and renews it every third of this many seconds while it works.",
             details: """
             A host that crashes mid-run holds it until it expires; then the next
             minute's run on any host takes over. api-keys (this host's token cache)
@@ -39,7 +40,8 @@ public struct MaintenanceSettings: SettingsComponent {
         key("reap.disabled_days", \.disabledRetention, .duration(0...3650, .days),
             doc: "ens-cron reap: device tokens APNs rejected are removed this many days after."),
         key("reap.empty_record_days", \.emptyRecordRetention, .duration(0...3650, .days),
-            doc: "ens-cron reap: a user record with no devices is removed this many days after its last activity (so a record fresh from /getpublickey survives until it registers)."),
+            doc: "ens-cron reap: a user record with no devices is removed this many days after its last activity (so a record fresh from " +
+                 "/getpublickey survives until it registers)."),
         key("renew.wakeup_interval_minutes", \.wakeupInterval, .duration(1...10080, .minutes),
             doc: "ens-cron renew: at most one silent wake-up push per device per this many minutes."),
     ])

@@ -1,6 +1,6 @@
 internal import POSIX
 
-    
+
 
 /// Where each process writes its counters, and the token GET /metrics requires.
 public struct MetricsSettings: SettingsComponent {
@@ -17,12 +17,15 @@ public struct MetricsSettings: SettingsComponent {
 
     public static let section = ConfigSection("Metrics", keys: [
         key("metrics.dir", \.directory, .emptyOr(.path),
-            doc: "Each ENS process writes its counters here once a second; GET /metrics adds them up in the Prometheus text format, with the database gauges `ens-cron gauges` counted last (once a minute, in `ens-cron all`).",
+            doc: "Each ENS process writes its counters here once a second; GET /metrics adds them up in the Prometheus text format, with the " +
+                 "database gauges `ens-cron gauges` counted last (once a minute, in `ens-cron all`).",
             details: """
             Empty: off.
             """),
         key("metrics.token_file", \.tokenFile, .emptyOr(.path),
-            doc: "GET /metrics answers only a request with `Authorization: Bearer <token>`, the token this file holds (at least 32 printable characters; `openssl rand -hex 32 > /etc/ens/secrets/metrics.token`, mode 0640 root:ens), compared in constant time; anything else gets 401.",
+            doc: "GET /metrics answers only a request with `Authorization: Bearer <token>`, the token this file holds (at least 32 printable " +
+                 "characters; `openssl rand -hex 32 > /etc/ens/secrets/metrics.token`, mode 0640 root:ens), compared in constant time; anything " +
+                 "else gets 401.",
             details: """
             Give Prometheus the same file (`authorization: credentials_file:`). Empty:
             /metrics answers 404 to everyone. nginx and Apache also keep /metrics to
@@ -51,7 +54,8 @@ extension MetricsSettings {
         guard !tokenFile.isEmpty else { return nil }
         let token = try ENSConfiguration.secretText(key: "metrics.token_file", path: tokenFile)
         guard token.utf8.count >= 32, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw ConfigError(key: "metrics.token_file", problem: "must hold a token of at least 32 printable characters without spaces; generate one with `openssl rand -hex 32`")
+            throw ConfigError(key: "metrics.token_file",
+                problem: "must hold a token of at least 32 printable characters without spaces; generate one with `openssl rand -hex 32`")
         }
         return token
     }

@@ -1,4 +1,4 @@
-    
+
 
 /// The SEG policy service a callback asks before pushing to a device with an EWS device id.
 public struct PolicySettings: SettingsComponent {
@@ -15,7 +15,8 @@ public struct PolicySettings: SettingsComponent {
 
     public static let section = ConfigSection("SEG policy service (secure email gateway)", keys: [
         key("policy.url", \.url, .emptyOr(.httpURL),
-            doc: "Asked for every device registered with an ewsDeviceId before it gets a push: POST <url> {\"deviceId\": \"...\"} -> 200 {\"allowed\": true|false}.",
+            doc: "Asked for every device registered with an ewsDeviceId before it gets a push: POST <url> {\"deviceId\": \"...\"} -> 200 " +
+                 "{\"allowed\": true|false}.",
             details: """
             Empty: no policy service; every device may receive notifications.
             """),

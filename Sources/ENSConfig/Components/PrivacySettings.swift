@@ -1,7 +1,7 @@
 public import ENSModel
 internal import POSIX
 
-    
+
 
 /// Private notifications (docs/privacy.md): the operator's floor, how long secure
 /// content waits, the history.
@@ -21,7 +21,9 @@ public struct PrivacySettings: SettingsComponent {
 
     public static let section = ConfigSection("Private notifications (docs/privacy.md)", keys: [
         key("privacy.minimum_mode", \.minimumMode, .privacyMode, reload: .responders,
-            doc: "The least private mode any device's pushes use: preview (sender and subject in the push, the original contract), generic (\"New mail\" and the badge), encrypted (the preview sealed to the device's P-256 key; devices without one get secure) or secure (the notification id alone; the app fetches the content).",
+            doc: "The least private mode any device's pushes use: preview (sender and subject in the push, the original contract), generic (\"New " +
+                 "mail\" and the badge), encrypted (the preview sealed to the device's P-256 key; devices without one get secure) or secure (the " +
+                 "notification id alone; the app fetches the content).",
             details: """
             Devices that chose less are raised to it. Changes with `systemctl reload
             ens-fcgi`.

@@ -30,11 +30,14 @@ public struct PushSettings: SettingsComponent {
             ens-sender creates it with mode 0660.
             """).formerly("apns.socket", renamedForProviders),
         key("push.spool_dir", \.spoolDirectory, .path,
-            doc: "Where ens-sender keeps notifications between \"accepted\" and \"delivered\" (a log of sealed records under log/; sealed with a key derived from the master key).").formerly("apns.spool_dir", renamedForProviders),
+            doc: "Where ens-sender keeps notifications between \"accepted\" and \"delivered\" (a log of sealed records under log/; sealed with a " +
+                 "key derived from the master key).").formerly("apns.spool_dir", renamedForProviders),
         key("push.spool_max", \.spoolCapacity, .integer(1...10_000_000),
-            doc: "Most notifications the spool may hold; past it responders are told \"spool-full\".").formerly("apns.spool_max", renamedForProviders),
+            doc: "Most notifications the spool may hold; past it responders are told \"spool-full\".")
+            .formerly("apns.spool_max", renamedForProviders),
         key("push.host_name", \.hostName, .optional(.senderHostName),
-            doc: "This host's name in the SenderHosts table, where ens-sender writes its spool depth every 5 s (1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-').",
+            doc: "This host's name in the SenderHosts table, where ens-sender writes its spool depth every 5 s (1 to 64 characters of A-Z, a-z, " +
+                 "0-9, '.', '_' and '-').",
             details: """
             `ens-cron status` on any host names a host whose heartbeat stopped while
             its spool held notifications; drain that spool with `ens-sender drain`.
@@ -45,11 +48,14 @@ public struct PushSettings: SettingsComponent {
         key("push.connections", \.connectionsPerHost, .integer(1...16),
             doc: "HTTP/2 connections per push-service host and credential.").formerly("apns.connections", renamedForProviders),
         key("push.credential_pause_seconds", \.credentialPause, .duration(1...3600, .seconds),
-            doc: "When a push service refuses ENS's credential for an app (APNs 403 InvalidProviderToken, BadCertificate, ...; FCM 403), that app's notifications stay in the spool and wait this long before one is tried again (doubling, up to 15 minutes, while it is still refused).",
+            doc: "When a push service refuses ENS's credential for an app (APNs 403 InvalidProviderToken, BadCertificate, ...; FCM 403), that " +
+                 "app's notifications stay in the spool and wait this long before one is tried again (doubling, up to 15 minutes, while it is " +
+                 "still refused).",
             details: """
             Fix the credential and restart ens-sender to resume at once.
             """),
         key("push.ca_file", \.caFile, .optional(.path),
-            doc: "PEM CA bundle for the push services (APNs, FCM and FCM's token endpoint); empty uses the system store.").formerly("apns.ca_file", renamedForProviders),
+            doc: "PEM CA bundle for the push services (APNs, FCM and FCM's token endpoint); empty uses the system store.")
+            .formerly("apns.ca_file", renamedForProviders),
     ])
 }

@@ -33,7 +33,8 @@ public struct RequestLimitSettings: SettingsComponent {
 
     public static let section = ConfigSection("Request limits in the responders (for web servers that cannot apply them; docs/deployment.md)", keys: [
         key("limits.enforce", \.mode, .oneOf([("no", .off), ("asked", .whenAsked), ("yes", .always)]),
-            doc: "When the responders apply nginx's per-address and per-URL limits themselves: no, asked (requests whose web server passes ENS_LIMITS=1) or yes.",
+            doc: "When the responders apply nginx's per-address and per-URL limits themselves: no, asked (requests whose web server passes " +
+                 "ENS_LIMITS=1) or yes.",
             details: """
             nginx applies them with limit_req (nginx/ens-site.conf) and does not ask.
             The shipped Apache site asks (SetEnv ENS_LIMITS 1) instead of running

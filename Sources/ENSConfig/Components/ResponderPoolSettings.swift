@@ -1,4 +1,4 @@
-    
+
 
 /// The FastCGI responder pool (ens-fcgi): its socket, processes and threads.
 public struct ResponderPoolSettings: SettingsComponent {

@@ -1,7 +1,7 @@
 internal import Codecs
 public import OpenSSL
 
-    
+
 
 /// Where the master key and the API-token cache are, and the RSA key pool.
 public struct SecretSettings: SettingsComponent {
@@ -39,7 +39,8 @@ public struct SecretSettings: SettingsComponent {
             after the cache file is rewritten.
             """),
         key("keys.pool_size", \.keyPoolSize, .integer(0...100_000),
-            doc: "Number of pre-generated RSA-2048 key pairs `ens-cron keys` keeps in the KeyPool table, so /getpublickey does not generate a key on the request path (generation takes 0.1-0.7 s of CPU).",
+            doc: "Number of pre-generated RSA-2048 key pairs `ens-cron keys` keeps in the KeyPool table, so /getpublickey does not generate a key " +
+                 "on the request path (generation takes 0.1-0.7 s of CPU).",
             details: """
             When the pool runs dry, responders generate keys themselves and log a
             warning; raise this if that happens between two ens-cron runs.
@@ -59,7 +60,8 @@ extension SecretSettings {
     public func masterKey() throws(ConfigError) -> AESGCMKey {
         let text = try ENSConfiguration.secretText(key: "security.master_key_file", path: masterKeyFile)
         guard let bytes = Hex.decode(text), bytes.count == AESGCMKey.keySize, let key = try? AESGCMKey(bytes: bytes) else {
-            throw ConfigError(key: "security.master_key_file", problem: "must hold 64 hexadecimal characters (32 bytes); generate one with `openssl rand -hex 32`")
+            throw ConfigError(key: "security.master_key_file",
+                              problem: "must hold 64 hexadecimal characters (32 bytes); generate one with `openssl rand -hex 32`")
         }
         return key
     }

@@ -155,7 +155,8 @@ enum DeviceAPI {
         }
         let presenter = ProofPresenter(tokenHash: tokenHash, remoteAddress: request.clientAddress,
                                        userName: credentials.userName)
-        let request = MailboxRequest(record: record, mailbox: mailbox, credentials: credentials, protocolVersion: exchangeVersion, presenter: presenter)
+        let request = MailboxRequest(record: record, mailbox: mailbox, credentials: credentials,
+                                     protocolVersion: exchangeVersion, presenter: presenter)
         // A device joins a subscribed record only by proving, at that record's mail
         // server, that its credentials open the mailbox; `force` subscribes anew, and
         // the live subscription stays until the new one exists.
@@ -361,7 +362,8 @@ enum DeviceAPI {
         return .ok(status(record, lastNotified: nil, lastMessageDate: nil, now: now, context: context))
     }
 
-    static let subscriptionStatusV2 = sealedOperation(parameter: "subscriptionPayload", use: .checkIn, withDevices: true) { operation, request, context in
+    static let subscriptionStatusV2 = sealedOperation(parameter: "subscriptionPayload", use: .checkIn,
+                                                      withDevices: true) { operation, request, context in
         let payload = try operation.object()
         let token = try payload.sealedToken("pushToken")
         let ignoreLastMessageDate = try payload.sealedFlag("ignoreLastMessageDate")
@@ -410,7 +412,8 @@ enum DeviceAPI {
     /// answer says `credentials: Stored`, or `Unused` (register again, which proves
     /// them) when the device has no secret, names no mailbox, the credentials were
     /// refused, or the subscription keeps none (Graph) or is not live.
-    private static func offeredCredentials(_ request: Request, device: DeviceRecord, operation: SealedOperation, context: RequestContext) throws -> [(String, String)] {
+    private static func offeredCredentials(_ request: Request, device: DeviceRecord, operation: SealedOperation,
+                                           context: RequestContext) throws -> [(String, String)] {
         guard let sealed = nonEmpty(request.parameters["creds"]) else { return [] }
         let unused = [("credentials", "Unused")]
         let opened = try opener(operation.store, record: operation.record, use: .checkInCreds, maximumBlocks: SealedParameter.maximumBlocks,

@@ -41,7 +41,8 @@ enum Identity {
         let labels = domain.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         return labels.count >= 2 && labels.allSatisfy { label in
             (1...63).contains(label.count) && label.first != UInt8(ascii: "-") && label.last != UInt8(ascii: "-")
-                && label.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 >= 0x80 }
+                && label.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x41 && $0 <= 0x5A)
+                    || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 >= 0x80 }
         }
     }
 }

@@ -50,13 +50,15 @@ enum PrivateNotifications {
         guard let chosen = PrivacyMode(name: mode) else {
             throw .invalidRequest("Parameter 'privacy' must be one of preview, generic, encrypted, secure, blind.")
         }
-        if chosen != .blind, certificate != nil { throw APIError(400, .invalidRequest, "Parameter 'privacyCertificate' is only for privacy 'blind'.") }
+        if chosen != .blind, certificate != nil { throw APIError(400, .invalidRequest,
+                                                                 "Parameter 'privacyCertificate' is only for privacy 'blind'.") }
         switch (chosen, key) {
         case (.encrypted, let key?):
             do {
                 return (DevicePrivacy(mode: .encrypted, previewKey: try PreviewEncryption.recipientKey(base64: key).x963), nil)
             } catch {
-                throw .invalidRequest("Parameter 'privacyKey' must be a P-256 public key: base64 of its 65-byte uncompressed point or its DER SubjectPublicKeyInfo.")
+                throw .invalidRequest("Parameter 'privacyKey' must be a P-256 public key: base64 of its 65-byte uncompressed point or its DER " +
+                                      "SubjectPublicKeyInfo.")
             }
         case (.encrypted, nil):
             throw .invalidRequest("Privacy 'encrypted' needs 'privacyKey', the device's P-256 public key.")
@@ -107,7 +109,8 @@ enum PrivateNotifications {
             if let parsed = requested.1 {
                 guard let named = creds.members["privacyCertificateSHA256"]?.stringValue, let hash = Hex.decode(named),
                       Digest.constantTimeEqual(hash, parsed.thumbprint.sha256) else {
-                    throw APIError(400, .invalidRequest, "The sealed 'creds' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).",
+                    throw APIError(400, .invalidRequest,
+                                   "The sealed 'creds' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).",
                                    refusal: "hashMismatch")
                 }
             }
@@ -127,7 +130,8 @@ enum PrivateNotifications {
             return requested
         }
         if let existing, !confirms {
-            logger.warning("registration refused: a clear privacy parameter would change an existing device's mode", metadata: ["device": "\(existing.id)"])
+            logger.warning("registration refused: a clear privacy parameter would change an existing device's mode",
+                           metadata: ["device": "\(existing.id)"])
             throw .invalidRequest("a clear privacy parameter cannot change an existing device's mode")
         }
         return requested
@@ -135,14 +139,16 @@ enum PrivateNotifications {
 
     /// Makes Graph encrypt to a `blind` device's certificate before the device is
     /// stored in that mode; an error answer when it cannot.
-    static func prepareBlind(_ certificate: X509Certificate, recordID: Int64, replacing previous: [UInt8]?, context: RequestContext) throws -> APIResponse? {
+    static func prepareBlind(_ certificate: X509Certificate, recordID: Int64, replacing previous: [UInt8]?,
+                             context: RequestContext) throws -> APIResponse? {
         switch try BlindSubscriptions.ensure(recordID: recordID, certificate: certificate, replacing: previous, context: context) {
         case .ready: return nil
         case .notGraph:
             return APIResponse.error(400, .invalidRequest, "Privacy 'blind' is for Exchange Online mailboxes (registered with graphAccessToken).",
                                      refusal: "notExchangeOnline")
         case .tooManyCertificates:
-            return APIResponse.error(400, .invalidRequest, "This mailbox has blind certificates for \(BlindSubscriptions.maximumPerRecord) devices already: reuse one of them.",
+            return APIResponse.error(400, .invalidRequest,
+                "This mailbox has blind certificates for \(BlindSubscriptions.maximumPerRecord) devices already: reuse one of them.",
                                      refusal: "tooManyCertificates")
         case .failed:
             return .ok(.exchangeError, [("message", "Graph could not create the encrypted subscription for this certificate; try again later.")])
@@ -170,7 +176,8 @@ enum PrivateNotifications {
         }
         if let certificate {
             guard let named, let hash = Hex.decode(named), Digest.constantTimeEqual(hash, certificate.thumbprint.sha256) else {
-                throw APIError(400, .invalidRequest, "The sealed 'info' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).",
+                throw APIError(400, .invalidRequest,
+                               "The sealed 'info' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).",
                                refusal: "hashMismatch")
             }
         }

@@ -36,7 +36,8 @@ extension SealedUse {
                                          contractForm: true)
     // ENS's own endpoints: bound always, and proved with the device's secret, never the
     // push token alone (which Apple and Google hold).
-    static let updatePrivacy = SealedUse("updateprivacy.info", members: ["pushToken", "deviceSecret", "privacy", "privacyKey", "privacyCertificateSHA256"], contractForm: false)
+    static let updatePrivacy = SealedUse("updateprivacy.info",
+        members: ["pushToken", "deviceSecret", "privacy", "privacyKey", "privacyCertificateSHA256"], contractForm: false)
     static let getNotification = SealedUse("getnotification.info", members: ["pushToken", "deviceSecret", "id"], contractForm: false)
     static let history = SealedUse("getnotificationhistory.info", members: ["pushToken", "deviceSecret", "limit"], contractForm: false)
     static let markRead = SealedUse("marknotificationsread.info", members: ["pushToken", "deviceSecret", "ids"], contractForm: false)
@@ -67,7 +68,8 @@ enum DeviceSecret {
         guard let stored = device.secretHash else { return }
         guard let value, value.isBound, let secret = try sent(in: value.members),
               Digest.constantTimeEqual(stored, context.services.vault.deviceSecretHash(secret)) else {
-            context.logger.warning("device change refused: not sealed with the device's secret", metadata: ["device": "\(device.id)", "operation": "\(operation)"])
+            context.logger.warning("device change refused: not sealed with the device's secret",
+                                   metadata: ["device": "\(device.id)", "operation": "\(operation)"])
             throw .sealedParameterRejected
         }
     }

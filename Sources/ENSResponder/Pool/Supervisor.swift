@@ -42,7 +42,8 @@ public struct Supervisor {
             listenFD = fd
         case .bind:
             do {
-                let listener = try UnixSocket.listen(path: configuration.pool.socket, mode: configuration.pool.socketMode, backlog: configuration.pool.backlog)
+                let listener = try UnixSocket.listen(path: configuration.pool.socket, mode: configuration.pool.socketMode,
+                                                     backlog: configuration.pool.backlog)
                 listenFD = listener.fd
                 ownedSocket = (configuration.pool.socket, listener.inode)
             } catch {

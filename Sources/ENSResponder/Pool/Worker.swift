@@ -89,11 +89,13 @@ public struct Worker {
         }
         let apiTokens = services.apiTokens
         let router = Router.ens()
-        let dispatcher = Dispatcher(router: router, maxBodyBytes: configuration.pool.maxBodyBytes, limits: limits, tokenCheck: { apiTokens.isValid($0) })
+        let dispatcher = Dispatcher(router: router, maxBodyBytes: configuration.pool.maxBodyBytes,
+                                    limits: limits, tokenCheck: { apiTokens.isValid($0) })
         let metrics = MetricsRecorder(file: configuration.metrics.file("fcgi-\(slot)"))
         let counters = metrics.file == nil ? [] : (0..<configuration.pool.threads).map { _ in RequestCounters(labels: router.labels) }
         if apiTokens.count == 0 {
-            logger.warning("no API tokens loaded; every authenticated request will get 401", metadata: ["auth.token_cache_file": "\(configuration.secrets.apiTokenCacheFile)"])
+            logger.warning("no API tokens loaded; every authenticated request will get 401",
+                           metadata: ["auth.token_cache_file": "\(configuration.secrets.apiTokenCacheFile)"])
         }
         var threads: [OSThread] = []
         let live = LiveSettings(configuration)

@@ -94,7 +94,8 @@ public final class Sender: Sendable {
     private let metrics: MetricsRecorder
     private let metricKeys = MetricsText.KeyCache()
 
-    public init(spool: Spool, providers: [any PushProvider], settings: Settings, databases: ShardDatabases, metrics: MetricsRecorder, logger: Logger) {
+    public init(spool: Spool, providers: [any PushProvider], settings: Settings,
+                databases: ShardDatabases, metrics: MetricsRecorder, logger: Logger) {
         self.spool = spool
         self.metrics = metrics
         self.providers = ThreadConfined(Dictionary(providers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first }))
@@ -191,13 +192,15 @@ public final class Sender: Sendable {
                             notification = try spool.load(pending.entry)
                         }
                     } catch {
-                        logger.error("dropping an unreadable spooled notification", metadata: ["spool.entry": "\(pending.entry)", "error": "\(error)"])
+                        logger.error("dropping an unreadable spooled notification",
+                                     metadata: ["spool.entry": "\(pending.entry)", "error": "\(error)"])
                         spool.remove(pending.entry)
                         continue
                     }
                     let kind = notification.deviceToken.provider
                     if notification.expiration * 1000 < now {
-                        logger.warning("notification expired before delivery", metadata: ["notification.id": "\(notification.id)", "attempts": "\(pending.attempts)"])
+                        logger.warning("notification expired before delivery",
+                                       metadata: ["notification.id": "\(notification.id)", "attempts": "\(pending.attempts)"])
                         spool.remove(pending.entry)
                         count("expired", kind)
                         continue
@@ -227,11 +230,13 @@ public final class Sender: Sendable {
                             credentialWaitsLogged = now
                         }
                         queue.delayed.append(Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1,
-                                                     notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts), capMilliseconds: 30_000)))
+                                                     notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts),
+                                                         capMilliseconds: 30_000)))
                         continue
                     } catch {
                         logger.error("cannot build a push request; dropping the notification", metadata: [
-                            "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)", "notification.id": "\(notification.id)", "error": "\(error)",
+                            "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)",
+                            "notification.id": "\(notification.id)", "error": "\(error)",
                         ])
                         spool.remove(pending.entry)
                         count("dropped", kind)
@@ -244,7 +249,8 @@ public final class Sender: Sendable {
                         inFlight[nextTag] = (pending, notification)
                     } catch {
                         logger.error("cannot start a push request", metadata: ["push.provider": "\(kind.rawValue)", "error": "\(error)"])
-                        queue.delayed.append(Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1, notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts))))
+                        queue.delayed.append(Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1,
+                                                     notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts))))
                     }
                 }
             }
@@ -256,7 +262,8 @@ public final class Sender: Sendable {
             for completion in multiplexer.poll(timeoutMilliseconds: 20) {
                 guard let (pending, notification) = inFlight.removeValue(forKey: completion.tag) else { continue }
                 guard let provider = providers[notification.deviceToken.provider] else { continue }
-                if let retry = handle(completion, pending: pending, notification: notification, provider: provider, feedback: feedback, pauses: &pauses) {
+                if let retry = handle(completion, pending: pending, notification: notification,
+                                      provider: provider, feedback: feedback, pauses: &pauses) {
                     queue.delayed.append(retry)
                 }
                 pausedCredentials.store(pauses.pausedCount, ordering: .relaxed)
@@ -315,7 +322,10 @@ public final class Sender: Sendable {
             ]
             switch refusal {
             case .began:
-                logger.critical("the push service refused the app's credential: its notifications are kept in the spool and wait until the credential is fixed (then restart ens-sender) or they expire", metadata: metadata)
+                logger.critical("""
+                    the push service refused the app's credential: its notifications are kept in the spool and wait until the \
+                    credential is fixed (then restart ens-sender) or they expire
+                    """, metadata: metadata)
             case .extended:
                 logger.error("the push service still refuses the app's credential; its notifications keep waiting", metadata: metadata)
             case .alreadyPaused:
@@ -336,7 +346,8 @@ public final class Sender: Sendable {
             ])
             if let row = notification.deviceRowID {
                 do {
-                    try feedback.shard(notification.shard)?.disable(deviceRowID: row, invalidSince: Timestamp(millisecondsSinceEpoch: timestamp ?? now))
+                    try feedback.shard(notification.shard)?.disable(deviceRowID: row,
+                                                                    invalidSince: Timestamp(millisecondsSinceEpoch: timestamp ?? now))
                 } catch {
                     logger.warning("cannot disable a device token", metadata: ["db.error": "\(error)"])
                 }
@@ -352,7 +363,8 @@ public final class Sender: Sendable {
                            notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts)))
         case .retry:
             // Never sooner than the provider's Retry-After.
-            let backoff = DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts), capMilliseconds: status == nil ? 30_000 : 15 * 60 * 1000)
+            let backoff = DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts),
+                                                                capMilliseconds: status == nil ? 30_000 : 15 * 60 * 1000)
             let delay = max(backoff, Int64(verdict.retryAfter?.wholeMilliseconds ?? 0))
             logger.debug("push delivery will be retried", metadata: [
                 "push.provider": "\(kind.rawValue)", "push.status": "\(status ?? 0)", "retry.delay_ms": "\(delay)",

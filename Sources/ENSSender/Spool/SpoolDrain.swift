@@ -108,7 +108,8 @@ public struct SpoolDrain {
             return false
         }
         if torn && !offsets.isEmpty {
-            report("segment \(name): ends in a torn or damaged record (a write cut short by a crash is never acknowledged); what precedes it is drained")
+            report("segment \(name): ends in a torn or damaged record (a write cut short by a crash is never acknowledged); what precedes it is " +
+                   "drained")
         }
         // No marks file is normal (nothing delivered yet: doneOffsets gives none). One
         // that exists but cannot be read is said: its segment is handed over whole

@@ -47,10 +47,13 @@ public struct DovecotEvent: Sendable, Equatable {
         }
         func number(_ name: String) throws(Malformed) -> UInt32? {
             guard let value = fields[name] else { return nil }
-            guard case .number(let digits) = value, let number = UInt32(digits) else { throw Malformed(description: "\(name) is not a 32-bit unsigned number") }
+            guard case .number(let digits) = value, let number = UInt32(digits) else { throw Malformed(description: "\(name) is not a 32-bit " +
+                                                                                                                    "unsigned number") }
             return number
         }
-        guard let token = try text("user"), !token.isEmpty, token.utf8.count <= 128 else { throw Malformed(description: "user (the routing token) is missing") }
+        guard let token = try text("user"), !token.isEmpty, token.utf8.count <= 128 else {
+            throw Malformed(description: "user (the routing token) is missing")
+        }
         guard let event = try text("event") else { throw Malformed(description: "event is missing") }
         guard let uidValidity = try number("imap-uidvalidity"), let uid = try number("imap-uid") else {
             throw Malformed(description: "imap-uidvalidity or imap-uid is missing")

@@ -54,7 +54,8 @@ enum DovecotHook {
         guard request.path == path else { return APIError.notFound.response }
         guard let (name, secret) = basicCredentials(request.authorization),
               let server = try DovecotServerStore(database: context.globalDatabase, vault: context.services.vault).server(named: name),
-              Digest.constantTimeEqual(Array(secret.utf8), Array(context.services.vault.dovecotCredential(server: name, serial: server.credentialSerial).utf8))
+              Digest.constantTimeEqual(Array(secret.utf8),
+                                       Array(context.services.vault.dovecotCredential(server: name, serial: server.credentialSerial).utf8))
         else {
             context.logger.warning("dovecot push refused: no registered server's credential")
             return unauthorized
@@ -68,7 +69,8 @@ enum DovecotHook {
         }
         guard event.isNewMailInInbox else { return done }
         guard let route = DovecotRoute(token: event.token, server: name, vault: context.services.vault) else {
-            context.logger.warning("dovecot push refused: the routing token is not one ENS issued for this server", metadata: ["dovecot.server": "\(name)"])
+            context.logger.warning("dovecot push refused: the routing token is not one ENS issued for this server",
+                                   metadata: ["dovecot.server": "\(name)"])
             return gone
         }
         return try deliver(event, route: route, server: server, context: context)
@@ -91,7 +93,8 @@ enum DovecotHook {
                 logger.info("dovecot push for a registration not yet recorded: not pushed", metadata: ["record": "\(record)"])
                 return done
             }
-            logger.info("dovecot push for a superseded or deleted registration", metadata: ["record": "\(record)", "dovecot.server": "\(server.name)"])
+            logger.info("dovecot push for a superseded or deleted registration",
+                        metadata: ["record": "\(record)", "dovecot.server": "\(server.name)"])
             return gone
         }
         guard row.isAuthentic(RowBinding(vault: context.services.vault)) else {
@@ -99,7 +102,8 @@ enum DovecotHook {
             return APIError.internalError.response
         }
         if let userName = event.userName, Hex.encode(Digest.sha256(userName.lowercased())) != row.userID {
-            logger.warning("dovecot push refused: the account is not the record's", metadata: ["record": "\(record)", "dovecot.server": "\(server.name)"])
+            logger.warning("dovecot push refused: the account is not the record's",
+                           metadata: ["record": "\(record)", "dovecot.server": "\(server.name)"])
             return gone
         }
         guard !devices.isEmpty else {
@@ -155,7 +159,8 @@ struct DovecotEventReader: MailboxReader {
     let event: DovecotEvent
 
     func lookUp(itemIDs: [String], unreadCount: Bool, budget: Duration, logger: Logger) -> MailLookup {
-        MailLookup(summaries: itemIDs.contains(event.itemID) ? [MailSummary(itemID: event.itemID, subject: event.subject, senderName: event.senderName)] : [],
+        MailLookup(summaries: itemIDs.contains(event.itemID) ? [MailSummary(itemID: event.itemID, subject: event.subject,
+                                                                            senderName: event.senderName)] : [],
                    unreadCount: unreadCount ? event.unseen : nil)
     }
 }

@@ -75,7 +75,8 @@ public struct DovecotRegistrar: MailboxRegistering {
         let wanted = DovecotServer.normalizedIMAPURL(url)
         let named = try servers.all().first { $0.imapURL == wanted }
         guard let named, named.serves(address: request.mailbox) else {
-            context.logger.warning("dovecot registration names an IMAP server that is not registered for the address", metadata: ["record": "\(request.record.id)"])
+            context.logger.warning("dovecot registration names an IMAP server that is not registered for the address",
+                                   metadata: ["record": "\(request.record.id)"])
             return nil
         }
         return named
@@ -109,12 +110,14 @@ public struct DovecotRegistrar: MailboxRegistering {
         let key = server.driver.metadataKey
         let command = "SETMETADATA \"\" (\(key) \"\(server.driver.metadataValue(token: token))\")"
         do {
-            let client = try IMAPClient(configuration: IMAPServerConfiguration(url: server.imapURL, caPEM: server.caPEM, totalTimeout: settings.imapTimeout))
+            let client = try IMAPClient(configuration: IMAPServerConfiguration(url: server.imapURL, caPEM: server.caPEM,
+                                                                               totalTimeout: settings.imapTimeout))
             _ = try client.run(command, login: login, password: password)
         } catch {
             switch error.kind {
             case .loginDenied:
-                context.logger.info("dovecot proof: the server refused the login", metadata: ["record": "\(request.record.id)", "dovecot.server": "\(server.name)"])
+                context.logger.info("dovecot proof: the server refused the login",
+                                    metadata: ["record": "\(request.record.id)", "dovecot.server": "\(server.name)"])
                 try request.recordProofFailure(context: context)
                 return .authenticationFailed
             case .commandRefused:
@@ -123,7 +126,8 @@ public struct DovecotRegistrar: MailboxRegistering {
                 ])
                 return .failed
             default:
-                context.logger.warning("dovecot server unreachable at registration", metadata: ["dovecot.server": "\(server.name)", "error": "\(error)"])
+                context.logger.warning("dovecot server unreachable at registration",
+                                       metadata: ["dovecot.server": "\(server.name)", "error": "\(error)"])
                 return .failed
             }
         }

@@ -45,7 +45,8 @@ public struct EWSNotifications: MailNotificationSource {
     /// (a superseded attempt's, erased, or damaged): nil, logged with the reason, and the
     /// callback answers Unsubscribe (`MailCallback`): nothing can read this mailbox.
     /// Keyed OAuth credentials that carry a refresh token come with an `OAuthRenewal`.
-    public func reader(_ address: CallbackToken, record: MailSubscriptionStore.CallbackRecord, context: RequestContext) throws -> (any MailboxReader)? {
+    public func reader(_ address: CallbackToken, record: MailSubscriptionStore.CallbackRecord,
+                       context: RequestContext) throws -> (any MailboxReader)? {
         let credentials: EWSCredentials
         var renewal: OAuthRenewal?
         do {
@@ -136,7 +137,8 @@ private struct EWSMailboxReader: MailboxReader {
             do {
                 return try lookup(credentials)
             } catch .unauthorized(let status) {
-                guard let renewal, let renewed = renewal.renew(client: client, deadline: deadline, logger: logger) else { throw .unauthorized(status: status) }
+                guard let renewal, let renewed = renewal.renew(client: client, deadline: deadline,
+                                                               logger: logger) else { throw .unauthorized(status: status) }
                 credentials = renewed
                 return try lookup(credentials)
             }

@@ -80,7 +80,8 @@ public struct ExchangeRegistrar: MailboxRegistering {
         case .refused(let outcome): return outcome
         }
         guard Self.sameServer(own.url, liveURL) else {
-            context.logger.info("joining device's Exchange is not the live subscription's: subscribing there instead", metadata: ["record": "\(request.record.id)"])
+            context.logger.info("joining device's Exchange is not the live subscription's: subscribing there instead",
+                                metadata: ["record": "\(request.record.id)"])
             return try subscribe(at: own, credentials: credentials, state: state, attempt: attempt, client: client, context: context)
         }
         let version = state.backendVersion.flatMap(EWSVersion.init(rawValue:)) ?? .default
@@ -130,7 +131,8 @@ public struct ExchangeRegistrar: MailboxRegistering {
         case .none:
             return false
         case .tampered:
-            context.logger.error("fresh credentials not sealed: the subscription's box key fails its integrity check", metadata: ["record": "\(record.id)"])
+            context.logger.error("fresh credentials not sealed: the subscription's box key fails its integrity check",
+                                 metadata: ["record": "\(record.id)"])
             return false
         }
         let box = try CredentialBox.seal(CallbackPayload(credentials: credentials).encoded, to: P256PublicKey(bytes: publicKey),
@@ -399,7 +401,8 @@ private struct Attempt {
     func isMailboxExchange(_ candidate: String, cachedAnswer: String?, credentials: EWSCredentials, client: EWSClient) -> Bool {
         if isConfirmed(candidate, cachedAnswer: cachedAnswer, client: client) { return true }
         guard Autodiscover.domain(of: request.mailbox) != nil else { return false }
-        guard case .found(let discovered, trusted: true) = Autodiscover(client: client).discover(email: request.mailbox, credentials: credentials) else {
+        guard case .found(let discovered, trusted: true) = Autodiscover(client: client).discover(email: request.mailbox,
+                                                                                                 credentials: credentials) else {
             return false
         }
         return ExchangeRegistrar.sameServer(discovered, candidate)

@@ -34,7 +34,8 @@ struct BlindKeeper {
         do {
             if try store.claimKeyFetch(now: now, spacing: Self.keyRefresh) {
                 let keys = try client.identityPlatformKeys()
-                try store.replaceSigningKeys(keys.map { GraphBlindStore.SigningKey(kid: $0.kid, modulus: $0.modulus, exponent: $0.exponent) }, now: now)
+                try store.replaceSigningKeys(keys.map { GraphBlindStore.SigningKey(kid: $0.kid, modulus: $0.modulus, exponent: $0.exponent) },
+                                             now: now)
                 run.logger.info("graph signing keys refreshed", metadata: ["keys": "\(keys.count)"])
             }
         } catch let error as GraphError {
@@ -52,7 +53,8 @@ struct BlindKeeper {
         }
         if counts != Counts() {
             run.logger.info("graph blind subscriptions kept", metadata: [
-                "renewed": "\(counts.renewed)", "recreated": "\(counts.recreated)", "deleted": "\(counts.deleted)", "postponed": "\(counts.postponed)",
+                "renewed": "\(counts.renewed)", "recreated": "\(counts.recreated)",
+                "deleted": "\(counts.deleted)", "postponed": "\(counts.postponed)",
             ])
         }
     }
@@ -103,7 +105,8 @@ struct BlindKeeper {
             }
         }
         let lifetime = min(plan.lifetime, BlindSubscriptions.richLifetime)
-        let notificationURL = plan.callbackURL + (try RoutingToken(recordID: blind.recordID, blindID: blind.id, bucket: plan.urlBucket(userID: record.userID))
+        let notificationURL = plan.callbackURL + (try RoutingToken(recordID: blind.recordID, blindID: blind.id,
+                                                                   bucket: plan.urlBucket(userID: record.userID))
             .blindPath(vault: plan.vault))
         do throws(GraphError) {
             if alive, let id = blind.subscriptionID {
@@ -139,7 +142,8 @@ struct BlindKeeper {
             }
         } catch {
             let retry: Duration = if case .throttled(let after) = error { max(after, .seconds(60)) } else { .minutes(5) }
-            run.logger.warning("graph blind subscription renewal failed; retrying later", metadata: ["record": "\(blind.recordID)", "error": "\(error)"])
+            run.logger.warning("graph blind subscription renewal failed; retrying later",
+                               metadata: ["record": "\(blind.recordID)", "error": "\(error)"])
             try store.postpone(id: blind.id, until: now.adding(retry))
             counts.postponed += 1
         }

@@ -88,7 +88,8 @@ struct BlindNotifications {
             try services.signingKeys.load(store)
             if (try? check()) != nil { return .valid }
             do {
-                if try SigningKeyCache.fetch(client: try context.graphClient(), store: store, deadline: .after(context.settings.graph.lookupBudget), now: .now()) {
+                if try SigningKeyCache.fetch(client: try context.graphClient(), store: store,
+                                             deadline: .after(context.settings.graph.lookupBudget), now: .now()) {
                     try services.signingKeys.load(store)
                     logger.info("graph signing keys fetched: a validation token named a key not known here")
                 }
@@ -159,13 +160,15 @@ struct BlindNotifications {
     private func handOn(_ items: [(messageID: String, content: EncryptedContent)], blind: GraphBlindStore.BlindSubscription,
                         row: MailSubscriptionStore.CallbackRecord, store: MailSubscriptionStore, now: Timestamp) throws -> Bool {
         let settings = context.settings.exchange
-        let devices = try store.notifiableDevices(recordID: row.id, endpoint: row.endpoint, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord)
+        let devices = try store.notifiableDevices(recordID: row.id, endpoint: row.endpoint, now: now,
+                                                  limit: context.settings.deviceAPI.maximumDevicesPerRecord)
             .filter { target in target.device.privacy.blindThumbprint.map { blind.thumbprints.contains($0) } ?? false }
         guard !devices.isEmpty else { return true }
         let wanted = items.count * devices.count
         guard let reserved = try store.reserveNotifications(recordID: row.id, preferring: wanted, orElse: devices.count,
                                                             limit: settings.maximumNotificationsPerMinute, watermark: nil, now: now) else {
-            logger.warning("notification rate cap reached for the record; this batch is not pushed", metadata: ["record": "\(row.id)", "items": "\(items.count)"])
+            logger.warning("notification rate cap reached for the record; this batch is not pushed",
+                           metadata: ["record": "\(row.id)", "items": "\(items.count)"])
             return true
         }
         // Over the cap: one alert per device that names no message.
@@ -179,7 +182,8 @@ struct BlindNotifications {
                 : [("summary:\(items.first?.messageID ?? ""):\(items.count)", nil)]
             for message in messages {
                 let id = Hex.encode(Array(Digest.sha256("mail:\(row.id):\(target.device.id):\(message.messageID)").prefix(16)))
-                let payload = MailPayload(sender: "", subject: "", userID: row.userID, deviceTag: context.services.vault.pushTag(deviceID: target.device.id),
+                let payload = MailPayload(sender: "", subject: "", userID: row.userID,
+                                          deviceTag: context.services.vault.pushTag(deviceID: target.device.id),
                                           sound: target.device.defaultSound, notificationID: id, createdAt: now, isSummary: !perItem)
                 let object = message.content.map(Self.blindObject)
                 let fits = object.map(payload.fitsBlind) ?? true

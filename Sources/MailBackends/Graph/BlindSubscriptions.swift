@@ -30,7 +30,8 @@ public enum BlindSubscriptions {
             throw Unusable(refusal: "keySize", description: "Parameter 'privacyCertificate' has a \(bits)-bit key; Graph needs 2,048 to 4,096 bits.")
         }
         let seconds = now.millisecondsSinceEpoch / 1000
-        guard certificate.notBefore <= seconds + 300 else { throw Unusable(refusal: "notYetValid", description: "Parameter 'privacyCertificate' is not valid yet.") }
+        guard certificate.notBefore <= seconds + 300 else { throw Unusable(refusal: "notYetValid",
+                                                                           description: "Parameter 'privacyCertificate' is not valid yet.") }
         guard certificate.notAfter > seconds + 86_400 else {
             throw Unusable(refusal: "expiring", description: "Parameter 'privacyCertificate' has expired or expires within a day.")
         }
@@ -38,7 +39,8 @@ public enum BlindSubscriptions {
 
     /// Base64 of the DER certificate, or its PEM text.
     public static func certificate(from text: String) throws(Unusable) -> X509Certificate {
-        let unusable = Unusable(refusal: "notX509", description: "Parameter 'privacyCertificate' must be an X.509 certificate: base64 of its DER form, or PEM.")
+        let unusable = Unusable(refusal: "notX509",
+                                description: "Parameter 'privacyCertificate' must be an X.509 certificate: base64 of its DER form, or PEM.")
         let der: [UInt8]?
         let armour = text.split(separator: "-----", omittingEmptySubsequences: false)
         if let begin = armour.firstIndex(of: "BEGIN CERTIFICATE"), begin + 1 < armour.count {
@@ -73,7 +75,8 @@ public enum BlindSubscriptions {
     /// previous certificate) a subscription no other device uses is moved to the new
     /// certificate instead (PATCH), and keeps accepting the old one until its next
     /// renewal, so nothing in flight is lost.
-    public static func ensure(recordID: Int64, certificate: X509Certificate, replacing previous: [UInt8]?, context: RequestContext) throws -> Outcome {
+    public static func ensure(recordID: Int64, certificate: X509Certificate,
+                              replacing previous: [UInt8]?, context: RequestContext) throws -> Outcome {
         let settings = context.settings.graph
         guard let services = context.services.graph, let mailbox = try GraphSubscriptionStore(database: context.database).mailbox(recordID: recordID),
               let record = try MailSubscriptionStore(database: context.database, vault: context.services.vault).callbackRecord(id: recordID),
@@ -85,7 +88,8 @@ public enum BlindSubscriptions {
             return .failed
         }
         guard let application = services.applications.application(tenantID: mailbox.tenantID), !settings.callbackURL.isEmpty else {
-            context.logger.error("blind subscription impossible: the record's tenant is not configured or graph.callback_url is unset", metadata: ["record": "\(recordID)"])
+            context.logger.error("blind subscription impossible: the record's tenant is not configured or graph.callback_url is unset",
+                                 metadata: ["record": "\(recordID)"])
             return .failed
         }
         let store = GraphBlindStore(database: context.database, vault: context.services.vault)
@@ -99,12 +103,15 @@ public enum BlindSubscriptions {
         let lifetime = min(settings.subscriptionLifetime, richLifetime)
         let certificateID = Self.certificateID(of: certificate)
         // A rotation: the device's old subscription, if it is the only one using it.
-        if let previous, previous != thumbprint, let old = try store.subscription(recordID: recordID, thumbprint: previous), let id = old.subscriptionID,
+        if let previous, previous != thumbprint, let old = try store.subscription(recordID: recordID,
+                                                                                  thumbprint: previous), let id = old.subscriptionID,
            try store.deviceCount(recordID: recordID, thumbprint: previous) <= 1 {
             let rich = RichNotifications(selected: selection(of: old.resource), certificate: certificate.der, certificateID: certificateID)
             do {
-                let patched = try client.rotateCertificate(id: id, to: rich, until: now.adding(lifetime), application: application, deadline: context.graphDeadline)
-                try store.rotated(old, to: thumbprint, certificate: certificate.der, certificateID: certificateID, expiresAt: patched.expiresAt, now: now)
+                let patched = try client.rotateCertificate(id: id,
+                    to: rich, until: now.adding(lifetime), application: application, deadline: context.graphDeadline)
+                try store.rotated(old, to: thumbprint, certificate: certificate.der,
+                                  certificateID: certificateID, expiresAt: patched.expiresAt, now: now)
                 context.logger.info("blind subscription moved to a new certificate", metadata: ["record": "\(recordID)", "blind": "\(old.id)"])
                 return .ready
             } catch {
@@ -136,7 +143,8 @@ public enum BlindSubscriptions {
         do {
             let request = SubscriptionRequest(
                 userPath: mailbox.userPath,
-                notificationURL: settings.callbackURL + (try RoutingToken(recordID: recordID, blindID: blindID, bucket: context.urlBucket(userID: record.userID))
+                notificationURL: settings.callbackURL + (try RoutingToken(recordID: recordID, blindID: blindID,
+                                                                          bucket: context.urlBucket(userID: record.userID))
                     .blindPath(vault: context.services.vault)),
                 clientState: context.services.vault.graphBlindClientState(recordID: recordID, blindID: blindID),
                 expiresAt: now.adding(lifetime), encryption: rich

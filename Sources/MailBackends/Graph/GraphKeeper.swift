@@ -34,7 +34,8 @@ public struct GraphSubscriptionPlan: Sendable {
     public func request(recordID: Int64, generation: Int64, userID: String? = nil, userPath: String, now: Timestamp) -> SubscriptionRequest {
         SubscriptionRequest(
             userPath: userPath,
-            notificationURL: callbackURL + RoutingToken(recordID: recordID, generation: generation, bucket: urlBucket(userID: userID)).path(vault: vault),
+            notificationURL: callbackURL + RoutingToken(recordID: recordID, generation: generation,
+                                                        bucket: urlBucket(userID: userID)).path(vault: vault),
             clientState: vault.graphClientState(recordID: recordID, generation: generation),
             expiresAt: now.adding(lifetime)
         )
@@ -43,7 +44,8 @@ public struct GraphSubscriptionPlan: Sendable {
     /// Creates the record's subscription; on 409 (one for the same Inbox exists: an
     /// earlier attempt that was created at Graph but not recorded here) reuses it if it
     /// carries this generation's clientState, else deletes it and creates anew.
-    public func create(recordID: Int64, generation: Int64, userID: String? = nil, userPath: String, application: GraphApplication, client: GraphClient,
+    public func create(recordID: Int64, generation: Int64, userID: String? = nil,
+                       userPath: String, application: GraphApplication, client: GraphClient,
                        now: Timestamp, deadline: Deadline? = nil) throws(GraphError) -> GraphSubscription {
         let wanted = request(recordID: recordID, generation: generation, userID: userID, userPath: userPath, now: now)
         do {
@@ -75,7 +77,8 @@ public struct GraphKeeper: SubscriptionKeeping {
     let tokens: GraphAppTokens
     let plan: GraphSubscriptionPlan
 
-    public init(applications: GraphApplications, client: GraphClientConfiguration, tokens: GraphAppTokens = GraphAppTokens(), plan: GraphSubscriptionPlan) {
+    public init(applications: GraphApplications, client: GraphClientConfiguration,
+                tokens: GraphAppTokens = GraphAppTokens(), plan: GraphSubscriptionPlan) {
         self.applications = applications
         self.client = client
         self.tokens = tokens
@@ -178,7 +181,8 @@ public struct GraphKeeper: SubscriptionKeeping {
         }
         switch renewOrCreate(due, userPath: userPath, application: application, client: client, now: now, logger: run.logger) {
         case .success(let (subscription, recreated)):
-            try store.renewed(recordID: due.recordID, generation: due.generation, subscriptionID: subscription.id, expiresAt: subscription.expiresAt, now: now)
+            try store.renewed(recordID: due.recordID, generation: due.generation,
+                              subscriptionID: subscription.id, expiresAt: subscription.expiresAt, now: now)
             if recreated { counts.recreated += 1 } else { counts.renewed += 1 }
         case .failure(.unauthorized(let status, let code)):
             run.logger.warning("graph refused the tenant's application for this mailbox: not subscribed", metadata: [
@@ -207,7 +211,8 @@ public struct GraphKeeper: SubscriptionKeeping {
                     logger.info("graph subscription gone: creating a new one", metadata: ["record": "\(due.recordID)"])
                 }
             }
-            return .success((try plan.create(recordID: due.recordID, generation: due.generation, userID: due.userID, userPath: userPath, application: application,
+            return .success((try plan.create(recordID: due.recordID, generation: due.generation,
+                                             userID: due.userID, userPath: userPath, application: application,
                                              client: client, now: now), true))
         } catch {
             return .failure(error)

@@ -55,7 +55,8 @@ public enum GraphNotifications {
         do {
             batch = try ChangeNotificationBatch(json: request.body)
         } catch {
-            context.logger.warning("graph notification dropped: not a notification batch", metadata: ["record": "\(address.recordID)", "reason": "\(error)"])
+            context.logger.warning("graph notification dropped: not a notification batch",
+                                   metadata: ["record": "\(address.recordID)", "reason": "\(error)"])
             counters?.countMailEvent(backend: backendLabel, outcome: "dropped_unreadable")
             return accepted
         }
@@ -104,18 +105,21 @@ public enum GraphNotifications {
                 let group = items[subscription] ?? []
                 let found = try store.callbackRecord(subscriptionID: subscription, backend: .graph)
                 // A rich subscription on a URL of the record's form (none are made so now).
-                if found == nil, let blind = try GraphBlindStore(database: context.database, vault: context.services.vault).subscription(subscriptionID: subscription) {
+                if found == nil, let blind = try GraphBlindStore(database: context.database,
+                                                                 vault: context.services.vault).subscription(subscriptionID: subscription) {
                     guard let row = try store.callbackRecord(id: blind.recordID) else {
                         count("dropped_unknown_subscription", group.count)
                         continue
                     }
-                    guard try handleBlind(group, blind: blind, row: row, batch: batch, verdicts: &verdicts) else { return GraphNotifications.retryLater }
+                    guard try handleBlind(group, blind: blind, row: row, batch: batch,
+                                          verdicts: &verdicts) else { return GraphNotifications.retryLater }
                     continue
                 }
                 guard let row = found else {
                     if try registrationPending(store) {
                         // Created at Graph, not yet recorded here: Graph retries the batch.
-                        logger.info("graph notification for a registration not yet recorded: asking for a retry", metadata: ["record": "\(address.recordID)"])
+                        logger.info("graph notification for a registration not yet recorded: asking for a retry",
+                                    metadata: ["record": "\(address.recordID)"])
                         return GraphNotifications.retryLater
                     }
                     logger.info("graph notification dropped: no record has this subscription", metadata: ["record": "\(address.recordID)"])
@@ -152,7 +156,8 @@ public enum GraphNotifications {
         /// query; items of any other subscription are dropped.
         private func respondForBlind(_ batch: ChangeNotificationBatch, blindID: Int64, store: MailSubscriptionStore,
                                      verdicts: inout [String: BlindNotifications.Verdict]) throws -> APIResponse {
-            guard let (row, blind) = try store.blindCallback(blindID: blindID), row.id == address.recordID, let subscription = blind.subscriptionID else {
+            guard let (row,
+                       blind) = try store.blindCallback(blindID: blindID), row.id == address.recordID, let subscription = blind.subscriptionID else {
                 logger.info("graph notification dropped: no blind subscription has this URL", metadata: ["record": "\(address.recordID)"])
                 count("dropped_unknown_subscription", batch.items.count)
                 return GraphNotifications.accepted
@@ -170,7 +175,8 @@ public enum GraphNotifications {
                                  row: MailSubscriptionStore.CallbackRecord, batch: ChangeNotificationBatch,
                                  verdicts: inout [String: BlindNotifications.Verdict]) throws -> Bool {
             guard row.backend == .graph, let tenant = row.backendTenant, row.isAuthentic(RowBinding(vault: context.services.vault)) else {
-                logger.error("blind notification dropped: its record is gone, not Graph's, or fails its integrity check", metadata: ["blind": "\(blind.id)"])
+                logger.error("blind notification dropped: its record is gone, not Graph's, or fails its integrity check",
+                             metadata: ["blind": "\(blind.id)"])
                 count("dropped_integrity", group.count)
                 return true
             }
@@ -256,7 +262,8 @@ public enum GraphNotifications {
             if missed {
                 // Some notifications never came: one generic alert per device, at most one per minute.
                 let marker = "missed:\(subscription):\(now.millisecondsSinceEpoch / 60_000)"
-                guard try deliver([marker], keyedBy: { $0 }, row: row, store: store, graphStore: graphStore, now: now, reader: nil) else { return false }
+                guard try deliver([marker], keyedBy: { $0 }, row: row, store: store,
+                                  graphStore: graphStore, now: now, reader: nil) else { return false }
             }
             return true
         }
@@ -267,7 +274,8 @@ public enum GraphNotifications {
         /// failure (or a responder that dies) leaves nothing claimed. False when the
         /// caller must answer 503.
         private func deliver(_ items: [String], keyedBy key: (String) -> String, row: MailSubscriptionStore.CallbackRecord,
-                             store: MailSubscriptionStore, graphStore: GraphSubscriptionStore, now: Timestamp, reader: (any MailboxReader)?) throws -> Bool {
+                             store: MailSubscriptionStore, graphStore: GraphSubscriptionStore,
+                             now: Timestamp, reader: (any MailboxReader)?) throws -> Bool {
             let keys = items.map { Array(Digest.sha256(key($0)).prefix(16)) }
             let delivery = NewMailDelivery(context: context)
             var duplicates = 0
@@ -285,7 +293,8 @@ public enum GraphNotifications {
                     guard !fresh.isEmpty else { return 0 }
                     let outcome = try context.services.callbackGate.ifAvailable { () throws -> NewMailDelivery.Outcome in
                         try delivery.deliver(items: fresh, row: row, notifiable: try store.notifiableDevices(
-                                                 recordID: row.id, endpoint: row.endpoint, now: now, limit: context.settings.deviceAPI.maximumDevicesPerRecord),
+                                                 recordID: row.id, endpoint: row.endpoint, now: now,
+                                                 limit: context.settings.deviceAPI.maximumDevicesPerRecord),
                                              reader: reader, store: store, watermark: nil, now: now,
                                              lookupBudget: context.settings.graph.lookupBudget)
                     }
@@ -298,7 +307,8 @@ public enum GraphNotifications {
                 case .stillBeingHandedOn:
                     // Graph gave up on an attempt (3 s) and sent it again while the first
                     // request is still handing it on, and that one may yet fail.
-                    logger.info("graph notification items still being handed on by another request; Graph will retry", metadata: ["record": "\(row.id)"])
+                    logger.info("graph notification items still being handed on by another request; Graph will retry",
+                                metadata: ["record": "\(row.id)"])
                     count("in_flight", items.count)
                 case .atCapacity:
                     logger.warning("graph lookups at capacity; Graph will retry", metadata: ["record": "\(row.id)"])

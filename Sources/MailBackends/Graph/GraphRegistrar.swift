@@ -39,7 +39,8 @@ public struct GraphRegistrar: MailboxRegistering {
         try withinLimits(context) { client throws in
             let store = GraphSubscriptionStore(database: context.database)
             guard let live = try store.mailbox(recordID: request.record.id),
-                  let state = try MailSubscriptionStore(database: context.database, vault: context.services.vault).subscriptionState(recordID: request.record.id),
+                  let state = try MailSubscriptionStore(database: context.database,
+                                                        vault: context.services.vault).subscriptionState(recordID: request.record.id),
                   state.isLive, state.backend == .graph else {
                 return try subscribe(request, client: client, context: context)
             }
@@ -48,7 +49,8 @@ public struct GraphRegistrar: MailboxRegistering {
             case .proven(let userPath, _):
                 guard userPath == live.userPath else {
                     // The token opens a mailbox, but not the one this record watches.
-                    context.logger.warning("graph proof: the token belongs to another user than the record's subscription", metadata: ["record": "\(request.record.id)"])
+                    context.logger.warning("graph proof: the token belongs to another user than the record's subscription",
+                                           metadata: ["record": "\(request.record.id)"])
                     try request.recordProofFailure(context: context)
                     return .authenticationFailed
                 }
@@ -163,12 +165,15 @@ struct GraphMailboxReader: MailboxReader {
         let mailbox = application.tenantID + "/" + userPath
         func call<T>(_ what: String, _ body: () throws(GraphError) -> T) -> T? {
             do {
-                let answer = try gate.withSlot(mailbox: mailbox, nowNanoseconds: MonotonicClock.nanoseconds()) { () throws(GraphError) -> T in try body() }
-                if answer == nil { logger.info("graph: no free request slot for the mailbox; generic alert", metadata: ["record": "\(recordID)", "lookup": "\(what)"]) }
+                let answer = try gate.withSlot(mailbox: mailbox,
+                                               nowNanoseconds: MonotonicClock.nanoseconds()) { () throws(GraphError) -> T in try body() }
+                if answer == nil { logger.info("graph: no free request slot for the mailbox; generic alert",
+                                               metadata: ["record": "\(recordID)", "lookup": "\(what)"]) }
                 return answer
             } catch .throttled(let retryAfter) {
                 gate.block(mailbox: mailbox, for: retryAfter, nowNanoseconds: MonotonicClock.nanoseconds())
-                logger.warning("graph throttled the mailbox; generic alerts until Retry-After", metadata: ["record": "\(recordID)", "retry_after_s": "\(retryAfter.wholeSeconds)"])
+                logger.warning("graph throttled the mailbox; generic alerts until Retry-After",
+                               metadata: ["record": "\(recordID)", "retry_after_s": "\(retryAfter.wholeSeconds)"])
             } catch .notFound {
                 // Moved or deleted before we looked: a generic alert still goes.
                 logger.info("graph: message no longer there; generic alert", metadata: ["record": "\(recordID)"])
@@ -178,12 +183,14 @@ struct GraphMailboxReader: MailboxReader {
             return nil
         }
         for item in itemIDs {
-            if let summary = call("message", { () throws(GraphError) in try client.summary(userPath: userPath, messageID: item, application: application, deadline: deadline) }) {
+            if let summary = call("message",
+                { () throws(GraphError) in try client.summary(userPath: userPath, messageID: item, application: application, deadline: deadline) }) {
                 lookup.summaries.append(summary)
             }
         }
         if unreadCount {
-            lookup.unreadCount = call("unread", { () throws(GraphError) in try client.inboxUnreadCount(userPath: userPath, application: application, deadline: deadline) })
+            lookup.unreadCount = call("unread",
+                { () throws(GraphError) in try client.inboxUnreadCount(userPath: userPath, application: application, deadline: deadline) })
         }
         return lookup
     }

@@ -31,7 +31,9 @@ public final class GraphServices: Sendable {
         do {
             slots = try FileSlots(directory: configuration.graph.slotDirectory, slots: limit)
         } catch {
-            throw ConfigError(key: "graph.slot_dir", problem: "cannot be used for the per-mailbox request limit (\(error)); every responder process must be able to create and lock files there")
+            throw ConfigError(key: "graph.slot_dir",
+                              problem: "cannot be used for the per-mailbox request limit (\(error)); every responder process must be able to " +
+                                       "create and lock files there")
         }
         return GraphServices(applications: try GraphApplications(settings: tenants), mailboxes: MailboxGate(limit: limit, hostSlots: slots))
     }
@@ -58,7 +60,8 @@ final class GraphRegistrationBudget {
 extension RequestContext {
     /// This thread's Graph client (one libcurl handle; tokens shared by the process).
     func graphClient() throws -> GraphClient {
-        try threadState(GraphClient.self) { try GraphClient(configuration: settings.graph.client, tokens: services.graph?.tokens ?? GraphAppTokens()) }
+        try threadState(GraphClient.self) { try GraphClient(configuration: settings.graph.client,
+                                                            tokens: services.graph?.tokens ?? GraphAppTokens()) }
     }
 
     /// The budget of the Graph registration under way on this thread, if any.

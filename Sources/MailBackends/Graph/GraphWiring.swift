@@ -18,7 +18,8 @@ public enum GraphWiring: MailBackendWiring {
         guard !tenants.isEmpty else { return nil }
         return GraphKeeper(
             applications: try GraphApplications(settings: tenants), client: configuration.graph.client,
-            plan: GraphSubscriptionPlan(callbackURL: configuration.graph.callbackURL, lifetime: configuration.graph.subscriptionLifetime, vault: vault,
+            plan: GraphSubscriptionPlan(callbackURL: configuration.graph.callbackURL,
+                                        lifetime: configuration.graph.subscriptionLifetime, vault: vault,
                                         bucketsInURLs: configuration.database.shardMapFile != nil)
         )
     }

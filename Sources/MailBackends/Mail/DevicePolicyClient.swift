@@ -24,7 +24,8 @@ public final class DevicePolicyClient {
     public func decision(deviceID: String) -> Decision {
         var body = JSONObjectWriter()
         body.add("deviceId", deviceID)
-        guard let response = try? http.send(HTTPRequest(method: .post, url: url, headers: [("Content-Type", "application/json")], body: body.finished())),
+        guard let response = try? http.send(HTTPRequest(method: .post, url: url,
+                                                        headers: [("Content-Type", "application/json")], body: body.finished())),
               response.status == 200,
               case .object(let members)? = try? JSONParser.parse(response.body),
               case .bool(let allowed)? = members["allowed"] else { return .unreachable }

@@ -122,7 +122,8 @@ public enum MailCallback {
                 return retryLater
             }
             guard row.generation == address.generation else {
-                logger.info("callback from a superseded subscription: unsubscribing", metadata: ["record": "\(record)", "generation": "\(address.generation)"])
+                logger.info("callback from a superseded subscription: unsubscribing",
+                            metadata: ["record": "\(record)", "generation": "\(address.generation)"])
                 return source.answer(unsubscribe: true)
             }
             if let current = row.subscriptionID, events.subscriptionIDs.contains(where: { $0 != current }) {

@@ -31,7 +31,8 @@ struct NewMailDelivery {
     /// `notifiable` are the record's devices as `MailSubscriptionStore` gives them
     /// (`notifiableDevices`, or read with the record).
     func deliver(items: [String], row: MailSubscriptionStore.CallbackRecord, notifiable: [MailSubscriptionStore.NotifiableDevice],
-                 reader: (any MailboxReader)?, store: MailSubscriptionStore, watermark: String?, now: Timestamp, lookupBudget: Duration) throws -> Outcome {
+                 reader: (any MailboxReader)?, store: MailSubscriptionStore,
+                 watermark: String?, now: Timestamp, lookupBudget: Duration) throws -> Outcome {
         let settings = context.settings.exchange
         // `blind` devices hear of new mail from their own rich subscription
         // (BlindNotifications); a record whose devices are all blind is not looked up.
@@ -65,7 +66,8 @@ struct NewMailDelivery {
                 logger.info("SEG policy denies the device; no push", metadata: ["device": "\(target.device.id)"])
                 return false
             case .unreachable:
-                logger.warning("SEG policy service unreachable", metadata: ["device": "\(target.device.id)", "policy.on_error": "\(allowOnError ? "allow" : "deny")"])
+                logger.warning("SEG policy service unreachable",
+                               metadata: ["device": "\(target.device.id)", "policy.on_error": "\(allowOnError ? "allow" : "deny")"])
                 return allowOnError
             }
         }
@@ -97,7 +99,8 @@ struct NewMailDelivery {
     /// messages" alert per device. Notification ids derive from record, device and
     /// item, so a redelivery collapses on the device.
     private func notifications(for devices: [MailSubscriptionStore.NotifiableDevice], items: [String], summarized: Bool, lookup: MailLookup,
-                               row: MailSubscriptionStore.CallbackRecord, now: Timestamp) -> [(entry: NotificationLog.Entry, notification: PushNotification)] {
+                               row: MailSubscriptionStore.CallbackRecord, now: Timestamp) -> [(entry: NotificationLog.Entry,
+                                                                                               notification: PushNotification)] {
         if summarized {
             logger.info("new mail summarized: over a per-callback or per-minute cap", metadata: ["record": "\(row.id)", "items": "\(items.count)"])
         }

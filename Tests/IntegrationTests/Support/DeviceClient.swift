@@ -17,13 +17,15 @@ struct DeviceClient {
     }
 
     /// POSTs `parameters` as JSON (default) or as a form.
-    func call(_ path: String, _ parameters: [String: String], headers: [(String, String)] = [], form: Bool = false, apiToken: String? = nil) throws -> HTTPResponse {
+    func call(_ path: String, _ parameters: [String: String], headers: [(String, String)] = [],
+              form: Bool = false, apiToken: String? = nil) throws -> HTTPResponse {
         let body: [UInt8]
         let contentType: String
         if form {
             var allowed = CharacterSet.alphanumerics
             allowed.insert(charactersIn: "-._~")
-            body = Array(parameters.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed)!)" }.joined(separator: "&").utf8)
+            body = Array(parameters.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed)!)" }
+                .joined(separator: "&").utf8)
             contentType = "application/x-www-form-urlencoded"
         } else {
             body = Array(try JSONSerialization.data(withJSONObject: parameters))
@@ -100,7 +102,8 @@ enum Sealer {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try publicKeyPEM.write(toFile: directory + "/key.pem", atomically: true, encoding: .utf8)
         try JSONSerialization.data(withJSONObject: plaintexts).write(to: URL(fileURLWithPath: directory + "/in.json"))
-        let output = try TestStack.run("/bin/sh", ["-c", "python3 '\(TestStack.root)/Tests/tools/seal.py' '\(directory)/key.pem' < '\(directory)/in.json'"])
+        let output = try TestStack.run("/bin/sh",
+                                       ["-c", "python3 '\(TestStack.root)/Tests/tools/seal.py' '\(directory)/key.pem' < '\(directory)/in.json'"])
         return try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String] ?? []
     }
 }

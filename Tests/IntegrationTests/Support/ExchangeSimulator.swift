@@ -21,7 +21,8 @@ enum ExchangeSimulator {
     /// Creates a mailbox; returns the simulator's answer (a PKCS#12 for certificate mailboxes).
     @discardableResult
     static func mailbox(_ email: String, userName: String? = nil, password: String? = nil, oauthToken: String? = nil,
-                        certificate: Bool = false, certificateKind: String? = nil, versions: [String]? = nil, unread: Int = 0) throws -> [String: Any] {
+                        certificate: Bool = false, certificateKind: String? = nil,
+                        versions: [String]? = nil, unread: Int = 0) throws -> [String: Any] {
         var body: [String: Any] = ["email": email, "unread": unread]
         if let userName { body["userName"] = userName }
         if let password { body["password"] = password }

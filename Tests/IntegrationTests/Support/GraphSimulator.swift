@@ -40,7 +40,8 @@ enum GraphSimulator {
     }
 
     /// New mail; returns the first attempts' outcomes.
-    static func newMail(_ mail: String, subject: String, fromName: String = "Ann Example", count: Int = 1, wait: Bool = true) throws -> [[String: Any]] {
+    static func newMail(_ mail: String, subject: String, fromName: String = "Ann Example",
+                        count: Int = 1, wait: Bool = true) throws -> [[String: Any]] {
         let answer = try control("/newmail", ["mail": mail, "subject": subject, "fromName": fromName, "fromAddress": "ann@elsewhere.test",
                                               "count": count, "wait": wait])
         return answer["deliveries"] as? [[String: Any]] ?? []
@@ -94,7 +95,8 @@ struct GraphMailboxUser {
         return registered
     }
 
-    func register(with api: DeviceClient, token: String, accessToken: String, force: Bool = false, headers: [(String, String)] = []) throws -> HTTPResponse {
+    func register(with api: DeviceClient, token: String, accessToken: String,
+                  force: Bool = false, headers: [(String, String)] = []) throws -> HTTPResponse {
         try api.call("/registerdevicev2", [
             "userid": user.userID, "email": user.email,
             "creds": try user.sealJSON(["apnsToken": token, "graphAccessToken": accessToken]),

@@ -62,7 +62,8 @@ struct RegisteredUser {
                   headers: [(String, String)] = [], extra: [String: String] = [:],
                   sealedFor purpose: String? = "registerdevicev2.creds", withSecret: Bool = true) throws -> HTTPResponse {
         var creds = creds ?? self.creds(token: token)
-        if withSecret, creds["deviceSecret"] == nil, let pushToken = (creds["apnsToken"] as? String) ?? (creds["fcmToken"] as? String).map({ "fcm:" + $0 }) {
+        if withSecret, creds["deviceSecret"] == nil, let pushToken = (creds["apnsToken"] as? String)
+            ?? (creds["fcmToken"] as? String).map({ "fcm:" + $0 }) {
             creds["deviceSecret"] = TestSecrets.deviceSecret(for: pushToken)
         }
         return try api.call("/registerdevicev2", [

@@ -48,10 +48,12 @@ enum TestStack {
 
     /// GET /metrics with this `Authorization` header (nil: none).
     static func metrics(authorization: String?, client: HTTPClient? = nil) throws -> HTTPResponse {
-        try (client ?? self.client()).send(HTTPRequest(method: .get, url: baseURL + "/metrics", headers: authorization.map { [("Authorization", $0)] } ?? []))
+        try (client ?? self.client()).send(HTTPRequest(method: .get, url: baseURL + "/metrics",
+                                                       headers: authorization.map { [("Authorization", $0)] } ?? []))
     }
 
-    static func post(_ path: String, body: [UInt8], contentType: String?, headers: [(String, String)] = [], client: HTTPClient? = nil) throws -> HTTPResponse {
+    static func post(_ path: String, body: [UInt8], contentType: String?,
+                     headers: [(String, String)] = [], client: HTTPClient? = nil) throws -> HTTPResponse {
         var allHeaders = headers
         allHeaders.append(("Content-Type", contentType ?? ""))
         return try (client ?? self.client()).send(HTTPRequest(method: .post, url: baseURL + path, headers: allHeaders, body: body))
@@ -164,7 +166,8 @@ extension TestStack {
         guard let row = try database.queryOne("""
             SELECT id, generation, mail_backend, backend_url, backend_tenant, endpoint FROM EnsSubscriptionInfo WHERE userid = \(userID)
             """) else { return }
-        let (id, generation, backend, url, tenant, endpoint) = try row.decode(Int64.self, Int64.self, String.self, String?.self, String?.self, String?.self)
+        let (id, generation, backend, url, tenant,
+             endpoint) = try row.decode(Int64.self, Int64.self, String.self, String?.self, String?.self, String?.self)
         let mac = binding.subscription(recordID: id, generation: generation, backend: backend, backendURL: url, tenant: tenant, endpoint: endpoint)
         try database.execute("UPDATE EnsSubscriptionInfo SET binding_mac = \(mac) WHERE id = \(id)")
     }

@@ -74,8 +74,9 @@ public struct FCMServiceAccount: Sendable {
 /// high-priority message with `notification.title`/`body`, a background push a
 /// normal-priority data-only message, an alert the app shows itself (`encrypted` and
 /// `secure` privacy) a high-priority data-only message; the badge, sound, user id,
-/// action, sync key and `ens` members (id, ts, privacy, enc; `blind` as its JSON text) travel as string data. The collapse key is the notification id (a replay replaces
-/// its first delivery), the TTL what is left of the notification's expiry.
+/// action, sync key and `ens` members (id, ts, privacy, enc; `blind` as its JSON text) travel as string data.
+/// The collapse key is the notification id (a replay replaces its first delivery), the TTL what is left of the
+/// notification's expiry.
 public final class FCMProvider: PushProvider {
     public let kind = DeviceToken.Provider.fcm
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
@@ -203,7 +204,8 @@ public final class FCMProvider: PushProvider {
         } catch {
             throw .credentials("cannot sign the FCM token request: \(error.operation)")
         }
-        let form = "grant_type=" + PercentEncoding.escape("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion=" + PercentEncoding.escape(assertion)
+        let form = "grant_type=" + PercentEncoding.escape("urn:ietf:params:oauth:grant-type:jwt-bearer")
+            + "&assertion=" + PercentEncoding.escape(assertion)
         let response: HTTPResponse
         do {
             response = try tokenClient.send(HTTPRequest(method: .post, url: account.tokenURI,

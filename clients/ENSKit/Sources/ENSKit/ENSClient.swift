@@ -164,7 +164,8 @@ public struct ENSClient: Sendable {
                                 creds: try seal(sealedCreds, as: "creds", maximumBlocks: ENSSealer.maximumCredentialBlocks))
         }
         let accepted: Set<String> = ["UserSubscribed", "UserUpdated", "UserAlreadySubscribed"]
-        var answer = try await sealedCall("registerdevicev2", user: registration.user, accepting: accepted.union(["UserSubscriptionNotFound"]), body: body)
+        var answer = try await sealedCall("registerdevicev2", user: registration.user,
+                                          accepting: accepted.union(["UserSubscriptionNotFound"]), body: body)
         if answer.code == "UserSubscriptionNotFound" {
             // The record went away (its last device left, or the reaper) and with it
             // the key we pinned: a new record has a new key.
@@ -185,7 +186,8 @@ public struct ENSClient: Sendable {
     /// `POST /getsubscriptionstatus` (v1): a check-in for the user, from the
     /// subscription's health alone. Prefer ``checkIn(user:token:lastNotificationTimestamp:lastMessageDate:credentials:)``.
     public func checkInV1(user: ENSUser) async throws(ENSError) -> ENSCheckInResult {
-        let answer = try await call("getsubscriptionstatus", accepting: ["UserSubscribed", "UserRecordPresentNotSubscribed", "UserSubscriptionNotFound"]) {
+        let answer = try await call("getsubscriptionstatus",
+                                    accepting: ["UserSubscribed", "UserRecordPresentNotSubscribed", "UserSubscriptionNotFound"]) {
             () throws(ENSError) in CheckInV1Request(userid: user.userID)
         }
         return ENSCheckInResult(action: Self.action(answer.code, credentials: nil), credentials: nil)
@@ -245,7 +247,8 @@ public struct ENSClient: Sendable {
     /// `POST /updatedevice`: the OS gave the device a new push token. The device keeps
     /// its settings, mode, secret, sync key and history.
     public func updateDevice(user: ENSUser, from old: ENSPushToken, to new: ENSPushToken) async throws(ENSError) {
-        let token = UpdateDeviceToken(old: OldTokenMember(old), new: TokenMember(new), deviceSecret: try deviceSecret(for: user.userID, creating: false))
+        let token = UpdateDeviceToken(old: OldTokenMember(old), new: TokenMember(new),
+                                      deviceSecret: try deviceSecret(for: user.userID, creating: false))
         let answer = try await sealedCall("updatedevice", user: user, accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound"]) {
             (seal: SealContext) throws(ENSError) in SealedTokenRequest(userid: user.userID, token: try seal(token, as: "token"))
         }
@@ -306,7 +309,8 @@ public struct ENSClient: Sendable {
         if mode == .encrypted { info.privacyKey = try previewKey(for: user.userID, creating: true).publicKeyX963.base64EncodedString() }
         info.privacyCertificateSHA256 = blindKey?.certificateSHA256
         let sealedInfo = info
-        let answer = try await sealedCall("updateprivacy", user: user, accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound", "ExchangeError"]) {
+        let answer = try await sealedCall("updateprivacy", user: user,
+                                          accepting: ["UpdateSuccess", "UpdateFail", "UserSubscriptionNotFound", "ExchangeError"]) {
             (seal: SealContext) throws(ENSError) in
             SealedInfoRequest(userid: user.userID, info: try seal(sealedInfo, as: "info"), privacyCertificate: blindKey?.certificateBase64)
         }
@@ -361,7 +365,8 @@ public struct ENSClient: Sendable {
     }
 
     /// `/getnotification`'s `content`, read as `Content`; nil for `NotificationNotFound`.
-    func notificationContent<Content: Decodable>(_ type: Content.Type, user: ENSUser, token: ENSPushToken, id: String) async throws(ENSError) -> Content? {
+    func notificationContent<Content: Decodable>(_ type: Content.Type, user: ENSUser, token: ENSPushToken,
+                                                 id: String) async throws(ENSError) -> Content? {
         guard id.utf8.count == 32, id.utf8.allSatisfy({ Hex.isDigit($0) }) else { throw .invalidArgument("a notification id is 32 hex digits") }
         let info = NotificationInfo(pushToken: token.wireForm, deviceSecret: try requiredSecret(for: user.userID), id: id)
         let answer = try await sealedCall("getnotification", user: user, accepting: ["NotificationFound", "NotificationNotFound"]) {
@@ -676,7 +681,10 @@ extension ENSClient {
     /// expires within ``blindCertificateRenewal``.
     func blindKey(for userID: String, creating: Bool) throws(ENSError) -> ENSBlindKey {
         var ring = try blindKeyRing(for: userID)
-        if let current = ring.current, current.notValidAfter.timeIntervalSince(now()) > TimeInterval(Self.blindCertificateRenewal.components.seconds) { return current }
+        if let current = ring.current,
+           current.notValidAfter.timeIntervalSince(now()) > TimeInterval(Self.blindCertificateRenewal.components.seconds) {
+            return current
+        }
         guard creating else { throw .invalidArgument("no blind key for this user") }
         let key = try ENSBlindKey(now: now())
         ring.install(key, now: now())

@@ -69,7 +69,8 @@ public struct ENSSealer: Sendable {
     /// A JSON object sealed for one use: `purpose` (`"<endpoint>.<parameter>"`) and
     /// `sealedAt` (milliseconds since the epoch) are added, so ENS refuses the value
     /// anywhere else and after `sealed.max_age_seconds` (docs/api.md, "Sealed values").
-    func seal<Payload: Encodable>(_ payload: Payload, purpose: String, at time: Date, maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
+    func seal<Payload: Encodable>(_ payload: Payload, purpose: String, at time: Date,
+                                  maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
         try seal(payload, purpose: purpose, atMilliseconds: Self.milliseconds(time), maximumBlocks: maximumBlocks)
     }
 

@@ -77,7 +77,8 @@ public struct CurlTransport: ENSHTTPTransport {
         check(enskit_curl_setopt_ptr(handle, CURLOPT_WRITEDATA, context))
         check(enskit_curl_setopt_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, user in
             guard let user else { return 0 }
-            Unmanaged<Received>.fromOpaque(user).takeUnretainedValue().body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: size * count)
+            Unmanaged<Received>.fromOpaque(user).takeUnretainedValue().body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self),
+                                                                                   count: size * count)
             return size * count
         })
         check(enskit_curl_setopt_ptr(handle, CURLOPT_HEADERDATA, context))
@@ -93,7 +94,9 @@ public struct CurlTransport: ENSHTTPTransport {
             }
             return size * count
         })
-        guard status == CURLE_OK else { return .failure(ENSTransportError("libcurl refused an option: \(String(cString: curl_easy_strerror(status)))")) }
+        guard status == CURLE_OK else {
+            return .failure(ENSTransportError("libcurl refused an option: \(String(cString: curl_easy_strerror(status)))"))
+        }
         let performed = curl_easy_perform(handle)
         guard performed == CURLE_OK else { return .failure(ENSTransportError(String(cString: curl_easy_strerror(performed)))) }
         var code = 0

@@ -209,7 +209,8 @@ struct Register: AsyncParsableCommand {
     func run() async throws {
         var mode: ENSPrivacyMode?
         if let privacy {
-            guard let parsed = ENSPrivacyMode(rawValue: privacy) else { throw ValidationError("--privacy: preview, generic, encrypted, secure or blind") }
+            guard let parsed = ENSPrivacyMode(rawValue: privacy) else { throw ValidationError("--privacy: preview, generic, encrypted, secure or " +
+                                                                                              "blind") }
             mode = parsed
         }
         var url: URL?
@@ -341,7 +342,9 @@ struct OpenPush: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "open-push",
         abstract: "Read a push as this device would (ENSPush): an APNs payload or FCM data, as JSON on standard input.",
-        discussion: "Prints the mode, the id and the content: the preview, the encrypted content opened with the device's key, the secure content fetched once, or the blind content opened with the device's RSA key for its certificate (fetched once when the push was too big to carry it), with Graph's message id."
+        discussion: "Prints the mode, the id and the content: the preview, the encrypted content opened with the device's key, the secure content " +
+                    "fetched once, or the blind content opened with the device's RSA key for its certificate (fetched once when the push was too " +
+                    "big to carry it), with Graph's message id."
     )
     @OptionGroup var connection: Connection
 

@@ -56,7 +56,8 @@ struct BlindTests {
         #expect(!text.contains(subject) && !text.contains(sender) && !text.contains(user.userID))
         let push = try ENSPush(userInfo: payload)
         #expect(push.mode == .blind && push.tag == first.pushTag && push.userID == nil)
-        #expect(push.blind?.encryptionCertificateID == phoneKey.certificateID && push.blind?.encryptionCertificateThumbprint == phoneKey.certificateThumbprint)
+        #expect(push.blind?.encryptionCertificateID == phoneKey.certificateID
+            && push.blind?.encryptionCertificateThumbprint == phoneKey.certificateThumbprint)
         let opened = try #require(await push.blindMessage(using: phone))
         #expect(opened.subject == subject && opened.senderName == sender && opened.id?.isEmpty == false)
         #expect(await push.content(using: phone) == ENSNotificationContent(sender: sender, subject: subject))
@@ -110,7 +111,8 @@ struct BlindTests {
             let url = try #require(notification["url"] as? String)
             let path = String(url[try #require(url.range(of: "/graph/")).lowerBound...])
             let request = ENSHTTPRequest(method: "POST", url: try #require(URL(string: "https://localhost:\(Stack.port)\(path)")),
-                                         headers: ["Content-Type": "application/json"], body: Data(try #require(notification["body"] as? String).utf8))
+                                         headers: ["Content-Type": "application/json"],
+                                         body: Data(try #require(notification["body"] as? String).utf8))
             #expect(try await Stack.transport.send(request).status == 202)
         }
         try await newMail(user, subject: "After the rotation", from: "Finn Later")
@@ -140,7 +142,8 @@ struct BlindTests {
         let (exchangeUser, password) = try await Stack.passwordMailbox()
         let other = try Stack.client()
         await #expect(throws: ENSError.blindRefused(.notExchangeOnline,
-                                                     message: "Privacy 'blind' is for Exchange Online mailboxes (registered with graphAccessToken).")) {
+                                                     message: "Privacy 'blind' is for Exchange Online mailboxes (registered with " +
+                                                              "graphAccessToken).")) {
             try await other.register(ENSRegistration(user: exchangeUser, token: try Stack.apnsToken(), credentials: password, privacy: .blind))
         }
     }

@@ -19,8 +19,10 @@ struct PrivacyTests {
         #expect(try await generic.updatePrivacy(user: user, token: genericToken, mode: .generic) == .generic)
         let sealed = try await encrypted.register(ENSRegistration(user: user, token: encryptedToken, credentials: credentials, privacy: .encrypted))
         #expect(sealed.outcome == .updated && sealed.privacy == .encrypted)
-        #expect(try await secure.register(ENSRegistration(user: user, token: secureToken, credentials: credentials, privacy: .secure)).privacy == .secure)
-        #expect(try await android.register(ENSRegistration(user: user, token: androidToken, credentials: credentials, privacy: .encrypted)).privacy == .encrypted)
+        #expect(try await secure.register(ENSRegistration(user: user, token: secureToken, credentials: credentials,
+                                                          privacy: .secure)).privacy == .secure)
+        #expect(try await android.register(ENSRegistration(user: user, token: androidToken, credentials: credentials,
+                                                           privacy: .encrypted)).privacy == .encrypted)
         try await encrypted.updateSyncKey(user: user, token: encryptedToken, key: "kek-private", expiration: Date().addingTimeInterval(86_400))
 
         let subject = "Private subject \(UUID().uuidString.prefix(8))"

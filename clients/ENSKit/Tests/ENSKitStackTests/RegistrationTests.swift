@@ -13,7 +13,8 @@ struct RegistrationTests {
         let token = try Stack.apnsToken()
         let key = try await client.getPublicKey(for: user)
         #expect(key.userID == user.userID && !key.isSubscribed)
-        let result = try await client.register(ENSRegistration(user: user, token: token, credentials: credentials, exchangeVersion: 3, defaultSound: "default"))
+        let result = try await client.register(ENSRegistration(user: user, token: token, credentials: credentials,
+                                                               exchangeVersion: 3, defaultSound: "default"))
         #expect(result.outcome == .subscribed && result.pushTag?.count == 16 && result.privacy == nil)
         try await client.updateSyncKey(user: user, token: token, key: "kek-stack", expiration: Date().addingTimeInterval(86_400))
 
@@ -42,7 +43,8 @@ struct RegistrationTests {
         let refresh = ENSOAuthRefresh(refreshToken: try #require(grant["refreshToken"] as? String),
                                       tokenEndpoint: try #require(URL(string: "https://login.pox.test/common/oauth2/v2.0/token")), clientID: clientID)
         let credentials = ENSCredentials.oauth(accessToken: try #require(grant["accessToken"] as? String), refresh: refresh)
-        let result = try await Stack.client().register(ENSRegistration(user: ENSUser(email: email), token: try Stack.apnsToken(), credentials: credentials))
+        let result = try await Stack.client().register(ENSRegistration(user: ENSUser(email: email),
+                                                                       token: try Stack.apnsToken(), credentials: credentials))
         #expect(result.outcome == .subscribed)
     }
 
@@ -56,10 +58,12 @@ struct RegistrationTests {
         let client = try Stack.client()
         let user = ENSUser(email: email)
         let token = try Stack.apnsToken()
-        let result = try await client.register(ENSRegistration(user: user, token: token, credentials: .certificate(pkcs12: pkcs12, password: password)))
+        let result = try await client.register(ENSRegistration(user: user, token: token,
+                                                               credentials: .certificate(pkcs12: pkcs12, password: password)))
         #expect(result.outcome == .subscribed)
         await #expect(throws: ENSError.self) {
-            try await client.register(ENSRegistration(user: user, token: token, credentials: .certificate(pkcs12: pkcs12, password: "not-it"), force: true))
+            try await client.register(ENSRegistration(user: user, token: token,
+                                                      credentials: .certificate(pkcs12: pkcs12, password: "not-it"), force: true))
         }
     }
 

@@ -36,7 +36,8 @@ struct BlindTests {
         #expect(first.id == "AAMkAGI2TG93AAA=" && first.senderName == "Bea Finance" && first.senderAddress == "bea@contoso.test")
         #expect(first.receivedDateTime == "2026-11-27T10:15:00Z" && String(decoding: first.resource, as: UTF8.self) == vectors["resource"] as? String)
         let second = try after.message(with: ring)
-        #expect(second.id == "AAMkAGI2TG94AAA=" && second.content == ENSNotificationContent(sender: "carol@contoso.test", subject: "After the rotation"))
+        #expect(second.id == "AAMkAGI2TG94AAA=" && second.content == ENSNotificationContent(sender: "carol@contoso.test",
+                                                                                            subject: "After the rotation"))
         #expect(throws: BlindContent.Failure.noKey) { try after.message(with: [device]) }
         // Named by the right id but altered, or wrapped to another key: refused.
         var altered = try #require(BlindContent.fromPush(vectors["altered_data"].map(PushValue.init)) ?? nil)
@@ -59,7 +60,8 @@ struct BlindTests {
     @Test(.enabled(if: Python.hasCryptography, "needs python3 with cryptography"), arguments: [2048, 3072])
     func pythonEncryptsToACertificateENSKitMade(bits: Int) throws {
         let key = try ENSBlindKey(bits: bits)
-        let resource = #"{"id":"AAMkAD=","subject":"Quarterly numbers — déjà vu","from":{"emailAddress":{"name":"Bea Finance","address":"bea@contoso.test"}}}"#
+        let resource = #"{"id":"AAMkAD=","subject":"Quarterly numbers — déjà vu","from":{"emailAddress":{"name":"Bea Finance","# +
+                       #""address":"bea@contoso.test"}}}"#
         let output = try Python.runFile(Python.repositoryRoot + "/clients/ENSKit/Tests/ENSKitTests/Vectors/graph_encrypt.py",
                                         [key.certificateBase64, resource])
         let answer = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any])
@@ -181,7 +183,8 @@ struct BlindTests {
             ("Something new.", .other),
         ]
         for (message, reason) in worded {
-            let body = String(decoding: try JSONSerialization.data(withJSONObject: ["responseCode": "InvalidRequest", "message": message]), as: UTF8.self)
+            let body = String(decoding: try JSONSerialization.data(withJSONObject: ["responseCode": "InvalidRequest", "message": message]),
+                              as: UTF8.self)
             let transport = RecordedTransport([(200, [:], try publicKeyAnswer(user, pem)), (400, [:], body)])
             let client = try makeClient(transport)
             await #expect(throws: ENSError.blindRefused(reason, message: message)) {
@@ -201,11 +204,13 @@ struct BlindTests {
                               as: UTF8.self)
             let transport = RecordedTransport([(200, [:], try publicKeyAnswer(user, pem)), (400, [:], body)])
             await #expect(throws: ENSError.blindRefused(reason, message: members["message"] ?? "")) {
-                try await makeClient(transport).register(ENSRegistration(user: user, token: apns, credentials: .graph(accessToken: "t"), privacy: .blind))
+                try await makeClient(transport).register(ENSRegistration(user: user, token: apns,
+                                                                         credentials: .graph(accessToken: "t"), privacy: .blind))
             }
         }
         // The uniform 400 stays invalidRequest (after the one refetch of the key).
-        let uniform = RecordedTransport([(200, [:], try publicKeyAnswer(user, pem)), (400, [:], #"{"responseCode":"InvalidRequest","message":"The request is invalid."}"#),
+        let uniform = RecordedTransport([(200, [:], try publicKeyAnswer(user, pem)),
+                                         (400, [:], #"{"responseCode":"InvalidRequest","message":"The request is invalid."}"#),
                                          (200, [:], try publicKeyAnswer(user, pem))])
         await #expect(throws: ENSError.invalidRequest) {
             try await makeClient(uniform).register(ENSRegistration(user: user, token: apns, credentials: .graph(accessToken: "t"), privacy: .blind))
@@ -214,17 +219,21 @@ struct BlindTests {
         let store = MemoryKeyStore()
         let transport = RecordedTransport([
             (200, [:], try publicKeyAnswer(user, pem)), (200, [:], #"{"responseCode":"UserUpdated","pushTag":"Ab3dEf6hIj9kLm0n","privacy":"blind"}"#),
-            (400, [:], #"{"responseCode":"InvalidRequest","message":"The sealed 'info' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex)."}"#),
-            (200, [:], #"{"responseCode":"ExchangeError","message":"Graph could not create the encrypted subscription for this certificate; try again later."}"#),
+            (400, [:], #"{"responseCode":"InvalidRequest","# +
+                       #""message":"The sealed 'info' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex)."}"#),
+            (200, [:], #"{"responseCode":"ExchangeError","# +
+                       #""message":"Graph could not create the encrypted subscription for this certificate; try again later."}"#),
             (200, [:], #"{"responseCode":"UpdateFail"}"#),
         ])
         let client = try makeClient(transport, keyStore: store)
         _ = try await client.register(ENSRegistration(user: user, token: apns, credentials: .graph(accessToken: "t"), privacy: .blind))
         let current = try #require(try client.blindKey(for: user))
-        await #expect(throws: ENSError.blindRefused(.hashMismatch, message: "The sealed 'info' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).")) {
+        await #expect(throws: ENSError.blindRefused(.hashMismatch,
+            message: "The sealed 'info' must name 'privacyCertificate' by its SHA-256 ('privacyCertificateSHA256', hex).")) {
             try await client.rotateBlindCertificate(user: user, token: apns)
         }
-        await #expect(throws: ENSError.exchangeError(message: "Graph could not create the encrypted subscription for this certificate; try again later.")) {
+        await #expect(throws: ENSError.exchangeError(
+            message: "Graph could not create the encrypted subscription for this certificate; try again later.")) {
             try await client.rotateBlindCertificate(user: user, token: apns)
         }
         await #expect(throws: ENSError.updateFailed) { try await client.rotateBlindCertificate(user: user, token: apns) }
@@ -235,7 +244,8 @@ struct BlindTests {
     /// may have taken it, and pushes encrypted to it must still open.
     @Test func aRotationWhoseAnswerIsLostKeepsTheNewKey() async throws {
         let (pem, _) = try Vectors.serverKey()
-        let transport = RecordedTransport(json: try publicKeyAnswer(user, pem), #"{"responseCode":"UserUpdated","pushTag":"Ab3dEf6hIj9kLm0n","privacy":"blind"}"#)
+        let transport = RecordedTransport(json: try publicKeyAnswer(user, pem),
+                                          #"{"responseCode":"UserUpdated","pushTag":"Ab3dEf6hIj9kLm0n","privacy":"blind"}"#)
         let client = try makeClient(transport)
         _ = try await client.register(ENSRegistration(user: user, token: apns, credentials: .graph(accessToken: "t"), privacy: .blind))
         let current = try #require(try client.blindKey(for: user))
@@ -285,7 +295,8 @@ struct BlindTests {
         #expect(await apns.blindMessage(using: client)?.id == "AAMkAGI2TG93AAA=")
 
         let text = String(decoding: try JSONSerialization.data(withJSONObject: try #require(vectors["rotated"] as? [String: Any])), as: UTF8.self)
-        let fcm = try ENSPush(userInfo: ["notificationId": Self.id, "tag": Self.tag, "id": Self.id, "ts": "1764081234567", "privacy": "blind", "blind": text])
+        let fcm = try ENSPush(userInfo: ["notificationId": Self.id, "tag": Self.tag, "id": Self.id,
+                                         "ts": "1764081234567", "privacy": "blind", "blind": text])
         #expect(await fcm.content(using: client)?.subject == "After the rotation")
         #expect(try fcm.blindMessage(with: [rotated]).id == "AAMkAGI2TG94AAA=")
         #expect(throws: ENSPushError.doesNotOpen) { try fcm.blindMessage(with: [device]) }
@@ -294,7 +305,8 @@ struct BlindTests {
         let other = try makeDevice(RecordedTransport([]), keys: [try ENSBlindKey()])
         #expect(await apns.content(using: other) == nil)
         let altered = try ENSPush(userInfo: ["aps": ["mutable-content": 1],
-                                             "ens": ["tag": Self.tag, "id": Self.id, "privacy": "blind", "blind": try #require(vectors["altered_data"])]])
+                                             "ens": ["tag": Self.tag, "id": Self.id, "privacy": "blind",
+                                                     "blind": try #require(vectors["altered_data"])]])
         #expect(await altered.content(using: client) == nil)
     }
 
@@ -304,10 +316,12 @@ struct BlindTests {
         let (device, _, vectors) = try vectorKeys()
         let (_, serverKey) = try Vectors.serverKey()
         let content = try #require(vectors["good"] as? [String: Any])
-        let found = String(decoding: try JSONSerialization.data(withJSONObject: ["id": Self.id, "content": content, "responseCode": "NotificationFound"]),
+        let found = String(decoding: try JSONSerialization.data(withJSONObject: ["id": Self.id, "content": content,
+                                                                                 "responseCode": "NotificationFound"]),
                            as: UTF8.self)
         let transport = RecordedTransport(json: found, #"{"responseCode":"NotificationNotFound"}"#,
-                                          #"{"id":"0123456789abcdef0123456789abcdef","content":{"sender":"x","subject":"y"},"responseCode":"NotificationFound"}"#)
+                                          #"{"id":"0123456789abcdef0123456789abcdef","content":{"sender":"x","subject":"y"},"# +
+                                          #""responseCode":"NotificationFound"}"#)
         let client = try makeDevice(transport, keys: [device])
         let apns = try ENSPush(userInfo: ["aps": ["alert": ["title": "New mail", "body": ""], "mutable-content": 1],
                                           "ens": ["tag": Self.tag, "id": Self.id, "ts": 1_764_081_234_567, "privacy": "blind"]])
@@ -315,7 +329,8 @@ struct BlindTests {
         #expect(await apns.content(using: client)?.sender == "Bea Finance")
         #expect(transport.requests.map(\.url.path) == ["/getnotification"])
         let info = try unseal(try #require(try transport.parameters(0)["info"] as? String), with: serverKey)
-        #expect(info["id"] as? String == Self.id && info["pushToken"] as? String == self.apns.value && info["purpose"] as? String == "getnotification.info")
+        #expect(info["id"] as? String == Self.id && info["pushToken"] as? String == self.apns.value
+            && info["purpose"] as? String == "getnotification.info")
         // Fetched once: then nothing to show.
         #expect(await apns.content(using: client) == nil)
         // Content that is not Graph's encryptedContent is refused.

@@ -15,7 +15,8 @@ struct ClientTests {
                                           #"{"responseCode":"UserSubscribed","pushTag":"Ab3dEf6hIj9kLm0n","privacy":"encrypted"}"#)
         let store = MemoryKeyStore()
         let client = try makeClient(transport, keyStore: store)
-        let refresh = ENSOAuthRefresh(refreshToken: "rt", tokenEndpoint: try #require(URL(string: "https://login.example.test/token")), clientID: "app")
+        let refresh = ENSOAuthRefresh(refreshToken: "rt",
+                                      tokenEndpoint: try #require(URL(string: "https://login.example.test/token")), clientID: "app")
         let result = try await runAsync {
             try await client.register(ENSRegistration(user: user, token: apns, credentials: .oauth(accessToken: "at", refresh: refresh),
                                                       privacy: .encrypted, exchangeVersion: 3))
@@ -34,7 +35,8 @@ struct ClientTests {
         let creds = try unseal(try #require(parameters["creds"] as? String), with: key)
         #expect(creds["privacy"] as? String == "encrypted" && creds["privacyKey"] as? String == previewKey.publicKeyX963.base64EncodedString())
         #expect(creds["apnsToken"] as? String == apns.value && creds["oauthAccessToken"] as? String == "at")
-        #expect(creds["oauthRefresh"] as? [String: String] == ["refreshToken": "rt", "tokenEndpoint": "https://login.example.test/token", "clientId": "app"])
+        #expect(creds["oauthRefresh"] as? [String: String] == ["refreshToken": "rt",
+                                                               "tokenEndpoint": "https://login.example.test/token", "clientId": "app"])
         #expect(creds["purpose"] as? String == "registerdevicev2.creds" && creds["sealedAt"] as? Int == 1_764_081_234_567)
         let secretText = try #require(creds["deviceSecret"] as? String)
         let secret = try #require(Data(base64Encoded: secretText))
@@ -53,7 +55,8 @@ struct ClientTests {
         let client = try makeClient(transport)
         let imap = try #require(URL(string: "imaps://imap.example.com:993/"))
         let result = try await runAsync {
-            try await client.register(ENSRegistration(user: user, token: apns, credentials: .password(userName: "someone@example.com", password: "pw"),
+            try await client.register(ENSRegistration(user: user, token: apns,
+                                                      credentials: .password(userName: "someone@example.com", password: "pw"),
                                                       imapURL: imap))
         }
         #expect(result.outcome == .subscribed)
@@ -64,7 +67,8 @@ struct ClientTests {
             ENSRegistration(user: user, token: apns, credentials: .oauth(accessToken: "at"), imapURL: imap),
             ENSRegistration(user: user, token: apns, credentials: .password(userName: "u", password: "p"),
                             ewsURL: URL(string: "https://mail.example.com/EWS/Exchange.asmx"), imapURL: imap),
-            ENSRegistration(user: user, token: apns, credentials: .password(userName: "u", password: "p"), imapURL: URL(string: "https://imap.example.com/")),
+            ENSRegistration(user: user, token: apns, credentials: .password(userName: "u", password: "p"),
+                            imapURL: URL(string: "https://imap.example.com/")),
         ] {
             await #expect(throws: ENSError.self) { try await client.register(registration) }
         }
@@ -90,15 +94,19 @@ struct ClientTests {
     @Test func businessFailuresAreTypedErrors() async throws {
         let (pem, _) = try Vectors.serverKey()
         for (answer, expected) in [
-            (#"{"responseCode":"ExchangeAuthFailed","message":"Exchange refused the credentials."}"#, ENSError.exchangeAuthFailed(message: "Exchange refused the credentials.")),
+            (#"{"responseCode":"ExchangeAuthFailed","message":"Exchange refused the credentials."}"#,
+             ENSError.exchangeAuthFailed(message: "Exchange refused the credentials.")),
             (#"{"responseCode":"AutodiscoverFailed","message":"No Exchange."}"#, .autodiscoverFailed(message: "No Exchange.")),
             (#"{"responseCode":"ExchangeError","message":"Subscribe failed."}"#, .exchangeError(message: "Subscribe failed.")),
             // An answer ENS never sends to a registration.
             (#"{"responseCode":"UpdateSuccess"}"#, .unexpectedAnswer(status: 200, responseCode: "UpdateSuccess")),
             // An answer with a member of the wrong form: the error names it.
-            (#"{"responseCode":"UserSubscribed","pushTag":"short"}"#, .malformedAnswer(status: 200, responseCode: "UserSubscribed", "'pushTag' is malformed")),
-            (#"{"responseCode":"UserSubscribed","privacy":"loud"}"#, .malformedAnswer(status: 200, responseCode: "UserSubscribed", "'privacy' is malformed")),
-            (#"{"responseCode":"UserSubscribed","pushTag":16}"#, .malformedAnswer(status: 200, responseCode: "UserSubscribed", "'pushTag' has the wrong type")),
+            (#"{"responseCode":"UserSubscribed","pushTag":"short"}"#,
+             .malformedAnswer(status: 200, responseCode: "UserSubscribed", "'pushTag' is malformed")),
+            (#"{"responseCode":"UserSubscribed","privacy":"loud"}"#,
+             .malformedAnswer(status: 200, responseCode: "UserSubscribed", "'privacy' is malformed")),
+            (#"{"responseCode":"UserSubscribed","pushTag":16}"#,
+             .malformedAnswer(status: 200, responseCode: "UserSubscribed", "'pushTag' has the wrong type")),
             (#"<html>oops</html>"#, .unexpectedAnswer(status: 200, responseCode: nil)),
         ] {
             let client = try makeClient(RecordedTransport(json: try publicKeyAnswer(user, pem), answer))
@@ -116,7 +124,8 @@ struct ClientTests {
             (413, [:], #"{"responseCode":"PayloadTooLarge","message":"The request body is too large."}"#, .payloadTooLarge),
             (500, [:], #"{"responseCode":"InternalError","message":"The server could not complete the request."}"#, .internalError),
             (429, ["Retry-After": "900"], #"{"responseCode":"TooManyRequests","message":"Too many."}"#, .tooManyRequests(retryAfter: .seconds(900))),
-            (503, ["Retry-After": "120"], #"{"responseCode":"ServiceUnavailable","message":"Later."}"#, .serviceUnavailable(retryAfter: .seconds(120))),
+            (503, ["Retry-After": "120"], #"{"responseCode":"ServiceUnavailable","message":"Later."}"#,
+             .serviceUnavailable(retryAfter: .seconds(120))),
             (400, [:], "<html>400 Bad Request</html>", .unexpectedAnswer(status: 400, responseCode: nil)),
             (418, [:], #"{"responseCode":"Teapot"}"#, .unexpectedAnswer(status: 418, responseCode: "Teapot")),
             (200, [:], #"{"responseCode":"Unauthorized"}"#, .unexpectedAnswer(status: 200, responseCode: "Unauthorized")),
@@ -161,7 +170,8 @@ struct ClientTests {
         let busy = #"{"responseCode":"ServiceUnavailable","message":"Later."}"#
         let sleeps = Sleeps()
         let transport = RecordedTransport([(503, ["Retry-After": "7"], busy), (503, [:], busy), (200, [:], #"{"responseCode":"UserSubscribed"}"#)])
-        let result = try await makeClient(transport, sleeps: sleeps, retry: ENSRetryPolicy(maximumRetries: 2, maximumDelay: .seconds(30), defaultDelay: .seconds(1)))
+        let result = try await makeClient(transport,
+            sleeps: sleeps, retry: ENSRetryPolicy(maximumRetries: 2, maximumDelay: .seconds(30), defaultDelay: .seconds(1)))
             .checkInV1(user: user)
         #expect(result.action == .nothing)
         #expect(sleeps.all == [.seconds(7), .seconds(2)])
@@ -169,7 +179,8 @@ struct ClientTests {
 
         let patient = Sleeps()
         let tooLong = RecordedTransport([(429, ["Retry-After": "900"], #"{"responseCode":"TooManyRequests","message":"x"}"#)])
-        await #expect(throws: ENSError.tooManyRequests(retryAfter: .seconds(900))) { try await makeClient(tooLong, sleeps: patient).checkInV1(user: user) }
+        await #expect(throws: ENSError.tooManyRequests(retryAfter: .seconds(900))) { try await makeClient(tooLong,
+            sleeps: patient).checkInV1(user: user) }
         #expect(patient.all.isEmpty)
 
         let none = RecordedTransport([(503, ["Retry-After": "1"], busy)])
@@ -264,7 +275,8 @@ struct ClientTests {
         let same = RecordedTransport([(400, [:], #"{"responseCode":"InvalidRequest","message":"The request is invalid."}"#),
                                       (200, [:], try publicKeyAnswer(user, newPEM))])
         await #expect(throws: ENSError.invalidRequest) {
-            try await makeClient(same, keyStore: store).updateSyncKey(user: user, token: apns, key: "kek", expiration: Date(timeIntervalSince1970: 4_102_444_800))
+            try await makeClient(same, keyStore: store).updateSyncKey(user: user, token: apns, key: "kek",
+                                                                      expiration: Date(timeIntervalSince1970: 4_102_444_800))
         }
     }
 
@@ -289,9 +301,11 @@ struct ClientTests {
         let id = "0123456789abcdef0123456789abcdef"
         let transport = RecordedTransport(json: try publicKeyAnswer(user, pem), #"{"responseCode":"UserSubscribed","pushTag":"Ab3dEf6hIj9kLm0n"}"#,
             #"{"responseCode":"UpdateSuccess","privacy":"secure"}"#,
-            #"{"id":"0123456789abcdef0123456789abcdef","content":{"sender":"Ann Example","subject":"Lunch?","badge":3},"responseCode":"NotificationFound"}"#,
+            #"{"id":"0123456789abcdef0123456789abcdef","content":{"sender":"Ann Example","subject":"Lunch?","badge":3},"# +
+            #""responseCode":"NotificationFound"}"#,
             #"{"responseCode":"NotificationNotFound"}"#,
-            #"{"notifications":[{"id":"0123456789abcdef0123456789abcdef","ts":1764081234567,"sender":"Ann Example","subject":"Lunch?","read":0}],"responseCode":"NotificationHistory"}"#,
+            #"{"notifications":[{"id":"0123456789abcdef0123456789abcdef","ts":1764081234567,"sender":"Ann Example","subject":"Lunch?","read":0}],"# +
+            #""responseCode":"NotificationHistory"}"#,
             #"{"marked":1,"responseCode":"UpdateSuccess"}"#,
             #"{"id":"ffffffffffffffffffffffffffffffff","content":{"sender":"x","subject":"y"},"responseCode":"NotificationFound"}"#,
             #"{"responseCode":"UpdateFail"}"#)
@@ -305,7 +319,8 @@ struct ClientTests {
         #expect(info["deviceSecret"] as? String == secret && info["pushToken"] as? String == apns.value && info["privacy"] as? String == "secure")
         #expect(info["purpose"] as? String == "updateprivacy.info")
 
-        #expect(try await client.getNotification(user: user, token: apns, id: id) == ENSNotificationContent(sender: "Ann Example", subject: "Lunch?", badge: 3))
+        #expect(try await client.getNotification(user: user, token: apns, id: id) == ENSNotificationContent(sender: "Ann Example",
+            subject: "Lunch?", badge: 3))
         #expect(try await client.getNotification(user: user, token: apns, id: id) == nil)
         let history = try await client.getNotificationHistory(user: user, token: apns, limit: 10)
         #expect(history == [ENSHistoryEntry(id: id, timestamp: 1_764_081_234_567, sender: "Ann Example", subject: "Lunch?", isRead: false)])
@@ -324,7 +339,8 @@ struct ClientTests {
         let transport = RecordedTransport(json: try publicKeyAnswer(user, pem), #"{"responseCode":"UserSubscribed","pushTag":"Ab3dEf6hIj9kLm0n"}"#,
                                           #"{"responseCode":"DeviceUnregistered"}"#)
         let client = try makeClient(transport, keyStore: store)
-        _ = try await client.register(ENSRegistration(user: user, token: apns, credentials: .password(userName: "u", password: "p"), privacy: .encrypted))
+        _ = try await client.register(ENSRegistration(user: user, token: apns,
+                                                      credentials: .password(userName: "u", password: "p"), privacy: .encrypted))
         try await client.unregister(user: user, token: apns)
         let token = try unseal(try #require(try transport.parameters(2)["token"] as? String), with: key)
         #expect(token["apnsToken"] as? String == apns.value && token["purpose"] as? String == "unregister.token")

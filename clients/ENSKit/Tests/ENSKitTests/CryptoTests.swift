@@ -49,8 +49,10 @@ struct CryptoTests {
 
     /// docs/privacy.md's test vector (made by Tests/tools/preview_encryption.py).
     @Test func previewVectorOpens() throws {
-        let key = try ENSPreviewKey(rawRepresentation: Data(try #require(Hex.decode("2fe4420c5ca27e1aa01858c186639f5aca3e18535e13eb81fe1dc0f5f52aab88"))))
-        #expect(Hex.encode(key.publicKeyX963) == "04e0d9ddbed3137b2df81909ac553086a8a637e1961303810c0860056be48e2848a0445c9fa7329d145991ffba8b49e5f0eeec92787bbd57d99f1034c1c1216f69")
+        let key = try ENSPreviewKey(
+            rawRepresentation: Data(try #require(Hex.decode("2fe4420c5ca27e1aa01858c186639f5aca3e18535e13eb81fe1dc0f5f52aab88"))))
+        #expect(Hex.encode(key.publicKeyX963) == "04e0d9ddbed3137b2df81909ac553086a8a637e1961303810c0860056be48e2848a0445c9fa7329d"
+                + "145991ffba8b49e5f0eeec92787bbd57d99f1034c1c1216f69")
         let blob = Data(try #require(Hex.decode(Self.vectorBlob)))
         let plaintext = try PreviewDecryption.open(blob, id: "a4b5bee1dca2665f254fb64528934a16", with: key)
         #expect(String(decoding: plaintext, as: UTF8.self) == #"{"from":"Alice Example","subject":"Lunch on Friday?"}"#)
@@ -59,12 +61,16 @@ struct CryptoTests {
         #expect(throws: PreviewDecryption.Failure.doesNotOpen) { try PreviewDecryption.open(blob, id: "a4b5bee1dca2665f254fb64528934a17", with: key) }
         var altered = blob
         altered[altered.count - 20] ^= 1
-        #expect(throws: PreviewDecryption.Failure.doesNotOpen) { try PreviewDecryption.open(altered, id: "a4b5bee1dca2665f254fb64528934a16", with: key) }
-        #expect(throws: PreviewDecryption.Failure.doesNotOpen) { try PreviewDecryption.open(blob, id: "a4b5bee1dca2665f254fb64528934a16", with: ENSPreviewKey()) }
+        #expect(throws: PreviewDecryption.Failure.doesNotOpen) { try PreviewDecryption.open(altered, id: "a4b5bee1dca2665f254fb64528934a16",
+                                                                                            with: key) }
+        #expect(throws: PreviewDecryption.Failure.doesNotOpen) { try PreviewDecryption.open(blob,
+            id: "a4b5bee1dca2665f254fb64528934a16", with: ENSPreviewKey()) }
         var version2 = blob
         version2[0] = 2
-        #expect(throws: PreviewDecryption.Failure.malformed) { try PreviewDecryption.open(version2, id: "a4b5bee1dca2665f254fb64528934a16", with: key) }
-        #expect(throws: PreviewDecryption.Failure.malformed) { try PreviewDecryption.open(blob.prefix(93), id: "a4b5bee1dca2665f254fb64528934a16", with: key) }
+        #expect(throws: PreviewDecryption.Failure.malformed) { try PreviewDecryption.open(version2, id: "a4b5bee1dca2665f254fb64528934a16",
+                                                                                          with: key) }
+        #expect(throws: PreviewDecryption.Failure.malformed) { try PreviewDecryption.open(blob.prefix(93),
+                                                                                          id: "a4b5bee1dca2665f254fb64528934a16", with: key) }
     }
 
     /// Python's `cryptography` (Tests/tools/preview_encryption.py, ENS's independent
@@ -105,7 +111,9 @@ struct CryptoTests {
         #expect(throws: BlindContent.Failure.malformed) { try garbled.open(with: key) }
     }
 
-    static let vectorBlob = "0104c71d7b1356a74b052b6f6656ea7b715160c02b0f3e23c47645a7370c34b9cb937c2a4e280e034c4a4ad97e12c2796a0d501fc0d4a135f4a08243e3c2cb6a292c5a467854a9376aee6f3749d0f1f2941d37a7cd054f641e4c904ee4d9ff41a1d75b230f16cbcb74ff09fe628930b5bdcf888110f0e4d9b1212b360ddde9f34a07bcf82eb1fee6bab4df03bc1fbd76476051"
+    static let vectorBlob = "0104c71d7b1356a74b052b6f6656ea7b715160c02b0f3e23c47645a7370c34b9cb937c2a4e280e034c4a4ad97e12c2796a0d501fc0d4a135"
+        + "f4a08243e3c2cb6a292c5a467854a9376aee6f3749d0f1f2941d37a7cd054f641e4c904ee4d9ff41a1d75b230f16cbcb74ff09fe628930b5"
+        + "bdcf888110f0e4d9b1212b360ddde9f34a07bcf82eb1fee6bab4df03bc1fbd76476051"
 }
 
 /// Python 3 with `cryptography`, the independent implementation the tests check against.

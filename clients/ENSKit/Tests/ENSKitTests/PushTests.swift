@@ -35,12 +35,14 @@ struct PushTests {
         let blob = Data(try #require(Hex.decode(CryptoTests.vectorBlob)))
         let encrypted = try ENSPush(userInfo: try parse("""
             {"aps": {"alert": {"title": "New mail", "body": ""}, "content-available": 1, "mutable-content": 1},
-             "ens": {"tag": "Ab3dEf6hIj9kLm0n", "id": "\(Self.id)", "ts": 1764081234567, "privacy": "encrypted", "enc": "\(blob.base64EncodedString())"}}
+             "ens": {"tag": "Ab3dEf6hIj9kLm0n", "id": "\(Self.id)", "ts": 1764081234567, "privacy": "encrypted", "enc": \
+            "\(blob.base64EncodedString())"}}
             """))
         #expect(encrypted.mode == .encrypted && encrypted.encryptedContent == blob)
         // The documented vector's plaintext is not ENS's content object (it says `from`),
         // so it opens but is refused as content.
-        let key = try ENSPreviewKey(rawRepresentation: Data(try #require(Hex.decode("2fe4420c5ca27e1aa01858c186639f5aca3e18535e13eb81fe1dc0f5f52aab88"))))
+        let key = try ENSPreviewKey(
+            rawRepresentation: Data(try #require(Hex.decode("2fe4420c5ca27e1aa01858c186639f5aca3e18535e13eb81fe1dc0f5f52aab88"))))
         #expect(throws: ENSPushError.doesNotOpen) { try encrypted.decryptedContent(with: key) }
         #expect(throws: ENSPushError.doesNotOpen) { try encrypted.decryptedContent(with: ENSPreviewKey()) }
 
@@ -51,7 +53,8 @@ struct PushTests {
         #expect(secure.mode == .secure && secure.encryptedContent == nil)
         #expect(throws: ENSPushError.wrongMode) { try secure.decryptedContent(with: key) }
 
-        let resubscribe = try ENSPush(userInfo: try parse(#"{"aps": {"content-available": 1}, "ens": {"tag": "Ab3dEf6hIj9kLm0n", "action": "resubscribe"}}"#))
+        let resubscribe = try ENSPush(userInfo: try parse(#"{"aps": {"content-available": 1}, "ens": {"tag": "Ab3dEf6hIj9kLm0n","# +
+                                                          #" "action": "resubscribe"}}"#))
         #expect(resubscribe.kind == .resubscribe && resubscribe.id == nil)
     }
 
@@ -64,7 +67,8 @@ struct PushTests {
         let encrypted = try ENSPush(userInfo: ["notificationId": Self.id, "privacy": "encrypted", "tag": "Ab3dEf6hIj9kLm0n", "id": Self.id,
                                                "ts": "1764081234567", "enc": "AQID"])
         #expect(encrypted.mode == .encrypted && encrypted.encryptedContent == Data([1, 2, 3]))
-        let resubscribe = try ENSPush(userInfo: ["action": "resubscribe", "userid": "72497f475e4f76d0b28f57c73a084ece576d170874eba3ee2609d9afe4b71aab",
+        let resubscribe = try ENSPush(userInfo: ["action": "resubscribe",
+                                                 "userid": "72497f475e4f76d0b28f57c73a084ece576d170874eba3ee2609d9afe4b71aab",
                                                  "notificationId": Self.id])
         #expect(resubscribe.kind == .resubscribe && resubscribe.id == Self.id)
     }
@@ -77,7 +81,8 @@ struct PushTests {
         object["id"] = "AAMkAGI2TG93AAA="
         let key = try ENSBlindKey(pemRepresentation: try #require(vectors["device_private_key_pem"] as? String))
         let apns = try ENSPush(userInfo: ["aps": ["alert": ["title": "New mail", "body": ""], "mutable-content": 1],
-                                          "ens": ["tag": "Ab3dEf6hIj9kLm0n", "id": Self.id, "ts": 1_764_081_234_567, "privacy": "blind", "blind": object]])
+                                          "ens": ["tag": "Ab3dEf6hIj9kLm0n", "id": Self.id,
+                                                  "ts": 1_764_081_234_567, "privacy": "blind", "blind": object]])
         #expect(apns.blind?.messageID == "AAMkAGI2TG93AAA=")
         #expect(try apns.blindContent(with: key).subject == "Quarterly numbers — déjà vu")
         let text = String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
@@ -92,7 +97,8 @@ struct PushTests {
         let base: [String: Any] = ["tag": "Ab3dEf6hIj9kLm0n", "id": Self.id, "ts": 1_764_081_234_567]
         for (change, field) in [(["privacy": "loud"], "privacy"), (["id": "not hex"], "id"), (["ts": "soon"], "ts"),
                                 (["enc": "%%%"], "enc"), (["action": "explode"], "action"), (["userid": "abc"], "userid"),
-                                (["privacy": "encrypted"], "encrypted without enc"), (["blind": ["data": "x"]], "blind")] as [([String: Any], String)] {
+                                (["privacy": "encrypted"],
+                                 "encrypted without enc"), (["blind": ["data": "x"]], "blind")] as [([String: Any], String)] {
             let ens = base.merging(change) { _, new in new }
             #expect(throws: ENSPushError.malformed(field)) { try ENSPush(userInfo: ["aps": ["content-available": 1], "ens": ens]) }
         }

@@ -85,7 +85,8 @@ let testTime = Date(timeIntervalSince1970: 1_764_081_234.567)
 
 func makeClient(_ transport: RecordedTransport, keyStore: MemoryKeyStore = MemoryKeyStore(), sleeps: Sleeps = Sleeps(),
                 retry: ENSRetryPolicy = ENSRetryPolicy()) throws -> ENSClient {
-    let configuration = ENSConfiguration(baseURL: try #require(URL(string: "https://ens.example.test")), apiToken: "ens_" + String(repeating: "ab", count: 32),
+    let configuration = ENSConfiguration(baseURL: try #require(URL(string: "https://ens.example.test")),
+                                         apiToken: "ens_" + String(repeating: "ab", count: 32),
                                          bundleID: "com.example.mail", badge: true, retry: retry)
     return ENSClient(configuration: configuration, transport: transport, keyStore: keyStore,
                      sleep: { sleeps.record($0) }, now: { testTime })

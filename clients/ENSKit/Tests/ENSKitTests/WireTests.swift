@@ -59,34 +59,43 @@ struct WireTests {
                 == #"{"apnsToken":"\#(hex)","deviceSecret":"<base64>","oauthAccessToken":"<token>","privacy":"encrypted","privacyKey":"BGx0...==","# +
                    #""purpose":"registerdevicev2.creds","sealedAt":1764081234567}"#)
         // Every way of signing in, an FCM token, the mailbox's servers, blind.
-        let refresh = ENSOAuthRefresh(refreshToken: "rt", tokenEndpoint: try #require(URL(string: "https://login.example.test/t/token")), clientID: "app",
+        let refresh = ENSOAuthRefresh(refreshToken: "rt",
+                                      tokenEndpoint: try #require(URL(string: "https://login.example.test/t/token")), clientID: "app",
                                       scope: "EWS.AccessAsUser.All offline_access")
         var full = RegistrationCreds(credentials: try ENSCredentials.oauth(accessToken: "at", refresh: refresh).members(), token: TokenMember(fcm))
         full.ewsUrl = "https://mail.example.com/EWS/Exchange.asmx"
         #expect(try json(full)
                 == #"{"ewsUrl":"https://mail.example.com/EWS/Exchange.asmx","fcmToken":"\#(Self.fcm)","oauthAccessToken":"at","# +
-                   #""oauthRefresh":{"clientId":"app","refreshToken":"rt","scope":"EWS.AccessAsUser.All offline_access","tokenEndpoint":"https://login.example.test/t/token"}}"#)
-        var dovecot = RegistrationCreds(credentials: try ENSCredentials.password(userName: "someone@example.com", password: "pw").members(), token: TokenMember(apns))
+                   #""oauthRefresh":{"clientId":"app","refreshToken":"rt","scope":"EWS.AccessAsUser.All offline_access","# +
+                   #""tokenEndpoint":"https://login.example.test/t/token"}}"#)
+        var dovecot = RegistrationCreds(credentials: try ENSCredentials.password(userName: "someone@example.com", password: "pw").members(),
+                                        token: TokenMember(apns))
         dovecot.imapUrl = "imaps://imap.example.com:993/"
-        #expect(try json(dovecot) == #"{"apnsToken":"\#(hex)","imapUrl":"imaps://imap.example.com:993/","password":"pw","userName":"someone@example.com"}"#)
-        let certificate = RegistrationCreds(credentials: try ENSCredentials.certificate(pkcs12: Data([1, 2, 3]), password: "p12").members(), token: TokenMember(apns))
+        #expect(try json(dovecot) == #"{"apnsToken":"\#(hex)","imapUrl":"imaps://imap.example.com:993/","password":"pw","# +
+                                     #""userName":"someone@example.com"}"#)
+        let certificate = RegistrationCreds(credentials: try ENSCredentials.certificate(pkcs12: Data([1, 2, 3]), password: "p12").members(),
+                                            token: TokenMember(apns))
         #expect(try json(certificate) == #"{"CBAData":{"certificate":"AQID","password":"p12"},"apnsToken":"\#(hex)"}"#)
         var blind = RegistrationCreds(credentials: try ENSCredentials.graph(accessToken: "eyJ0").members(), token: TokenMember(apns))
         blind.privacy = "blind"
         blind.privacyCertificateSHA256 = String(repeating: "0f", count: 32)
-        #expect(try json(blind) == #"{"apnsToken":"\#(hex)","graphAccessToken":"eyJ0","privacy":"blind","privacyCertificateSHA256":"\#(String(repeating: "0f", count: 32))"}"#)
+        #expect(try json(blind) == #"{"apnsToken":"\#(hex)","graphAccessToken":"eyJ0","privacy":"blind","# +
+                                   #""privacyCertificateSHA256":"\#(String(repeating: "0f", count: 32))"}"#)
 
         // /getsubscriptionstatusv2: the payload in its three forms, and new credentials.
         #expect(try bound(CheckInPayload(pushToken: hex, ignoreLastMessageDate: 1), "getsubscriptionstatusv2.subscriptionPayload")
-                == #"{"ignoreLastMessageDate":1,"purpose":"getsubscriptionstatusv2.subscriptionPayload","pushToken":"\#(hex)","sealedAt":1764081234567}"#)
+                == #"{"ignoreLastMessageDate":1,"purpose":"getsubscriptionstatusv2.subscriptionPayload","pushToken":"\#(hex)","# +
+                   #""sealedAt":1764081234567}"#)
         #expect(try json(CheckInPayload(pushToken: "fcm:" + Self.fcm, lastNotificationTs: 1_764_081_234_567))
                 == #"{"lastNotificationTs":1764081234567,"pushToken":"fcm:\#(Self.fcm)"}"#)
         #expect(try json(CheckInPayload(pushToken: hex, lastMessageDate: "11/22/2026 13:05:00.000"))
                 == #"{"lastMessageDate":"11/22/2026 13:05:00.000","pushToken":"\#(hex)"}"#)
-        let checkInCreds = CheckInCreds(credentials: try ENSCredentials.password(userName: "someone@example.com", password: "<new password>").members(),
+        let checkInCreds = CheckInCreds(credentials: try ENSCredentials.password(userName: "someone@example.com",
+                                                                                 password: "<new password>").members(),
                                         deviceSecret: "<base64>")
         #expect(try bound(checkInCreds, "getsubscriptionstatusv2.creds")
-                == #"{"deviceSecret":"<base64>","password":"<new password>","purpose":"getsubscriptionstatusv2.creds","sealedAt":1764081234567,"userName":"someone@example.com"}"#)
+                == #"{"deviceSecret":"<base64>","password":"<new password>","purpose":"getsubscriptionstatusv2.creds","sealedAt":1764081234567,"# +
+                   #""userName":"someone@example.com"}"#)
 
         // The token objects and the info objects.
         #expect(try bound(UnregisterToken(token: TokenMember(apns), deviceSecret: "<base64>"), "unregister.token")
@@ -103,7 +112,8 @@ struct WireTests {
                 == #"{"apnsToken":"\#(hex)","backgroundSyncKey":"<key>","deviceSecret":"<base64>","purpose":"updatesynckey.info","# +
                    #""sealedAt":1764081234567,"syncKeyExpirationTime":"12/22/2026 00:00:00.000"}"#)
         #expect(try bound(PrivacyInfo(pushToken: hex, deviceSecret: "<base64>", privacy: "encrypted", privacyKey: "BGx0...=="), "updateprivacy.info")
-                == #"{"deviceSecret":"<base64>","privacy":"encrypted","privacyKey":"BGx0...==","purpose":"updateprivacy.info","pushToken":"\#(hex)","sealedAt":1764081234567}"#)
+                == #"{"deviceSecret":"<base64>","privacy":"encrypted","privacyKey":"BGx0...==","purpose":"updateprivacy.info","# +
+                   #""pushToken":"\#(hex)","sealedAt":1764081234567}"#)
         #expect(try json(PrivacyInfo(pushToken: hex, deviceSecret: "s", privacy: "blind", privacyCertificateSHA256: "ab"))
                 == #"{"deviceSecret":"s","privacy":"blind","privacyCertificateSHA256":"ab","pushToken":"\#(hex)"}"#)
         let id = String(repeating: "0123456789abcdef", count: 2)
@@ -113,7 +123,8 @@ struct WireTests {
                 == #"{"deviceSecret":"<base64>","limit":10,"purpose":"getnotificationhistory.info","pushToken":"\#(hex)","sealedAt":1764081234567}"#)
         #expect(try json(HistoryInfo(pushToken: hex, deviceSecret: "s", limit: nil)) == #"{"deviceSecret":"s","pushToken":"\#(hex)"}"#)
         #expect(try bound(MarkReadInfo(pushToken: hex, deviceSecret: "<base64>", ids: [id]), "marknotificationsread.info")
-                == #"{"deviceSecret":"<base64>","ids":["\#(id)"],"purpose":"marknotificationsread.info","pushToken":"\#(hex)","sealedAt":1764081234567}"#)
+                == #"{"deviceSecret":"<base64>","ids":["\#(id)"],"purpose":"marknotificationsread.info","pushToken":"\#(hex)","# +
+                   #""sealedAt":1764081234567}"#)
     }
 
     /// Python's json module writes docs/api.md's documented plaintexts and body (keys
@@ -131,15 +142,20 @@ struct WireTests {
         creds.ewsUrl = "https://mail.example.com/EWS/Exchange.asmx"
         let cases: [(String, String)] = [
             (try bound(creds, "registerdevicev2.creds"),
-             #"{"apnsToken": "\#(hex)", "userName": "Zoë@example.com", "password": "p/w \"quoted\"", "deviceSecret": "q+/==", "privacy": "encrypted", "privacyKey": "BGx0...==", "ewsUrl": "https://mail.example.com/EWS/Exchange.asmx", "purpose": "registerdevicev2.creds", "sealedAt": 1764081234567}"#),
+             #"{"apnsToken": "\#(hex)", "userName": "Zoë@example.com", "password": "p/w \"quoted\"", "deviceSecret": "q+/==","# +
+             #" "privacy": "encrypted", "privacyKey": "BGx0...==", "ewsUrl": "https://mail.example.com/EWS/Exchange.asmx","# +
+             #" "purpose": "registerdevicev2.creds", "sealedAt": 1764081234567}"#),
             (try bound(CheckInPayload(pushToken: hex, ignoreLastMessageDate: 1), "getsubscriptionstatusv2.subscriptionPayload"),
-             #"{"pushToken": "\#(hex)", "ignoreLastMessageDate": 1, "purpose": "getsubscriptionstatusv2.subscriptionPayload", "sealedAt": 1764081234567}"#),
+             #"{"pushToken": "\#(hex)", "ignoreLastMessageDate": 1, "purpose": "getsubscriptionstatusv2.subscriptionPayload","# +
+             #" "sealedAt": 1764081234567}"#),
             (try json(RegistrationRequest(userid: Self.userID, email: "someone@example.com", bundleid: "com.example.mail", force: 1, exchVersion: 1,
                                           defaultSound: nil, ewsDeviceId: nil, privacyCertificate: nil, creds: "c2Vh+bGVk/w==")),
-             #"{"userid": "\#(Self.userID)", "email": "someone@example.com", "creds": "c2Vh+bGVk/w==", "bundleid": "com.example.mail", "exchVersion": 1, "force": 1}"#),
+             #"{"userid": "\#(Self.userID)", "email": "someone@example.com", "creds": "c2Vh+bGVk/w==", "bundleid": "com.example.mail","# +
+             #" "exchVersion": 1, "force": 1}"#),
         ]
         for (ours, documented) in cases {
-            let python = try Python.run("import json, sys; sys.stdout.write(json.dumps(json.loads(sys.argv[1]), sort_keys=True, separators=(',', ':'), ensure_ascii=False))",
+            let python = try Python.run("import json, sys; sys.stdout.write(json.dumps(json.loads(sys.argv[1]), sort_keys=True, separators=(',', " +
+                                        "':'), ensure_ascii=False))",
                                         documented)
             #expect(ours == python)
             let mine = try jsonObject(Data(ours.utf8))
@@ -160,10 +176,12 @@ struct WireTests {
         creds.deviceSecret = "q+/=="
         creds.ewsUrl = "https://mail.example.com/EWS/Exchange.asmx"
         let old: [String: Any] = ["apnsToken": Self.hex, "userName": "Zoë@example.com", "password": password, "deviceSecret": "q+/==",
-                                  "ewsUrl": "https://mail.example.com/EWS/Exchange.asmx", "purpose": "registerdevicev2.creds", "sealedAt": Self.sealedAt]
+                                  "ewsUrl": "https://mail.example.com/EWS/Exchange.asmx",
+                                  "purpose": "registerdevicev2.creds", "sealedAt": Self.sealedAt]
         let before = try JSONSerialization.data(withJSONObject: old, options: [.sortedKeys, .withoutEscapingSlashes])
         #expect(String(decoding: before, as: UTF8.self) == (try bound(creds, "registerdevicev2.creds")))
-        let request: [String: Any] = ["userid": Self.userID, "email": "someone@example.com", "bundleid": "com.example.mail", "force": 0, "exchVersion": 3,
+        let request: [String: Any] = ["userid": Self.userID, "email": "someone@example.com",
+                                      "bundleid": "com.example.mail", "force": 0, "exchVersion": 3,
                                       "creds": "c2Vh+bGVk/w=="]
         let body = RegistrationRequest(userid: Self.userID, email: "someone@example.com", bundleid: "com.example.mail", force: 0, exchVersion: 3,
                                        defaultSound: nil, ewsDeviceId: nil, privacyCertificate: nil, creds: "c2Vh+bGVk/w==")
@@ -188,7 +206,8 @@ struct WireTests {
     /// docs/api.md's answers, each with a member this version does not know.
     @Test func answersDecodeFromTheDocumentedExamples() throws {
         let pem = "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkq...\n-----END PUBLIC KEY-----\n"
-        let key = try decode(PublicKeyAnswer.self, #"{"pubKey":"-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkq...\n-----END PUBLIC KEY-----\n","userid":"\#(Self.userID)","responseCode":"UserRecordPresentNotSubscribed","later":[1]}"#)
+        let key = try decode(PublicKeyAnswer.self, #"{"pubKey":"-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkq...\n-----END PUBLIC KEY-----\n","# +
+                                                   #""userid":"\#(Self.userID)","responseCode":"UserRecordPresentNotSubscribed","later":[1]}"#)
         #expect(key.pubKey == pem && key.userid == Self.userID)
         let envelope = try decode(AnswerEnvelope.self, #"{"message":"Exchange refused the credentials.","responseCode":"ExchangeAuthFailed"}"#)
         #expect(envelope.responseCode == "ExchangeAuthFailed" && envelope.message == "Exchange refused the credentials." && envelope.refusal == nil)
@@ -196,7 +215,8 @@ struct WireTests {
         // Words are for people: a message of another type is read as absent.
         #expect(try decode(AnswerEnvelope.self, #"{"responseCode":"InvalidRequest","message":7,"refusal":"keySize"}"#).message == nil)
 
-        let registered = try decode(RegistrationAnswer.self, #"{"privacy":"encrypted","pushTag":"Ab3dEf6hIj9kLm0n","responseCode":"UserSubscribed","new":{}}"#)
+        let registered = try decode(RegistrationAnswer.self,
+                                    #"{"privacy":"encrypted","pushTag":"Ab3dEf6hIj9kLm0n","responseCode":"UserSubscribed","new":{}}"#)
         #expect(registered.privacy == .encrypted && registered.pushTag == "Ab3dEf6hIj9kLm0n")
         let plain = try decode(RegistrationAnswer.self, #"{"responseCode":"UserSubscribed"}"#)
         #expect(plain.privacy == nil && plain.pushTag == nil)
@@ -205,10 +225,13 @@ struct WireTests {
         #expect(try decode(PrivacyAnswer.self, #"{"privacy":"blind","responseCode":"UpdateSuccess"}"#).privacy == .blind)
 
         let found = try decode(NotificationAnswer<NotificationContentBody>.self,
-                               #"{"id":"0123456789abcdef0123456789abcdef","content":{"sender":"Ann Example","subject":"Lunch?","badge":3},"responseCode":"NotificationFound"}"#)
-        #expect(found.id == "0123456789abcdef0123456789abcdef" && found.content.content == ENSNotificationContent(sender: "Ann Example", subject: "Lunch?", badge: 3))
+                               #"{"id":"0123456789abcdef0123456789abcdef","content":{"sender":"Ann Example","subject":"Lunch?","badge":3},"# +
+                               #""responseCode":"NotificationFound"}"#)
+        #expect(found.id == "0123456789abcdef0123456789abcdef" && found.content.content == ENSNotificationContent(sender: "Ann Example",
+            subject: "Lunch?", badge: 3))
         let withKey = try decode(NotificationContentBody.self,
-                                 #"{"sender":"a","subject":"b","backgroundSyncKey":"k","syncKeyExpirationTime":"12/22/2026 00:00:00.000","extra":true}"#)
+                                 #"{"sender":"a","subject":"b","backgroundSyncKey":"k","syncKeyExpirationTime":"12/22/2026 00:00:00.000","# +
+                                 #""extra":true}"#)
         #expect(withKey.content.syncKey == ENSSyncKey(key: "k", expirationText: "12/22/2026 00:00:00.000") && withKey.content.badge == nil)
         let blind = try decode(NotificationAnswer<BlindContentBody>.self,
                                #"{"id":"0123456789abcdef0123456789abcdef","content":{"data":"ZA==","dataKey":"aw==","dataSignature":"cw==","# +
@@ -216,7 +239,8 @@ struct WireTests {
         #expect(blind.content.content == BlindContent(data: "ZA==", dataKey: "aw==", dataSignature: "cw==", encryptionCertificateID: "0f0f",
                                                       encryptionCertificateThumbprint: "abcd"))
         let history = try decode(HistoryAnswer.self,
-                                 #"{"notifications":[{"id":"0123456789abcdef0123456789abcdef","ts":1764081234567,"sender":"Ann Example","subject":"Lunch?","read":0}],"# +
+                                 #"{"notifications":[{"id":"0123456789abcdef0123456789abcdef","ts":1764081234567,"sender":"Ann Example","# +
+                                 #""subject":"Lunch?","read":0}],"# +
                                  #""responseCode":"NotificationHistory"}"#)
         #expect(history.notifications.map(\.entry) == [ENSHistoryEntry(id: "0123456789abcdef0123456789abcdef", timestamp: 1_764_081_234_567,
                                                                          sender: "Ann Example", subject: "Lunch?", isRead: false)])
@@ -241,10 +265,12 @@ struct WireTests {
         #expect(failure(NotificationAnswer<NotificationContentBody>.self, #"{"id":"x","content":{"subject":"s"}}"#) == "'content.sender' is missing")
         #expect(failure(NotificationAnswer<NotificationContentBody>.self, #"{"id":"x","content":{"sender":"a","subject":"s","badge":"many"}}"#)
                 == "'content.badge' has the wrong type")
-        #expect(failure(NotificationAnswer<NotificationContentBody>.self, #"{"id":"x","content":{"sender":"a","subject":"s","backgroundSyncKey":"k"}}"#)
+        #expect(failure(NotificationAnswer<NotificationContentBody>.self,
+                        #"{"id":"x","content":{"sender":"a","subject":"s","backgroundSyncKey":"k"}}"#)
                 == "'content.syncKeyExpirationTime' is missing")
         #expect(failure(NotificationAnswer<NotificationContentBody>.self, #"{"content":{"sender":"a","subject":"s"}}"#) == "'id' is missing")
-        #expect(failure(HistoryAnswer.self, #"{"notifications":[{"id":"i","ts":1,"sender":"a","subject":"s","read":2}]}"#) == "'notifications[0].read' is malformed")
+        #expect(failure(HistoryAnswer.self,
+                        #"{"notifications":[{"id":"i","ts":1,"sender":"a","subject":"s","read":2}]}"#) == "'notifications[0].read' is malformed")
         #expect(failure(HistoryAnswer.self, #"{"notifications":[{"id":"i","ts":1.5,"sender":"a","subject":"s","read":0}]}"#)
                 == "'notifications[0].ts' has the wrong type")
         #expect(failure(HistoryAnswer.self, #"{"notifications":{}}"#) == "'notifications' has the wrong type")
@@ -282,8 +308,10 @@ struct WireTests {
         await #expect(throws: malformed("UserSubscribed", "'credentials' has the wrong type")) {
             try await client.checkIn(user: user, token: apns, credentials: .password(userName: "u", password: "p"))
         }
-        await #expect(throws: malformed("UpdateSuccess", "'privacy' is missing")) { try await client.updatePrivacy(user: user, token: apns, mode: .secure) }
-        await #expect(throws: malformed("NotificationFound", "'content' is missing")) { try await client.getNotification(user: user, token: apns, id: id) }
+        await #expect(throws: malformed("UpdateSuccess", "'privacy' is missing")) { try await client.updatePrivacy(user: user,
+            token: apns, mode: .secure) }
+        await #expect(throws: malformed("NotificationFound", "'content' is missing")) { try await client.getNotification(user: user,
+            token: apns, id: id) }
         await #expect(throws: malformed("NotificationHistory", "'notifications[0].ts' is missing")) {
             try await client.getNotificationHistory(user: user, token: apns)
         }
@@ -304,7 +332,8 @@ struct WireTests {
         ring.retire(try ENSBlindKey(bits: 2048), now: Date(timeIntervalSince1970: 1_764_081_234.567))
         let object = try jsonObject(try ring.data())
         let previous = try #require(object["previous"] as? [[String: Any]])
-        #expect(previous.count == 1 && previous[0]["retiredAt"] as? Int == 1_764_081_234_567 && Set(previous[0].keys) == ["key", "certificate", "retiredAt"])
+        #expect(previous.count == 1 && previous[0]["retiredAt"] as? Int == 1_764_081_234_567 && Set(previous[0].keys) == ["key",
+            "certificate", "retiredAt"])
         let read = try ENSBlindKeyRing(data: try ring.data())
         #expect(read.current == key && read.previous.map(\.key) == ring.previous.map(\.key))
         #expect(read.previous.first?.retiredAt == Date(timeIntervalSince1970: 1_764_081_234.567))
@@ -318,7 +347,8 @@ struct WireTests {
     @Test func pushValuesAreReadAsTheirJSON() throws {
         let blind: [String: Any] = ["data": "ZA==", "dataKey": "aw==", "dataSignature": "cw==", "encryptionCertificateId": "0f0f",
                                     "encryptionCertificateThumbprint": "abcd", "unknown": NSNumber(value: 1.5)]
-        let expected = BlindContent(data: "ZA==", dataKey: "aw==", dataSignature: "cw==", encryptionCertificateID: "0f0f", encryptionCertificateThumbprint: "abcd")
+        let expected = BlindContent(data: "ZA==", dataKey: "aw==", dataSignature: "cw==",
+                                    encryptionCertificateID: "0f0f", encryptionCertificateThumbprint: "abcd")
         #expect(BlindContent.fromPush(PushValue(blind)) == .some(expected))
         let text = String(decoding: try JSONSerialization.data(withJSONObject: blind), as: UTF8.self)
         #expect(BlindContent.fromPush(.string(text)) == .some(expected))
@@ -327,8 +357,10 @@ struct WireTests {
         #expect(PushValue(NSNumber(value: 1_764_081_234_567)).int64 == 1_764_081_234_567 && PushValue(7).int64 == 7 && PushValue("12").int64 == 12)
         #expect(PushValue(NSNumber(value: 1.5)).int64 == nil && PushValue(Date()) == .unsupported)
         let push = try ENSPush(userInfo: ["aps": ["alert": ["title": "Ann", "body": "Lunch?"], "badge": NSNumber(value: 3)],
-                                          "ens": ["id": "0123456789abcdef0123456789abcdef", "ts": NSNumber(value: 1_764_081_234_567), "userid": Self.userID]])
-        #expect(push.badge == 3 && push.timestamp == 1_764_081_234_567 && push.previewContent == ENSNotificationContent(sender: "Ann", subject: "Lunch?", badge: 3))
+                                          "ens": ["id": "0123456789abcdef0123456789abcdef",
+                                                  "ts": NSNumber(value: 1_764_081_234_567), "userid": Self.userID]])
+        #expect(push.badge == 3 && push.timestamp == 1_764_081_234_567 && push.previewContent == ENSNotificationContent(sender: "Ann",
+            subject: "Lunch?", badge: 3))
     }
 }
 
