@@ -116,7 +116,9 @@ public struct StatusReport: Sendable {
         lines.append("")
         lines.append("Spool (ens-sender)")
         if let spool {
-            lines.append("  \(spool.pending) notifications waiting in \(spool.segments) segment file(s); oldest waiting since \(when(spool.oldestWrittenAt))")
+            lines.append(
+                "  \(spool.pending) notifications waiting in \(spool.segments) segment file(s); oldest waiting since \(when(spool.oldestWrittenAt))"
+            )
         } else {
             lines.append("  unknown: \(spoolProblem ?? "not read")")
         }
@@ -225,7 +227,10 @@ public struct StatusReport: Sendable {
     private func when(_ time: Timestamp?) -> String {
         guard let time else { return "-" }
         let seconds = max(0, (generatedAt.millisecondsSinceEpoch - time.millisecondsSinceEpoch) / 1000)
-        let age = seconds < 120 ? "\(seconds) s" : seconds < 7200 ? "\(seconds / 60) min" : seconds < 172_800 ? "\(seconds / 3600) h" : "\(seconds / 86400) d"
+        let age = seconds < 120 ? "\(seconds) s"
+            : seconds < 7200 ? "\(seconds / 60) min"
+            : seconds < 172_800 ? "\(seconds / 3600) h"
+            : "\(seconds / 86400) d"
         return "\(time.databaseString.prefix(19)) (\(age) ago)"
     }
 

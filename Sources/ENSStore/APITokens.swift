@@ -39,9 +39,11 @@ public enum APITokens {
     /// Revokes by label or id; returns how many tokens were revoked.
     public static func revoke(labelOrID: String, database: any SQLDatabase) throws(DatabaseError) -> Int {
         if let id = Int64(labelOrID) {
-            return try database.execute("UPDATE APITokens SET revoked_at = CURRENT_TIMESTAMP(3) WHERE id = \(id) AND revoked_at IS NULL").affectedRows
+            return try database.execute("UPDATE APITokens SET revoked_at = CURRENT_TIMESTAMP(3) WHERE id = \(id) AND revoked_at IS NULL")
+                .affectedRows
         }
-        return try database.execute("UPDATE APITokens SET revoked_at = CURRENT_TIMESTAMP(3) WHERE label = \(labelOrID) AND revoked_at IS NULL").affectedRows
+        return try database.execute("UPDATE APITokens SET revoked_at = CURRENT_TIMESTAMP(3) WHERE label = \(labelOrID) AND revoked_at IS NULL")
+            .affectedRows
     }
 
     public static func list(database: any SQLDatabase) throws(DatabaseError) -> [Listing] {

@@ -223,7 +223,8 @@ public enum ColumnInventory {
         ]),
         // Graph events already delivered.
         ("MailItemsSeen", [
-            ("record_id", .inert("dedup: a deleted row lets Graph's redelivery (or Dovecot's retry) push the same real mail again; an added one drops a push (denial)")),
+            ("record_id", .inert("dedup: a deleted row lets Graph's redelivery (or Dovecot's retry) push the same real mail again; "
+                                 + "an added one drops a push (denial)")),
             ("item_hash", .inert("as record_id")),
             ("seen_at", .inert(time)),
         ]),

@@ -7,7 +7,8 @@ extension ENSConfiguration {
     /// The service account's connection settings, with its password read from its file.
     public func serviceDatabase() throws(ConfigError) -> MariaDBConfiguration {
         MariaDBConfiguration(
-            unixSocket: database.socket, host: database.host, port: database.port, hosts: database.hosts.map { MariaDBConfiguration.Endpoint(host: $0.host, port: $0.port) },
+            unixSocket: database.socket, host: database.host, port: database.port,
+            hosts: database.hosts.map { MariaDBConfiguration.Endpoint(host: $0.host, port: $0.port) },
             user: database.user, password: try ENSConfiguration.secretText(key: "db.password_file", path: database.passwordFile),
             database: database.name, connectTimeout: database.connectTimeout, tls: databaseTLS
         )
@@ -16,8 +17,10 @@ extension ENSConfiguration {
     /// The migration account's connection settings.
     public func migrationDatabase() throws(ConfigError) -> MariaDBConfiguration {
         MariaDBConfiguration(
-            unixSocket: database.socket, host: database.host, port: database.port, hosts: database.hosts.map { MariaDBConfiguration.Endpoint(host: $0.host, port: $0.port) },
-            user: database.migrationUser, password: try ENSConfiguration.secretText(key: "db.migration_password_file", path: database.migrationPasswordFile),
+            unixSocket: database.socket, host: database.host, port: database.port,
+            hosts: database.hosts.map { MariaDBConfiguration.Endpoint(host: $0.host, port: $0.port) },
+            user: database.migrationUser,
+            password: try ENSConfiguration.secretText(key: "db.migration_password_file", path: database.migrationPasswordFile),
             database: database.name, connectTimeout: database.connectTimeout, tls: databaseTLS
         )
     }

@@ -69,7 +69,8 @@ public struct CredentialErasure {
             """) {
             let (id, generation, suppliedBy, mac, box, supplierKnown) = try row.decode(Int64.self, Int64.self, [UInt8]?.self, [UInt8]?.self,
                                                                                       [UInt8].self, Bool.self)
-            let authentic = RowBinding.matches(mac, binding.freshSupplier(recordID: recordID, generation: generation, suppliedBy: suppliedBy, box: box))
+            let authentic = RowBinding.matches(mac, binding.freshSupplier(recordID: recordID, generation: generation,
+                                                                          suppliedBy: suppliedBy, box: box))
             if !authentic { RowIntegrity.refused("MailCredentialsFresh", row: "\(id)") }
             if !authentic || !supplierKnown {
                 try database.execute("DELETE FROM MailCredentialsFresh WHERE id = \(id)")

@@ -133,8 +133,9 @@ public final class LivenessRecorder: Sendable {
     /// records itself at once, with its watermark, and must not be moved back; nor must
     /// another host's later heartbeat on a cluster).
     private static func writeCallbacks(_ batch: ArraySlice<(key: Int64, value: HeardCallback)>, to database: any SQLDatabase) throws(DatabaseError) {
-        let rows = padded(batch.map { [SQLValue.int($0.key), .int($0.value.generation), .text($0.value.at.databaseString), $0.value.watermark.sqlValue] },
-                          with: [.int(0), .int(0), .null, .null])
+        let rows = padded(
+            batch.map { [SQLValue.int($0.key), .int($0.value.generation), .text($0.value.at.databaseString), $0.value.watermark.sqlValue] },
+            with: [.int(0), .int(0), .null, .null])
         // The first, typed row (id 0 is no record, nor is a padding row) gives the
         // constructed table its column types; parameters alone would give it none.
         try database.execute("""

@@ -144,7 +144,9 @@ public struct MailSubscriptionStore {
                     pending_started_at = \(now.databaseString)
                 WHERE id = \(recordID)
                 """)
-            guard let row = try database.queryOne("SELECT pending_generation, private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(recordID)") else {
+            guard let row = try database.queryOne("""
+                SELECT pending_generation, private_key_sealed FROM EnsSubscriptionInfo WHERE id = \(recordID)
+                """) else {
                 return nil
             }
             let (generation, keyMaterial) = try row.decode(Int64.self, [UInt8].self)
@@ -159,13 +161,15 @@ public struct MailSubscriptionStore {
     /// The credentials stored for older generations go with it: their URLs now only hear
     /// Unsubscribe.
     /// `endpoint` is the server's origin (`Devices.endpoint`).
-    public func completeRegistration(recordID: Int64, generation: Int64, backend: MailBackend, backendURL: String, endpoint: String, subscriptionID: String,
-                                     watermark: String?, version: String?, heartbeatMinutes: Int, now: Timestamp) throws(DatabaseError) -> Bool {
+    public func completeRegistration(recordID: Int64, generation: Int64, backend: MailBackend, backendURL: String, endpoint: String,
+                                     subscriptionID: String, watermark: String?, version: String?, heartbeatMinutes: Int,
+                                     now: Timestamp) throws(DatabaseError) -> Bool {
         try database.atomically { () throws(DatabaseError) in
             let won = try database.execute("""
                 UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, mail_backend = \(backend), backend_url = \(backendURL),
-                    backend_tenant = NULL, endpoint = \(endpoint), binding_mac = \(binding.subscription(recordID: recordID, generation: generation, backend: backend.rawValue,
-                                                                                 backendURL: backendURL, tenant: nil, endpoint: endpoint)),
+                    backend_tenant = NULL, endpoint = \(endpoint),
+                    binding_mac = \(binding.subscription(recordID: recordID, generation: generation, backend: backend.rawValue,
+                                                         backendURL: backendURL, tenant: nil, endpoint: endpoint)),
                     subscription_id = \(subscriptionID), watermark = \(watermark), backend_version = \(version),
                     heartbeat_minutes = \(heartbeatMinutes), last_callback_at = \(now.databaseString),
                     pending_started_at = IF(pending_generation = \(generation), NULL, pending_started_at)
@@ -238,7 +242,8 @@ public struct MailSubscriptionStore {
             """) else { return nil }
         let (sealed, freshID, box, suppliedBy, supplierMAC) = try row.decode([UInt8].self, Int64?.self, [UInt8]?.self, [UInt8]?.self, [UInt8]?.self)
         guard let freshID, let box else { return (sealed, nil) }
-        guard RowBinding.matches(supplierMAC, binding.freshSupplier(recordID: recordID, generation: generation, suppliedBy: suppliedBy, box: box)) else {
+        guard RowBinding.matches(supplierMAC, binding.freshSupplier(recordID: recordID, generation: generation,
+                                                                    suppliedBy: suppliedBy, box: box)) else {
             RowIntegrity.refused("MailCredentialsFresh", row: "\(freshID)")
             return (sealed, nil)
         }
@@ -457,7 +462,8 @@ public struct MailSubscriptionStore {
     /// The record a callback names and the devices `notifiableDevices` would give, in
     /// one round trip: a callback's only read. (Each statement costs MariaDB more than
     /// the rows it reads; bench/b6-floor.py measures it.)
-    public func callbackRecordAndDevices(id: Int64, now: Timestamp, limit: Int) throws(DatabaseError) -> (record: CallbackRecord, devices: [NotifiableDevice])? {
+    public func callbackRecordAndDevices(id: Int64, now: Timestamp,
+                                         limit: Int) throws(DatabaseError) -> (record: CallbackRecord, devices: [NotifiableDevice])? {
         // Every enabled device of the record (devices.max_per_record keeps them few),
         // ordered here: an ORDER BY on the joined table would make MariaDB build a
         // temporary table for every callback.
@@ -584,7 +590,8 @@ public struct MailSubscriptionStore {
     private func notifiableDevice(_ row: Row, now: Timestamp) throws(DatabaseError) -> NotifiableDevice? {
         let columns = SubscriptionStore.deviceColumnCount
         guard let device = try SubscriptionStore.device(from: Row(values: Array(row.values[..<columns])), binding: binding) else { return nil }
-        let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[columns...])).decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
+        let (tokenSealed, syncKeySealed, syncKeyExpiry) = try Row(values: Array(row.values[columns...]))
+            .decode([UInt8].self, [UInt8]?.self, Timestamp?.self)
         guard let token = try SubscriptionStore.token(sealed: tokenSealed, of: device, vault: vault) else { return nil }
         var syncKey: (key: String, expiresAt: Timestamp)?
         if let sealed = syncKeySealed, let expiry = syncKeyExpiry, expiry > now {
@@ -600,7 +607,8 @@ public struct MailSubscriptionStore {
     /// one conditional UPDATE (the row lock makes it atomic against other callbacks of
     /// the record), which also records the callback as heard (`recordCallback`'s work),
     /// so a callback with new mail writes the record once.
-    public func reserveNotifications(recordID: Int64, preferring: Int, orElse: Int, limit: Int, watermark: String?, now: Timestamp) throws(DatabaseError) -> Int? {
+    public func reserveNotifications(recordID: Int64, preferring: Int, orElse: Int, limit: Int,
+                                     watermark: String?, now: Timestamp) throws(DatabaseError) -> Int? {
         let windowStart = now.adding(seconds: -60).databaseString
         for wanted in [preferring, orElse] where wanted <= limit {
             // SET runs left to right: the count is computed while the window start is

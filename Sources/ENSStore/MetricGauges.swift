@@ -43,7 +43,8 @@ public enum MetricGauges {
     /// Counts every shard's records and devices, and stores the sums in shard 0
     /// (`global`), whose rows /metrics reads.
     @discardableResult
-    public static func refresh(counting shards: [any SQLDatabase], into database: any SQLDatabase, grace: Duration, now: Timestamp) throws(DatabaseError) -> [String: Int64] {
+    public static func refresh(counting shards: [any SQLDatabase], into database: any SQLDatabase,
+                               grace: Duration, now: Timestamp) throws(DatabaseError) -> [String: Int64] {
         var values: [String: Int64] = [:]
         for shard in shards {
             values.merge(try count(database: shard, grace: grace, now: now), uniquingKeysWith: +)

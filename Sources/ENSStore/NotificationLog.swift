@@ -27,7 +27,8 @@ public struct NotificationLog {
         public let content: [UInt8]?
         public let contentExpiresAt: Timestamp?
 
-        public init(notificationID: String, deviceID: Int64, createdAt: Timestamp, summary: [UInt8]?, content: [UInt8]?, contentExpiresAt: Timestamp?) {
+        public init(notificationID: String, deviceID: Int64, createdAt: Timestamp, summary: [UInt8]?,
+                    content: [UInt8]?, contentExpiresAt: Timestamp?) {
             self.notificationID = notificationID
             self.deviceID = deviceID
             self.createdAt = createdAt

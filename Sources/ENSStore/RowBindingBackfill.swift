@@ -81,7 +81,8 @@ public struct RowBindingBackfill {
             """) {
             let (id, recordID, thumbprint, certificate, certificateID, previousThumbprint, previousID, resource)
                 = try row.decode(Int64.self, Int64.self, [UInt8].self, [UInt8].self, String.self, [UInt8]?.self, String?.self, String.self)
-            let mac = binding.blindSubscription(id: id, recordID: recordID, thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
+            let mac = binding.blindSubscription(id: id, recordID: recordID,
+                                                thumbprint: thumbprint, certificate: certificate, certificateID: certificateID,
                                                 previousThumbprint: previousThumbprint, previousCertificateID: previousID, resource: resource)
             try database.execute("UPDATE GraphBlindSubscriptions SET binding_mac = \(mac) WHERE id = \(id) AND binding_mac IS NULL")
             blind += 1

@@ -22,7 +22,8 @@ public enum SubscriptionHealth {
             SELECT mail_backend,
                    CASE WHEN registered = 0 OR subscription_id IS NULL THEN 'unregistered'
                         WHEN last_callback_at IS NOT NULL
-                             AND last_callback_at + INTERVAL (heartbeat_minutes * 60 + \(grace.wholeSeconds)) SECOND >= \(now.databaseString) THEN 'healthy'
+                             AND last_callback_at + INTERVAL (heartbeat_minutes * 60 + \(grace.wholeSeconds)) SECOND >= \(now.databaseString)
+                             THEN 'healthy'
                         ELSE 'stale' END AS state,
                    COUNT(*), MAX(last_callback_at), MIN(last_callback_at)
             FROM EnsSubscriptionInfo GROUP BY mail_backend, state

@@ -17,8 +17,8 @@ public struct SubscriptionStore {
     /// recorder name both).
     public let shard: Int
 
-    public init(database: any SQLDatabase, vault: Vault, keyCache: PrivateKeyCache? = nil, liveness: LivenessRecorder? = nil, maximumDevices: Int = 20,
-                shard: Int = 0) {
+    public init(database: any SQLDatabase, vault: Vault, keyCache: PrivateKeyCache? = nil, liveness: LivenessRecorder? = nil,
+                maximumDevices: Int = 20, shard: Int = 0) {
         self.database = database
         self.shard = shard
         self.vault = vault
@@ -31,7 +31,8 @@ public struct SubscriptionStore {
     // Then whether the live subscription's refresh token was refused (a primary key
     // lookup, in the same round trip), and what names a claim (migration 024).
     private static let recordColumns = """
-        s.id, COALESCE(s.claim_of, s.userid), s.registered, s.generation, s.mail_backend, s.subscription_id, s.heartbeat_minutes, s.last_callback_at, \
+        s.id, COALESCE(s.claim_of, s.userid), s.registered, s.generation, s.mail_backend, s.subscription_id, \
+        s.heartbeat_minutes, s.last_callback_at, \
         s.endpoint, EXISTS (SELECT 1 FROM MailCredentials c WHERE c.record_id = s.id AND c.generation = s.generation AND c.refused_at IS NOT NULL), \
         s.userid, s.claim_of, s.claim_endpoint, s.claim_mac
         """
@@ -212,14 +213,16 @@ public struct SubscriptionStore {
     /// another record, or gave another device's token or secret, another mode, key or
     /// server, is no device at all.
     static func device(from row: Row, binding: RowBinding) throws(DatabaseError) -> DeviceRecord? {
-        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development, disabledAt, lastNotifiedAt, mode, previewKey, endpoint, secretHash)
-            = try Row(values: Array(row.values[..<13])).decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self,
-                                                                Timestamp?.self, Timestamp?.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
+        let (id, tokenHash, bundleID, defaultSound, ewsDeviceID, badge, development,
+             disabledAt, lastNotifiedAt, mode, previewKey, endpoint, secretHash)
+            = try Row(values: Array(row.values[..<13]))
+                .decode(Int64.self, [UInt8].self, String.self, String?.self, String?.self, Bool.self, Bool.self,
+                        Timestamp?.self, Timestamp?.self, Int64.self, [UInt8]?.self, String?.self, [UInt8]?.self)
         let (recordID, mac, epoch) = try Row(values: Array(row.values[13...])).decode(Int64.self, [UInt8]?.self, Int64?.self)
         // No epoch: the record is gone (a row of a deleted record is no device either).
         guard let epoch else { return nil }
-        let expected = binding.device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: bundleID, privacyMode: Int(mode), previewKey: previewKey,
-                                      endpoint: endpoint, secretHash: secretHash, epoch: epoch)
+        let expected = binding.device(id: id, recordID: recordID, tokenHash: tokenHash, bundleID: bundleID, privacyMode: Int(mode),
+                                      previewKey: previewKey, endpoint: endpoint, secretHash: secretHash, epoch: epoch)
         guard RowBinding.matches(mac, expected) else {
             RowIntegrity.refused("Devices", row: "\(id)")
             return nil
@@ -244,7 +247,9 @@ public struct SubscriptionStore {
             let result = try body(epoch)
             let next = epoch + 1
             for device in try devices(recordID: recordID) {
-                try database.execute("UPDATE Devices SET binding_mac = \(bindingMAC(of: device, recordID: recordID, epoch: next)) WHERE id = \(device.id)")
+                try database.execute("""
+                    UPDATE Devices SET binding_mac = \(bindingMAC(of: device, recordID: recordID, epoch: next)) WHERE id = \(device.id)
+                    """)
             }
             try database.execute("UPDATE EnsSubscriptionInfo SET device_epoch = \(next) WHERE id = \(recordID)")
             return result
@@ -276,7 +281,8 @@ public struct SubscriptionStore {
     /// concurrent registrations of one token make one row, without locking a gap.
     /// A registration re-enables a token the sender disabled (it happens after it), and
     /// binds the device to `endpoint`, the server it just proved itself at.
-    public func register(recordID: Int64, token: DeviceToken, settings: DeviceSettings, endpoint: String, now: Timestamp) throws(DatabaseError) -> RegistrationOutcome {
+    public func register(recordID: Int64, token: DeviceToken, settings: DeviceSettings,
+                         endpoint: String, now: Timestamp) throws(DatabaseError) -> RegistrationOutcome {
         let existing = try device(recordID: recordID, token: token)
         let badge = settings.badge ?? existing?.badge ?? false
         let development = settings.development ?? existing?.development ?? false
@@ -295,10 +301,12 @@ public struct SubscriptionStore {
         try changingDevices(recordID: recordID) { epoch throws(DatabaseError) in
             try database.execute("""
                 INSERT INTO Devices (subscription_row, token_hash, token_sealed, bundle_id, default_sound, ews_device_id,
-                                     badge, development, privacy_mode, preview_key, endpoint, secret_hash, registered_at, disabled_at, last_checkin_at)
+                                     badge, development, privacy_mode, preview_key, endpoint, secret_hash,
+                                     registered_at, disabled_at, last_checkin_at)
                 VALUES (\(recordID), \(vault.tokenHash(token)), \(tokenSealed), \(settings.bundleID),
                         \(settings.defaultSound), \(settings.ewsDeviceID), \(badge), \(development),
-                        \(privacy.mode.rawValue), \(privacy.previewKey), \(endpoint), \(secretHash), \(now.databaseString), NULL, \(now.databaseString))
+                        \(privacy.mode.rawValue), \(privacy.previewKey), \(endpoint), \(secretHash),
+                        \(now.databaseString), NULL, \(now.databaseString))
                 ON DUPLICATE KEY UPDATE token_sealed = VALUES(token_sealed), bundle_id = VALUES(bundle_id), default_sound = VALUES(default_sound),
                     ews_device_id = VALUES(ews_device_id), badge = VALUES(badge), development = VALUES(development),
                     privacy_mode = VALUES(privacy_mode), preview_key = VALUES(preview_key), endpoint = VALUES(endpoint),
@@ -338,7 +346,8 @@ public struct SubscriptionStore {
             ORDER BY disabled_at IS NULL DESC, last_checkin_at DESC, id DESC
             """)
         guard devices.count > maximumDevices else { return }
-        let others = try devices.map { row throws(DatabaseError) in try row.decode(Int64.self, [UInt8].self) }.filter { !Digest.constantTimeEqual($0.1, tokenHash) }
+        let others = try devices.map { row throws(DatabaseError) in try row.decode(Int64.self, [UInt8].self) }
+            .filter { !Digest.constantTimeEqual($0.1, tokenHash) }
         for (id, evicted) in others.dropFirst(maximumDevices - 1) {
             try database.execute("DELETE FROM Devices WHERE id = \(id)")
             try CredentialErasure(database: database).deviceLeft(recordID: recordID, tokenHash: evicted, binding: RowBinding(vault: vault))
@@ -427,10 +436,12 @@ public struct SubscriptionStore {
                     """)
             }
             for row in try database.query("""
-                SELECT id, generation, box, supplier_mac FROM MailCredentialsFresh WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)
+                SELECT id, generation, box, supplier_mac FROM MailCredentialsFresh
+                WHERE record_id = \(recordID) AND supplied_by = \(oldDevice.tokenHash)
                 """) {
                 let (id, generation, box, mac) = try row.decode(Int64.self, Int64.self, [UInt8].self, [UInt8]?.self)
-                guard RowBinding.matches(mac, binding.freshSupplier(recordID: recordID, generation: generation, suppliedBy: oldDevice.tokenHash, box: box))
+                guard RowBinding.matches(mac, binding.freshSupplier(recordID: recordID, generation: generation,
+                                                                    suppliedBy: oldDevice.tokenHash, box: box))
                 else { continue }
                 try database.execute("""
                     UPDATE MailCredentialsFresh SET supplied_by = \(newHash),
@@ -527,4 +538,3 @@ public struct SubscriptionStore {
         return (try storedValue("sync key") { try vault.openSyncKey(sealed, tokenHash: tokenHash) }, expiry)
     }
 }
-

@@ -51,7 +51,8 @@ public struct DovecotServer: Sendable, Equatable {
     /// Whether `name` may name a server: 1–64 of `a-z 0-9 - _` (it is the hook's Basic
     /// user and part of every routing token's associated data).
     public static func isValidName(_ name: String) -> Bool {
-        (1...64).contains(name.utf8.count) && name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }
+        (1...64).contains(name.utf8.count)
+            && name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }
     }
 
     /// `imaps://host[:port]/` or `imap://host[:port]/` as servers are stored: lowercase,

@@ -119,7 +119,8 @@ public struct GraphBlindStore {
     /// Graph created (or renewed, or re-created) the subscription: renewed at about
     /// half its lifetime, and a rotation's previous certificate forgotten — every
     /// notification Graph made before the PATCH has had the time since to arrive.
-    public func subscribed(id: Int64, subscriptionID: String, expiresAt: Timestamp, now: Timestamp, keepPrevious: Bool = false) throws(DatabaseError) {
+    public func subscribed(id: Int64, subscriptionID: String, expiresAt: Timestamp, now: Timestamp,
+                           keepPrevious: Bool = false) throws(DatabaseError) {
         let renewAfter = GraphSubscriptionStore.renewAfter(now: now, expiresAt: expiresAt)
         try database.atomically { () throws(DatabaseError) in
             // Forgetting the previous certificate changes what the MAC covers: the row is
@@ -223,14 +224,15 @@ public struct GraphBlindStore {
     /// A key a database writer put there (to sign validation tokens of their own, and so
     /// forge blind notifications) fails its MAC and is left out (logged).
     public func signingKeys() throws(DatabaseError) -> [SigningKey] {
-        try database.query("SELECT kid, modulus, exponent, binding_mac FROM GraphSigningKeys WHERE kid <> '' ORDER BY kid LIMIT 200").compactMapTyped { row throws(DatabaseError) in
-            let (kid, modulus, exponent, mac) = try row.decode(String.self, [UInt8].self, [UInt8].self, [UInt8]?.self)
-            guard RowBinding.matches(mac, binding.signingKey(kid: kid, modulus: modulus, exponent: exponent)) else {
-                RowIntegrity.refused("GraphSigningKeys", row: kid)
-                return nil
+        try database.query("SELECT kid, modulus, exponent, binding_mac FROM GraphSigningKeys WHERE kid <> '' ORDER BY kid LIMIT 200")
+            .compactMapTyped { row throws(DatabaseError) in
+                let (kid, modulus, exponent, mac) = try row.decode(String.self, [UInt8].self, [UInt8].self, [UInt8]?.self)
+                guard RowBinding.matches(mac, binding.signingKey(kid: kid, modulus: modulus, exponent: exponent)) else {
+                    RowIntegrity.refused("GraphSigningKeys", row: kid)
+                    return nil
+                }
+                return SigningKey(kid: kid, modulus: modulus, exponent: exponent)
             }
-            return SigningKey(kid: kid, modulus: modulus, exponent: exponent)
-        }
     }
 
     /// When the keys were last fetched, by anyone.

@@ -30,7 +30,8 @@ public struct GraphSubscriptionStore {
                                        tenant: tenantID, endpoint: endpoint)
         return try database.execute("""
             UPDATE EnsSubscriptionInfo SET generation = \(generation), registered = 1, mail_backend = \(MailBackend.graph),
-                backend_url = \(userPath), backend_tenant = \(tenantID), endpoint = \(endpoint), binding_mac = \(mac), subscription_id = \(id), watermark = NULL, backend_version = NULL,
+                backend_url = \(userPath), backend_tenant = \(tenantID), endpoint = \(endpoint), binding_mac = \(mac),
+                subscription_id = \(id), watermark = NULL, backend_version = NULL,
                 subscription_expires_at = \(expiresAt.databaseString), renewed_at = \(now.databaseString),
                 renew_after = \(Self.renewAfter(now: now, expiresAt: expiresAt).databaseString),
                 heartbeat_minutes = \(lifetime), last_callback_at = \(now.databaseString),
@@ -67,7 +68,9 @@ public struct GraphSubscriptionStore {
         let spacing = Int64(Self.renewalSpacing.components.seconds)
         try database.execute("""
             UPDATE EnsSubscriptionInfo
-            SET renew_after = LEAST(COALESCE(renew_after, GREATEST(\(now.databaseString), COALESCE(renewed_at + INTERVAL \(spacing) SECOND, \(now.databaseString)))),
+            SET renew_after = LEAST(COALESCE(renew_after,
+                                             GREATEST(\(now.databaseString),
+                                                      COALESCE(renewed_at + INTERVAL \(spacing) SECOND, \(now.databaseString)))),
                                     GREATEST(\(now.databaseString), COALESCE(renewed_at + INTERVAL \(spacing) SECOND, \(now.databaseString))))
             WHERE id = \(recordID) AND generation = \(generation) AND mail_backend = \(MailBackend.graph)
             """)
@@ -121,14 +124,16 @@ public struct GraphSubscriptionStore {
     }
 
     /// A constant, so `unsafe:` splices no input into the SQL.
-    private static let dueColumns = "id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at, endpoint, binding_mac, userid"
+    private static let dueColumns = """
+        id, generation, backend_tenant, backend_url, subscription_id, subscription_expires_at, renewed_at, endpoint, binding_mac, userid
+        """
 
     private static func due(from row: Row) throws(DatabaseError) -> Due {
         let (id, generation, tenant, path, subscription, expires, renewed, endpoint, mac, userID)
             = try row.decode(Int64.self, Int64.self, String?.self, String?.self, String?.self, Timestamp?.self, Timestamp?.self, String?.self,
                              [UInt8]?.self, String.self)
-        return Due(recordID: id, generation: generation, userID: userID, tenantID: tenant, userPath: path, subscriptionID: subscription, expiresAt: expires,
-                   renewedAt: renewed, endpoint: endpoint, bindingMAC: mac)
+        return Due(recordID: id, generation: generation, userID: userID, tenantID: tenant, userPath: path, subscriptionID: subscription,
+                   expiresAt: expires, renewedAt: renewed, endpoint: endpoint, bindingMAC: mac)
     }
 
     /// Claims a renewal that is due now for the caller alone (a lifecycle event's

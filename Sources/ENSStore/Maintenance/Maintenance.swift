@@ -137,7 +137,8 @@ public struct Maintenance {
             progress?("empty records removed", counts.emptyRecords)
             if ids.count < limit { break }
         }
-        counts.expiredURLCache = try inBatches("DELETE FROM EWSUrlCache WHERE expires_at < \(now.databaseString) LIMIT \(limit)", "expired URL cache rows removed")
+        counts.expiredURLCache = try inBatches("DELETE FROM EWSUrlCache WHERE expires_at < \(now.databaseString) LIMIT \(limit)",
+                                               "expired URL cache rows removed")
         // Failed-proof counts whose window ended (the longest window is a day).
         counts.expiredProofFailures = try inBatches("DELETE FROM ProofFailures WHERE window_started_at < \(ago(.seconds(86400))) LIMIT \(limit)",
                                                     "expired proof failure counts removed")
@@ -146,20 +147,23 @@ public struct Maintenance {
         // A sealed value past its window is refused by its time alone.
         counts.expiredSealedValues = try inBatches("DELETE FROM SealedValuesUsed WHERE expires_at < \(now.databaseString) LIMIT \(limit)",
                                                    "expired single-use marks removed")
-        counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)", "old Graph event ids forgotten")
+        counts.forgottenEvents = try inBatches("DELETE FROM MailItemsSeen WHERE seen_at < \(ago(Self.deliveredEventMemory)) LIMIT \(limit)",
+                                               "old Graph event ids forgotten")
         // Credentials stored for a registration attempt that never became the live
         // subscription (it failed, or its responder died between Subscribe and commit):
         // past the pending window nothing will use them. Few rows, so one statement (a
         // multi-table DELETE takes no LIMIT).
         counts.abandonedCredentials = try database.execute("""
             DELETE c FROM MailCredentials c JOIN EnsSubscriptionInfo s ON s.id = c.record_id
-            WHERE c.generation <> s.generation AND c.created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
+            WHERE c.generation <> s.generation
+              AND c.created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
             """).affectedRows
         // Fresh credentials nothing will open any more: left for a generation that is not
         // the live one (it was superseded meanwhile).
         counts.abandonedCredentials += try database.execute("""
             DELETE f FROM MailCredentialsFresh f JOIN EnsSubscriptionInfo s ON s.id = f.record_id
-            WHERE f.generation <> s.generation AND f.created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
+            WHERE f.generation <> s.generation
+              AND f.created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
             """).affectedRows
         // Fresh credentials whose device never became (or is no longer) one of the
         // record's: a registration that proved itself but was never recorded. Past the
@@ -167,7 +171,8 @@ public struct Maintenance {
         counts.abandonedCredentials += try database.execute("""
             DELETE FROM MailCredentialsFresh
             WHERE supplied_by IS NOT NULL AND created_at < \(ago(.seconds(3 * MailSubscriptionStore.CallbackRecord.pendingRegistrationSeconds)))
-              AND NOT EXISTS (SELECT 1 FROM Devices d WHERE d.subscription_row = MailCredentialsFresh.record_id AND d.token_hash = MailCredentialsFresh.supplied_by)
+              AND NOT EXISTS (SELECT 1 FROM Devices d
+                              WHERE d.subscription_row = MailCredentialsFresh.record_id AND d.token_hash = MailCredentialsFresh.supplied_by)
             """).affectedRows
         // Live credentials whose supplier is gone without them (a device row deleted
         // outside ENS) or NULL (before migration 016, or a writer's edit): each record's
@@ -180,7 +185,9 @@ public struct Maintenance {
             LIMIT \(limit)
             """) {
             let recordID = try row.decode(Int64.self)
-            let ended = try database.atomically { () throws(DatabaseError) in try CredentialErasure(database: database).orphansErased(recordID: recordID, binding: binding, now: now) }
+            let ended = try database.atomically { () throws(DatabaseError) in
+                try CredentialErasure(database: database).orphansErased(recordID: recordID, binding: binding, now: now)
+            }
             if ended { counts.subscriptionsEndedWithSupplier += 1 }
         }
         try reapNotificationLog(&counts)
@@ -209,9 +216,13 @@ public struct Maintenance {
             let (gone, ended) = try database.atomically { () throws(DatabaseError) -> (Bool, Bool) in
                 let row: Row?
                 if disabled {
-                    row = try database.queryOne("SELECT subscription_row, token_hash FROM Devices WHERE id = \(id) AND disabled_at < \(cutoff) FOR UPDATE")
+                    row = try database.queryOne("""
+                        SELECT subscription_row, token_hash FROM Devices WHERE id = \(id) AND disabled_at < \(cutoff) FOR UPDATE
+                        """)
                 } else {
-                    row = try database.queryOne("SELECT subscription_row, token_hash FROM Devices WHERE id = \(id) AND last_checkin_at < \(cutoff) FOR UPDATE")
+                    row = try database.queryOne("""
+                        SELECT subscription_row, token_hash FROM Devices WHERE id = \(id) AND last_checkin_at < \(cutoff) FOR UPDATE
+                        """)
                 }
                 guard let row else { return (false, false) }
                 let (recordID, tokenHash) = try row.decode(Int64.self, [UInt8].self)

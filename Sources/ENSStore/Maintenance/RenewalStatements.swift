@@ -61,7 +61,8 @@ extension Maintenance {
     /// woken since `cutoff`, enabled ones only. Read as every device is read
     /// (`SubscriptionStore.device(from:binding:)`): a row that fails its MAC, or whose
     /// sealed token is not its own, is left out (logged); `lastDevice` moves past it.
-    public func devicesToWake(after lastDevice: Int64, notWokenSince cutoff: Timestamp, vault: Vault) throws(DatabaseError) -> (candidates: [WakeupCandidate], lastID: Int64?) {
+    public func devicesToWake(after lastDevice: Int64, notWokenSince cutoff: Timestamp,
+                              vault: Vault) throws(DatabaseError) -> (candidates: [WakeupCandidate], lastID: Int64?) {
         let rows = try database.query("""
             SELECT \(unsafe: Self.wakeupColumns), d.token_sealed, s.userid
             FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row

@@ -46,10 +46,11 @@ public struct SenderHost: Sendable, Equatable {
 
     /// Every host's row, by name.
     public static func all(database: any SQLDatabase) throws(DatabaseError) -> [SenderHost] {
-        try database.query("SELECT host, spool_entries, oldest_entry_at, heartbeat_at, release_version FROM SenderHosts ORDER BY host").map { row throws(DatabaseError) in
-            let (host, entries, oldest, heartbeat, release) = try row.decode(String.self, Int.self, Timestamp?.self, Timestamp.self, String?.self)
-            return SenderHost(host: host, spoolEntries: entries, oldestEntryAt: oldest, heartbeatAt: heartbeat, release: release)
-        }
+        try database.query("SELECT host, spool_entries, oldest_entry_at, heartbeat_at, release_version FROM SenderHosts ORDER BY host")
+            .map { row throws(DatabaseError) in
+                let (host, entries, oldest, heartbeat, release) = try row.decode(String.self, Int.self, Timestamp?.self, Timestamp.self, String?.self)
+                return SenderHost(host: host, spoolEntries: entries, oldestEntryAt: oldest, heartbeatAt: heartbeat, release: release)
+            }
     }
 
     /// Writes this host's row (a heartbeat).
