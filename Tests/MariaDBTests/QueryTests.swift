@@ -22,8 +22,8 @@ import Testing
 
     @Test func everyBindableType() {
         let query: Query = """
-            INSERT INTO t VALUES (\(Int(-1)), \(Int64.max), \(Int32.min), \(true), \(false), \(1.5),
-                                  \("é"), \([UInt8]([0, 255])), \(SQLValue.null), \(SQLValue.blob([])))
+            INSERT INTO t VALUES (\(Int(-1)), \(Int64.max), \(Int32.min), \(true), \(false), \(1.5), \
+            \("é"), \([UInt8]([0, 255])), \(SQLValue.null), \(SQLValue.blob([])))
             """
         #expect(query.sql == "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         #expect(query.bindings == [

@@ -208,9 +208,8 @@ import Testing
         try withTemporaryDirectory { directory in
             let dir = directory.path
             let output = try Shell.run("""
-                cd "$1"
-                    && openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -subj /CN=graph-app -days 2 -outform DER -out cert.der 2>/dev/null
-                        && \
+                cd "$1" && \
+                openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -subj /CN=graph-app -days 2 -outform DER -out cert.der 2>/dev/null && \
                 openssl x509 -inform DER -in cert.der -noout -fingerprint -sha1 && \
                 openssl x509 -inform DER -in cert.der -noout -fingerprint -sha256
                 """, [dir])
