@@ -242,6 +242,8 @@ public final class MetricsRecorder: Sendable {
             }
         }
         refresh()
+        // The last write as the process stops: a failure here is the one the loop
+        // already logged (the file's directory), and nothing is left to retry it.
         try? write()
     }
 

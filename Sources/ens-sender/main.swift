@@ -155,7 +155,14 @@ struct Serve: ParsableCommand {
 
         let delivery = try OSThread.start(stackSize: 1 << 20) { sender.deliver() }
         let metricsLogger = logger
-        let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger, refresh: sender.refreshGauges) }
+        let metricsWriter: OSThread?
+        do {
+            metricsWriter = try OSThread.start { metrics.run(logger: metricsLogger, refresh: sender.refreshGauges) }
+        } catch {
+            // Delivery goes on without the metrics file; this line says why /metrics lacks it.
+            logger.error("cannot start the metrics writer; the sender's counters are not published", metadata: ["error": "\(error)"])
+            metricsWriter = nil
+        }
         let intake = try OSThread.start { ingest.run() }
         let beating = try OSThread.start { heartbeat.run() }
 

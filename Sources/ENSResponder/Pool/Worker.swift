@@ -129,7 +129,15 @@ public struct Worker {
         }
         let metricsLogger = logger
         let baseline = metrics.snapshot
-        let metricsWriter = try? OSThread.start { metrics.run(logger: metricsLogger) { metrics.publish(counters, baseline: baseline) } }
+        let metricsWriter: OSThread?
+        do {
+            metricsWriter = try OSThread.start { metrics.run(logger: metricsLogger) { metrics.publish(counters, baseline: baseline) } }
+        } catch {
+            // The pool serves without its metrics file rather than not at all; /metrics
+            // then lacks this process, and this line says why.
+            logger.error("cannot start the metrics writer; this process's counters are not published", metadata: ["error": "\(error)"])
+            metricsWriter = nil
+        }
         logger.info("responder started", metadata: ["threads": "\(threads.count)"])
         // Under systemd (Type=notify, NotifyAccess=all): the pool is ready once a worker serves.
         SystemdNotifier.notify("READY=1")
