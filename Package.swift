@@ -174,7 +174,7 @@ let package = Package(
         .target(
             name: "ENSMaintenance",
             dependencies: [
-                "ENSConfig", "ENSModel", "ENSStore", "ENSVault", "Graph", "MailBackends", "POSIX", "SenderWire",
+                "ENSConfig", "ENSModel", "ENSStore", "ENSVault", "Graph", "MailBackends", "OpenSSL", "POSIX", "SenderWire",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
