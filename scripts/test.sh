@@ -125,6 +125,12 @@ apache_pass() {
   return "$result"
 }
 
+# How long each step took, printed at the end: make test has a budget (docs/testing.md),
+# and this says where it goes. A step's time starts where the previous one ended.
+phases=()
+phase_start=0
+mark() { phases+=("$1 $((SECONDS - phase_start)) s"); phase_start=$SECONDS; }
+
 set +e
 if [ -n "${ENS_TEST_FILTER:-}" ]; then
   swift test --skip-build --no-parallel --filter "$ENS_TEST_FILTER" 2>&1 | tee "$ENS_VAR/swift-test.out"
@@ -135,11 +141,15 @@ if [ -n "${ENS_TEST_FILTER:-}" ]; then
 fi
 # The unit suites in parallel (as make check runs them), then the integration suites one
 # at a time: they share the stack, and some stop and start parts of it.
+mark "stack up"
 swift test --skip-build --skip IntegrationTests 2>&1 | tee "$ENS_VAR/swift-test.out"
 status=${PIPESTATUS[0]}
+mark unit
 swift test --skip-build --no-parallel --filter IntegrationTests 2>&1 | tee -a "$ENS_VAR/swift-test.out"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+mark integration
 apache_pass || status=1
+mark Apache
 # The simulators the integration tests trust are themselves checked (strictness,
 # failure injection, retries): the four at once, each on free ports of its own.
 selftests=()
@@ -149,22 +159,27 @@ for sim in apns ews fcm graph; do
 done
 for pid in "${selftests[@]}"; do wait "$pid" || status=1; done
 for sim in apns ews fcm graph; do tail -1 "$ENS_VAR/selftest-$sim.out"; done
+mark simulators
 # The device API against its OpenAPI document, fuzzed by Schemathesis (bounded).
 [ -z "$tools_pid" ] || wait "$tools_pid" || true
 scripts/stack.sh token schemathesis > "$ENS_VAR/schemathesis-token"
 Tests/tools/schemathesis.sh "https://localhost:$ENS_PORT" "$ENS_VAR/schemathesis-token" 2>&1 | tee "$ENS_VAR/schemathesis.out" | tail -15
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+mark schemathesis
 Tests/tools/scan-secrets.sh || status=1
+mark "secret scan"
 # The cluster (scripts/cluster.sh): three Galera nodes in network namespaces, two ENS
 # hosts, a load balancer; a Galera node and an ENS host killed under a small load, then
 # nothing acknowledged lost and the cluster converged (scripts/cluster-chaos.sh --short,
 # about 90 s). Its own environment, not this stack's test settings.
 if [ "$(id -u)" -eq 0 ]; then
   env -i PATH="$PATH" HOME="$HOME" LANG=C.UTF-8 ENS_BIN="$ENS_BIN" CLUSTER_ID=1 scripts/cluster-chaos.sh --short || status=1
+  mark cluster-chaos
   # The rolling upgrade, short: the previous release's cluster upgraded host by host to
   # this build under a small load (scripts/rolling-upgrade.sh --short, about 2 minutes).
   # After cluster-chaos has torn its cluster down, so the same CLUSTER_ID.
   env -i PATH="$PATH" HOME="$HOME" LANG=C.UTF-8 ENS_BIN="$ENS_BIN" CLUSTER_ID=1 scripts/rolling-upgrade.sh --short || status=1
+  mark "rolling upgrade"
 else
   echo "cluster checks SKIPPED: they need root (network namespaces for the Galera nodes); run make cluster-chaos and make rolling-upgrade as root"
 fi
@@ -172,6 +187,7 @@ fi
 # stack tests against a private stack of its own (var/enskit, port 24443). Its build and
 # the .deb's have been running beside the tests (prebuild, above): they finish first.
 [ -z "$prebuild_pid" ] || wait "$prebuild_pid" || true
+mark "waiting for the ENSKit and .deb builds"
 if [ -n "$prebuild_pid" ]; then
   if [ "$(cat var/prebuild-fuzz.status 2>/dev/null)" = ok ]; then
     echo "fuzz targets: built (make fuzz runs them)"
@@ -180,8 +196,11 @@ if [ -n "$prebuild_pid" ]; then
   fi
 fi
 scripts/enskit-test.sh || status=1
+mark ENSKit
 # The Debian package: built (make deb), linted, installed, configured as docs/deployment.md says,
 # the contract run against the installed binaries (var/deb, port 28443), then purged; then
 # the upgrade from the previous release's package, built above: required here.
 ENS_DEB_PREVIOUS_REQUIRED=1 scripts/deb-test.sh || status=1
+mark .deb
+echo "test.sh: time per step: $(IFS=';'; echo "${phases[*]}" | sed 's/;/, /g'); $SECONDS s in all"
 exit "$status"
