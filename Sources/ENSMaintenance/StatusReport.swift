@@ -26,25 +26,12 @@ public struct StatusReport: Sendable {
         public var disabled = 0
     }
 
-    /// The sender's durable queue, read from its files (no key needed).
-    public struct Spool: Sendable, Equatable {
-        public var pending: Int
-        public var segments: Int
-        /// When the oldest segment that still holds a pending notification was last
-        /// written: its notifications have waited at least since then.
-        public var oldestWrittenAt: Timestamp?
-
-        public init(pending: Int, segments: Int, oldestWrittenAt: Timestamp?) {
-            self.pending = pending
-            self.segments = segments
-            self.oldestWrittenAt = oldestWrittenAt
-        }
-    }
 
     public var generatedAt: Timestamp
     public var subscriptions: [Subscriptions] = []
     public var devices: [Devices] = []
-    public var spool: Spool?
+    /// The sender's durable queue, read from its files (no key needed).
+    public var spool: SpoolContents?
     public var spoolProblem: String?
     /// Every host's sender as its heartbeat row says (several hosts, one database).
     public var senderHosts: [SenderHost] = []
@@ -87,7 +74,7 @@ public struct StatusReport: Sendable {
         report.devices = byApp.keys.sorted().compactMap { byApp[$0] }
 
         (report.activeTokens, report.revokedTokens) = try StatusCounts.apiTokens(database: database)
-        report.keyPool = try StatusCounts.keyPool(database: database)
+        report.keyPool = try KeyPool.count(database: database)
         report.senderHosts = try SenderHost.all(database: database)
         report.keyPoolTarget = configuration.secrets.keyPoolSize
         return report

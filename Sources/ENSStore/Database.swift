@@ -35,19 +35,19 @@ extension SQLDatabase {
 
     /// `inTransaction` for a store's own work, whose failures are typed already.
     func atomically<T>(_ body: () throws(DatabaseError) -> T) throws(DatabaseError) -> T {
-        do {
-            return try transaction { () throws(DatabaseError) -> T in try body() }
-        } catch let error as DatabaseError {
-            throw error
-        } catch {
-            preconditionFailure("a transaction whose body throws only DatabaseError threw \(type(of: error))")
-        }
+        try keepingType { try transaction { () throws(DatabaseError) -> T in try body() } }
     }
 
     /// `retryingConflicts` for a store's own work.
     func rerunningConflicts<T>(_ body: () throws(DatabaseError) -> T) throws(DatabaseError) -> T {
+        try keepingType { try retryingConflicts { () throws(DatabaseError) -> T in try body() } }
+    }
+
+    /// The connection's transaction and rerun take untyped bodies; given a body that
+    /// throws only `DatabaseError`, so do they.
+    private func keepingType<T>(_ call: () throws -> T) throws(DatabaseError) -> T {
         do {
-            return try retryingConflicts { () throws(DatabaseError) -> T in try body() }
+            return try call()
         } catch let error as DatabaseError {
             throw error
         } catch {
@@ -91,8 +91,6 @@ func randomBytes(_ count: Int) -> [UInt8] {
 func storedValue<T>(_ what: String, _ body: () throws -> T) throws(DatabaseError) -> T {
     do {
         return try body()
-    } catch let error as DatabaseError {
-        throw error
     } catch {
         throw .invalidValue(what)
     }

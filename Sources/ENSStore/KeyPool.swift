@@ -36,6 +36,11 @@ public struct KeyPool {
     }
 
     public func count() throws(DatabaseError) -> Int {
+        try Self.count(database: database)
+    }
+
+    /// How many keys wait (no key is opened, so no vault is needed: `ens-cron status`).
+    public static func count(database: any SQLDatabase) throws(DatabaseError) -> Int {
         try database.queryOne("SELECT COUNT(*) FROM KeyPool")?.decode(Int.self) ?? 0
     }
 

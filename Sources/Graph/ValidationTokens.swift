@@ -1,5 +1,5 @@
 internal import Codecs
-public import ENSModel
+internal import ENSModel
 public import OpenSSL
 
 /// One signing key of the Microsoft identity platform's JWKS: an RSA key by `kid`.

@@ -23,8 +23,7 @@ struct Status: ParsableCommand {
             let database = Databases.connection(try settings.serviceDatabase())
             var report = try StatusReport.gather(database: database, configuration: settings, now: options.clock)
             do {
-                let contents = try Spool.inspect(directory: settings.push.spoolDirectory)
-                report.spool = .init(pending: contents.pending, segments: contents.segments, oldestWrittenAt: contents.oldestWrittenAt)
+                report.spool = try Spool.inspect(directory: settings.push.spoolDirectory)
             } catch {
                 // ens-cron may not be allowed to read the spool (it is ens-sender's): say so, go on.
                 report.spoolProblem = "\(settings.push.spoolDirectory): \(error)"

@@ -1,7 +1,7 @@
 public import ENSVault
 import Foundation
 public import MariaDB
-public import OpenSSL
+internal import OpenSSL
 
 /// The database of the stack scripts/test.sh starts, for the unit targets' tests that
 /// run their stores against real MariaDB (skipped when no stack is up), and a vault

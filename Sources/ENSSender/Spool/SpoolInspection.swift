@@ -1,15 +1,6 @@
 public import ENSModel
 internal import POSIX
 
-/// What waits in a spool, as `Spool.inspect` counts it.
-public struct SpoolContents: Sendable, Equatable {
-    public let pending: Int
-    public let segments: Int
-    /// When the oldest segment that still holds a pending notification was last
-    /// written: its notifications have waited at least since then.
-    public let oldestWrittenAt: Timestamp?
-}
-
 extension Spool {
     /// How much waits in a spool, read from its files without opening any record (no
     /// key needed, nothing changed): for `ens-cron status`. A segment ens-sender is

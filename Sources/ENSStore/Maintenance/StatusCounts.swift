@@ -1,7 +1,7 @@
 public import MariaDB
 
 /// The counts `ens-cron status` shows besides `SubscriptionHealth`'s groups and the
-/// `SenderHost` rows: devices by app and state, API tokens, the key pool. Counts only:
+/// `SenderHost` rows and `KeyPool.count`: devices by app and state, API tokens. Counts only:
 /// no row of a user is read.
 public enum StatusCounts {
     public struct DeviceCount: Sendable, Equatable {
@@ -26,9 +26,5 @@ public enum StatusCounts {
             if active == 1 { counts.active = count } else { counts.revoked = count }
         }
         return counts
-    }
-
-    public static func keyPool(database: any SQLDatabase) throws(DatabaseError) -> Int {
-        try database.queryOne("SELECT COUNT(*) FROM KeyPool")?.decode(Int.self) ?? 0
     }
 }
