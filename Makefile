@@ -141,8 +141,6 @@ clean:
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/sql/migrations $(SHARE)/nginx $(SHARE)/deploy
 	install -m 0755 .build/release/ens-fcgi .build/release/ens-sender .build/release/ens-cron $(DESTDIR)$(PREFIX)/bin/
-	# ens-apns, the sender's name up to 0.3.0: a link for 0.4.0 only (docs/operations.md, Upgrading).
-	ln -sfn ens-sender $(DESTDIR)$(PREFIX)/bin/ens-apns
 	install -m 0644 sql/migrations/*.sql $(SHARE)/sql/migrations/
 	install -m 0644 sql/accounts.sql.in config/ens.conf.example $(SHARE)/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man5

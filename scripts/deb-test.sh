@@ -10,9 +10,9 @@
 # and sets ENS_DEB_PREVIOUS_REQUIRED=1, so that its absence fails), the upgrade: that package installed, configured and its sender run, this
 # one installed over it; the configuration, secrets and state (spool, token cache) kept,
 # the migration asked for and applied, nothing started, this release's sender recorded.
-# The previous release's sender is ens-apns (0.3.0): its unit, enabled before the upgrade,
-# must be enabled as ens-sender.service after it, ens-apns.service an alias of that, and
-# the program that unit starts must run the kept spool.
+# The previous release's sender unit, enabled before the upgrade, must stay enabled after
+# it, and the program that unit starts must run the kept spool; the alias ens-apns.service
+# that 0.4.0 shipped must be gone with nothing left enabled on it.
 # Run by `make test` at the end of scripts/test.sh; on its own: scripts/deb-test.sh.
 set -euo pipefail
 # The contract tests are integration tests: the manifest builds them only when asked.
@@ -125,14 +125,10 @@ for program in ens-fcgi ens-sender ens-cron; do
   check "$program needs a Swift runtime" bash -c "! ldd /usr/bin/$program | grep -qiE 'swift|foundation|not found'"
   check "no man page for $program" test -s "/usr/share/man/man1/$program.1.gz"
 done
-# ens-apns, the sender's name up to 0.3.0, for this release only: links to ens-sender's
-# program, man page and unit (an alias), and --help that says the name is deprecated.
-for pair in /usr/bin/ens-apns:ens-sender /usr/share/man/man1/ens-apns.1.gz:ens-sender.1.gz \
-            /usr/lib/systemd/system/ens-apns.service:ens-sender.service; do
-  check "${pair%%:*} is not a link to ${pair#*:}" test "$(readlink "${pair%%:*}")" = "${pair#*:}"
+# ens-apns, the sender's name up to 0.3.0, an alias in 0.4.0 only: gone since 0.5.0.
+for gone in /usr/bin/ens-apns /usr/share/man/man1/ens-apns.1.gz /usr/lib/systemd/system/ens-apns.service; do
+  check "$gone is still installed (the old name went in 0.5.0)" test ! -e "$gone" -a ! -L "$gone"
 done
-check "ens-apns --help does not say it is the old name" bash -c "/usr/bin/ens-apns --help | tr '\n' ' ' | grep -q 'ens-apns is the old name of ens-sender.*deprecated'"
-check "ens-apns --version is not ens-sender's" bash -c "/usr/bin/ens-apns --version | grep -qx 'ens-sender [0-9.]*'"
 for unit in ens-fcgi.service ens-fcgi.socket ens-sender.service ens-cron.service ens-cron.timer; do
   file=/usr/lib/systemd/system/$unit
   check "$file missing" test -s "$file"
@@ -218,7 +214,6 @@ check "ens-cron api-keys as ens" runuser -u ens -- ens-cron api-keys --config /e
 check "the token cache is not the ens user's" test "$(stat -c %U /var/lib/ens/api-tokens.cache)" = ens
 check "ens-fcgi --check as ens" bash -c "runuser -u ens -- ens-fcgi --check --config /etc/ens/ens.conf | grep -q 'configuration OK'"
 check "ens-sender --check as ens" bash -c "runuser -u ens -- ens-sender --check --config /etc/ens/ens.conf | grep -q 'configuration OK'"
-check "ens-apns --check as ens (the old name: OK, and a warning)" bash -c "runuser -u ens -- ens-apns --check --config /etc/ens/ens.conf 2>&1 | tr '\n' ' ' | grep -q 'started as ens-apns, the old name of ens-sender.*configuration OK'"
 check "the migration password is readable by ens" bash -c "! runuser -u ens -- cat /etc/ens/secrets/db-migrate.password"
 # The installed responder, as ens with /etc/ens/ens.conf, answers a request (as a CGI
 # program: no socket or web server needed) from the database set up as docs/deployment.md says.
@@ -256,7 +251,7 @@ say "apt-get purge ens"
 rm -rf /etc/ens/ens.conf /etc/ens/secrets/*
 apt-get purge -y -qq ens > "$ENS_VAR/apt-purge.out" 2>&1 || { cat "$ENS_VAR/apt-purge.out"; fail "apt-get purge"; }
 check "still installed after purge" bash -c "! dpkg-query -W -f='\${Status}' ens 2>/dev/null | grep -q installed"
-for path in /usr/bin/ens-fcgi /usr/bin/ens-apns /usr/lib/systemd/system/ens-fcgi.service /usr/lib/systemd/system/ens-apns.service \
+for path in /usr/bin/ens-fcgi /usr/bin/ens-sender /usr/lib/systemd/system/ens-fcgi.service /usr/lib/systemd/system/ens-sender.service \
             /usr/share/ens /etc/logrotate.d/ens /var/lib/ens /run/ens /etc/ens \
             /var/lib/systemd/deb-systemd-helper-enabled/ens-fcgi.socket.dsh-also; do
   check "$path is left after purge" test ! -e "$path" -a ! -L "$path"
@@ -353,12 +348,12 @@ PY
     || { cat "$ENS_VAR/upgrade-migrate-previous.out"; fail "ens-cron migrate of $prev_version"; }
   check "ens-cron keys of $prev_version as ens" runuser -u ens -- ens-cron keys --config /etc/ens/ens.conf
   check "ens-cron token create of $prev_version as ens" runuser -u ens -- ens-cron token create --label deb-upgrade --config /etc/ens/ens.conf
-  # The previous release's sender unit, ens-apns.service, enabled as docs/deployment.md
+  # The previous release's sender unit, ens-sender.service, enabled as docs/deployment.md
   # says (offline: systemctl makes the multi-user.target.wants/ link), and run.
   wants=/etc/systemd/system/multi-user.target.wants
-  systemctl enable ens-apns.service >"$ENS_VAR/upgrade-enable.out" 2>&1 || { cat "$ENS_VAR/upgrade-enable.out"; fail "systemctl enable ens-apns.service of $prev_version"; }
-  check "systemctl enable ens-apns.service of $prev_version made no $wants/ens-apns.service" test -L "$wants/ens-apns.service"
-  sender_run "$prev_version" "$(unit_exec ens-apns.service)" 3; before_release=$SENDER_RELEASE before_exe=$SENDER_EXE
+  systemctl enable ens-sender.service >"$ENS_VAR/upgrade-enable.out" 2>&1 || { cat "$ENS_VAR/upgrade-enable.out"; fail "systemctl enable ens-sender.service of $prev_version"; }
+  check "systemctl enable ens-sender.service of $prev_version made no $wants/ens-sender.service" test -L "$wants/ens-sender.service"
+  sender_run "$prev_version" "$(unit_exec ens-sender.service)" 3; before_release=$SENDER_RELEASE before_exe=$SENDER_EXE
   spooled=$(grep 'delivery stopped' "$ENS_VAR/upgrade-sender.log" | tail -1 | grep -o 'spool.size=[0-9]*' | cut -d= -f2)
   check "the previous sender stopped with ${spooled:-no} notifications in its spool, not 3" test "${spooled:-0}" = 3
   check "the previous sender recorded release '$before_release' in SenderHosts, not $prev_version" test "$before_release" = "$prev_version"
@@ -383,18 +378,16 @@ PY
   grep -B4 'deb-systemd-invoke stop' "$ENS_VAR/control-upgrade/prerm" | grep -q '"$1" = remove' \
     || fail "the prerm may stop the units on an upgrade (only on remove)"
   migrated=$(ens-cron migrate --config /etc/ens/ens.conf 2>&1) || { printf '%s\n' "$migrated"; fail "ens-cron migrate of $version after the upgrade"; }
-  # The sender's unit after the upgrade: ens-sender.service enabled in ens-apns.service's
-  # place, ens-apns.service an alias of it (so systemctl start/stop/status ens-apns work),
-  # no link left on the alias; the program the enabled unit starts runs the kept spool.
-  check "ens-sender.service is not enabled after the upgrade (ens-apns.service was)" \
+  # The sender's unit after the upgrade: ens-sender.service still enabled, the alias
+  # ens-apns.service gone with the package's link and nothing enabled on it; the program
+  # the enabled unit starts runs the kept spool.
+  check "ens-sender.service is not enabled after the upgrade" \
     test "$(readlink -f "$wants/ens-sender.service")" = "$(readlink -f /usr/lib/systemd/system/ens-sender.service)"
   check "systemctl is-enabled ens-sender.service: '$(systemctl is-enabled ens-sender.service 2>&1)', not enabled" \
     test "$(systemctl is-enabled ens-sender.service 2>/dev/null)" = enabled
-  check "the upgrade left $wants/ens-apns.service" test ! -L "$wants/ens-apns.service"
-  check "ens-apns.service does not lead to ens-sender.service after the upgrade" \
-    test "$(readlink -f /usr/lib/systemd/system/ens-apns.service)" = "$(readlink -f /usr/lib/systemd/system/ens-sender.service)"
-  check "systemctl is-enabled ens-apns.service: '$(systemctl is-enabled ens-apns.service 2>&1)', not alias" \
-    test "$(systemctl is-enabled ens-apns.service 2>/dev/null)" = alias
+  for gone in "$wants/ens-apns.service" /usr/lib/systemd/system/ens-apns.service /usr/bin/ens-apns; do
+    check "the upgrade left $gone (the old name went in 0.5.0)" test ! -e "$gone" -a ! -L "$gone"
+  done
   after_exec=$(unit_exec ens-sender.service)
   check "ens-sender.service starts '$after_exec', not /usr/bin/ens-sender" grep -q '^/usr/bin/ens-sender ' <<<"$after_exec"
   sender_run "$version" "$after_exec"; after_release=$SENDER_RELEASE after_exe=$SENDER_EXE
@@ -406,7 +399,7 @@ PY
     bash -c "runuser -u ens -- ens-fcgi --check --config /etc/ens/ens.conf | grep -q 'configuration OK'"
   alive=$(cgi /alive) || true
   grep -q '"responseCode":"Alive"' <<<"$alive" || { printf '%s\n' "$alive"; fail "/alive through the upgraded ens-fcgi"; }
-  say "upgrade $prev_version -> $version: configuration, secrets and state kept (the spool's ${spooled:-0} notifications found by the new sender: ${replayed:-0}); $asked, then $(tail -1 <<<"$migrated"); SenderHosts $before_release -> $after_release; the sender unit ens-apns.service ($before_exe) -> ens-sender.service ($after_exe), enabled, ens-apns.service: $(systemctl is-enabled ens-apns.service 2>&1) ($((SECONDS - upgrade_started)) s)"
+  say "upgrade $prev_version -> $version: configuration, secrets and state kept (the spool's ${spooled:-0} notifications found by the new sender: ${replayed:-0}); $asked, then $(tail -1 <<<"$migrated"); SenderHosts $before_release -> $after_release; the sender unit ens-sender.service ($before_exe -> $after_exe), enabled ($((SECONDS - upgrade_started)) s)"
   scripts/stack.sh down >/dev/null 2>&1 || fail "scripts/stack.sh down"
   rm -rf /etc/ens/ens.conf /etc/ens/secrets/*
   apt-get purge -y -qq ens > "$ENS_VAR/apt-purge-upgrade.out" 2>&1 || { cat "$ENS_VAR/apt-purge-upgrade.out"; fail "apt-get purge after the upgrade"; }

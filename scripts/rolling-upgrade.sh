@@ -5,8 +5,7 @@
 # after cluster-chaos). As docs/operations.md "Upgrading" tells an operator:
 #
 #   1. the previous release (PREVIOUS_RELEASE below) is built in a git worktree of its
-#      own (var/release-prev: a debug build of ens-fcgi, its sender and ens-cron; the
-#      sender is ens-apns up to 0.3.0, ens-sender after: scripts/sender.sh); the
+#      own (var/release-prev: a debug build of ens-fcgi, ens-sender and ens-cron); the
 #      cluster starts on it, on its own migrations, under the steady mix of
 #      scripts/cluster_load.py (check-ins, registrations, Exchange callbacks)
 #   2. `ens-cron migrate` of this tree's release, while both hosts still run the previous
@@ -42,10 +41,10 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 export PATH=/opt/swift/usr/bin:$PATH
 
-# The previous release: 0.3.0 (Sources/ENSModel/Release.swift and debian/changelog at
+# The previous release: 0.4.0 (Sources/ENSModel/Release.swift and debian/changelog at
 # that commit). The one place it is named; move it on when a release lands. A full
 # hash, since a shallow clone can fetch a commit only by its full name.
-PREVIOUS_RELEASE=3fa6848d092d13e0ab7df46e18cb904095c5ca94
+PREVIOUS_RELEASE=57d4823f372b66fe1ad786d6fbd1dc6147a7ac13
 PREV_TREE=${ENS_PREVIOUS_TREE:-$ROOT/var/release-prev}
 
 RUN_NAME=rolling-upgrade

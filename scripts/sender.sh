@@ -4,10 +4,9 @@
 # cluster-chaos.sh and bench/lib.sh).
 #
 # The sender is ens-sender from release 0.4.0 on. Up to 0.3.0 it was ens-apns, and a
-# directory of binaries from such a release has only that one: the previous release of
-# scripts/rolling-upgrade.sh, bench/ab-callbacks.sh's AB_BIN_A. 0.4.0's package keeps
-# /usr/bin/ens-apns as a link to ens-sender; the next release drops the old name, and
-# these helpers with it once no release they run has only ens-apns.
+# directory of binaries from such a release has only that one: bench/ab-callbacks.sh's
+# AB_BIN_A may be one, to compare with an old build (0.4.0's package linked the old name
+# to ens-sender; 0.5.0 dropped the link).
 
 # sender_bin DIR: the sender in the directory of binaries DIR: DIR/ens-sender, else the
 # ens-apns of an older release; DIR/ens-sender when neither is there (for the message

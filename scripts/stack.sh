@@ -392,8 +392,7 @@ sender_start() {
   wait_until 20 test -S "$VAR/run/apns.sock" || die "$(basename "$(sender_bin "$BIN")") did not start; see $VAR/log/ens-sender.log"
 }
 
-# ens-apns.pid: a sender this script started before the rename (0.4.0).
-sender_stop() { stop_by_pidfile ens-sender 40; stop_by_pidfile ens-apns 40; }
+sender_stop() { stop_by_pidfile ens-sender 40; }
 
 nginx_render() {
   local user_directive=""
@@ -660,9 +659,6 @@ case "${1:-}" in
   apache-site-check) apache_site_check ;;
   sender-start) sender_start ;;
   sender-stop) sender_stop ;;
-  # The names these two had before the sender was ens-sender (0.4.0); the next release drops them.
-  apns-start) sender_start ;;
-  apns-stop) sender_stop ;;
   sim-start) sim_start ;;
   sim-stop) sim_stop ;;
   ews-sim-start) ews_sim_start ;;

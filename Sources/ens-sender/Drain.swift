@@ -46,7 +46,6 @@ struct Drain: ParsableCommand {
             fail("\(error)")
         }
         LogfmtLogHandler.bootstrap(label: "ens-sender", level: settings.logging.level)
-        OldName.warn()
         let lock: Int32?
         do {
             lock = try Files.tryLock(from + "/drain.lock")

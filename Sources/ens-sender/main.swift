@@ -10,47 +10,15 @@ internal import ENSModel
 
 /// ens-sender: the push sender (APNs and FCM); `drain` hands a lost host's spool to it.
 /// A command of its own, so that each has its own --config. Up to 0.3.0 it was called
-/// ens-apns, after its first provider; that name stays a link to it for one release
-/// (OldName).
+/// ens-apns, after its first provider; 0.4.0 kept that name as a link, 0.5.0 dropped it.
 struct SenderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ens-sender",
         abstract: "ENS push sender (serve, the default) and its drain command.",
-        discussion: OldName.note,
         version: "ens-sender \(Release.version)",
         subcommands: [Serve.self, Drain.self],
         defaultSubcommand: Serve.self
     )
-}
-
-/// `ens-apns`, the name of this program up to 0.3.0: /usr/bin/ens-apns (and the unit
-/// ens-apns.service) still lead to it in 0.4.0, and go in the next release. Started by
-/// that name, it says so on standard error and in its log; nothing else changes.
-enum OldName {
-    static let name = "ens-apns"
-    static let note = """
-        ens-apns is the old name of ens-sender (up to 0.3.0): a link to it, and ens-apns.service \
-        an alias of ens-sender.service, in 0.4.0 only. The old name is deprecated and goes in the next release.
-        """
-
-    /// This process was started as ens-apns (argv[0], as a link to ens-sender gives it).
-    static var invoked: Bool {
-        CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) == name } ?? false
-    }
-
-    static let warning = "started as ens-apns, the old name of ens-sender: it is deprecated and goes in the next release; run ens-sender (and " +
-                         "ens-sender.service)"
-
-    /// The warning, when started as ens-apns: to `logger` (the log, on standard error)
-    /// when there is one, else on standard error as a line of its own.
-    static func warn(_ logger: Logger? = nil) {
-        guard invoked else { return }
-        if let logger {
-            logger.warning("\(warning)")
-        } else {
-            printError("ens-sender: \(warning)")
-        }
-    }
 }
 
 /// The sender itself.
@@ -94,13 +62,11 @@ struct Serve: ParsableCommand {
             throw ExitCode(1)
         }
         if check {
-            OldName.warn()
             print("configuration OK")
             return
         }
         LogfmtLogHandler.bootstrap(label: "ens-sender", level: settings.logging.level)
         let logger = Logger(label: "ens-sender")
-        OldName.warn(logger)
         settings.logDeprecatedKeys(logger)
         Signals.ignoreBrokenPipe()
         Signals.block(Signals.shutdownSignals + [Signals.reload])
