@@ -39,7 +39,7 @@ let unitTests: [(module: String, alsoImports: [Target.Dependency])] = [
     ("SenderWire", ["ENSModel", "ENSVault", "OpenSSL", "POSIX"]),
     ("EWS", ["Curl", "ENSModel", "MailBackends", "POSIX", "XML"]),
     ("Graph", ["Codecs", "ENSConfig", "ENSModel", "ENSResponder", "ENSVault", "MailBackends", "OpenSSL", "POSIX"]),
-    ("ENSSender", ["Codecs", "ENSMetrics", "ENSModel", "ENSVault", "MailBackends", "OpenSSL", "POSIX", "SenderWire", logging]),
+    ("ENSSender", ["Codecs", "ENSMetrics", "ENSModel", "ENSStore", "ENSVault", "MailBackends", "OpenSSL", "POSIX", "SenderWire", logging]),
     ("MailBackends", ["Codecs", "ENSConfig", "ENSHTTP", "ENSModel", "ENSStore", "ENSVault", "MariaDB", "OpenSSL", "POSIX", "SenderWire", logging]),
     ("ENSResponder", ["Codecs", "ENSConfig", "ENSHTTP", "ENSModel", "ENSStore", "ENSVault", "MailBackends", "MariaDB", "OpenSSL", logging]),
 ]

@@ -38,35 +38,76 @@ public struct NotificationLog {
         }
     }
 
-    /// Logs notifications, all in one statement. A redelivered batch makes the same ids:
-    /// the first row stays (its content may already have been fetched and erased, and
-    /// must stay erased).
+    /// A row as the table holds it, sealed: what `record` writes, and what the sender
+    /// writes for a responder that left the row to it (PushNotification.logRow).
+    public struct SealedRow: Sendable {
+        public let id: [UInt8]
+        public let deviceID: Int64
+        public let createdAt: Timestamp
+        public let summary: [UInt8]?
+        public let content: [UInt8]?
+        public let contentExpiresAt: Timestamp?
+
+        public init(id: [UInt8], deviceID: Int64, createdAt: Timestamp, summary: [UInt8]?, content: [UInt8]? = nil,
+                    contentExpiresAt: Timestamp? = nil) {
+            self.id = id
+            self.deviceID = deviceID
+            self.createdAt = createdAt
+            self.summary = summary
+            self.content = content
+            self.contentExpiresAt = contentExpiresAt
+        }
+    }
+
+    /// Logs notifications (each sealed here), all in one statement.
     public func record(_ entries: [Entry]) throws(DatabaseError) {
-        let rows = try entries.compactMapTyped { entry throws(DatabaseError) -> [SQLValue]? in
+        let rows = try entries.compactMapTyped { entry throws(DatabaseError) -> SealedRow? in
             guard let id = Self.binaryID(entry.notificationID) else { return nil }
             let summary = try entry.summary.map { summary throws(DatabaseError) in
-                try storedValue("log summary") { try vault.sealLogEntry(summary, part: .summary, notificationID: id, deviceID: entry.deviceID) }
+                try sealSummary(summary, notificationID: entry.notificationID, deviceID: entry.deviceID)
             }
             let content = try entry.content.map { content throws(DatabaseError) in
                 try storedValue("log content") { try vault.sealLogEntry(content, part: .content, notificationID: id, deviceID: entry.deviceID) }
             }
-            return [id.sqlValue, entry.deviceID.sqlValue, entry.createdAt.databaseString.sqlValue, summary.sqlValue, content.sqlValue,
-                    entry.contentExpiresAt?.databaseString.sqlValue ?? .null]
+            return SealedRow(id: id, deviceID: entry.deviceID, createdAt: entry.createdAt, summary: summary, content: content,
+                             contentExpiresAt: entry.contentExpiresAt)
         }
-        // At most `rowsPerStatement` rows a statement: each row count is a statement of
-        // its own in the connection's cache and the server's, so their number stays small.
-        // No retry of its own: inside a hand-off transaction a conflict rolls the whole
-        // transaction back, which only the transaction may retry.
+        try Self.insert(rows, into: database)
+    }
+
+    /// A history entry sealed as `summary_sealed` holds it, bound to its notification
+    /// and device: for a row the sender writes (PushNotification.logRow).
+    public func sealSummary(_ summary: [UInt8], notificationID: String, deviceID: Int64) throws(DatabaseError) -> [UInt8] {
+        guard let id = Self.binaryID(notificationID) else {
+            preconditionFailure("a notification id is 32 hex characters (made by the responder)")
+        }
+        return try storedValue("log summary") { try vault.sealLogEntry(summary, part: .summary, notificationID: id, deviceID: deviceID) }
+    }
+
+    /// Writes sealed rows, at most `rowsPerStatement` a statement. A redelivered batch
+    /// makes the same ids: the first row stays (its content may already have been
+    /// fetched and erased, and must stay erased). IGNORE also skips a row whose device
+    /// is gone (the foreign key): the sender writes its rows up to a quarter of a second
+    /// after the responder made them, and an unregistration in between leaves the row
+    /// nowhere to go, which must not fail the rows beside it.
+    public static func insert(_ rows: [SealedRow], into database: any SQLDatabase) throws(DatabaseError) {
+        // Each row count is a statement of its own in the connection's cache and the
+        // server's, so their number stays small. No retry of its own: inside a hand-off
+        // transaction a conflict rolls the whole transaction back, which only the
+        // transaction may retry.
         for start in stride(from: 0, to: rows.count, by: Self.rowsPerStatement) {
+            let values = rows[start..<min(start + Self.rowsPerStatement, rows.count)].map { row in
+                [row.id.sqlValue, row.deviceID.sqlValue, row.createdAt.databaseString.sqlValue, row.summary.sqlValue, row.content.sqlValue,
+                 row.contentExpiresAt?.databaseString.sqlValue ?? .null]
+            }
             try database.execute("""
-                INSERT INTO NotificationLog (id, device_id, created_at, summary_sealed, content_sealed, content_expires_at)
-                VALUES \(rows: Array(rows[start..<min(start + Self.rowsPerStatement, rows.count)]))
-                ON DUPLICATE KEY UPDATE id = id
+                INSERT IGNORE INTO NotificationLog (id, device_id, created_at, summary_sealed, content_sealed, content_expires_at)
+                VALUES \(rows: values)
                 """)
         }
     }
 
-    static let rowsPerStatement = 8
+    public static let rowsPerStatement = 8
 
     /// The content of one of the device's `secure` notifications, erased as it is
     /// read: nil when there is none (another device's, never made, already fetched,

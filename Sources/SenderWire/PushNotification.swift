@@ -1,3 +1,4 @@
+internal import Codecs
 public import ENSModel
 /// One push for one device, as responders hand it to the sender and as the spool keeps
 /// it. Which push service delivers it is the device token's provider.
@@ -24,10 +25,34 @@ public struct PushNotification: Sendable, Equatable {
     /// The shard whose Devices table has that row (`ShardMap`); nil: shard 0, as for
     /// every notification spooled before shards (the JSON then has no `shard`).
     public var shard: Int?
+    /// Its NotificationLog row, when the responder leaves that row to the sender (a
+    /// notification with no content to fetch); nil when the responder wrote it.
+    public var logRow: LogRow?
+
+    /// A NotificationLog row without content (docs/architecture.md, "The new-mail
+    /// path"): the sender writes it, keyed by the notification's id and device, in its
+    /// next batch, at most a quarter of a second after taking the notification for
+    /// delivery, and keeps the notification in its spool until that batch commits.
+    public struct LogRow: Sendable, Equatable {
+        /// When the notification was made (ens.ts): the history's order.
+        public var createdAtMilliseconds: Int64
+        /// The history entry as the responder sealed it (`NotificationLog.summary_sealed`,
+        /// bound to this id and device); nil when history is off.
+        public var summarySealed: [UInt8]?
+
+        /// The size of `NotificationLog.summary_sealed`.
+        public static let maximumSummary = 2048
+
+        public init(createdAtMilliseconds: Int64, summarySealed: [UInt8]?) {
+            self.createdAtMilliseconds = createdAtMilliseconds
+            self.summarySealed = summarySealed
+        }
+    }
 
     public init(id: String, deviceToken: DeviceToken, topic: String, environment: Environment, pushType: PushType,
-                expiration: Int64, payload: [UInt8], deviceRowID: Int64?, shard: Int? = nil) {
+                expiration: Int64, payload: [UInt8], deviceRowID: Int64?, shard: Int? = nil, logRow: LogRow? = nil) {
         self.shard = shard
+        self.logRow = logRow
         self.id = id
         self.deviceToken = deviceToken
         self.topic = topic
@@ -54,6 +79,12 @@ public struct PushNotification: Sendable, Equatable {
         writer.add("expiration", Int(expiration))
         if let deviceRowID { writer.add("device", Int(deviceRowID)) }
         if let shard { writer.add("shard", shard) }
+        if let logRow {
+            var row = JSONObjectWriter()
+            row.add("at", Int(logRow.createdAtMilliseconds))
+            if let summary = logRow.summarySealed { row.add("summary", Base64.encode(summary)) }
+            writer.add("log", rawJSON: row.finished())
+        }
         writer.add("payload", rawJSON: payload)
         return writer.finished()
     }
@@ -112,8 +143,26 @@ public struct PushNotification: Sendable, Equatable {
         guard payload.count <= Self.maximumPayload else { throw Invalid(problem: "payload over \(Self.maximumPayload) bytes") }
         let shard = try integer("shard")
         guard shard.map({ (0...999).contains($0) }) ?? true else { throw Invalid(problem: "'shard' must be 0 to 999") }
+        let deviceRowID = try integer("device")
+        let logRow = try members["log"].map { member throws(Invalid) in try Self.logRow(member, device: deviceRowID) }
         self.init(id: id, deviceToken: token, topic: topic, environment: environment, pushType: pushType,
-                  expiration: expiration, payload: payload, deviceRowID: try integer("device"), shard: shard.map(Int.init))
+                  expiration: expiration, payload: payload, deviceRowID: deviceRowID, shard: shard.map(Int.init), logRow: logRow)
+    }
+
+    /// `log`: {"at": milliseconds, "summary": base64}, for a notification that names its device.
+    private static func logRow(_ member: JSONValue, device: Int64?) throws(Invalid) -> LogRow {
+        guard device != nil else { throw Invalid(problem: "'log' needs 'device'") }
+        guard case .object(let row) = member, case .number(let text)? = row["at"], let at = Int64(text), at > 0 else {
+            throw Invalid(problem: "'log' must be an object with 'at', a positive integer")
+        }
+        let summary = try row["summary"].map { summary throws(Invalid) -> [UInt8] in
+            guard let text = summary.stringValue, let bytes = Base64.decodeLenient(text), !bytes.isEmpty,
+                  bytes.count <= LogRow.maximumSummary else {
+                throw Invalid(problem: "'log.summary' must be base64 of 1 to \(LogRow.maximumSummary) bytes")
+            }
+            return bytes
+        }
+        return LogRow(createdAtMilliseconds: at, summarySealed: summary)
     }
 }
 

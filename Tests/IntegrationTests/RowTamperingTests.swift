@@ -6,6 +6,7 @@ import ENSStore
 import Foundation
 import MariaDB
 import ENSTestSupport
+import SenderWire
 import Testing
 
 /// The database is untrusted storage, by inventory (Sources/ENSStore/ColumnInventory.swift,
@@ -168,6 +169,41 @@ struct RowTamperingTests {
         #expect(blind.blindPushes(to: user.token).count == delivered, "\(column): pushed")
         #expect(try refusalsLogged("GraphSigningKeys") > before, "\(column): not logged")
         try database.execute("UPDATE GraphSigningKeys SET fetched_at = '2000-01-01' WHERE kid = ''")
+    }
+
+    /// ens-sender writes the log rows the responders seal (PushNotification.logRow), and
+    /// holds no key of its own for them: a notification handed to it on its socket with
+    /// a history entry sealed for another notification, or with bytes of its own, adds a
+    /// row that opens for no one. The device's history shows neither, and both are logged.
+    @Test func aLogRowSealedElsewhereAndHandedToTheSenderOpensForNoOne() throws {
+        let victim = try RegisteredUser.register(with: api)
+        let subject = "Logged genuinely \(UUID().uuidString.prefix(6))"
+        try #require(try victim.mailReaches(victim.token, subject: subject))
+        let (deviceID, genuine) = try #require(try database.queryOne("""
+            SELECT l.device_id, l.summary_sealed FROM NotificationLog l JOIN Devices d ON d.id = l.device_id
+              JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row
+            WHERE s.userid = \(victim.user.userID)
+            """)).decode(Int64.self, [UInt8].self)
+        let forged = [genuine, Array("a history entry of the submitter's own".utf8)].map { summary in
+            let id = Hex.encode((0..<16).map { _ in UInt8.random(in: 0...255) })
+            return PushNotification(
+                id: id, deviceToken: DeviceToken(hex: victim.token)!, topic: "com.example.mail", environment: .sandbox, pushType: .alert,
+                expiration: Int64(Date().timeIntervalSince1970) + 3600, payload: Array(#"{"aps":{"alert":"-"}}"#.utf8), deviceRowID: deviceID,
+                logRow: PushNotification.LogRow(createdAtMilliseconds: Int64(Date().timeIntervalSince1970 * 1000), summarySealed: summary))
+        }
+        let before = try refusalsLogged("NotificationLog")
+        let client = SenderClient(socketPath: TestStack.directory + "/run/apns.sock")
+        for notification in forged { #expect(try client.submit(notification) == .accepted) }
+        let ids = forged.map(\.id)
+        #expect(try TestStack.eventually(within: 10) {
+            let row = try database.queryOne("SELECT COUNT(*) FROM NotificationLog WHERE LOWER(HEX(id)) IN (\(list: ids))")
+            let count: Int64? = try row.map { row throws in try row.decode(Int64.self) }
+            return count == 2
+        }, "the sender wrote both rows")
+        let info = try victim.user.sealForDevice(["pushToken": victim.token], token: victim.token, for: "getnotificationhistory.info")
+        let answer = try api.call("/getnotificationhistory", ["userid": victim.user.userID, "info": info])
+        #expect(answer.bodyText.contains(subject) && ids.allSatisfy { !answer.bodyText.contains($0) }, "\(answer.bodyText)")
+        #expect(try refusalsLogged("NotificationLog") >= before + 2, "not logged")
     }
 
     /// A history entry moved to the writer's device, or given another id: it opens for

@@ -303,6 +303,50 @@ struct SenderTests {
         #expect(jwts.count <= 2)
     }
 
+    /// The log rows responders leave to the sender (PushNotification.logRow) survive a
+    /// kill -9 mid-burst: a notification delivered before its row's batch was written
+    /// is still in the spool, and the restarted sender writes the row.
+    @Test func killNineMidBurstLosesNoLogRow() throws {
+        let user = try RegisteredUser.register(with: DeviceClient(token: try TestStack.newToken("sender-log-rows")))
+        let database = try TestStack.serviceConnection()
+        defer { database.disconnect() }
+        let device = try #require(try database.queryOne("""
+            SELECT d.id FROM Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row WHERE s.userid = \(user.user.userID)
+            """)).decode(Int64.self)
+        let total = 3_000
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let notifications = (0..<total).map { index in
+            var notification = Self.notification(token: TestSecrets.apnsToken(), device: device, subject: "logged burst")
+            notification.logRow = PushNotification.LogRow(createdAtMilliseconds: now + Int64(index), summarySealed: nil)
+            return notification
+        }
+        var killed = false
+        for (index, notification) in notifications.enumerated() {
+            let deadline = Date().addingTimeInterval(60)
+            while (try? client.submit(notification)) != .accepted {
+                #expect(Date() < deadline, "the restarted sender takes notifications again")
+                if Date() > deadline { return }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            // Once a third is in, while the sender delivers the first ones: kill -9, restart.
+            if index == total / 3, let pid = TestStack.pids(matching: "ens-sender --config").first {
+                kill(pid, SIGKILL)
+                _ = TestStack.eventually(within: 10) { kill(pid, 0) != 0 }
+                try TestStack.stack("sender-start")
+                killed = true
+            }
+        }
+        #expect(killed, "the sender was killed once")
+        let ids = notifications.map(\.id)
+        let written = TestStack.eventually(within: 60) {
+            let row = try? database.queryOne("SELECT COUNT(*) FROM NotificationLog WHERE device_id = \(device) AND LOWER(HEX(id)) IN (\(list: ids))")
+            let count: Int64? = try? row.map { row throws in try row.decode(Int64.self) }
+            return count == Int64(total)
+        }
+        #expect(written, "every acknowledged notification's log row is written")
+        #expect(waitForAccepted(Set(ids), within: 60))
+    }
+
     @Test func everythingIsDeliveredAfterAPNsComesBack() throws {
         try TestStack.stack("sim-stop")
         defer { _ = try? TestStack.stack("sim-start") }

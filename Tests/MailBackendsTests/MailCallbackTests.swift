@@ -1,8 +1,10 @@
+import Codecs
 import ENSConfig
 import ENSHTTP
 import ENSModel
 import ENSStore
 import ENSTestSupport
+import ENSVault
 import MariaDB
 import SenderWire
 import Testing
@@ -147,10 +149,11 @@ extension OnAThrowawayDatabase {
         static let mail = [MailSummary(itemID: "item-1", subject: "Quarterly figures", senderName: "Alice Example"),
                            MailSummary(itemID: "item-2", subject: "Lunch?", senderName: "Bob Example")]
 
-        @Test func newMailIsLoggedThenHandedOnOncePerDeviceAndMessageWithIdsStableAcrossARedelivery() throws {
+        @Test func newMailIsHandedOnOncePerDeviceAndMessageWithItsLogRowAndIdsStableAcrossARedelivery() throws {
             let connection = database.connection()
             let record = try SubscribedRecord(database: connection, vault: database.vault, devices: 2, badge: true)
             let deviceIDs = record.devices.map(\.id)
+            let before = Timestamp.now()
             try withSender { sender throws in
                 let context = responderContext(database, sender: sender.path)
                 let events = MailEvents(subscriptionIDs: [record.subscriptionID], newItemIDs: ["item-1", "item-2"], watermark: "w-mail")
@@ -170,8 +173,22 @@ extension OnAThrowawayDatabase {
                     #expect(payloads.contains { $0.contains("Lunch?") && $0.contains("Bob Example") })
                     #expect(payloads.allSatisfy { $0.contains(#""badge":7"#) })
                 }
-                // Logged before the hand-off, under the notifications' ids.
-                #expect(try logged(deviceIDs, connection) == first.map(\.id).sorted())
+                // Nothing to fetch, so each log row goes with its notification for the
+                // sender to write: its history entry sealed to its id and device.
+                #expect(try logged(deviceIDs, connection).isEmpty, "the responder writes no row without content")
+                for notification in first {
+                    let logRow = try #require(notification.logRow)
+                    #expect(logRow.createdAtMilliseconds >= before.millisecondsSinceEpoch
+                        && logRow.createdAtMilliseconds <= Timestamp.now().millisecondsSinceEpoch)
+                    let id = try #require(Hex.decode(notification.id))
+                    let summary = try database.vault.openLogEntry(try #require(logRow.summarySealed), part: .summary, notificationID: id,
+                                                                  deviceID: try #require(notification.deviceRowID))
+                    #expect(String(decoding: summary, as: UTF8.self).contains("Example"))
+                    #expect(throws: (any Error).self, "bound to its device") {
+                        try database.vault.openLogEntry(logRow.summarySealed ?? [], part: .summary, notificationID: id,
+                                                        deviceID: notification.deviceRowID! + 1)
+                    }
+                }
                 let written = try row(record.id, connection)
                 #expect(written.watermark == "w-mail" && written.notifyCount == 4)
 
@@ -180,7 +197,27 @@ extension OnAThrowawayDatabase {
                 #expect(try source.callback(record: record.id, generation: record.generation, context: context) == .ok)
                 let again = sender.take()
                 #expect(again.map(\.id).sorted() == first.map(\.id).sorted())
-                #expect(try logged(deviceIDs, connection).count == 4)
+            }
+        }
+
+        /// A `secure` device's row holds the content it fetches when the push arrives:
+        /// the responder writes it before the hand-off, and the notification carries none.
+        @Test func aSecureDevicesRowIsWrittenBeforeTheHandOff() throws {
+            let connection = database.connection()
+            let record = try SubscribedRecord(database: connection, vault: database.vault, devices: 2)
+            let subscriptions = SubscriptionStore(database: connection, vault: database.vault)
+            let secure = try #require(try subscriptions.device(recordID: record.id, token: record.devices[1].token))
+            try subscriptions.setPrivacy(secure, recordID: record.id, DevicePrivacy(mode: .secure, previewKey: nil))
+            try withSender { sender throws in
+                let context = responderContext(database, sender: sender.path)
+                let source = ScriptedSource(MailEvents(subscriptionIDs: [record.subscriptionID], newItemIDs: ["item-1"]), summaries: Self.mail)
+                #expect(try source.callback(record: record.id, generation: record.generation, context: context) == .ok)
+                let handed = sender.take()
+                let secureOne = try #require(handed.first { $0.deviceRowID == secure.id })
+                #expect(secureOne.logRow == nil)
+                #expect(try logged([secure.id], connection) == [secureOne.id])
+                #expect(handed.first { $0.deviceRowID == record.devices[0].id }?.logRow != nil)
+                #expect(try logged([record.devices[0].id], connection).isEmpty)
             }
         }
 

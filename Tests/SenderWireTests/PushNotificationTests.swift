@@ -396,4 +396,41 @@ import Testing
             #expect(throws: PushNotification.Invalid.self) { try PushNotificationTests.parse(members) }
         }
     }
+
+    // MARK: The log row the sender writes
+
+    @Test func theLogRowRoundTripsAndIsLeftOutWithoutOne() throws {
+        var notification = try PushNotificationTests.alert()
+        #expect(!String(decoding: notification.json, as: UTF8.self).contains("log"), "a notification without one writes what it wrote before")
+        notification.logRow = PushNotification.LogRow(createdAtMilliseconds: 1_900_000_000_123, summarySealed: [0, 1, 2, 0xFF])
+        #expect(String(decoding: notification.json, as: UTF8.self).contains(#""log":{"at":1900000000123,"summary":"AAEC/w=="}"#))
+        #expect(try PushNotification(json: notification.json) == notification)
+        notification.logRow = PushNotification.LogRow(createdAtMilliseconds: 5, summarySealed: nil)
+        #expect(String(decoding: notification.json, as: UTF8.self).contains(#""log":{"at":5}"#), "history off: a row with no summary")
+        #expect(try PushNotification(json: notification.json) == notification)
+    }
+
+    @Test func aBadLogRowIsRefused() {
+        let tooBig = String(repeating: "A", count: (PushNotification.LogRow.maximumSummary + 3) / 3 * 4 + 4)
+        let bad: [(JSONValue, String)] = [
+            (.string("x"), "'log' must be an object"),
+            (.object([:]), "'at', a positive integer"),
+            (.object(["at": .number("0")]), "'at', a positive integer"),
+            (.object(["at": .string("5")]), "'at', a positive integer"),
+            (.object(["at": .number("5"), "summary": .string("%%%")]), "'log.summary' must be base64"),
+            (.object(["at": .number("5"), "summary": .string("")]), "'log.summary' must be base64"),
+            (.object(["at": .number("5"), "summary": .number("1")]), "'log.summary' must be base64"),
+            (.object(["at": .number("5"), "summary": .string(tooBig)]), "'log.summary' must be base64"),
+        ]
+        for (log, problem) in bad {
+            var members = PushNotificationTests.members()
+            members["log"] = log
+            PushNotificationTests.expectInvalid(members, problem, "\(log)")
+        }
+        // A row is keyed by its device: a notification that names none cannot have one.
+        var members = PushNotificationTests.members()
+        members["device"] = nil
+        members["log"] = .object(["at": .number("5")])
+        PushNotificationTests.expectInvalid(members, "'log' needs 'device'")
+    }
 }

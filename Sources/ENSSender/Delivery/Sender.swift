@@ -149,6 +149,7 @@ public final class Sender: Sendable {
             return
         }
         let feedback = ShardedDeviceFeedback(databases)
+        var logRows = LogRowWriter()
         var inFlight: [Int: (pending: Pending, notification: PushNotification)] = [:]
         var pauses = CredentialPauses(firstPauseMilliseconds: Int64(settings.credentialPause.wholeMilliseconds))
         var nextTag = 0
@@ -182,6 +183,7 @@ public final class Sender: Sendable {
             } catch {
                 logger.warning("cannot record deliveries", metadata: ["db.error": "\(error)"])
             }
+            writeLogRows(&logRows, feedback, now: now)
             if !stopping.load(ordering: .acquiring) {
                 while inFlight.count < settings.maximumInFlight, let pending = queue.next() {
                     let notification: PushNotification
@@ -197,11 +199,14 @@ public final class Sender: Sendable {
                         spool.remove(pending.entry)
                         continue
                     }
+                    // Whatever becomes of the push, its log row is written, as when the
+                    // responder wrote it before the hand-off.
+                    logRows.note(pending.entry, notification)
                     let kind = notification.deviceToken.provider
                     if notification.expiration * 1000 < now {
                         logger.warning("notification expired before delivery",
                                        metadata: ["notification.id": "\(notification.id)", "attempts": "\(pending.attempts)"])
-                        spool.remove(pending.entry)
+                        finish(pending.entry, &logRows)
                         count("expired", kind)
                         continue
                     }
@@ -238,7 +243,7 @@ public final class Sender: Sendable {
                             "push.provider": "\(kind.rawValue)", "push.topic": "\(notification.topic)",
                             "notification.id": "\(notification.id)", "error": "\(error)",
                         ])
-                        spool.remove(pending.entry)
+                        finish(pending.entry, &logRows)
                         count("dropped", kind)
                         continue
                     }
@@ -263,7 +268,7 @@ public final class Sender: Sendable {
                 guard let (pending, notification) = inFlight.removeValue(forKey: completion.tag) else { continue }
                 guard let provider = providers[notification.deviceToken.provider] else { continue }
                 if let retry = handle(completion, pending: pending, notification: notification,
-                                      provider: provider, feedback: feedback, pauses: &pauses) {
+                                      provider: provider, feedback: feedback, pauses: &pauses, logRows: &logRows) {
                     queue.delayed.append(retry)
                 }
                 pausedCredentials.store(pauses.pausedCount, ordering: .relaxed)
@@ -278,11 +283,34 @@ public final class Sender: Sendable {
         } catch {
             logger.warning("cannot record deliveries", metadata: ["db.error": "\(error)"])
         }
+        writeLogRows(&logRows, feedback, now: WallClock.milliseconds(), force: true)
         logger.info("delivery stopped", metadata: ["spool.size": "\(spool.count)"])
     }
 
+    /// The delivery of `entry` ended: the spool forgets it, now or once its log row is written.
+    private func finish(_ entry: SpoolEntry, _ logRows: inout LogRowWriter) {
+        if logRows.finish(entry) { spool.remove(entry) }
+    }
+
+    /// Writes the log rows noted so far when their batch is due; the spool forgets the
+    /// notifications whose delivery ended before their row was written.
+    private func writeLogRows(_ logRows: inout LogRowWriter, _ feedback: ShardedDeviceFeedback, now: Int64, force: Bool = false) {
+        let flushed = logRows.flush(nowMilliseconds: now, force: force) { shard, rows in
+            guard let database = feedback.shard(shard)?.database else { return }
+            try NotificationLog.insert(rows, into: database)
+        }
+        for entry in flushed.released { spool.remove(entry) }
+        if let failure = flushed.failure {
+            // The rows stay noted and their notifications spooled: the next flush tries
+            // again, and a restart replays them.
+            logger.warning("cannot write notification log rows; they wait, and their notifications stay spooled",
+                           metadata: ["db.error": "\(failure.error)", "rows": "\(failure.rowsWaiting)"])
+        }
+    }
+
     private func handle(_ completion: HTTP2Multiplexer.Completion, pending: Pending, notification: PushNotification,
-                        provider: any PushProvider, feedback: ShardedDeviceFeedback, pauses: inout CredentialPauses) -> Pending? {
+                        provider: any PushProvider, feedback: ShardedDeviceFeedback, pauses: inout CredentialPauses,
+                        logRows: inout LogRowWriter) -> Pending? {
         let kind = notification.deviceToken.provider
         let answer: PushAnswer
         switch completion.result {
@@ -333,12 +361,12 @@ public final class Sender: Sendable {
             }
             return Pending(entry: pending.entry, attempts: Int(pending.attempts), notBefore: until)
         case .delivered:
-            spool.remove(pending.entry)
+            finish(pending.entry, &logRows)
             count("delivered", kind)
             if let row = notification.deviceRowID { feedback.shard(notification.shard)?.delivered(deviceRowID: row, at: .now()) }
             return nil
         case .disableToken(let timestamp):
-            spool.remove(pending.entry)
+            finish(pending.entry, &logRows)
             count("disabled", kind)
             logger.info("the push service rejected a device token; disabling it", metadata: [
                 "push.provider": "\(kind.rawValue)", "push.status": "\(status ?? 0)", "push.reason": "\(verdict.reason)",
@@ -371,7 +399,7 @@ public final class Sender: Sendable {
             ])
             return Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1, notBefore: now + delay)
         case .drop(let why):
-            spool.remove(pending.entry)
+            finish(pending.entry, &logRows)
             count("dropped", kind)
             logger.warning("the push service refused a notification; dropping it", metadata: [
                 "push.provider": "\(kind.rawValue)", "push.answer": "\(why)", "notification.id": "\(notification.id)",

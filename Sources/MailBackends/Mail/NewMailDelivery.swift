@@ -71,14 +71,15 @@ struct NewMailDelivery {
                 return allowOnError
             }
         }
-        // Two statements, each its own commit (inside Graph's hand-off transaction, part
-        // of it): the reservation, then every log row. One transaction would make them
-        // one commit but four statements, and on this stack a statement costs MariaDB
-        // more than a commit does (bench/b6-floor.py: 1.0 ms against 0.65 per callback).
-        // The log rows are written before the push, so a `secure` device finds its
-        // content when the push arrives; a redelivered batch finds its rows already there.
-        // A failure to log throws: Graph's hand-off is retried whole; for EWS the
-        // callback is answered 500 and Exchange redelivers.
+        // The reservation, then the rows with content, each its own commit (inside
+        // Graph's hand-off transaction, part of it). One transaction would make them one
+        // commit but four statements, and on this stack a statement costs MariaDB more
+        // than a commit does (bench/b6-floor.py: 1.0 ms against 0.65 per callback).
+        // A row with content is written before the push, so a `secure` device finds it
+        // when the push arrives; every other row goes with its notification, and the
+        // sender writes it in its next batch (PushNotification.logRow). A redelivered
+        // batch finds its rows already there. A failure to log throws: Graph's hand-off
+        // is retried whole; for EWS the callback is answered 500 and Exchange redelivers.
         guard let reserved = try store.reserveNotifications(
             recordID: row.id, preferring: wanted, orElse: devices.count,
             limit: settings.maximumNotificationsPerMinute, watermark: watermark, now: now
@@ -89,18 +90,19 @@ struct NewMailDelivery {
             return Outcome(delivered: true, recorded: false)
         }
         let summarized = !perItem || reserved < items.count * devices.count
-        let prepared = notifications(for: permitted, items: items, summarized: summarized, lookup: lookup, row: row, now: now)
-        try context.notificationLog.record(prepared.map(\.entry))
+        let prepared = try notifications(for: permitted, items: items, summarized: summarized, lookup: lookup, row: row, now: now)
+        try context.notificationLog.record(prepared.compactMap(\.loggedNow))
         let taken = try SenderHandOff(context: context).submit(prepared.map(\.notification), reserved: reserved, recordID: row.id, store: store)
         return Outcome(delivered: taken, recorded: true)
     }
 
-    /// One notification per (device, message), and its log row; past a cap one "N new
-    /// messages" alert per device. Notification ids derive from record, device and
-    /// item, so a redelivery collapses on the device.
+    /// One notification per (device, message), and its log row: a row with content
+    /// to log before the hand-off (`loggedNow`), any other inside the notification for
+    /// the sender. Past a cap one "N new messages" alert per device. Notification ids
+    /// derive from record, device and item, so a redelivery collapses on the device.
     private func notifications(for devices: [MailSubscriptionStore.NotifiableDevice], items: [String], summarized: Bool, lookup: MailLookup,
-                               row: MailSubscriptionStore.CallbackRecord, now: Timestamp) -> [(entry: NotificationLog.Entry,
-                                                                                               notification: PushNotification)] {
+                               row: MailSubscriptionStore.CallbackRecord,
+                               now: Timestamp) throws(DatabaseError) -> [(loggedNow: NotificationLog.Entry?, notification: PushNotification)] {
         if summarized {
             logger.info("new mail summarized: over a per-callback or per-minute cap", metadata: ["record": "\(row.id)", "items": "\(items.count)"])
         }
@@ -112,7 +114,8 @@ struct NewMailDelivery {
             : items.map { item in lookup.summaries.first { $0.itemID == item } ?? MailSummary(itemID: item, subject: "", senderName: "New mail") }
         let settings = context.settings.exchange
         let privacy = context.settings.privacy
-        var prepared: [(entry: NotificationLog.Entry, notification: PushNotification)] = []
+        let log = context.notificationLog
+        var prepared: [(loggedNow: NotificationLog.Entry?, notification: PushNotification)] = []
         for target in devices {
             let mode = target.device.privacy.mode.raised(to: privacy.minimumMode, hasPreviewKey: target.device.privacy.previewKey != nil)
             for summary in summaries {
@@ -124,19 +127,24 @@ struct NewMailDelivery {
                     notificationID: id, createdAt: now, isSummary: summarized
                 )
                 let (encoded, shown) = render(payload, mode: mode, previewKey: target.device.privacy.previewKey)
-                let entry = NotificationLog.Entry(
-                    notificationID: id, deviceID: target.device.id, createdAt: now,
-                    summary: privacy.historyCount > 0 ? payload.summary : nil,
-                    content: shown == .secure ? payload.content : nil,
-                    contentExpiresAt: shown == .secure ? now.adding(privacy.fetchTTL) : nil
-                )
-                let notification = PushNotification(
+                let summary = privacy.historyCount > 0 ? payload.summary : nil
+                var notification = PushNotification(
                     id: id, deviceToken: target.token, topic: target.device.bundleID,
                     environment: target.device.development ? .sandbox : .production, pushType: .alert,
                     expiration: now.adding(settings.notificationTTL).millisecondsSinceEpoch / 1000,
                     payload: encoded, deviceRowID: target.device.id, shard: context.pushShard
                 )
-                prepared.append((entry, notification))
+                guard shown != .secure else {
+                    let entry = NotificationLog.Entry(notificationID: id, deviceID: target.device.id, createdAt: now, summary: summary,
+                                                      content: payload.content, contentExpiresAt: now.adding(privacy.fetchTTL))
+                    prepared.append((entry, notification))
+                    continue
+                }
+                let sealed = try summary.map { summary throws(DatabaseError) in
+                    try log.sealSummary(summary, notificationID: id, deviceID: target.device.id)
+                }
+                notification.logRow = PushNotification.LogRow(createdAtMilliseconds: now.millisecondsSinceEpoch, summarySealed: sealed)
+                prepared.append((nil, notification))
             }
         }
         return prepared

@@ -72,10 +72,13 @@ struct RegisteredUser {
         ].merging(extra) { _, new in new }, headers: headers)
     }
 
-    /// New mail for this user; true once a push with `subject` reached `token`.
+    /// New mail for this user; true once a push with `subject` reached `token` and its
+    /// NotificationLog row is written (a row without content is the sender's to write,
+    /// in its next batch: it may land just after the push).
     func mailReaches(_ token: String, subject: String, within seconds: Double = 20) throws -> Bool {
         _ = try ExchangeSimulator.newMail(user.email, subject: subject, fromName: "Ann Example")
-        return TestStack.eventually(within: seconds) { !pushes(to: token, subject: subject).isEmpty }
+        guard TestStack.eventually(within: seconds, { !pushes(to: token, subject: subject).isEmpty }) else { return false }
+        return try TestStack.logRowsWritten(for: pushes(to: token, subject: subject))
     }
 
     func pushes(to token: String, subject: String) -> [APNsSimulator.Accepted] {

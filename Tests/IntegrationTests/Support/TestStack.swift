@@ -84,6 +84,19 @@ enum TestStack {
         return try condition()
     }
 
+    /// Whether the NotificationLog rows of `pushes` (by their `ens.id`) are all written
+    /// within `seconds`.
+    static func logRowsWritten(for pushes: [APNsSimulator.Accepted], within seconds: Double = 5) throws -> Bool {
+        let ids = pushes.compactMap { ($0.payload["ens"] as? [String: Any])?["id"] as? String }
+        guard !ids.isEmpty else { return true }
+        let database = try serviceConnection()
+        defer { database.disconnect() }
+        return try eventually(within: seconds) {
+            let row = try database.queryOne("SELECT COUNT(*) FROM NotificationLog WHERE LOWER(HEX(id)) IN (\(list: ids))")
+            return try row?.decode(Int64.self) == Int64(Set(ids).count)
+        }
+    }
+
     /// A connection as the restricted service account, exactly as the responders connect.
     static func serviceConnection(database: String = "ens") throws -> Connection {
         let password = try String(contentsOfFile: directory + "/secrets/db-service.password", encoding: .utf8)
