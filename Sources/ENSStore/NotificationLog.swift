@@ -107,7 +107,7 @@ public struct NotificationLog {
         }
     }
 
-    public static let rowsPerStatement = 8
+    static let rowsPerStatement = 8
 
     /// The content of one of the device's `secure` notifications, erased as it is
     /// read: nil when there is none (another device's, never made, already fetched,

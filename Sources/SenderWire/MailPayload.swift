@@ -100,12 +100,20 @@ public struct MailPayload: Sendable {
         return render(sender: "", subject: "", generic: .encrypted, enc: Base64.encode(sealed))
     }
 
-    /// The history's entry: {"sender", "subject"}.
+    /// The most a history entry holds: what `NotificationLog.summary_sealed` keeps once
+    /// the entry is sealed (AES-GCM's nonce and tag around it).
+    public static let maximumSummaryBytes = PushNotification.LogRow.maximumSummary - AESGCMKey.nonceSize - AESGCMKey.tagSize
+
+    /// The history's entry: {"sender", "subject"}, the subject cut to fit
+    /// `maximumSummaryBytes`. Uncut, a mail whose subject ran to a few kilobytes made a
+    /// row the column refused, and its callback failed at every redelivery.
     public var summary: [UInt8] {
-        var summary = JSONObjectWriter()
-        summary.add("sender", sender)
-        summary.add("subject", subject)
-        return summary.finished()
+        Self.fit(sender: sender, subject: subject, within: Self.maximumSummaryBytes) { sender, subject in
+            var summary = JSONObjectWriter()
+            summary.add("sender", sender)
+            summary.add("subject", subject)
+            return summary.finished()
+        }
     }
 
     /// What `encrypted` seals and `secure` keeps for the app to fetch, as a JSON object:

@@ -29,8 +29,8 @@ public struct PushNotification: Sendable, Equatable {
     /// notification with no content to fetch); nil when the responder wrote it.
     public var logRow: LogRow?
 
-    /// A NotificationLog row without content (docs/architecture.md, "The new-mail
-    /// path"): the sender writes it, keyed by the notification's id and device, in its
+    /// A NotificationLog row without content (docs/architecture.md, "Mail backends"):
+    /// the sender writes it, keyed by the notification's id and device, in its
     /// next batch, at most a quarter of a second after taking the notification for
     /// delivery, and keeps the notification in its spool until that batch commits.
     public struct LogRow: Sendable, Equatable {

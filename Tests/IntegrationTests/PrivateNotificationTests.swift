@@ -367,6 +367,22 @@ struct PrivateNotificationTests {
         #expect(count == 0, "unregister erased the history")
     }
 
+    /// A mail whose subject runs to kilobytes (anyone can send one) reaches the device
+    /// and its history, the subject cut; uncut, its history entry did not fit its
+    /// column and the callback failed at every redelivery.
+    @Test func aMailWithAHugeSubjectIsPushedAndListed() throws {
+        let user = try RegisteredUser.register(with: api)
+        let subject = "Huge " + String(repeating: "subject ", count: 500)
+        _ = try ExchangeSimulator.newMail(user.user.email, subject: subject, fromName: "Ann Example")
+        #expect(TestStack.eventually(within: 20) { apnsPush(to: user.token) != nil }, "pushed")
+        let push = try #require(apnsPush(to: user.token))
+        #expect(try TestStack.logRowsWritten(for: [push]), "its history entry written")
+        let listed = object(try sealed(user, "/getnotificationhistory", ["pushToken": user.token]))["notifications"] as? [[String: Any]] ?? []
+        let entry = try #require(listed.first)
+        let cut = try #require(entry["subject"] as? String)
+        #expect(cut.hasSuffix("…") && subject.hasPrefix(String(cut.dropLast())) && cut.utf8.count > 1500, "\(cut.utf8.count) bytes")
+    }
+
     /// A check-in that echoes the `ens.ts` of the newest push it has is compared with
     /// the server's own time, whatever the device's clock says (an hour fast or slow).
     @Test func checkInsCompareTheServersTimestamps() throws {

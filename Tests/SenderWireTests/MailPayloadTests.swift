@@ -54,6 +54,31 @@ import Testing
         }
     }
 
+    /// The history's entry is cut to what `NotificationLog.summary_sealed` holds once
+    /// sealed: a mail with a subject of kilobytes still gets its row (and its push).
+    @Test func theHistoryEntryIsCutToFitItsSealedColumn() throws {
+        let vault = Vault(masterKey: try AESGCMKey(bytes: Digest.randomBytes(32)))
+        for unit in ["é", "👩‍👩‍👧‍👦", "\"", "a"] {
+            let subject = String(repeating: unit, count: 5000)
+            let summary = MailPayload(sender: "Ann Example", subject: subject, userID: Self.userID).summary
+            #expect(summary.count <= MailPayload.maximumSummaryBytes && summary.count > MailPayload.maximumSummaryBytes - 100,
+                    "\(unit): \(summary.count)")
+            let sealed = try vault.sealLogEntry(summary, part: .summary, notificationID: Array(repeating: 1, count: 16), deviceID: 7)
+            #expect(sealed.count <= PushNotification.LogRow.maximumSummary, "\(unit): \(sealed.count) sealed")
+            let decoded = try Self.decode(summary)
+            let cut = try #require(decoded["subject"] as? String)
+            #expect(cut.hasSuffix("…") && subject.hasPrefix(String(cut.dropLast())))
+            #expect(decoded["sender"] as? String == "Ann Example")
+            // A sender of kilobytes too: its first 256 characters, cut further if need be.
+            let both = MailPayload(sender: String(repeating: unit, count: 600), subject: subject, userID: Self.userID).summary
+            #expect(both.count <= MailPayload.maximumSummaryBytes, "\(unit): \(both.count)")
+            let sender = try #require(try Self.decode(both)["sender"] as? String)
+            #expect(String(repeating: unit, count: 256).hasPrefix(sender.hasSuffix("…") ? String(sender.dropLast()) : sender))
+        }
+        let short = try Self.decode(MailPayload(sender: "Ann", subject: "Lunch?", userID: Self.userID).summary)
+        #expect(short as? [String: String] == ["sender": "Ann", "subject": "Lunch?"])
+    }
+
     @Test func shortPayloadsAreLeftAlone() throws {
         let subject = String(repeating: "x", count: 3000)
         let decoded = try Self.decode(MailPayload(sender: "S", subject: subject, userID: Self.userID).encoded)
