@@ -85,15 +85,22 @@ enum TestStack {
     }
 
     /// Whether the NotificationLog rows of `pushes` (by their `ens.id`) are all written
-    /// within `seconds`.
+    /// within `seconds`, in whichever shard's schema (`ens`, `ens_shard…`) holds each.
     static func logRowsWritten(for pushes: [APNsSimulator.Accepted], within seconds: Double = 5) throws -> Bool {
         let ids = pushes.compactMap { ($0.payload["ens"] as? [String: Any])?["id"] as? String }
         guard !ids.isEmpty else { return true }
         let database = try serviceConnection()
         defer { database.disconnect() }
+        let schemas = try database.query("""
+            SELECT schema_name FROM information_schema.schemata WHERE schema_name = 'ens' OR schema_name LIKE 'ens\\_shard%'
+            """).map { try $0.decode(String.self) }
         return try eventually(within: seconds) {
-            let row = try database.queryOne("SELECT COUNT(*) FROM NotificationLog WHERE LOWER(HEX(id)) IN (\(list: ids))")
-            return try row?.decode(Int64.self) == Int64(Set(ids).count)
+            var written: Int64 = 0
+            for schema in schemas {
+                let row = try database.queryOne("SELECT COUNT(*) FROM \(unsafe: schema).NotificationLog WHERE LOWER(HEX(id)) IN (\(list: ids))")
+                written += try row.map { row throws in try row.decode(Int64.self) } ?? 0
+            }
+            return written == Int64(Set(ids).count)
         }
     }
 
