@@ -6,7 +6,8 @@
 # during the run falls on both. For each run: callbacks/s, p50/p99, and CPU per
 # callback of ens-fcgi, ens-sender, MariaDB and nginx (from /proc, from before the run
 # until the spool has drained after it, so each run pays for its own pushes; the
-# simulators and wrk are not counted). Ends with the medians of the rounds' B/A ratios.
+# simulators and wrk are not counted), and MariaDB's statements and commits per
+# callback over the same span. Ends with the medians of the rounds' B/A ratios.
 # AB_KIND=heartbeat replays each subscription's StatusEvent instead (the same callback
 # with the NewMailEvent replaced, as bench/capacity.py's heartbeats), and counts the CPU
 # until a second after the run, so each side's batched writes fall in its own run.
@@ -88,19 +89,34 @@ load() {
       END {printf "%s %s %s %s %d\n", rps, p50, p99, total, errors}' <<<"$out"
   fi
 }
-# measure SIDE: prints "rps p50 p99 fcgi_ms sender_ms mariadb_ms nginx_ms unexpected".
+# mariadb_counts: MariaDB's statements and commits so far on the current side's server
+# ("statements commits": Questions, which counts each prepared statement's execution,
+# and Handler_commit, one per transaction committed, autocommitted or not).
+mariadb_counts() {
+  mariadb --no-defaults -S "$ENS_VAR/run/mysqld.sock" -uroot -N -e \
+    "SELECT variable_value FROM information_schema.global_status WHERE variable_name IN ('QUESTIONS', 'HANDLER_COMMIT')
+     ORDER BY variable_name = 'HANDLER_COMMIT'" | paste -sd' '
+}
+# measure SIDE: prints "rps p50 p99 fcgi_ms sender_ms mariadb_ms nginx_ms unexpected
+# statements_per_callback commits_per_callback" (the counters' second query taken out).
 measure() {
   use "$1"
-  local before=() after=() role rps p50 p99 total errors
+  local before=() after=() role rps p50 p99 total errors counts_before counts_after
   wait_for_empty_spool
   for role in fcgi sender mariadb nginx; do before+=("$(role_ticks "$role")"); done
+  counts_before=$(mariadb_counts)
   read -r rps p50 p99 total errors <<<"$(load)"
   wait_for_empty_spool
   [ "$KIND" = heartbeat ] && sleep 1.5
+  counts_after=$(mariadb_counts)
   for role in fcgi sender mariadb nginx; do after+=("$(role_ticks "$role")"); done
+  read -r q0 c0 <<<"$counts_before"
+  read -r q1 c1 <<<"$counts_after"
   awk -v hz="$hz" -v f=$((after[0] - before[0])) -v a=$((after[1] - before[1])) -v m=$((after[2] - before[2])) \
-      -v n=$((after[3] - before[3])) -v rps="$rps" -v p50="$p50" -v p99="$p99" -v total="$total" -v errors="$errors" '
-    BEGIN {ms = hz / 1000 * total; printf "%s %s %s %.3f %.3f %.3f %.3f %d", rps, p50, p99, f/ms, a/ms, m/ms, n/ms, errors}'
+      -v n=$((after[3] - before[3])) -v rps="$rps" -v p50="$p50" -v p99="$p99" -v total="$total" -v errors="$errors" \
+      -v q=$((q1 - q0 - 1)) -v c=$((c1 - c0)) '
+    BEGIN {ms = hz / 1000 * total; printf "%s %s %s %.3f %.3f %.3f %.3f %d %.2f %.2f", rps, p50, p99, f/ms, a/ms, m/ms, n/ms, errors,
+      q/total, c/total}'
 }
 
 declare -A runs
@@ -109,9 +125,9 @@ for ((round = 0; round < ROUNDS; round++)); do
   if ((round % 2 == 0)); then order=(a b); else order=(b a); fi
   for side in "${order[@]}"; do runs[$side]=$(measure "$side"); done
   for side in a b; do
-    read -r rps p50 p99 f a m n errors <<<"${runs[$side]}"
-    printf 'AB round %d %s: %s callbacks/s (p50 %s, p99 %s; %s unexpected); CPU ms per callback: ens-fcgi %s, ens-sender %s, MariaDB %s, nginx %s; the three ENS-side together %.3f\n' \
-      $((round + 1)) "${side^^}" "$rps" "$p50" "$p99" "$errors" "$f" "$a" "$m" "$n" "$(python3 -c "print($f + $a + $m)")"
+    read -r rps p50 p99 f a m n errors statements commits <<<"${runs[$side]}"
+    printf 'AB round %d %s: %s callbacks/s (p50 %s, p99 %s; %s unexpected); CPU ms per callback: ens-fcgi %s, ens-sender %s, MariaDB %s, nginx %s; the three ENS-side together %.3f; MariaDB statements %s, commits %s per callback\n' \
+      $((round + 1)) "${side^^}" "$rps" "$p50" "$p99" "$errors" "$f" "$a" "$m" "$n" "$(python3 -c "print($f + $a + $m)")" "$statements" "$commits"
   done
   read -r ra _ _ fa aa ma _ _ <<<"${runs[a]}"
   read -r rb _ _ fb ab mb _ _ <<<"${runs[b]}"
