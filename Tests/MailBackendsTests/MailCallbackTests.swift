@@ -200,6 +200,16 @@ extension OnAThrowawayDatabase {
             }
         }
 
+        /// The wire's bound on a history entry is the column's: a sealed summary the
+        /// sender accepts always fits `NotificationLog.summary_sealed`.
+        @Test func theWiresSummaryLimitIsTheColumnsWidth() throws {
+            let row = try #require(try database.connection().queryOne("""
+                SELECT CHARACTER_MAXIMUM_LENGTH FROM information_schema.columns
+                WHERE table_schema = DATABASE() AND table_name = 'NotificationLog' AND column_name = 'summary_sealed'
+                """))
+            #expect(try row.decode(Int64.self) == Int64(PushNotification.LogRow.maximumSummary))
+        }
+
         /// A `secure` device's row holds the content it fetches when the push arrives:
         /// the responder writes it before the hand-off, and the notification carries none.
         @Test func aSecureDevicesRowIsWrittenBeforeTheHandOff() throws {
