@@ -41,10 +41,10 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 export PATH=/opt/swift/usr/bin:$PATH
 
-# The previous release: 0.4.0 (Sources/ENSModel/Release.swift and debian/changelog at
+# The previous release: 0.5.0 (Sources/ENSModel/Release.swift and debian/changelog at
 # that commit). The one place it is named; move it on when a release lands. A full
 # hash, since a shallow clone can fetch a commit only by its full name.
-PREVIOUS_RELEASE=57d4823f372b66fe1ad786d6fbd1dc6147a7ac13
+PREVIOUS_RELEASE=9ec63db38a3000bcaf1a4cc3e4bd8d8f594bc22c
 PREV_TREE=${ENS_PREVIOUS_TREE:-$ROOT/var/release-prev}
 
 RUN_NAME=rolling-upgrade

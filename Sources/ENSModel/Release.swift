@@ -3,5 +3,5 @@
 /// is debian/changelog's newest entry, which also says what the release's migrations
 /// expand and contract; `make lint` fails when this differs from it.
 public enum Release {
-    public static let version = "0.5.0"
+    public static let version = "0.6.0"
 }
