@@ -9,8 +9,12 @@ callback for each (from /proc, mariadbd only; this client is not counted):
   before       the record, its devices, the reservation, a log row: each write its own commit
   transaction  the record and its devices in one SELECT, then the reservation and the log
                row in one transaction (one commit, but START and COMMIT are statements too)
-  now          the record and its devices in one SELECT, then the two writes, each its own
-               commit (what ENS does since this was measured)
+  row-each     the record and its devices in one SELECT, then the two writes, each its own
+               commit (what ENS did from 2026-11-28 to 0.4.0)
+  now          the record and its devices in one SELECT, then the reservation (what ENS does
+               since 0.5.0: the log rows go in ens-sender's batches, a few a second)
+  plain-read   as `now`, but the read is `least`'s: what the joined read costs over it
+  plain-write  as `now`, but the write is `least`'s: what the reservation costs over it
   one-trip     as `now`, but the two writes in one round trip: a procedure (made for the
                run and dropped after it) called as one prepared statement
   one-commit   as `one-trip`, the procedure's two writes in one transaction
@@ -26,7 +30,7 @@ to back, one wakeup serves many). The statements change nothing a later run depe
 the reservation's
 window is lifted (ENS_MAX_NOTIFICATIONS_PER_MINUTE), and the log rows it adds belong to
 one bench device (ens-cron reap trims them like any other). B6_FLOOR_ONLY=least (or
-another name) runs that arrangement alone.
+other names, comma-separated) runs those arrangements alone.
 
 It talks to MariaDB through MySQL Connector/Python's prepared cursor (server-side
 prepared statements, as ENS uses). MariaDB's own Connector/Python 1.1.14, used until
@@ -168,10 +172,22 @@ def main():
         log()
         sql("COMMIT")
 
-    def current():
+    def row_each():
         read(MERGED, (record,))
         reserve()
         log()
+
+    def current():
+        read(MERGED, (record,))
+        reserve()
+
+    def plain_read():
+        read(LEAST_SELECT, (record,))
+        reserve()
+
+    def plain_write():
+        read(MERGED, (record,))
+        sql(LEAST_UPDATE, (now(), record))
 
     # `one-trip`: the two writes in one round trip, a procedure called as one prepared
     # statement (what ENS would need a migration and EXECUTE for); made here for the
@@ -199,10 +215,11 @@ def main():
         read(LEAST_SELECT, (record,))
         sql(LEAST_UPDATE, (now(), record))
 
-    arrangements = {"before": before, "transaction": transaction, "now": current, "one-trip": call("bench_reserve_and_log"),
-                    "one-commit": call("bench_reserve_and_log_tx"), "least": least}
-    if only := os.environ.get("B6_FLOOR_ONLY"):  # one arrangement, by name
-        arrangements = {only: arrangements[only]}
+    arrangements = {"before": before, "transaction": transaction, "row-each": row_each, "one-trip": call("bench_reserve_and_log"),
+                    "one-commit": call("bench_reserve_and_log_tx"), "now": current, "plain-read": plain_read,
+                    "plain-write": plain_write, "least": least}
+    if only := os.environ.get("B6_FLOOR_ONLY"):  # some arrangements, by name
+        arrangements = {name: arrangements[name] for name in only.split(",")}
     results = measure(arrangements, iterations, rate)
     ddl.execute("DROP PROCEDURE bench_reserve_and_log")
     ddl.execute("DROP PROCEDURE bench_reserve_and_log_tx")

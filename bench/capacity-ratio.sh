@@ -53,3 +53,12 @@ for class in ews-mail:new-mail ews-heartbeat:heartbeat checkin:check-in; do
   printf 'Capacity class %s: stack %s ms of CPU, its floor at the pace %s ms: %s x the floor\n' "$kind" "$stack" "$bottom" "$ratio"
   figure "capacity.${kind//-/_}_over_floor" "$ratio"
 done
+
+# The sender's share of a new-mail callback beside its floor at the pace: the callback's
+# pushes and one durable append, each done alone as paced arrivals come (at most 2x).
+sender=$(grep '^Capacity split ews-mail:' "$out/split" | grep -oE 'ens-sender [0-9.]+' | awk '{print $2}')
+bottom=$(grep "^Capacity floor at the capacity bench's pace" "$last" | grep -oE 'a sync\) [0-9.]+ ms' | grep -oE '[0-9.]+')
+[ -n "$sender" ] && [ -n "$bottom" ] || { echo "capacity-ratio: no ens-sender in the ews-mail split or no sender floor in $last" >&2; exit 1; }
+ratio=$(python3 -c "print(f'{$sender / $bottom:.2f}')")
+printf 'Capacity sender: ens-sender %s ms of CPU per new-mail callback, its pushes and durable append at the pace %s ms: %s x the floor\n' "$sender" "$bottom" "$ratio"
+figure capacity.sender_over_floor "$ratio"

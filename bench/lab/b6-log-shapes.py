@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the NotificationLog row's shape costs MariaDB per Exchange callback.
 
-Replays `b6-floor.py`'s `now` (the joined read, the reservation, one log row) with the
+Replays `b6-floor.py`'s `row-each` (the joined read, the reservation, one log row) with the
 log row going to copies of NotificationLog in other shapes, each filled with the bench
 stack's own rows and each insert for a random device, and reports mariadbd's CPU per
 callback for each (3 rounds, alternating):
