@@ -15,7 +15,7 @@ callback for each (from /proc, mariadbd only; this client is not counted):
                since 0.5.0: the log rows go in ens-sender's batches, a few a second)
   plain-read   as `now`, but the read is `least`'s: what the joined read costs over it
   plain-write  as `now`, but the write is `least`'s: what the reservation costs over it
-  one-trip     as `now`, but the two writes in one round trip: a procedure (made for the
+  one-trip     as `row-each`, but the two writes in one round trip: a procedure (made for the
                run and dropped after it) called as one prepared statement
   one-commit   as `one-trip`, the procedure's two writes in one transaction
   least        one SELECT of the record by key and one UPDATE of it by key (autocommit):
@@ -191,7 +191,7 @@ def main():
 
     # `one-trip`: the two writes in one round trip, a procedure called as one prepared
     # statement (what ENS would need a migration and EXECUTE for); made here for the
-    # run and dropped after it. Like `now`, it writes the log row whatever the
+    # run and dropped after it. Like `row-each`, it writes the log row whatever the
     # reservation did (ENS would write it only when the reservation held).
     # The time goes in as DATETIME(3), as ENS writes it: a DATETIME (whole seconds) left
     # most reservations within a second unchanged, which InnoDB commits for almost

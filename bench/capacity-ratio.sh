@@ -44,21 +44,25 @@ figure capacity.worst_p99_ms "$worst"
 # Each class alone, beside its floor at the pace (the last round's).
 grep '^Capacity split' "$out/capacity.$ROUNDS" | tee "$out/split"
 last=$out/floor.$ROUNDS
+# over_floor FIGURE TEXT SPENT FLOOR: prints "TEXT: SPENT/FLOOR x the floor" and records
+# the ratio as FIGURE; a figure missing from the split or the floor ends the run.
+over_floor() {
+  [ -n "$3" ] && [ -n "$4" ] || { echo "capacity-ratio: no figure for $1 in $out/split or no floor for it in $last" >&2; exit 1; }
+  local ratio
+  ratio=$(python3 -c "print(f'{$3 / $4:.2f}')")
+  printf '%s: %s x the floor\n' "$2" "$ratio"
+  figure "$1" "$ratio"
+}
 for class in ews-mail:new-mail ews-heartbeat:heartbeat checkin:check-in; do
   kind=${class%%:*} name=${class#*:}
   stack=$(grep "^Capacity split $kind:" "$out/split" | grep -oE 'stack [0-9.]+' | awk '{print $2}')
   bottom=$(grep "^Capacity floor at the capacity bench's pace" "$last" | grep -oE "$name( callback)? [0-9.]+ ms" | grep -oE '[0-9.]+ ms' | awk '{print $1}')
-  [ -n "$stack" ] && [ -n "$bottom" ] || { echo "capacity-ratio: no $kind split in $out/split or no $name floor in $last" >&2; exit 1; }
-  ratio=$(python3 -c "print(f'{$stack / $bottom:.2f}')")
-  printf 'Capacity class %s: stack %s ms of CPU, its floor at the pace %s ms: %s x the floor\n' "$kind" "$stack" "$bottom" "$ratio"
-  figure "capacity.${kind//-/_}_over_floor" "$ratio"
+  over_floor "capacity.${kind//-/_}_over_floor" "Capacity class $kind: stack $stack ms of CPU, its floor at the pace $bottom ms" "$stack" "$bottom"
 done
 
 # The sender's share of a new-mail callback beside its floor at the pace: the callback's
 # pushes and one durable append, each done alone as paced arrivals come (at most 2x).
 sender=$(grep '^Capacity split ews-mail:' "$out/split" | grep -oE 'ens-sender [0-9.]+' | awk '{print $2}')
 bottom=$(grep "^Capacity floor at the capacity bench's pace" "$last" | grep -oE 'a sync\) [0-9.]+ ms' | grep -oE '[0-9.]+')
-[ -n "$sender" ] && [ -n "$bottom" ] || { echo "capacity-ratio: no ens-sender in the ews-mail split or no sender floor in $last" >&2; exit 1; }
-ratio=$(python3 -c "print(f'{$sender / $bottom:.2f}')")
-printf 'Capacity sender: ens-sender %s ms of CPU per new-mail callback, its pushes and durable append at the pace %s ms: %s x the floor\n' "$sender" "$bottom" "$ratio"
-figure capacity.sender_over_floor "$ratio"
+over_floor capacity.sender_over_floor \
+  "Capacity sender: ens-sender $sender ms of CPU per new-mail callback, its pushes and durable append at the pace $bottom ms" "$sender" "$bottom"
