@@ -66,3 +66,27 @@ sender=$(grep '^Capacity split ews-mail:' "$out/split" | grep -oE 'ens-sender [0
 bottom=$(grep "^Capacity floor at the capacity bench's pace" "$last" | grep -oE 'a sync\) [0-9.]+ ms' | grep -oE '[0-9.]+')
 over_floor capacity.sender_over_floor \
   "Capacity sender: ens-sender $sender ms of CPU per new-mail callback, its pushes and durable append at the pace $bottom ms" "$sender" "$bottom"
+
+# Where a new-mail callback's cost over its floor lies, process by process, each against
+# its own part of the floor at the pace: nginx's proxying, MariaDB's least work, the lookup
+# (all ens-fcgi's floor has: parsing, the database client, sealing and the hand-off are
+# not in it), and the sender's pushes and durable append. What 0.6 of the floor would
+# leave for all of them together is printed beside it.
+python3 - "$out/split" "$last" <<'PY'
+import re, sys
+split = next(l for l in open(sys.argv[1]) if l.startswith("Capacity split ews-mail:"))
+paced = next(l for l in open(sys.argv[2]) if l.startswith("Capacity floor at the capacity bench's pace"))
+def num(pattern, text):
+    found = re.search(pattern, text)
+    if not found:
+        sys.exit(f"capacity-ratio: no match for {pattern!r} in {text.strip()!r}")
+    return float(found.group(1))
+spent = {p: num(rf"{p} ([0-9.]+)", split) for p in ("ens-fcgi", "nginx", "mariadb", "ens-sender")}
+part = {"ens-fcgi": num(r"lookup ([0-9.]+)", paced), "nginx": num(r"nginx ([0-9.]+) ms per request", paced),
+        "mariadb": num(r"MariaDB ([0-9.]+) ms per callback", paced), "ens-sender": num(r"a sync\) ([0-9.]+) ms", paced)}
+floor = num(r"new-mail callback ([0-9.]+) ms", paced)
+over = {p: spent[p] - part[p] for p in spent}
+print("Capacity new mail over its floor, by process (ms of CPU per callback, spent - its part of the floor): "
+      + ", ".join(f"{p} {spent[p]:.3f} - {part[p]:.3f} = {over[p]:+.3f}" for p in sorted(over, key=over.get, reverse=True))
+      + f"; {sum(over.values()):+.3f} in all, where 0.6 of the floor leaves {floor / 0.6 - floor:+.3f}")
+PY
