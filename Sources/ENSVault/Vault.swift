@@ -79,8 +79,25 @@ public struct Vault: Sendable {
 
     // MARK: Single-use sealed values
 
+    /// What `SealedValuesUsed` records of the act a sealed value asks for: its use, the
+    /// record whose key opened it, the time the device sealed it and the device it acts
+    /// on (the stored form of its push token; empty for a use that names none), under a
+    /// keyed hash. Bytes that parse to the same act (whitespace in a block an attacker
+    /// sealed and appended, blocks spliced around the original `sealedAt`) give the same
+    /// mark, where the plaintext's digest would differ.
+    public func sealedActDigest(purpose: String, recordID: Int64, sealedAt: Int64, device: String) -> [UInt8] {
+        var message = Array("ens-sealed-act/1".utf8)
+        for field in [purpose, String(recordID), String(sealedAt), device] {
+            message.append(0)
+            message += Array(field.utf8)
+        }
+        return Digest.hmacSHA256(key: sealedOnceKey, message: message)
+    }
+
     /// What `SealedValuesUsed` records of one opened sealed value: its use, the record
-    /// whose key opened it and its plaintext, under a keyed hash.
+    /// whose key opened it and its plaintext, under a keyed hash: the mark 0.5.0 and
+    /// earlier write and check, kept beside `sealedActDigest` while a cluster may still
+    /// run them.
     public func sealedValueDigest(purpose: String, recordID: Int64, plaintext: [UInt8]) -> [UInt8] {
         var message = Array("ens-sealed-once/1".utf8)
         message.append(0)

@@ -276,6 +276,8 @@ final class SynchronizedValues<Value: Sendable>: @unchecked Sendable {
             return true
         }
     }
+    /// Appends and tells how many there are now: a number no other caller gets.
+    func appendCounting(_ value: Value) -> Int { lock.withLock { storage.append(value); return storage.count } }
     var values: [Value] { lock.withLock { storage } }
 }
 

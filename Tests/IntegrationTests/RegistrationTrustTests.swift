@@ -160,12 +160,16 @@ struct RegistrationTrustTests {
         let fixedCreds = creds
         let apiToken = api.token
         let results = SynchronizedValues<String>()
-        DispatchQueue.concurrentPerform(iterations: 4) { index in
+        // Every attempt its own sealedAt, as a client's: a bound value is spent by its
+        // use, record and time, whichever thread sealed it.
+        let start = Int64(Date().timeIntervalSince1970 * 1000)
+        let attempts = SynchronizedValues<Int64>()
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
             let client = try? DeviceClient(token: apiToken)
             // A 503 (this responder's registration places all taken) is tried again, as a
             // client would: sealed anew, since a bound value is spent once opened.
-            for attempt in 0..<100 {
-                let sealedAt = Int64(Date().timeIntervalSince1970 * 1000) - Int64(index * 100 + attempt)
+            for _ in 0..<100 {
+                let sealedAt = start - Int64(attempts.appendCounting(0))
                 guard let sealed = try? user.sealJSON(fixedCreds, for: "registerdevicev2.creds", sealedAt: sealedAt) else { break }
                 let answer = try? client?.call("/registerdevicev2", [
                     "userid": user.userID, "email": user.email, "bundleid": "com.example.mail", "force": "1", "creds": sealed,

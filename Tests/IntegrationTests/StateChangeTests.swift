@@ -204,6 +204,75 @@ struct StateChangeTests {
         #expect(answer.bodyText.hasSuffix(#""responseCode":"NotificationHistory"}"#), "\(answer.bodyText)")
     }
 
+    // MARK: Blocks an attacker seals
+
+    /// Sealed values joined block to block. Each block is sealed on its own under the
+    /// user's public key, which anyone with the ApiToken can fetch, so an attacker can
+    /// add blocks of their own to a logged value, or keep some of its blocks and seal
+    /// the others anew.
+    func joined(_ sealed: [String]) throws -> String {
+        try Data(sealed.flatMap { try #require(Data(base64Encoded: $0)) }).base64EncodedString()
+    }
+
+    /// A logged value with a block of whitespace sealed before or after it parses to
+    /// the same request in new bytes: still spent. Neither more history nor a device's
+    /// older privacy mode comes back.
+    @Test func aLoggedValueWithBlocksOfWhitespaceAddedIsStillSpent() throws {
+        let user = try RegisteredUser.register(with: api)
+        let secret = TestSecrets.deviceSecret(for: user.token)
+        let blank = try user.user.seal([" ", "\n"])
+        func padded(_ logged: String) throws -> [String] {
+            [try joined([logged, blank[0]]), try joined([blank[1], logged]), try joined([blank[0], logged, blank[1]])]
+        }
+        let history = try user.user.sealJSON(["pushToken": user.token, "deviceSecret": secret], for: "getnotificationhistory.info")
+        let answer = try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": history])
+        #expect(answer.bodyText.hasSuffix(#""responseCode":"NotificationHistory"}"#), "\(answer.bodyText)")
+        for value in try padded(history) {
+            expectRefused(try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": value]))
+        }
+        let toPreview = try user.user.sealJSON(["pushToken": user.token, "deviceSecret": secret, "privacy": "preview"], for: "updateprivacy.info")
+        let toSecure = try user.user.sealJSON(["pushToken": user.token, "deviceSecret": secret, "privacy": "secure"], for: "updateprivacy.info")
+        #expect(try api.call("/updateprivacy", ["userid": user.user.userID, "info": toPreview]).json["responseCode"] == "UpdateSuccess")
+        #expect(try api.call("/updateprivacy", ["userid": user.user.userID, "info": toSecure]).json["responseCode"] == "UpdateSuccess")
+        for value in try padded(toPreview) {
+            expectRefused(try api.call("/updateprivacy", ["userid": user.user.userID, "info": value]))
+        }
+        #expect(try devices(user).map(\.mode) == [3])
+    }
+
+    /// A value whose secret fills a block of its own, its `sealedAt` in the next: the
+    /// attacker keeps the secret's block and seals the rest anew, asking for more at
+    /// the same `sealedAt`. The same act, so spent.
+    @Test func blocksSplicedAroundALoggedSecretAtItsOwnTimeAreSpent() throws {
+        let user = try RegisteredUser.register(with: api)
+        let sealedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        // RSA-2048 with PKCS#1 v1.5 padding: 245 bytes of plaintext in a block.
+        var first = #"{"deviceSecret":"\#(TestSecrets.deviceSecret(for: user.token))","pushToken":"\#(user.token)","#
+        try #require(first.utf8.count <= 245)
+        first += String(repeating: " ", count: 245 - first.utf8.count)
+        func rest(limit: Int) -> String { #""limit":\#(limit),"purpose":"getnotificationhistory.info","sealedAt":\#(sealedAt)}"# }
+        let logged = try user.user.seal([first, rest(limit: 1)])
+        let answer = try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": try joined(logged)])
+        #expect(answer.bodyText.hasSuffix(#""responseCode":"NotificationHistory"}"#), "\(answer.bodyText)")
+        let spliced = try joined([logged[0], try user.user.seal(rest(limit: 50))])
+        expectRefused(try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": spliced]))
+    }
+
+    /// The mark names the device a value acts on: two devices of one user that seal
+    /// the same use in the same millisecond are each answered.
+    @Test func twoDevicesOfOneUserSealingInTheSameMillisecondAreEachAnswered() throws {
+        let user = try RegisteredUser.register(with: api)
+        let second = TestSecrets.apnsToken()
+        #expect(try user.register(with: api, token: second).json["responseCode"] == "UserUpdated")
+        let sealedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        for token in [user.token, second] {
+            let info = try user.user.sealJSON(["pushToken": token, "deviceSecret": TestSecrets.deviceSecret(for: token)],
+                                              for: "getnotificationhistory.info", sealedAt: sealedAt)
+            let answer = try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": info])
+            #expect(answer.bodyText.hasSuffix(#""responseCode":"NotificationHistory"}"#), "\(token.prefix(8)): \(answer.bodyText)")
+        }
+    }
+
     // MARK: Credentials at a check-in
 
     func freshCredentials(_ user: RegisteredUser) throws -> Int64? {

@@ -29,12 +29,18 @@ struct SealedUse: Sendable {
     /// `subscriptionPayload` is not (it records liveness, which a replay inside the
     /// window cannot move further than the device itself did).
     let singleUse: Bool
+    /// The member naming the device a single-use value acts on (`sealedToken`), part of
+    /// its mark, so two devices of one user sealing in the same millisecond do not spend
+    /// each other's values. nil for a registration's or a check-in's `creds`: the device
+    /// they name may be new, so naming another one must not make a value fresh again.
+    let actingDevice: String?
 
-    init(_ purpose: String, members: Set<String>, contractForm: Bool, singleUse: Bool = true) {
+    init(_ purpose: String, members: Set<String>, contractForm: Bool, singleUse: Bool = true, actingDevice: String? = nil) {
         self.purpose = purpose
         self.members = members
         self.contractForm = contractForm
         self.singleUse = singleUse
+        self.actingDevice = actingDevice
     }
 
     static let purposeMember = "purpose"
@@ -89,13 +95,27 @@ struct SealedOnce {
     let register: SealedValuesUsed
     let logger: Logger
 
-    func claim(_ use: SealedUse, plaintext: [UInt8], sealedAt: Int64, maximumAge: Duration) throws(APIError) {
-        let digest = vault.sealedValueDigest(purpose: use.purpose, recordID: recordID, plaintext: plaintext)
+    /// Marks the act `value` asks for, not its bytes: the blocks of a sealed value are
+    /// sealed one by one under a public key, so anyone can add a block of whitespace to
+    /// a logged value, or splice blocks of their own around the original ones, and get
+    /// new bytes that parse to the same request, at the same `sealedAt`. (A block of
+    /// theirs that carries a `sealedAt` of its own is another act: docs/security.md,
+    /// "Open items".) (The plaintext's digest is marked too,
+    /// the mark 0.5.0 hosts check, so a value spent on either kind of host is spent on
+    /// both during a rolling upgrade.)
+    func claim(_ use: SealedUse, _ value: SealedUse.Checked, plaintext: [UInt8], sealedAt: Int64, maximumAge: Duration) throws(APIError) {
+        // A member that does not name a device fails its endpoint later; its mark is
+        // made with no device, the value spent all the same.
+        let device = use.actingDevice.flatMap { try? value.members.sealedToken($0).storedForm } ?? ""
+        let marks = [
+            vault.sealedActDigest(purpose: use.purpose, recordID: recordID, sealedAt: sealedAt, device: device),
+            vault.sealedValueDigest(purpose: use.purpose, recordID: recordID, plaintext: plaintext),
+        ]
         // Past this it fails its window anyway (sealedAt + the age allowed).
         let expiresAt = Timestamp(millisecondsSinceEpoch: sealedAt + maximumAge.components.seconds * 1000 + 1000)
         let fresh: Bool
         do {
-            fresh = try register.claim(digest: digest, expiresAt: expiresAt)
+            fresh = try register.claim(marks: marks, expiresAt: expiresAt)
         } catch {
             logger.error("cannot mark a sealed value used", metadata: ["error": "\(error)"])
             throw .serviceUnavailable
@@ -153,7 +173,7 @@ struct SealedPayload {
         if use.singleUse, let sealedAt = checked.sealedAt {
             // Every state-changing opening passes here: a use cannot forget its mark.
             guard let once else { preconditionFailure("a single-use sealed value (\(use.purpose)) opened without a register to mark it in") }
-            try once.claim(use, plaintext: plaintext, sealedAt: sealedAt, maximumAge: maximumAge)
+            try once.claim(use, checked, plaintext: plaintext, sealedAt: sealedAt, maximumAge: maximumAge)
         }
         return checked
     }

@@ -28,19 +28,23 @@ extension SealedUse {
     static let checkIn = SealedUse("getsubscriptionstatusv2.subscriptionPayload",
                                    members: ["pushToken", "lastMessageDate", "ignoreLastMessageDate", "lastNotificationTs"], contractForm: true,
                                    singleUse: false)
-    static let unregister = SealedUse("unregister.token", members: ["apnsToken", "fcmToken", "deviceSecret"], contractForm: true)
+    static let unregister = SealedUse("unregister.token", members: ["apnsToken", "fcmToken", "deviceSecret"], contractForm: true,
+                                      actingDevice: "apnsToken")
     static let updateDevice = SealedUse("updatedevice.token", members: ["oldApnsToken", "apnsToken", "oldFcmToken", "fcmToken", "deviceSecret"],
-                                        contractForm: true)
+                                        contractForm: true, actingDevice: "oldApnsToken")
     static let updateSyncKey = SealedUse("updatesynckey.info", members: ["apnsToken", "fcmToken", "backgroundSyncKey", "syncKeyExpirationTime",
                                                                          "deviceSecret"],
-                                         contractForm: true)
+                                         contractForm: true, actingDevice: "apnsToken")
     // ENS's own endpoints: bound always, and proved with the device's secret, never the
     // push token alone (which Apple and Google hold).
     static let updatePrivacy = SealedUse("updateprivacy.info",
-        members: ["pushToken", "deviceSecret", "privacy", "privacyKey", "privacyCertificateSHA256"], contractForm: false)
-    static let getNotification = SealedUse("getnotification.info", members: ["pushToken", "deviceSecret", "id"], contractForm: false)
-    static let history = SealedUse("getnotificationhistory.info", members: ["pushToken", "deviceSecret", "limit"], contractForm: false)
-    static let markRead = SealedUse("marknotificationsread.info", members: ["pushToken", "deviceSecret", "ids"], contractForm: false)
+        members: ["pushToken", "deviceSecret", "privacy", "privacyKey", "privacyCertificateSHA256"], contractForm: false, actingDevice: "pushToken")
+    static let getNotification = SealedUse("getnotification.info", members: ["pushToken", "deviceSecret", "id"], contractForm: false,
+                                           actingDevice: "pushToken")
+    static let history = SealedUse("getnotificationhistory.info", members: ["pushToken", "deviceSecret", "limit"], contractForm: false,
+                                   actingDevice: "pushToken")
+    static let markRead = SealedUse("marknotificationsread.info", members: ["pushToken", "deviceSecret", "ids"], contractForm: false,
+                                    actingDevice: "pushToken")
 }
 
 /// A device's own secret (`deviceSecret`): base64 of 16 to 64 random bytes the device
