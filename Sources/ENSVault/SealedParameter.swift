@@ -1,8 +1,18 @@
 internal import Codecs
 public import OpenSSL
 
-/// Opens a *sealed* request parameter: base64 of one or more RSA PKCS#1 v1.5
-/// ciphertexts, each k bytes (k = modulus size), under the user record's key.
+/// Opens a *sealed* request parameter under the user record's key, in either of two
+/// forms (docs/api.md, "Sealed parameters"):
+///
+/// - **chunked**: base64 of one or more RSA PKCS#1 v1.5 ciphertexts, each k bytes
+///   (k = modulus size), each sealing up to k − 11 bytes of the plaintext. Each block
+///   stands alone, so anyone holding the public key can add blocks of their own to a
+///   logged value or replace some of its blocks; the single-use mark is taken on the
+///   act a value asks for for that reason (`SealedOnce`).
+/// - **envelope** (`e1:` and base64): one RSA PKCS#1 v1.5 ciphertext of a 32-byte
+///   AES-256 key, then the plaintext under AES-256-GCM with that key (12-byte nonce ‖
+///   ciphertext ‖ 16-byte tag, associated data `ens-envelope/1`). The plaintext is
+///   authenticated as one piece: no part of it can be kept and the rest replaced.
 ///
 /// Every failure — bad base64, a length that is not a multiple of k, a block that does
 /// not decrypt, bad padding — costs the same work as a success: one RSA private-key
@@ -30,6 +40,9 @@ public enum SealedParameter {
     /// same way up to the point of answering, and answer every failure with
     /// `APIError.sealedParameterRejected`.
     public static func open(_ text: String, with key: RSAPrivateKey, maximumBlocks: Int = maximumBlocksSmall) -> (plaintext: [UInt8], valid: Bool) {
+        if text.utf8.starts(with: envelopePrefix.utf8) {
+            return openEnvelope(String(text.dropFirst(envelopePrefix.count)), with: key, maximumBlocks: maximumBlocks)
+        }
         let k = key.modulusByteCount
         let decoded = Base64.decodeLenient(text)
         let ciphertext = decoded ?? []
@@ -56,6 +69,35 @@ public enum SealedParameter {
             }
         }
         return (message, valid == 0xFF)
+    }
+
+    /// What starts an envelope; never base64, so no chunked value can be read as one.
+    public static let envelopePrefix = "e1:"
+    static let envelopeAssociatedData = Array("ens-envelope/1".utf8)
+
+    /// An envelope's base64 (after `e1:`): its key block opened as a chunked value's
+    /// blocks are, with implicit rejection, and the plaintext under that key. Every
+    /// failure costs one RSA operation and one AES-GCM opening, as a success does: a key
+    /// block whose padding fails, or that holds anything but 32 bytes, is replaced by a
+    /// key derived from that block and the key's rejection secret, which opens nothing.
+    /// The plaintext may be as long as `maximumBlocks` chunked blocks would hold.
+    static func openEnvelope(_ text: String, with key: RSAPrivateKey, maximumBlocks: Int) -> (plaintext: [UInt8], valid: Bool) {
+        let k = key.modulusByteCount
+        let decoded = Base64.decodeLenient(text) ?? []
+        let sealedLength = decoded.count - k - AESGCMKey.nonceSize - AESGCMKey.tagSize
+        let wellFormed = sealedLength >= 0 && sealedLength <= maximumBlocks * (k - 11)
+        let block = wellFormed ? Array(decoded[..<k]) : dummyBlock(k)
+        let standIn = Digest.hmacSHA256(key: key.rejectionSecret, message: Array("envelope key".utf8) + block)
+        let decrypted = key.rawDecrypt(block: block)
+        let encoded = decrypted ?? [UInt8](repeating: 0, count: k)
+        var (blockValid, start) = unpadType2(encoded)
+        blockValid &= decrypted == nil ? 0 : 0xFF
+        blockValid &= isZero(encoded.count - start - AESGCMKey.keySize)
+        let keyBytes = blockValid == 0xFF ? Array(encoded[start...]) : standIn
+        let sealed = wellFormed ? Array(decoded[k...]) : [UInt8](repeating: 0, count: AESGCMKey.nonceSize + AESGCMKey.tagSize)
+        guard let aes = try? AESGCMKey(bytes: keyBytes),
+              let plaintext = try? aes.open(sealed, associatedData: envelopeAssociatedData) else { return ([], false) }
+        return (plaintext, wellFormed && blockValid == 0xFF)
     }
 
     /// A failed block's stand-in: HMAC-SHA-256 keyed by the key's rejection secret over
@@ -96,6 +138,12 @@ public enum SealedParameter {
         valid &= ~lookingForZero                       // a separator exists
         valid &= ~lessThan(zeroIndex, 10)              // PS has at least 8 bytes
         return (valid, zeroIndex + 1)
+    }
+
+    /// 0xFF when `value` is zero, else 0.
+    @inline(__always) static func isZero(_ value: Int) -> UInt8 {
+        let nonzero = ((value | (0 &- value)) >> (Int.bitWidth - 1)) & 1
+        return UInt8(truncatingIfNeeded: 1 &- nonzero) &* 0xFF
     }
 
     /// 0xFF when `byte` is zero, else 0.

@@ -327,5 +327,70 @@ import Testing
         #expect(SealedParameter.select(0x00, 7, 9) == 9)
         #expect(SealedParameter.select(0xFF, 0, Int.max) == 0)
         #expect(SealedParameter.select(0x00, Int.max, 12345) == 12345)
+        for value in [0, 1, -1, 32, -32, 255, 256, Int.max, Int.min] {
+            #expect(SealedParameter.isZero(value) == (value == 0 ? 0xFF : 0), "\(value)")
+        }
+    }
+
+    // MARK: Envelopes, against Python's cryptography
+
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Envelopes of `plaintexts` made by Tests/tools/seal.py (Python's `cryptography`:
+    /// RSA PKCS#1 v1.5 of the key, AES-256-GCM of the plaintext), under `key`'s public key.
+    static func envelopes(_ plaintexts: [String], for key: RSAPrivateKey = TestKeys.primary, keyLength: Int = 32) throws -> [String] {
+        try withTemporaryDirectory { directory in
+            try directory.appendingPathComponent("pub.pem").write(try key.publicKeyPEM)
+            try JSONSerialization.data(withJSONObject: plaintexts).write(to: directory.appendingPathComponent("in.json"))
+            let output = try Shell.run("exec python3 \"$1\" \"$2/pub.pem\" --envelope --key-length \"$3\" < \"$2/in.json\"",
+                                       [root.appendingPathComponent("Tests/tools/seal.py").path, directory.path, String(keyLength)])
+            return try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String])
+        }
+    }
+
+    @Test func opensPythonEnvelopesUpToTheBlockLimitsPlaintext() throws {
+        let small = SealedParameter.maximumBlocksSmall * Self.chunkSize
+        let lengths = [0, 1, 245, 246, small]
+        let plaintexts = lengths.map { String(repeating: "e", count: $0) } + [#"{"pushToken":"ab","purpose":"x.y","sealedAt":1}"#]
+        for (plaintext, sealed) in zip(plaintexts, try Self.envelopes(plaintexts)) {
+            #expect(sealed.hasPrefix(SealedParameter.envelopePrefix))
+            let (opened, valid) = SealedParameter.open(sealed, with: TestKeys.primary)
+            #expect(valid, "\(plaintext.count) bytes")
+            #expect(opened == Array(plaintext.utf8))
+        }
+        // Past what the blocks allowed would hold: refused, as a chunked value would be.
+        let over = try Self.envelopes([String(repeating: "e", count: small + 1)])[0]
+        #expect(!SealedParameter.open(over, with: TestKeys.primary).valid)
+        #expect(SealedParameter.open(over, with: TestKeys.primary, maximumBlocks: SealedParameter.maximumBlocks).valid)
+    }
+
+    @Test func anEnvelopeOpensOnlyWhole() throws {
+        let sealed = try Self.envelopes([#"{"deviceSecret":"c2VjcmV0c2VjcmV0c2VjcmV0","purpose":"x.y","sealedAt":1}"#, "other"])
+        let bytes = try #require(Base64.decodeLenient(String(sealed[0].dropFirst(3))))
+        let other = try #require(Base64.decodeLenient(String(sealed[1].dropFirst(3))))
+        func envelope(_ bytes: [UInt8]) -> String { SealedParameter.envelopePrefix + Base64.encode(bytes) }
+        #expect(SealedParameter.open(envelope(bytes), with: TestKeys.primary).valid)
+        // Any byte changed: the key block, the nonce, the ciphertext, the tag.
+        for position in [0, Self.k - 1, Self.k, Self.k + 11, Self.k + 12, Self.k + 30, bytes.count - 16, bytes.count - 1] {
+            var tampered = bytes
+            tampered[position] ^= 0x01
+            expectRejected(envelope(tampered))
+        }
+        // Another envelope's key block, a block added or taken away, a chunked value's
+        // block appended, and the same bytes without the prefix.
+        expectRejected(envelope(Array(other[..<Self.k]) + bytes[Self.k...]))
+        expectRejected(envelope(bytes + Array(bytes[..<Self.k])))
+        expectRejected(envelope(Array(bytes.dropLast())))
+        expectRejected(envelope(Array(bytes.prefix(Self.k + 27))))
+        let chunked = try #require(Base64.decodeLenient(try Shell.sealWithCLI(Array(" ".utf8), for: TestKeys.primary)))
+        expectRejected(envelope(bytes + chunked))
+        expectRejected(Base64.encode(bytes))
+        // Under another key.
+        expectRejected(sealed[0], with: TestKeys.secondary)
+    }
+
+    @Test(arguments: [0, 16, 31, 33, 64])
+    func anEnvelopeWhoseKeyBlockIsNotAKeyIsRejected(keyLength: Int) throws {
+        expectRejected(try Self.envelopes(["a value"], keyLength: keyLength)[0])
     }
 }

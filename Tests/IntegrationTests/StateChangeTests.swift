@@ -258,6 +258,31 @@ struct StateChangeTests {
         expectRefused(try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": spliced]))
     }
 
+    /// An envelope (one RSA block of a key, the object under AES-GCM) is accepted
+    /// wherever a chunked value is: a registration's `creds` that name the device's
+    /// mode, a privacy change. Its plaintext opens only whole, so nothing can be kept
+    /// and the rest sealed anew; resent, with a block added, it is spent.
+    @Test func anEnvelopeIsAcceptedOnceAndOnlyWhole() throws {
+        let user = try RegisteredUser.register(with: api)
+        var creds = user.creds(token: user.token)
+        creds["deviceSecret"] = TestSecrets.deviceSecret(for: user.token)
+        creds["privacy"] = "secure"
+        let registration = try api.call("/registerdevicev2", [
+            "userid": user.user.userID, "email": user.user.email, "bundleid": "com.example.mail",
+            "creds": try user.user.sealJSON(creds, for: "registerdevicev2.creds", envelope: true),
+        ])
+        #expect(registration.json["responseCode"] == "UserUpdated" && registration.json["privacy"] == "secure", "\(registration.bodyText)")
+        let info = try user.user.sealJSON(["pushToken": user.token, "deviceSecret": TestSecrets.deviceSecret(for: user.token),
+                                           "privacy": "generic"], for: "updateprivacy.info", envelope: true)
+        #expect(try api.call("/updateprivacy", ["userid": user.user.userID, "info": info]).json["responseCode"] == "UpdateSuccess")
+        #expect(try devices(user).map(\.mode) == [1])
+        let body = try #require(Data(base64Encoded: String(info.dropFirst(3))))
+        let blank = try #require(Data(base64Encoded: try user.user.seal(" ")))
+        for resent in [info, "e1:" + (body + blank).base64EncodedString(), "e1:" + (blank + body).base64EncodedString()] {
+            expectRefused(try api.call("/updateprivacy", ["userid": user.user.userID, "info": resent]))
+        }
+    }
+
     /// The mark names the device a value acts on: two devices of one user that seal
     /// the same use in the same millisecond are each answered.
     @Test func twoDevicesOfOneUserSealingInTheSameMillisecondAreEachAnswered() throws {

@@ -66,15 +66,16 @@ struct TestUser {
     let publicKeyPEM: String
     let responseCode: String
 
-    /// Seals each plaintext under this user's public key with Python's cryptography.
-    func seal(_ plaintexts: [String]) throws -> [String] {
-        try Sealer.seal(plaintexts, publicKeyPEM: publicKeyPEM)
+    /// Seals each plaintext under this user's public key with Python's cryptography:
+    /// chunked, or as an envelope (docs/api.md, "Sealed parameters").
+    func seal(_ plaintexts: [String], envelope: Bool = false) throws -> [String] {
+        try Sealer.seal(plaintexts, publicKeyPEM: publicKeyPEM, envelope: envelope)
     }
 
-    func seal(_ plaintext: String) throws -> String { try seal([plaintext])[0] }
+    func seal(_ plaintext: String, envelope: Bool = false) throws -> String { try seal([plaintext], envelope: envelope)[0] }
 
-    func sealJSON(_ object: [String: Any]) throws -> String {
-        try seal(String(decoding: JSONSerialization.data(withJSONObject: object), as: UTF8.self))
+    func sealJSON(_ object: [String: Any], envelope: Bool = false) throws -> String {
+        try seal(String(decoding: JSONSerialization.data(withJSONObject: object), as: UTF8.self), envelope: envelope)
     }
 
     /// Sealed as a device that registered a secret sends a change to itself: bound to
@@ -87,23 +88,23 @@ struct TestUser {
 
     /// Sealed for one use (docs/api.md, "Sealed values"): `purpose` ("endpoint.field")
     /// and `sealedAt` (now, or `sealedAt` ms) added to the object.
-    func sealJSON(_ object: [String: Any], for purpose: String, sealedAt: Int64? = nil) throws -> String {
+    func sealJSON(_ object: [String: Any], for purpose: String, sealedAt: Int64? = nil, envelope: Bool = false) throws -> String {
         var bound = object
         bound["purpose"] = purpose
         bound["sealedAt"] = sealedAt ?? Int64(Date().timeIntervalSince1970 * 1000)
-        return try sealJSON(bound)
+        return try sealJSON(bound, envelope: envelope)
     }
 }
 
 enum Sealer {
-    static func seal(_ plaintexts: [String], publicKeyPEM: String) throws -> [String] {
+    static func seal(_ plaintexts: [String], publicKeyPEM: String, envelope: Bool = false) throws -> [String] {
         let directory = NSTemporaryDirectory() + "ens-seal-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try publicKeyPEM.write(toFile: directory + "/key.pem", atomically: true, encoding: .utf8)
         try JSONSerialization.data(withJSONObject: plaintexts).write(to: URL(fileURLWithPath: directory + "/in.json"))
-        let output = try TestStack.run("/bin/sh",
-                                       ["-c", "python3 '\(TestStack.root)/Tests/tools/seal.py' '\(directory)/key.pem' < '\(directory)/in.json'"])
+        let tool = "\(TestStack.root)/Tests/tools/seal.py", form = envelope ? "--envelope" : ""
+        let output = try TestStack.run("/bin/sh", ["-c", "python3 '\(tool)' '\(directory)/key.pem' \(form) < '\(directory)/in.json'"])
         return try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String] ?? []
     }
 }
