@@ -71,8 +71,10 @@ public enum SealedParameter {
         return (message, valid == 0xFF)
     }
 
+    /// The envelope form's name, as `/getpublickey`'s `ENS-Sealing` header gives it.
+    public static let envelopeForm = "e1"
     /// What starts an envelope; never base64, so no chunked value can be read as one.
-    public static let envelopePrefix = "e1:"
+    public static let envelopePrefix = envelopeForm + ":"
     static let envelopeAssociatedData = Array("ens-envelope/1".utf8)
 
     /// An envelope's base64 (after `e1:`): its key block opened as a chunked value's

@@ -75,6 +75,8 @@ struct DeviceAPITests {
         let again = try api.call("/getpublickey", ["email": user.email.uppercased(), "userid": user.userID], form: true)
         #expect(again.json["pubKey"] == user.publicKeyPEM)
         #expect(again.json["userid"] == user.userID)
+        // The sealed forms it opens besides the chunked one: envelopes (docs/api.md).
+        #expect(again.header("ENS-Sealing") == "e1")
         #expect(try database.queryOne("SELECT COUNT(*) FROM EnsSubscriptionInfo WHERE userid = \(user.userID)")?.int(0) == 1)
     }
 
@@ -165,6 +167,14 @@ struct DeviceAPITests {
         let damaged = creds.replacingOccurrences(of: "+", with: " ").replacingOccurrences(of: "=", with: "")
         let form = try api.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": damaged, "bundleid": "b"], form: true)
         #expect(form.json["responseCode"] == "UserUpdated")
+        // The same long creds as one envelope, its base64 damaged the same way.
+        let envelope = try user.sealJSON(["apnsToken": TestSecrets.apnsToken(), "userName": user.email, "password": longPassword],
+                                         envelope: true)
+        #expect(envelope.hasPrefix("e1:"))
+        let sent = envelope.replacingOccurrences(of: "+", with: " ").replacingOccurrences(of: "=", with: "")
+        let enveloped = try api.call("/registerdevicev2", ["userid": user.userID, "email": user.email, "creds": sent, "bundleid": "b"],
+                                     form: true)
+        #expect(enveloped.json["responseCode"] == "UserUpdated", "\(enveloped.bodyText)")
     }
 
     // MARK: /registerdevicev2

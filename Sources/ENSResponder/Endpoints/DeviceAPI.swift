@@ -29,6 +29,10 @@ enum DeviceAPI {
                              once: once)
     }
 
+    /// The header of `/getpublickey`'s answer naming the sealed forms beside the
+    /// chunked one that this host opens.
+    static let sealingHeader = "ENS-Sealing"
+
     /// Every device API request is about the user its userid (or email) names, whose
     /// bucket picks the shard. A request whose identity is invalid goes to shard 0 and is
     /// refused there by the handler, which reads the same parameters.
@@ -89,7 +93,11 @@ enum DeviceAPI {
             }
         }
         let code: ResponseCode = record.isSubscribed ? .userAlreadySubscribed : .userRecordPresentNotSubscribed
-        return .ok(code, [("pubKey", try store.publicKeyPEM(of: record)), ("userid", record.userID)])
+        var answer = APIResponse.ok(code, [("pubKey", try store.publicKeyPEM(of: record)), ("userid", record.userID)])
+        // The sealed forms this host opens beside the chunked one (docs/api.md, "Sealed
+        // parameters"): a client seals envelopes once a key's answer says so.
+        answer.extraHeaders = [(Self.sealingHeader, SealedParameter.envelopeForm)]
+        return answer
     }
 
     // MARK: /registerdevicev2

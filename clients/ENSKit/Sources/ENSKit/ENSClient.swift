@@ -116,6 +116,10 @@ public struct ENSClient: Sendable {
         let pem = body.pubKey
         _ = try ENSSealer(publicKeyPEM: pem)
         try store(Data(pem.utf8), .serverKey(namespace, user.userID))
+        // Envelopes once this key's answer says ENS opens them: a host of 0.5.0 or
+        // earlier (a cluster in a rolling upgrade) says nothing, and gets chunked values.
+        let sealing = answer.sealing == ENSSealer.Form.envelope.rawValue ? ENSSealer.Form.envelope : nil
+        try store(sealing.map { Data($0.rawValue.utf8) }, .serverSealing(namespace, user.userID))
         return ENSPublicKey(userID: user.userID, publicKeyPEM: pem, isSubscribed: answer.code == "UserAlreadySubscribed")
     }
 
@@ -273,7 +277,8 @@ public struct ENSClient: Sendable {
         if let tag = try load(.pushTag(namespace, userID)).map({ String(decoding: $0, as: UTF8.self) }) {
             try store(nil, .tagOwner(namespace, tag))
         }
-        for item in [ENSKeyStoreItem.serverKey(namespace, userID), .deviceSecret(namespace, userID), .previewKey(namespace, userID),
+        for item in [ENSKeyStoreItem.serverKey(namespace, userID), .serverSealing(namespace, userID), .deviceSecret(namespace, userID),
+                     .previewKey(namespace, userID),
                      .blindKey(namespace, userID), .registeredToken(namespace, userID), .pushTag(namespace, userID)] {
             try store(nil, item)
         }
@@ -479,6 +484,8 @@ public struct ENSClient: Sendable {
         /// ENS's words, when it sent some.
         let message: String?
         let body: Data
+        /// The `ENS-Sealing` header: the sealed forms ENS opens beside the chunked one.
+        var sealing: String? = nil
         var unexpected: ENSError { .unexpectedAnswer(status: status, responseCode: code) }
 
         /// The answer with a member missing, of the wrong type, or out of its range.
@@ -538,18 +545,25 @@ public struct ENSClient: Sendable {
                 }
             } catch where error.code == .invalidRequest && !refreshed {
                 refreshed = true
-                let fresh = try await getPublicKey(for: user)
-                guard fresh.publicKeyPEM != sealer.publicKeyPEM else { throw .invalidRequest }
-                sealer = try ENSSealer(publicKeyPEM: fresh.publicKeyPEM)
+                try await getPublicKey(for: user)
+                let fresh = try await pinnedSealer(for: user)
+                // Another key, or an envelope at a host that did not open it (a cluster
+                // in a rolling upgrade): sealed anew, as the fresh answer says.
+                guard fresh.publicKeyPEM != sealer.publicKeyPEM || fresh.form != sealer.form else { throw .invalidRequest }
+                sealer = fresh
             }
         }
     }
 
     func pinnedSealer(for user: ENSUser) async throws(ENSError) -> ENSSealer {
-        if let pem = try load(.serverKey(namespace, user.userID)) {
-            return try ENSSealer(publicKeyPEM: String(decoding: pem, as: UTF8.self))
+        let pem: String
+        if let stored = try load(.serverKey(namespace, user.userID)) {
+            pem = String(decoding: stored, as: UTF8.self)
+        } else {
+            pem = try await getPublicKey(for: user).publicKeyPEM
         }
-        return try ENSSealer(publicKeyPEM: try await getPublicKey(for: user).publicKeyPEM)
+        let sealing = try load(.serverSealing(namespace, user.userID)).flatMap { ENSSealer.Form(rawValue: String(decoding: $0, as: UTF8.self)) }
+        return try ENSSealer(publicKeyPEM: pem, form: sealing ?? .chunked)
     }
 
     /// POSTs the body `makeBody` makes as JSON, retrying 429 and 503 as
@@ -588,7 +602,7 @@ public struct ENSClient: Sendable {
             let code = envelope.responseCode
             switch (response.status, code) {
             case (200, _) where accepting.contains(code):
-                return Answer(status: 200, code: code, message: envelope.message, body: response.body)
+                return Answer(status: 200, code: code, message: envelope.message, body: response.body, sealing: response.header("ENS-Sealing"))
             case (200, "AutodiscoverFailed") where accepting.contains("UserSubscribed"):
                 throw .autodiscoverFailed(message: envelope.message ?? "")
             case (200, "ExchangeAuthFailed") where accepting.contains("UserSubscribed"):

@@ -32,6 +32,8 @@ public struct ENSKeyStoreItem: Sendable, Hashable, CustomStringConvertible {
     public var description: String { name }
 
     static func serverKey(_ namespace: String, _ userID: String) -> Self { Self(name: "\(namespace)/server-key/\(userID)") }
+    /// The sealed form ENS said it opens with that key (`e1`, envelopes); none: chunked.
+    static func serverSealing(_ namespace: String, _ userID: String) -> Self { Self(name: "\(namespace)/server-sealing/\(userID)") }
     static func deviceSecret(_ namespace: String, _ userID: String) -> Self { Self(name: "\(namespace)/device-secret/\(userID)") }
     static func previewKey(_ namespace: String, _ userID: String) -> Self { Self(name: "\(namespace)/preview-key/\(userID)") }
     static func blindKey(_ namespace: String, _ userID: String) -> Self { Self(name: "\(namespace)/blind-key/\(userID)") }

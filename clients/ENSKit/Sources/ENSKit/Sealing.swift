@@ -3,9 +3,16 @@ internal import Crypto
 internal import CryptoExtras
 
 /// Seals request parameters for one user the way ENS opens them (docs/api.md, "Sealed
-/// parameters"): RSA PKCS#1 v1.5 encryption under the user's public key, the plaintext
-/// in chunks of at most k − 11 bytes (k the modulus length), the k-byte ciphertexts
-/// concatenated, standard base64.
+/// parameters"), in one of two forms:
+///
+/// - ``Form/envelope`` (`e1:`): a random AES-256 key sealed with RSA PKCS#1 v1.5 under
+///   the user's public key, then the plaintext under AES-256-GCM with it. The plaintext
+///   is sealed as one piece, so no one who sees the value can keep part of it and
+///   replace the rest. ENS 0.6.0 and later open it, and say so when they give the key.
+/// - ``Form/chunked``: RSA PKCS#1 v1.5 encryption of the plaintext in chunks of at most
+///   k − 11 bytes (k the modulus length), the k-byte ciphertexts concatenated, standard
+///   base64: what every ENS opens, and what ENSKit seals for a key whose answer did
+///   not name envelopes.
 ///
 /// PKCS#1 v1.5 *encryption* comes from swift-crypto's `CryptoExtras` (`_RSA.Encryption`,
 /// BoringSSL on every platform), so ENSKit needs no platform code for it. The padding's
@@ -19,14 +26,26 @@ public struct ENSSealer: Sendable {
     public let blockSize: Int
     /// The PEM as ENS gave it, to compare with a later answer.
     public let publicKeyPEM: String
+    /// How values are sealed.
+    public let form: Form
+
+    /// A sealed value's form; the raw value is the name ENS's `ENS-Sealing` header gives.
+    public enum Form: String, Sendable {
+        case chunked
+        case envelope = "e1"
+    }
+
+    /// The associated data of an envelope's AES-GCM.
+    static let envelopeAssociatedData = Data("ens-envelope/1".utf8)
 
     /// Blocks ENS accepts in `creds` (64 × 245 bytes, about 15 KiB).
     public static let maximumCredentialBlocks = 64
     /// Blocks ENS accepts in every other sealed parameter (980 bytes of plaintext).
     public static let maximumBlocks = 4
 
-    /// A sealer for the public key `/getpublickey` answered (a PEM `PUBLIC KEY`).
-    public init(publicKeyPEM: String) throws(ENSError) {
+    /// A sealer for the public key `/getpublickey` answered (a PEM `PUBLIC KEY`), in
+    /// the form its answer named (chunked when it named none).
+    public init(publicKeyPEM: String, form: Form = .chunked) throws(ENSError) {
         let key: _RSA.Encryption.PublicKey
         do {
             key = try _RSA.Encryption.PublicKey(pemRepresentation: publicKeyPEM)
@@ -36,11 +55,19 @@ public struct ENSSealer: Sendable {
         publicKeyDER = key.derRepresentation
         blockSize = key.keySizeInBits / 8
         self.publicKeyPEM = publicKeyPEM
+        self.form = form
     }
 
     /// `plaintext` sealed, in base64; at most `maximumBlocks` ciphertext blocks.
     public func seal(_ plaintext: Data, maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
         let step = blockSize - 11
+        if form == .envelope {
+            // As long as the chunked form of the same parameter could be, no longer.
+            guard plaintext.count <= maximumBlocks * step else {
+                throw .invalidArgument("the sealed value holds \(plaintext.count) bytes; ENS accepts \(maximumBlocks * step)")
+            }
+            return try envelope(plaintext)
+        }
         // An empty plaintext is still one block, as ENS's reference sealer makes it.
         let chunks = stride(from: 0, to: max(plaintext.count, 1), by: step).map { start in
             plaintext.subdata(in: plaintext.startIndex + start..<plaintext.startIndex + min(start + step, plaintext.count))
@@ -64,6 +91,33 @@ public struct ENSSealer: Sendable {
             }
         }
         return sealed.base64EncodedString()
+    }
+
+    /// `e1:` and base64 of: the RSA block sealing a fresh AES-256 key, the 12-byte
+    /// nonce, the plaintext under AES-256-GCM, the 16-byte tag.
+    private func envelope(_ plaintext: Data) throws(ENSError) -> String {
+        let key: _RSA.Encryption.PublicKey
+        do {
+            key = try _RSA.Encryption.PublicKey(derRepresentation: publicKeyDER)
+        } catch {
+            throw .unusablePublicKey
+        }
+        let contentKey = SymmetricKey(size: .bits256)
+        let sealedKey: Data
+        do {
+            sealedKey = try key.encrypt(contentKey.withUnsafeBytes { Data($0) }, padding: ._WEAK_AND_INSECURE_PKCS_V1_5)
+        } catch {
+            throw .unusablePublicKey
+        }
+        let box: AES.GCM.SealedBox
+        do {
+            box = try AES.GCM.seal(plaintext, using: contentKey, authenticating: Self.envelopeAssociatedData)
+        } catch {
+            preconditionFailure("AES-256-GCM refused a fresh 256-bit key: \(error)")
+        }
+        // The default nonce is 12 bytes, so the combined form (nonce ‖ ciphertext ‖ tag) exists.
+        guard let combined = box.combined else { preconditionFailure("an AES-GCM box with a 12-byte nonce has a combined form") }
+        return Form.envelope.rawValue + ":" + (sealedKey + combined).base64EncodedString()
     }
 
     /// A JSON object sealed for one use: `purpose` (`"<endpoint>.<parameter>"`) and

@@ -13,6 +13,9 @@ struct RegistrationTests {
         let token = try Stack.apnsToken()
         let key = try await client.getPublicKey(for: user)
         #expect(key.userID == user.userID && !key.isSubscribed)
+        // ENS named envelopes in the key's answer (through nginx): every value below,
+        // the registration's creds included, is sealed as one.
+        #expect(try await client.pinnedSealer(for: user).form == .envelope)
         let result = try await client.register(ENSRegistration(user: user, token: token, credentials: credentials,
                                                                exchangeVersion: 3, defaultSound: "default"))
         #expect(result.outcome == .subscribed && result.pushTag?.count == 16 && result.privacy == nil)

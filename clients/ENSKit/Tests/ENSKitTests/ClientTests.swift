@@ -255,6 +255,31 @@ struct ClientTests {
         #expect(secondAt > firstAt)
     }
 
+    /// A key whose answer says ENS opens envelopes (`ENS-Sealing: e1`) gets envelopes
+    /// from then on. If one reaches a host that does not (a cluster in a rolling
+    /// upgrade: its 400), the key is fetched again and, answered without the header,
+    /// the value goes chunked.
+    @Test func envelopesGoWhereTheKeysAnswerNamesThem() async throws {
+        let (pem, key) = try Vectors.serverKey()
+        let store = MemoryKeyStore()
+        let expiration = Date(timeIntervalSince1970: 4_102_444_800)
+        let updated = #"{"responseCode":"UpdateSuccess"}"#
+        let transport = RecordedTransport([(200, ["ENS-Sealing": "e1"], try publicKeyAnswer(user, pem)), (200, [:], updated)])
+        try await makeClient(transport, keyStore: store).updateSyncKey(user: user, token: apns, key: "kek", expiration: expiration)
+        let sealed = try #require(try transport.parameters(1)["info"] as? String)
+        #expect(sealed.hasPrefix("e1:"))
+        #expect(try unseal(sealed, with: key)["purpose"] as? String == "updatesynckey.info")
+
+        let upgrading = RecordedTransport([(400, [:], #"{"responseCode":"InvalidRequest","message":"The request is invalid."}"#),
+                                           (200, [:], try publicKeyAnswer(user, pem)), (200, [:], updated)])
+        try await makeClient(upgrading, keyStore: store).updateSyncKey(user: user, token: apns, key: "kek", expiration: expiration)
+        #expect(upgrading.requests.map(\.url.path) == ["/updatesynckey", "/getpublickey", "/updatesynckey"])
+        #expect(try #require(try upgrading.parameters(0)["info"] as? String).hasPrefix("e1:"))
+        let chunked = try #require(try upgrading.parameters(2)["info"] as? String)
+        #expect(!chunked.hasPrefix("e1:") && Data(base64Encoded: chunked)?.count == 256)
+        #expect(try unseal(chunked, with: key)["purpose"] as? String == "updatesynckey.info")
+    }
+
     /// A value sealed under a key ENS no longer has gets a 400; ENSKit fetches the key
     /// again and, since it changed, seals anew under the new one.
     @Test func aStaleKeyIsRefreshed() async throws {

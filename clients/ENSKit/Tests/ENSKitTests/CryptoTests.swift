@@ -39,6 +39,36 @@ struct CryptoTests {
         }
     }
 
+    /// Envelopes sealed by ENSKit, opened by Python's `cryptography`: the key block with
+    /// PKCS#1 v1.5, the plaintext with AES-256-GCM and the documented associated data.
+    @Test(.enabled(if: Python.hasCryptography, "needs python3 with cryptography"))
+    func pythonOpensTheEnvelopesENSKitSeals() throws {
+        let key = try Vectors.json("server-key")["first"] as? [String: String]
+        let privatePEM = try #require(key?["private"])
+        let sealer = try ENSSealer(publicKeyPEM: try #require(key?["public"]), form: .envelope)
+        for plaintext in ["", "{\"apnsToken\":\"ab\"}", String(repeating: "é", count: 490)] {
+            let sealed = try sealer.seal(Data(plaintext.utf8))
+            #expect(sealed.hasPrefix("e1:"))
+            #expect(Data(base64Encoded: String(sealed.dropFirst(3)))?.count == 256 + 12 + plaintext.utf8.count + 16)
+            let opened = try Python.run("""
+                import base64, sys
+                from cryptography.hazmat.primitives.asymmetric import padding
+                from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+                from cryptography.hazmat.primitives.serialization import load_pem_private_key
+                key = load_pem_private_key(sys.argv[1].encode(), None)
+                sealed = base64.b64decode(sys.argv[2][len("e1:"):])
+                content_key = key.decrypt(sealed[:256], padding.PKCS1v15())
+                plain = AESGCM(content_key).decrypt(sealed[256:268], sealed[268:], b"ens-envelope/1")
+                sys.stdout.write(plain.hex())
+                """, privatePEM, sealed)
+            #expect(opened == Hex.encode(Array(plaintext.utf8)))
+        }
+        // Two seals of one plaintext share nothing: a fresh key and nonce each time.
+        #expect(try sealer.seal(Data("x".utf8)) != (try sealer.seal(Data("x".utf8))))
+        #expect(throws: ENSError.self) { try sealer.seal(Data(count: 4 * 245 + 1)) }
+        #expect(try sealer.seal(Data(count: 64 * 245), maximumBlocks: ENSSealer.maximumCredentialBlocks).hasPrefix("e1:"))
+    }
+
     @Test func sealingRefusesWhatENSWouldRefuse() throws {
         let (pem, _) = try Vectors.serverKey()
         let sealer = try ENSSealer(publicKeyPEM: pem)

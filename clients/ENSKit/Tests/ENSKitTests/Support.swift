@@ -20,16 +20,28 @@ enum Vectors {
     }
 }
 
-/// Opens what ENSKit sealed, as ENS does: base64, k-byte blocks, PKCS#1 v1.5 each.
+/// Opens what ENSKit sealed, as ENS does: base64, k-byte blocks, PKCS#1 v1.5 each; or
+/// an envelope (`e1:`): the key block, then AES-256-GCM.
 func unseal(_ text: String, with key: _RSA.Encryption.PrivateKey) throws -> [String: Any] {
-    let sealed = try #require(Data(base64Encoded: text))
+    try #require(try JSONSerialization.jsonObject(with: try unsealedBytes(text, with: key)) as? [String: Any])
+}
+
+func unsealedBytes(_ text: String, with key: _RSA.Encryption.PrivateKey) throws -> Data {
     let k = key.keySizeInBits / 8
+    if text.hasPrefix("e1:") {
+        let sealed = try #require(Data(base64Encoded: String(text.dropFirst(3))))
+        let contentKey = try key.decrypt(sealed.prefix(k), padding: ._WEAK_AND_INSECURE_PKCS_V1_5)
+        #expect(contentKey.count == 32)
+        let box = try AES.GCM.SealedBox(combined: sealed.dropFirst(k))
+        return try AES.GCM.open(box, using: SymmetricKey(data: contentKey), authenticating: Data("ens-envelope/1".utf8))
+    }
+    let sealed = try #require(Data(base64Encoded: text))
     #expect(sealed.count % k == 0)
     var plaintext = Data()
     for start in stride(from: 0, to: sealed.count, by: k) {
         plaintext.append(try key.decrypt(sealed[start..<start + k], padding: ._WEAK_AND_INSECURE_PKCS_V1_5))
     }
-    return try #require(try JSONSerialization.jsonObject(with: plaintext) as? [String: Any])
+    return plaintext
 }
 
 /// The JSON object in `data`, as an independent reader (JSONSerialization) sees it.
