@@ -1,6 +1,7 @@
 import ENSTestSupport
 import Foundation
 import OpenSSL
+import POSIX
 import Synchronization
 import Testing
 @testable import ENSModel
@@ -74,6 +75,44 @@ import Testing
             // Loading does not consume.
             #expect(try spool.load(first) == alert)
             #expect(spool.count == 2)
+        }
+    }
+
+    /// A segment that could not be made (its name taken here; on a full disk, its
+    /// header not written) refuses that store, and the next store makes the next one:
+    /// one failure does not refuse every store until a restart.
+    @Test func aSegmentThatCouldNotBeMadeIsNotTriedAgain() throws {
+        try Self.withSpool { spool, path, _ in
+            try Data("taken".utf8).write(to: Self.segment(path, 1))
+            #expect(throws: (any Error).self) { try spool.store(try Self.notification(1)) }
+            let entry = try spool.store(try Self.notification(2))
+            #expect(entry.segment == 2)
+            #expect(try spool.load(entry) == (try Self.notification(2)))
+            #expect(spool.count == 1)
+        }
+    }
+
+    /// Delivery drops an acknowledged notification only when its record can never be
+    /// read: a failed system call (EIO, EMFILE) leaves it to be read again.
+    @Test func onlyARecordThatCanNeverBeReadIsDropped() throws {
+        #expect(Spool.LoadFailure(SystemError(call: "open", errno: EMFILE)) == .transient)
+        #expect(Spool.LoadFailure(SystemError(call: "pread", errno: EIO)) == .transient)
+        try Self.withSpool { spool, path, _ in
+            let entry = try spool.store(try Self.notification(3))
+            for error: any Error in [Spool.DamagedRecord(entry: entry), Spool.NotSpooled(entry: entry)] {
+                #expect(Spool.LoadFailure(error) == .permanent, "\(error)")
+            }
+            // A record whose seal no longer opens, as a bit flipped on disk leaves it.
+            let url = Self.segment(path, entry.segment)
+            var bytes = try Data(contentsOf: url)
+            bytes[bytes.count - 1] ^= 0x01
+            try bytes.write(to: url)
+            do {
+                _ = try spool.load(entry)
+                Issue.record("a damaged record loaded")
+            } catch {
+                #expect(Spool.LoadFailure(error) == .permanent, "\(error)")
+            }
         }
     }
 

@@ -193,6 +193,15 @@ public final class Sender: Sendable {
                         } else {
                             notification = try spool.load(pending.entry)
                         }
+                    } catch where Spool.LoadFailure(error) == .transient {
+                        // Acknowledged, and still on disk as written: kept, and read again
+                        // after the usual backoff.
+                        logger.error("cannot read a spooled notification now; it waits", metadata: [
+                            "spool.entry": "\(pending.entry)", "error": "\(error)", "attempt": "\(pending.attempts + 1)",
+                        ])
+                        queue.delayed.append(Pending(entry: pending.entry, attempts: Int(pending.attempts) + 1,
+                                                     notBefore: now + DeliveryPolicy.retryDelayMilliseconds(attempt: Int(pending.attempts))))
+                        continue
                     } catch {
                         logger.error("dropping an unreadable spooled notification",
                                      metadata: ["spool.entry": "\(pending.entry)", "error": "\(error)"])

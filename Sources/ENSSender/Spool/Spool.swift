@@ -49,6 +49,21 @@ public final class Spool: Sendable {
         public var description: String { "the spool record at \(entry) is damaged" }
     }
 
+    /// Why `load` failed, as delivery must treat it: an acknowledged notification is
+    /// dropped only when its record cannot be read ever again.
+    public enum LoadFailure: Sendable, Equatable {
+        /// The disk or the process's limits (EIO, EMFILE, ENOMEM: any system call that
+        /// failed): the record is as it was written, to be read again later.
+        case transient
+        /// Cut short, a bad header, a seal that does not open, a notification that does
+        /// not parse, or no longer spooled: reading it again gives the same.
+        case permanent
+
+        public init(_ error: any Error) {
+            self = error is SystemError ? .transient : .permanent
+        }
+    }
+
     /// What opening the spool found on disk.
     public struct Recovery: Sendable, Equatable {
         /// Notifications still to deliver.
@@ -321,16 +336,23 @@ public final class Spool: Sendable {
             return writer
         }
         let number = appender.nextSegment
+        // Taken whatever happens below: a name left behind by a failure (a header that
+        // did not fit on a full disk) must not be tried again by every later store.
+        appender.nextSegment += 1
         let path = SpoolLayout.segmentPath(directory, number)
         let salt = try Digest.randomBytes(SpoolLayout.saltSize)
         let file = try LogFile(path: path, mode: .createNew)
         // Synced with the segment's first commit, before any record in it is acknowledged.
-        try file.write(SpoolLayout.segmentHeader(salt: salt), at: 0)
+        do {
+            try file.write(SpoolLayout.segmentHeader(salt: salt), at: 0)
+        } catch {
+            Files.remove(path)  // holds nothing: no record was written to it
+            throw error
+        }
         let segmentKey = SpoolLayout.segmentKey(spoolKey: key, salt: salt)
         let writer = SpoolSegmentWriter(number: number, file: file, key: segmentKey, headerSize: empty)
         Files.synchronizeDirectory(of: path)  // the new name must survive a crash before any record in it is acknowledged
         state.withLock { $0.keys[number] = segmentKey }
-        appender.nextSegment += 1
         let previous = appender.writer
         appender.writer = writer
         currentSegment.store(number, ordering: .releasing)
