@@ -145,6 +145,14 @@ struct EasyOptions {
     /// Keeps what the server sends (CURLINFO_HEADER_IN) in `replies`, which must
     /// outlive the transfer; what libcurl sends (the login) is not looked at.
     mutating func collectIMAPReplies(into replies: IMAPReplies) {
+        // libcurl hands the untagged replies that repeat a custom command's name (a
+        // server's `* SETMETADATA ...` to SETMETADATA) to the write callback as well,
+        // whose default writes them to standard output: into the journal, or into a CGI
+        // responder's answer. They are in `replies` already; the copy is dropped.
+        if result == CURLE_OK {
+            result = ccurl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION) { _, size, count, _ in size * count }
+        }
+        set(CURLOPT_WRITEDATA, pointer: nil)
         set(CURLOPT_VERBOSE, 1)
         if result == CURLE_OK {
             result = ccurl_easy_setopt_debug_callback(handle) { _, type, data, size, user in

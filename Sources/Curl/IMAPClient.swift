@@ -44,9 +44,11 @@ public struct IMAPServerConfiguration: Sendable {
 /// is reused by the next `run` for the same account. Owns the `CURL` handle; one thread
 /// at a time.
 ///
-/// What the server sends back untagged (`* METADATA ...`) reaches libcurl's debug
-/// callback only; the client keeps those lines and nothing libcurl sends, so the
-/// password never passes through Swift after it was handed to libcurl.
+/// What the server sends back untagged (`* METADATA ...`) is read from libcurl's debug
+/// callback; the client keeps those lines and nothing libcurl sends, so the password
+/// never passes through Swift after it was handed to libcurl. (libcurl also writes the
+/// replies that repeat the command's name to the write callback; that copy is dropped,
+/// never written to standard output.)
 public final class IMAPClient {
     private let handle: UnsafeMutableRawPointer
     private let configuration: IMAPServerConfiguration

@@ -110,4 +110,56 @@ import Testing
         bytes.withUnsafeBytes { cut.append($0) }
         #expect(cut.untagged(named: "CAPABILITY") == ["IMAP4rev1 METADATA"] && cut.untagged(named: "METADATA").isEmpty)
     }
+
+    /// A hostile server that answers SETMETADATA with untagged `* SETMETADATA ...`
+    /// lines (Tests/tools/imap_hostile.py): libcurl's default write callback would print
+    /// them to standard output, the journal or, in CGI mode, the answer. Nothing
+    /// reaches standard output; the lines are still read as replies.
+    @Test func aServersUntaggedLinesNeverReachStandardOutput() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory.path
+            _ = try Shell.run("""
+                openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \\
+                  -addext subjectAltName=IP:127.0.0.1 -days 1 -keyout "$1/key.pem" -out "$1/cert.pem" 2>/dev/null
+                python3 "$2" "$1/cert.pem" "$1/key.pem" "$1/port" 20 > "$1/server.log" 2>&1 &
+                echo $! > "$1/server.pid"
+                """, [path, Self.hostileServer])
+            defer { _ = try? Shell.run("kill \"$(cat \"$1/server.pid\")\" 2>/dev/null; true", [path]) }
+            var port = ""
+            for _ in 0..<100 where port.isEmpty {
+                port = (try? String(contentsOfFile: path + "/port", encoding: .utf8)) ?? ""
+                if port.isEmpty { Thread.sleep(forTimeInterval: 0.05) }
+            }
+            try #require(!port.isEmpty, "the hostile server did not start")
+            let imap = try IMAPClient(configuration: IMAPServerConfiguration(url: "imaps://127.0.0.1:\(port)/", caBundlePath: path + "/cert.pem",
+                                                                             totalTimeout: .seconds(10)))
+            let (replies, printed) = try Self.standardOutput {
+                try imap.run("SETMETADATA \"\" (\(Self.key) \"x\")", replyName: "SETMETADATA", login: "a@example.org", password: "pass")
+            }
+            #expect(replies.count == 20 && replies.first == "STDOUT-MARKER-0", "\(replies.prefix(2))")
+            #expect(!printed.contains("STDOUT-MARKER"), "\(printed.prefix(200))")
+        }
+    }
+
+    static let hostileServer = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../tools/imap_hostile.py").standardizedFileURL.path
+
+    /// What `body` wrote to standard output (fd 1, libc's buffer flushed), given back to
+    /// it afterwards so that nothing another test printed meanwhile is lost.
+    static func standardOutput<T>(_ body: () throws -> T) throws -> (T, String) {
+        let capture = FileManager.default.temporaryDirectory.appendingPathComponent("ens-stdout-\(UUID().uuidString)").path
+        fflush(nil)
+        let saved = dup(1), file = open(capture, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        try #require(saved >= 0 && file >= 0)
+        dup2(file, 1)
+        let result = Result { try body() }
+        fflush(nil)
+        dup2(saved, 1)
+        close(saved)
+        close(file)
+        let printed = (try? String(contentsOfFile: capture, encoding: .utf8)) ?? ""
+        try? FileManager.default.removeItem(atPath: capture)
+        if !printed.isEmpty { FileHandle.standardOutput.write(Data(printed.utf8)) }
+        return (try result.get(), printed)
+    }
 }
