@@ -177,6 +177,44 @@ struct DeviceAPIHandlerTests {
         #expect(plain.responseCode == "UserSubscribed")
     }
 
+    /// Which backend takes a new subscription may take discovery (DNS and HTTPS to the
+    /// address's domain): with every registration place taken, a registration is
+    /// answered 503 before any backend is asked, and nothing is looked up.
+    @Test func choosingABackendNeedsARegistrationPlace() throws {
+        let discovering = ScriptedRegistrar(.subscribed(endpoint: ScriptedRegistrar.endpoint))
+        let services = SharedServices(
+            vault: context.services.vault, apiTokens: APITokenSet(path: "/nonexistent", checkInterval: .seconds(3600)),
+            privateKeys: PrivateKeyCache(capacity: 16), liveness: LivenessRecorder(),
+            mailBackends: MailRegistrars(fallback: registrar, preferring: [discovering]))
+        let preferring = RequestContext(settings: configuration, services: services, database: database,
+                                        logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let user = try newUser()
+        let token = Self.token()
+        let parameters: [String: Any] = [
+            "userid": user.userID, "email": user.email, "bundleid": "com.example.mail",
+            "creds": try user.seal(["apnsToken": token, "userName": user.email, "password": "secret"]),
+        ]
+        let held = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let freed = DispatchSemaphore(value: 0)
+        let gate = services.registrationGate
+        Thread.detachNewThread {
+            _ = gate.ifAvailable { held.signal(); release.wait() }
+            freed.signal()
+        }
+        held.wait()
+        let busy = try call("/registerdevicev2", parameters, context: preferring)
+        release.signal()
+        freed.wait()
+        #expect(busy.status == 503 && busy.responseCode == "ServiceUnavailable")
+        #expect(discovering.calls.withLock { $0.isEmpty })
+        // With a place free, the preferred backend is asked and takes it.
+        var free = parameters
+        free["creds"] = try user.seal(["apnsToken": token, "userName": user.email, "password": "secret"])
+        #expect(try call("/registerdevicev2", free, context: preferring).responseCode == "UserSubscribed")
+        #expect(discovering.calls.withLock { $0.map(\.operation) } == ["serves", "subscribe"])
+    }
+
     @Test func statusUpdateSyncKeyAndUnregisterFollowTheDevice() throws {
         let user = try newUser()
         let token = Self.token()

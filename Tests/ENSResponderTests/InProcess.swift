@@ -63,7 +63,7 @@ final class ScriptedRegistrar: MailboxRegistering, @unchecked Sendable {
     let backend = MailBackend.ews
     static let endpoint = "https://mail.example.test:443"
     private let answer: Mutex<MailboxOutcome>
-    /// "subscribe" or "prove", with the mailbox, per call.
+    /// "serves", "subscribe", "prove" or "offer", with the mailbox, per call.
     let calls = Mutex<[(operation: String, mailbox: String)]>([])
 
     init(_ outcome: MailboxOutcome) { answer = Mutex(outcome) }
@@ -73,7 +73,10 @@ final class ScriptedRegistrar: MailboxRegistering, @unchecked Sendable {
         return self
     }
 
-    func serves(_ request: MailboxRequest, context: RequestContext) throws -> Bool { true }
+    func serves(_ request: MailboxRequest, context: RequestContext) throws -> Bool {
+        calls.withLock { $0.append(("serves", request.mailbox)) }
+        return true
+    }
 
     func subscribe(_ request: MailboxRequest, context: RequestContext) throws -> MailboxOutcome {
         calls.withLock { $0.append(("subscribe", request.mailbox)) }

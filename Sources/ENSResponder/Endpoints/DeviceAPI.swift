@@ -173,7 +173,8 @@ enum DeviceAPI {
             if request.record.isSubscribed && !force, let registrar = backends.registrar(of: request.record.backend) {
                 return try registrar.proveAccess(request, context: context)
             }
-            return try backends.registrar(serving: request, context: context).subscribe(request, context: context)
+            guard let registrar = try backends.registrar(serving: request, context: context) else { return .busy }
+            return try registrar.subscribe(request, context: context)
         }
         var outcome = try register(request)
         if case .ownServer(let endpoint) = outcome {

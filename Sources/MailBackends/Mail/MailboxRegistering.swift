@@ -11,7 +11,8 @@ internal import Logging
 public protocol MailboxRegistering: Sendable {
     var backend: MailBackend { get }
     /// Whether this backend is the one for a new subscription of this mailbox. Asked in
-    /// order (`MailRegistrars.preferred`); the fallback backend is never asked.
+    /// order (`MailRegistrars.preferred`), inside a registration place (it may look the
+    /// mailbox's domain up); the fallback backend is never asked.
     func serves(_ request: MailboxRequest, context: RequestContext) throws -> Bool
     /// Finds where the mailbox lives (EWS: Autodiscover), proves the credentials there,
     /// and subscribes to new mail in its Inbox; the record's live subscription (if any)
@@ -45,11 +46,17 @@ extension RequestContext {
     /// places (exchange.max_concurrent_registrations); none free: `.busy`, at once, so a
     /// slow mail server never holds every responder thread.
     func inRegistrationPlace(_ body: () throws -> MailboxOutcome) throws -> MailboxOutcome {
-        guard let outcome = try services.registrationGate.ifAvailable(body) else {
+        try withRegistrationPlace(body) ?? .busy
+    }
+
+    /// `body`'s result in one of this process's registration places; nil (logged) when
+    /// they are all taken.
+    func withRegistrationPlace<Result>(_ body: () throws -> Result) throws -> Result? {
+        guard let result = try services.registrationGate.ifAvailable(body) else {
             logger.warning("registration refused: this process's registration places are all taken")
-            return .busy
+            return nil
         }
-        return outcome
+        return result
     }
 }
 
@@ -182,11 +189,17 @@ public struct MailRegistrars: Sendable {
         (preferred + [fallback]).first { $0.backend == backend }
     }
 
-    /// The backend a new subscription of the mailbox goes to.
-    public func registrar(serving request: MailboxRequest, context: RequestContext) throws -> any MailboxRegistering {
-        for registrar in preferred where try registrar.serves(request, context: context) {
-            return registrar
+    /// The backend a new subscription of the mailbox goes to; nil when this process's
+    /// registration places are all taken. Asking may mean discovery (Dovecot's: DNS,
+    /// then HTTPS to a domain the caller named, seconds of a thread), so it happens
+    /// inside a place, as the rest of a registration's outbound work does, and a flood
+    /// of registrations for made-up domains cannot hold every responder thread.
+    public func registrar(serving request: MailboxRequest, context: RequestContext) throws -> (any MailboxRegistering)? {
+        try context.withRegistrationPlace { () throws -> any MailboxRegistering in
+            for registrar in preferred where try registrar.serves(request, context: context) {
+                return registrar
+            }
+            return fallback
         }
-        return fallback
     }
 }
