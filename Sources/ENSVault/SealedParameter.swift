@@ -40,7 +40,7 @@ public enum SealedParameter {
     /// same way up to the point of answering, and answer every failure with
     /// `APIError.sealedParameterRejected`.
     public static func open(_ text: String, with key: RSAPrivateKey, maximumBlocks: Int = maximumBlocksSmall) -> (plaintext: [UInt8], valid: Bool) {
-        if text.utf8.starts(with: envelopePrefix.utf8) {
+        if isEnvelope(text) {
             return openEnvelope(String(text.dropFirst(envelopePrefix.count)), with: key, maximumBlocks: maximumBlocks)
         }
         let k = key.modulusByteCount
@@ -76,6 +76,9 @@ public enum SealedParameter {
     /// What starts an envelope; never base64, so no chunked value can be read as one.
     public static let envelopePrefix = envelopeForm + ":"
     static let envelopeAssociatedData = Array("ens-envelope/1".utf8)
+
+    /// Whether `text` is in the envelope form (it opens, if at all, only whole).
+    public static func isEnvelope(_ text: String) -> Bool { text.utf8.starts(with: envelopePrefix.utf8) }
 
     /// An envelope's base64 (after `e1:`): its key block opened as a chunked value's
     /// blocks are, with implicit rejection, and the plaintext under that key. Every

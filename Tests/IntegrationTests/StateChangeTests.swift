@@ -276,6 +276,19 @@ struct StateChangeTests {
                                            "privacy": "generic"], for: "updateprivacy.info", envelope: true)
         #expect(try api.call("/updateprivacy", ["userid": user.user.userID, "info": info]).json["responseCode"] == "UpdateSuccess")
         #expect(try devices(user).map(\.mode) == [1])
+        // An envelope opens only whole, so it is spent by what it holds: two requests
+        // of one use and device in one millisecond (two pushes' contents fetched at
+        // once) are each answered; the same one again is refused.
+        let sealedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let histories = try [1, 2].map { limit in
+            try user.user.sealJSON(["pushToken": user.token, "deviceSecret": TestSecrets.deviceSecret(for: user.token), "limit": limit],
+                                   for: "getnotificationhistory.info", sealedAt: sealedAt, envelope: true)
+        }
+        for history in histories {
+            let answer = try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": history])
+            #expect(answer.bodyText.hasSuffix(#""responseCode":"NotificationHistory"}"#), "\(answer.bodyText)")
+        }
+        expectRefused(try api.call("/getnotificationhistory", ["userid": user.user.userID, "info": histories[0]]))
         let body = try #require(Data(base64Encoded: String(info.dropFirst(3))))
         let blank = try #require(Data(base64Encoded: try user.user.seal(" ")))
         for resent in [info, "e1:" + (body + blank).base64EncodedString(), "e1:" + (blank + body).base64EncodedString()] {

@@ -95,22 +95,24 @@ struct SealedOnce {
     let register: SealedValuesUsed
     let logger: Logger
 
-    /// Marks the act `value` asks for, not its bytes: the blocks of a sealed value are
-    /// sealed one by one under a public key, so anyone can add a block of whitespace to
-    /// a logged value, or splice blocks of their own around the original ones, and get
-    /// new bytes that parse to the same request, at the same `sealedAt`. (A block of
-    /// theirs that carries a `sealedAt` of its own is another act: docs/security.md,
-    /// "Open items".) (The plaintext's digest is marked too,
-    /// the mark 0.5.0 hosts check, so a value spent on either kind of host is spent on
-    /// both during a rolling upgrade.)
-    func claim(_ use: SealedUse, _ value: SealedUse.Checked, plaintext: [UInt8], sealedAt: Int64, maximumAge: Duration) throws(APIError) {
-        // A member that does not name a device fails its endpoint later; its mark is
-        // made with no device, the value spent all the same.
-        let device = use.actingDevice.flatMap { try? value.members.sealedToken($0).storedForm } ?? ""
-        let marks = [
-            vault.sealedActDigest(purpose: use.purpose, recordID: recordID, sealedAt: sealedAt, device: device),
-            vault.sealedValueDigest(purpose: use.purpose, recordID: recordID, plaintext: plaintext),
-        ]
+    /// Marks a value spent. An envelope opens only whole, so its plaintext is the act it
+    /// asks for, and the plaintext's digest is its mark. A chunked value's blocks are
+    /// sealed one by one under a public key: anyone can add a block of whitespace to a
+    /// logged one, or splice blocks of their own around the original ones, and get new
+    /// bytes that parse to the same request at the same `sealedAt`. So a chunked value
+    /// is marked by its act (use, record, `sealedAt`, the device it acts on) too. (A
+    /// block of theirs that carries a `sealedAt` of its own is another act:
+    /// docs/security.md, "Open items".) The plaintext's digest is the mark 0.5.0 hosts
+    /// check, so a value spent on either release is spent on both during an upgrade.
+    func claim(_ use: SealedUse, _ value: SealedUse.Checked, plaintext: [UInt8], whole: Bool, sealedAt: Int64,
+               maximumAge: Duration) throws(APIError) {
+        var marks = [vault.sealedValueDigest(purpose: use.purpose, recordID: recordID, plaintext: plaintext)]
+        if !whole {
+            // A member that does not name a device fails its endpoint later; its mark is
+            // made with no device, the value spent all the same.
+            let device = use.actingDevice.flatMap { try? value.members.sealedToken($0).storedForm } ?? ""
+            marks.append(vault.sealedActDigest(purpose: use.purpose, recordID: recordID, sealedAt: sealedAt, device: device))
+        }
         // Past this it fails its window anyway (sealedAt + the age allowed).
         let expiresAt = Timestamp(millisecondsSinceEpoch: sealedAt + maximumAge.components.seconds * 1000 + 1000)
         let fresh: Bool
@@ -164,16 +166,17 @@ struct SealedPayload {
         // the same work; it never parses as an object of the right shape.
         let parsed = try? JSONParser.parse(plaintext)
         guard valid, case .object(let members)? = parsed else { throw .sealedParameterRejected }
-        return try checked(members, plaintext: plaintext)
+        return try checked(members, plaintext: plaintext, whole: SealedParameter.isEnvelope(sealed))
     }
 
-    private func checked(_ members: [String: JSONValue], plaintext: [UInt8]) throws(APIError) -> SealedUse.Checked {
+    /// `whole`: an envelope, whose plaintext opened as one piece.
+    private func checked(_ members: [String: JSONValue], plaintext: [UInt8], whole: Bool) throws(APIError) -> SealedUse.Checked {
         guard let use else { return SealedUse.Checked(members: members, sealedAt: nil) }
         let checked = try use.check(members, now: .now(), maximumAge: maximumAge, requirePurpose: requirePurpose)
         if use.singleUse, let sealedAt = checked.sealedAt {
             // Every state-changing opening passes here: a use cannot forget its mark.
             guard let once else { preconditionFailure("a single-use sealed value (\(use.purpose)) opened without a register to mark it in") }
-            try once.claim(use, checked, plaintext: plaintext, sealedAt: sealedAt, maximumAge: maximumAge)
+            try once.claim(use, checked, plaintext: plaintext, whole: whole, sealedAt: sealedAt, maximumAge: maximumAge)
         }
         return checked
     }
@@ -194,7 +197,9 @@ struct SealedPayload {
         let (plaintext, valid) = SealedParameter.open(sealed, with: key, maximumBlocks: maximumBlocks)
         let parsed = try? JSONParser.parse(plaintext)
         guard valid else { throw .sealedParameterRejected }
-        if case .object(let members)? = parsed { return .object(try checked(members, plaintext: plaintext)) }
+        if case .object(let members)? = parsed {
+            return .object(try checked(members, plaintext: plaintext, whole: SealedParameter.isEnvelope(sealed)))
+        }
         guard let text = String.validatedUTF8(plaintext) else { throw .sealedParameterRejected }
         try bareTextAllowed()
         return .text(text.trimmingCharacters(in: " \t\r\n"))

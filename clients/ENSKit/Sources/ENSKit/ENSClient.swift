@@ -79,6 +79,9 @@ public struct ENSClient: Sendable {
     /// Injected by the tests, so retries take no real time.
     let sleep: @Sendable (Duration) async -> Void
     let now: @Sendable () -> Date
+    /// Every sealed value's `sealedAt`, strictly later than the last one this client
+    /// (and its copies) sealed: ENS spends a chunked value by its use, device and time.
+    let sealingClock = SealingClock()
 
     public init(configuration: ENSConfiguration, transport: any ENSHTTPTransport = URLSessionTransport(), keyStore: any ENSKeyStore) {
         self.init(configuration: configuration, transport: transport, keyStore: keyStore,
@@ -532,15 +535,13 @@ public struct ENSClient: Sendable {
         var sealer = try await pinnedSealer(for: user)
         var refreshed = false
         // ENS takes a bound value once: every attempt seals a new one, its time at least
-        // a millisecond after the last (a clock that did not move between attempts
-        // would otherwise seal the same plaintext again).
-        var lastSealedAt: Int64?
+        // a millisecond after the last value this client sealed, for any call (a clock
+        // that did not move would otherwise seal one act twice).
         while true {
             let current = sealer
             do {
                 return try await call(endpoint, accepting: accepting) { () throws(ENSError) -> Body in
-                    let time = max(ENSSealer.milliseconds(now()), (lastSealedAt ?? .min) + 1)
-                    lastSealedAt = time
+                    let time = sealingClock.next(after: ENSSealer.milliseconds(now()))
                     return try makeBody(SealContext(sealer: current, endpoint: endpoint, time: time))
                 }
             } catch where error.code == .invalidRequest && !refreshed {

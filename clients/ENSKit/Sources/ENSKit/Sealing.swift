@@ -135,3 +135,19 @@ public struct ENSSealer: Sendable {
 
     static func milliseconds(_ time: Date) -> Int64 { Int64((time.timeIntervalSince1970 * 1000).rounded(.down)) }
 }
+
+/// Hands out `sealedAt` values, each strictly later than the one before: two calls in
+/// one millisecond (two pushes' contents fetched at once) get two times.
+final class SealingClock: @unchecked Sendable {
+    // @unchecked: `last` is read and written under `lock` only.
+    private let lock = NSLock()
+    private var last = Int64.min
+
+    /// `now`, or a millisecond after the last time handed out if that is not earlier.
+    func next(after now: Int64) -> Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        last = max(now, last + 1)
+        return last
+    }
+}

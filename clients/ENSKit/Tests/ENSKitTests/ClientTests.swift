@@ -255,6 +255,24 @@ struct ClientTests {
         #expect(secondAt > firstAt)
     }
 
+    /// Two calls in the same millisecond seal two times: ENS spends a chunked value by
+    /// its use, device and `sealedAt`, so one time for two calls would refuse the second.
+    @Test func twoCallsInOneMillisecondSealTwoTimes() async throws {
+        let (pem, key) = try Vectors.serverKey()
+        let updated = #"{"responseCode":"UpdateSuccess"}"#
+        let transport = RecordedTransport([(200, [:], try publicKeyAnswer(user, pem)), (200, [:], updated), (200, [:], updated)])
+        let client = try makeClient(transport)
+        let expiration = Date(timeIntervalSince1970: 4_102_444_800)
+        try await client.updateSyncKey(user: user, token: apns, key: "one", expiration: expiration)
+        try await client.updateSyncKey(user: user, token: apns, key: "two", expiration: expiration)
+        var times: [Int] = []
+        for index in [1, 2] {
+            let info = try #require(try transport.parameters(index)["info"] as? String)
+            times.append(try #require(try unseal(info, with: key)["sealedAt"] as? Int))
+        }
+        #expect(times[1] == times[0] + 1, "\(times)")
+    }
+
     /// A key whose answer says ENS opens envelopes (`ENS-Sealing: e1`) gets envelopes
     /// from then on. If one reaches a host that does not (a cluster in a rolling
     /// upgrade: its 400), the key is fetched again and, answered without the header,
