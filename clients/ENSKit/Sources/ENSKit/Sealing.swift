@@ -58,7 +58,8 @@ public struct ENSSealer: Sendable {
         self.form = form
     }
 
-    /// `plaintext` sealed, in base64; at most `maximumBlocks` ciphertext blocks.
+    /// `plaintext` sealed in this sealer's form: at most what `maximumBlocks` chunks hold
+    /// (each k − 11 bytes), as ENS accepts for the parameter.
     public func seal(_ plaintext: Data, maximumBlocks: Int = ENSSealer.maximumBlocks) throws(ENSError) -> String {
         let step = blockSize - 11
         if form == .envelope {
