@@ -61,7 +61,8 @@ public final class LivenessRecorder: Sendable {
         pending.withLock { _ = $0.devices[shard, default: []].insert(id) }
     }
 
-    /// Notes that a user checked in (v1): the record and all its devices.
+    /// Notes that a user checked in (v1): the record and its devices without a secret,
+    /// if it has any (`SubscriptionStore.checkIn(recordID:now:)`).
     public func user(_ recordID: Int64, shard: Int = 0) {
         pending.withLock { _ = $0.users[shard, default: []].insert(recordID) }
     }
@@ -109,7 +110,7 @@ public final class LivenessRecorder: Sendable {
                 for chunk in Array(users).chunked(Self.batchLimit) {
                     let ids = Self.padded(Array(chunk), with: chunk[chunk.startIndex])
                     try database.execute("""
-                        UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id AND d.secret_hash IS NULL
+                        UPDATE EnsSubscriptionInfo s JOIN Devices d ON d.subscription_row = s.id AND d.secret_hash IS NULL
                         SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id IN (\(list: ids))
                         """)
                 }

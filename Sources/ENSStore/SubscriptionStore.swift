@@ -486,7 +486,10 @@ public struct SubscriptionStore {
     /// v1 check-in: the user is alive, and so are its devices that have no secret (the
     /// original contract's clients, which have no other check-in). It names no device
     /// and proves nothing, so it keeps no device with a secret from being reaped: those
-    /// check in with v2. Coalesced through the check-in recorder when there is one.
+    /// check in with v2. Nor does it keep a record without such a device (an empty one
+    /// `/getpublickey` made): anyone with the ApiToken could otherwise keep every record
+    /// they created from `reap.empty_record_days`. Coalesced through the check-in
+    /// recorder when there is one.
     public func checkIn(recordID: Int64, now: Timestamp) throws(DatabaseError) {
         if let liveness {
             liveness.user(recordID, shard: shard)
@@ -494,7 +497,7 @@ public struct SubscriptionStore {
         }
         let time = now.databaseString
         try database.execute("""
-            UPDATE EnsSubscriptionInfo s LEFT JOIN Devices d ON d.subscription_row = s.id AND d.secret_hash IS NULL
+            UPDATE EnsSubscriptionInfo s JOIN Devices d ON d.subscription_row = s.id AND d.secret_hash IS NULL
             SET s.last_checkin_at = \(time), d.last_checkin_at = \(time) WHERE s.id = \(recordID)
             """)
     }

@@ -379,4 +379,28 @@ struct StateChangeTests {
         }
         #expect(TestStack.eventually(within: 10) { (try? refreshed()) == [1] })
     }
+
+    /// A v1 check-in names no device and proves nothing: it keeps no record without a
+    /// device of the original contract alive, so records an ApiToken holder made and left
+    /// empty still go after `reap.empty_record_days`. One with such a device it keeps.
+    @Test func aV1CheckInKeepsNoEmptyRecordAlive() throws {
+        let empty = try api.newUser()
+        let legacy = try RegisteredUser.register(with: api)
+        let token = TestSecrets.apnsToken()
+        let joined = try api.call("/registerdevicev2", [
+            "userid": legacy.user.userID, "email": legacy.user.email, "bundleid": "com.example.mail",
+            "creds": try legacy.user.sealJSON(["apnsToken": token, "userName": legacy.user.email, "password": legacy.password]),
+        ])
+        #expect(joined.json["responseCode"] == "UserUpdated", "\(joined.bodyText)")
+        func checkedIn(_ userID: String) throws -> Bool {
+            try database.queryOne("SELECT last_checkin_at IS NOT NULL FROM EnsSubscriptionInfo WHERE userid = \(userID)")?.int(0) == 1
+        }
+        try database.execute("UPDATE EnsSubscriptionInfo SET last_checkin_at = NULL WHERE userid IN (\(empty.userID), \(legacy.user.userID))")
+        #expect(try api.call("/getsubscriptionstatus", ["userid": empty.userID]).json["responseCode"] == "UserRecordPresentNotSubscribed")
+        #expect(try api.call("/getsubscriptionstatus", ["userid": legacy.user.userID]).json["responseCode"] == "UserSubscribed")
+        // Check-ins are written in a batch within a second: the legacy record's shows,
+        // and by then the empty record's would have too.
+        #expect(TestStack.eventually(within: 10) { (try? checkedIn(legacy.user.userID)) == true })
+        #expect(try !checkedIn(empty.userID))
+    }
 }
