@@ -356,16 +356,21 @@ struct StateChangeTests {
         expectRefused(try checkIn(user, creds: fresh))
     }
 
+    /// A second device on `user`'s record, registered the original contract's way: no
+    /// secret, unbound creds.
+    func registerLegacyDevice(_ user: RegisteredUser) throws {
+        let answer = try api.call("/registerdevicev2", [
+            "userid": user.user.userID, "email": user.user.email, "bundleid": "com.example.mail",
+            "creds": try user.user.sealJSON(["apnsToken": TestSecrets.apnsToken(), "userName": user.user.email, "password": user.password]),
+        ])
+        #expect(answer.json["responseCode"] == "UserUpdated", "\(answer.bodyText)")
+    }
+
     /// The v1 check-in names no device and proves nothing: it keeps no device with a
     /// secret from being reaped.
     @Test func aV1CheckInKeepsOnlyDevicesWithoutASecretAlive() throws {
         let user = try RegisteredUser.register(with: api)
-        let legacy = TestSecrets.apnsToken()
-        let answer = try api.call("/registerdevicev2", [
-            "userid": user.user.userID, "email": user.user.email, "bundleid": "com.example.mail",
-            "creds": try user.user.sealJSON(["apnsToken": legacy, "userName": user.user.email, "password": user.password]),
-        ])
-        #expect(answer.json["responseCode"] == "UserUpdated", "\(answer.bodyText)")
+        try registerLegacyDevice(user)
         try database.execute("""
             UPDATE Devices d JOIN EnsSubscriptionInfo s ON s.id = d.subscription_row SET d.last_checkin_at = NOW(3) - INTERVAL 10 DAY
             WHERE s.userid = \(user.user.userID)
@@ -386,12 +391,7 @@ struct StateChangeTests {
     @Test func aV1CheckInKeepsNoEmptyRecordAlive() throws {
         let empty = try api.newUser()
         let legacy = try RegisteredUser.register(with: api)
-        let token = TestSecrets.apnsToken()
-        let joined = try api.call("/registerdevicev2", [
-            "userid": legacy.user.userID, "email": legacy.user.email, "bundleid": "com.example.mail",
-            "creds": try legacy.user.sealJSON(["apnsToken": token, "userName": legacy.user.email, "password": legacy.password]),
-        ])
-        #expect(joined.json["responseCode"] == "UserUpdated", "\(joined.bodyText)")
+        try registerLegacyDevice(legacy)
         func checkedIn(_ userID: String) throws -> Bool {
             try database.queryOne("SELECT last_checkin_at IS NOT NULL FROM EnsSubscriptionInfo WHERE userid = \(userID)")?.int(0) == 1
         }
