@@ -92,10 +92,17 @@ struct CGIModeTests {
         #expect(wrongMethod.status == 405 && wrongMethod.headers["allow"] == "POST")
     }
 
+    /// A v1 check-in (of a record with a device of the original contract, the only
+    /// kind it keeps alive) is in the database once the CGI program has answered.
     @Test func aCheckInIsWrittenBeforeTheProgramExits() throws {
         let user = try api.newUser()
         let database = try TestStack.serviceConnection()
         try user.pretendSubscribed(database: database, oauthToken: "cgi-oauth")
+        let registered = try api.call("/registerdevicev2", [
+            "userid": user.userID, "email": user.email, "bundleid": "com.example.mail",
+            "creds": try user.sealJSON(["apnsToken": TestSecrets.apnsToken(), "oauthAccessToken": "cgi-oauth"]),
+        ])
+        #expect(registered.json["responseCode"] == "UserUpdated", "\(registered.bodyText)")
         try database.execute("UPDATE EnsSubscriptionInfo SET last_checkin_at = NULL WHERE userid = \(user.userID)")
         let answer = try cgi("POST", "/getsubscriptionstatus", body: "userid=\(user.userID)", contentType: "application/x-www-form-urlencoded",
                              apiToken: api.token)
